@@ -1,0 +1,150 @@
+package trustedproxy
+
+import (
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxValueLen is the most bytes of an attacker-controlled value that the
+// package ever copies into a [Hop], a [Derivation] or an error.
+const maxValueLen = 64
+
+// parseEntry parses one address as it appears in http.Request.RemoteAddr, in
+// an X-Forwarded-For element or in a single-address header, and returns it in
+// canonical form together with the textual address it was read from
+// (brackets, port and zone removed; a substring of s, so nothing is copied).
+//
+// Accepted forms (the grammar of netip.ParseAddr and netip.ParseAddrPort):
+//
+//	198.51.100.7              IPv4
+//	198.51.100.7:5555         IPv4 and port
+//	2001:db8::1               IPv6 (upper or lower case hex, optional %zone)
+//	[2001:db8::1]             bracketed IPv6
+//	[2001:db8::1]:80          bracketed IPv6 and port
+//
+// A port is 1 to 5 ASCII digits with a value of at most 65535. Brackets hold
+// IPv6 only (RFC 3986 IP-literal); a zone belongs to IPv6 only and must be
+// non-empty. Anything else (empty strings, host names, "unknown", a v4 zone,
+// a v6 address with a port but no brackets) is malformed.
+//
+// Canonical form: why it matters. netip and netipx compare addresses by
+// family and zone. netipx.IPSet.Contains returns false for any zoned address,
+// and a set built from 10.0.0.0/8 does not contain ::ffff:10.0.0.1, which is
+// the same host as seen by a dual-stack socket. So before any trust decision:
+//
+//   - Unmap: ::ffff:a.b.c.d becomes a.b.c.d, the only form trust sets hold.
+//   - Drop the zone: fe80::1%eth0 becomes fe80::1. The zone names a local
+//     interface of the host that wrote the value; it is not part of the
+//     address and must not make a trusted address look untrusted (nor the
+//     reverse). The zone is cut off textually before parsing, so an attacker
+//     cannot make the resolver intern arbitrary zone strings.
+//
+// The returned address therefore always has Is4In6() == false and Zone() == "".
+func parseEntry(s string) (a netip.Addr, text string, ok bool) {
+	if s == "" {
+		return netip.Addr{}, "", false
+	}
+	host, bracketed := s, false
+	if s[0] == '[' {
+		bracketed = true
+		if s[len(s)-1] == ']' {
+			host = s[1 : len(s)-1] // "[v6]"
+		} else {
+			// "[v6]:port": the port follows the last colon, which must
+			// directly follow the closing bracket.
+			i := strings.LastIndexByte(s, ':')
+			if i < 2 || s[i-1] != ']' || !validPort(s[i+1:]) {
+				return netip.Addr{}, "", false
+			}
+			host = s[1 : i-1]
+		}
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
+		// Exactly one colon: "v4:port". (A valid IPv6 address has at least
+		// two colons before any zone, so this cannot be a bare IPv6.)
+		if !validPort(s[i+1:]) {
+			return netip.Addr{}, "", false
+		}
+		host = s[:i]
+	}
+	// Zero colons: bare IPv4. Two or more outside brackets: bare IPv6.
+
+	text, zone, zoned := strings.Cut(host, "%")
+	if zoned && zone == "" {
+		return netip.Addr{}, "", false
+	}
+	a, err := netip.ParseAddr(text)
+	if err != nil {
+		return netip.Addr{}, "", false
+	}
+	if (zoned || bracketed) && !a.Is6() {
+		// Zones and brackets are IPv6 syntax (netip refuses "1.2.3.4%eth0"
+		// and "[1.2.3.4]:80" for the same reason).
+		return netip.Addr{}, "", false
+	}
+	return canonical(a), text, true
+}
+
+// canonical returns a unmapped and without zone: the only form in which
+// addresses are compared with a trust set or reported (see parseEntry).
+func canonical(a netip.Addr) netip.Addr {
+	return a.Unmap().WithZone("")
+}
+
+// validPort reports whether p is 1 to 5 ASCII digits with value <= 65535.
+func validPort(p string) bool {
+	if len(p) == 0 || len(p) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
+}
+
+// addrText returns the canonical text of a. When text (the form a was read
+// from) is already canonical, which is the common case for addresses written
+// by proxies, text itself is returned and nothing is allocated.
+func addrText(a netip.Addr, text string) string {
+	var buf [64]byte // longest canonical IPv6 text is 39 bytes
+	if string(a.AppendTo(buf[:0])) == text {
+		return text
+	}
+	return a.String()
+}
+
+// trimOWS removes leading and trailing spaces and horizontal tabs (RFC 9110
+// optional whitespace), the only padding allowed around list elements.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// truncate returns at most maxValueLen bytes of s, cut on a UTF-8 rune
+// boundary so the result stays valid text when s was. Used for every
+// attacker-controlled value the package reports.
+func truncate(s string) string {
+	if len(s) <= maxValueLen {
+		return s
+	}
+	// Back off over at most UTFMax-1 continuation bytes: a rune cut in
+	// half is dropped whole; invalid UTF-8 is cut at the byte limit.
+	n := maxValueLen
+	for n > maxValueLen-(utf8.UTFMax-1) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	if !utf8.RuneStart(s[n]) {
+		n = maxValueLen
+	}
+	return s[:n]
+}

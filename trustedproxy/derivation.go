@@ -1,0 +1,117 @@
+package trustedproxy
+
+import "net/netip"
+
+// Result is the outcome of one [Resolver.Resolve] call.
+//
+// On success Client is valid and canonical (Is4In6() false, Zone() ""), and
+// Network is Client masked to the configured prefix length for its family,
+// so Network.Contains(Client) is always true. On error both are the zero
+// value and Derivation (with Error set) explains what went wrong.
+type Result struct {
+	// Client is the canonical client address.
+	Client netip.Addr
+	// Network is netip.PrefixFrom(Client, bits).Masked(), bits being
+	// Config.IPv4Prefix or Config.IPv6Prefix by the family of Client after
+	// unmapping.
+	Network netip.Prefix
+	// Derivation says how Client was chosen.
+	Derivation Derivation
+}
+
+// Derivation explains one resolution: the peer seen, whether it is trusted,
+// the header consulted, every hop examined with its verdict, the hop chosen
+// and the reason. JSON field names are a public contract (the debug endpoint
+// prints them).
+//
+// Values copied from the request (Peer when unparsable, Hop.Value) are
+// attacker-controlled and truncated to 64 bytes.
+type Derivation struct {
+	// Peer is the canonical TCP peer address without port, or the raw
+	// remoteAddr truncated to 64 bytes when it could not be parsed.
+	Peer string `json:"peer"`
+	// PeerTrusted reports whether Peer is in the trusted set.
+	PeerTrusted bool `json:"peer_trusted"`
+	// Header is the canonical name of the header consulted: set only when
+	// the peer is trusted and a header is configured.
+	Header string `json:"header,omitempty"`
+	// Hops lists the header entries actually examined, in walk order
+	// (rightmost first for a list header; one entry for a single-address
+	// header). Entries left of the chosen client are never examined and
+	// never listed. nil (JSON null) when no header value was examined.
+	Hops []Hop `json:"hops"`
+	// Chosen is the index into Hops of the client, or -1 when the client
+	// is the peer or the resolution failed.
+	Chosen int `json:"chosen"`
+	// Reason says why the client is what it is.
+	Reason Reason `json:"reason"`
+	// Error is the text of the error Resolve returned, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// Hop is one forwarding-header entry examined by the walk.
+type Hop struct {
+	// Position is the 0-based position of the entry in the merged chain
+	// (all lines of the header joined in wire order, split on commas;
+	// leftmost = 0; header lines holding only spaces and tabs contribute
+	// no entry). For a single-address header, the index of the line read.
+	Position int `json:"position"`
+	// Value is the raw entry, spaces and tabs trimmed, truncated to 64
+	// bytes. Attacker-controlled.
+	Value string `json:"value"`
+	// Address is the canonical address parsed from Value, "" when malformed.
+	Address string `json:"address,omitempty"`
+	// Verdict is what the walk concluded about this entry.
+	Verdict Verdict `json:"verdict"`
+}
+
+// Verdict classifies one examined [Hop].
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictTrusted: the entry is a trusted proxy; the walk continued left.
+	VerdictTrusted Verdict = "trusted"
+	// VerdictClient: the entry is the client (first untrusted address, or
+	// the value of a single-address header).
+	VerdictClient Verdict = "client"
+	// VerdictMalformed: the entry is not an address; the walk failed closed.
+	VerdictMalformed Verdict = "malformed"
+)
+
+// Reason says why a [Derivation] chose its client (or failed).
+type Reason string
+
+// Reasons.
+const (
+	// ReasonPeerUntrusted: the peer is not trusted, it is the client; no
+	// header was read.
+	ReasonPeerUntrusted Reason = "peer_untrusted"
+	// ReasonNoHeaderConfigured: the peer is trusted but Config.Header is
+	// empty; the client is the peer.
+	ReasonNoHeaderConfigured Reason = "no_header_configured"
+	// ReasonHeaderAbsent: the peer is trusted but sent no value in the
+	// configured header (no line, or only lines of spaces and tabs); the
+	// client is the peer. Reported rather than hidden: a trusted proxy that
+	// forwards without the header is usually a misconfiguration.
+	ReasonHeaderAbsent Reason = "trusted_peer_without_header"
+	// ReasonFirstUntrustedHop: the client is the first untrusted entry of
+	// the list header, walking right to left.
+	ReasonFirstUntrustedHop Reason = "first_untrusted_hop"
+	// ReasonAllHopsTrusted: every entry of the list header is trusted; the
+	// client is the peer (documented choice: never the leftmost entry,
+	// which nobody vouches for being anything but another proxy).
+	ReasonAllHopsTrusted Reason = "all_hops_trusted"
+	// ReasonSingleAddressHeader: the client is the value of the
+	// single-address header sent by the trusted peer.
+	ReasonSingleAddressHeader Reason = "single_address_header"
+	// ReasonMalformedEntry: a header entry reached by the walk is not an
+	// address; Resolve returned a *ChainError wrapping ErrMalformedEntry.
+	ReasonMalformedEntry Reason = "malformed_entry"
+	// ReasonChainTooLong: more than MaxHops entries would have had to be
+	// examined; Resolve returned a *ChainError wrapping ErrChainTooLong.
+	ReasonChainTooLong Reason = "chain_too_long"
+	// ReasonMalformedPeer: remoteAddr is not an address; Resolve returned
+	// an error wrapping ErrMalformedPeer.
+	ReasonMalformedPeer Reason = "malformed_peer"
+)

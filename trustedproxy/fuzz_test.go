@@ -1,0 +1,224 @@
+package trustedproxy
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// The fuzz configuration. fuzzTrustedCanonical is the same set written out
+// by hand in canonical form, for the reference implementation.
+var (
+	fuzzTrusted          = []string{"10.0.0.0/8", "127.0.0.1", "2001:db8::/32", "::ffff:192.168.0.0/112", "fe80::1%eth0"}
+	fuzzTrustedCanonical = []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("127.0.0.1/32"),
+		netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("192.168.0.0/16"),
+		netip.MustParsePrefix("fe80::1/128"),
+	}
+)
+
+// refParse is the slow, obviously correct reading of one address: try the
+// standard library's parsers on the documented forms, then canonicalise.
+func refParse(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		a, err := netip.ParseAddr(s[1 : len(s)-1])
+		if err != nil || !a.Is6() {
+			return netip.Addr{}, false
+		}
+		return a.Unmap().WithZone(""), true
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || len(s)-strings.LastIndex(s, ":")-1 > 5 { // at most 5 port digits
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
+}
+
+func refTrusted(a netip.Addr) bool {
+	for _, p := range fuzzTrustedCanonical {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+type refResult struct {
+	client netip.Addr
+	reason Reason
+	err    error // sentinel
+	pos    int   // position of the chosen or failing entry, -1 for none
+}
+
+// refResolve implements the rules with strings.Split and no cleverness.
+func refResolve(header, peer string, lines []string) refResult {
+	p, ok := refParse(peer)
+	if !ok {
+		return refResult{reason: ReasonMalformedPeer, err: ErrMalformedPeer, pos: -1}
+	}
+	if !refTrusted(p) {
+		return refResult{client: p, reason: ReasonPeerUntrusted, pos: -1}
+	}
+	if header == "" {
+		return refResult{client: p, reason: ReasonNoHeaderConfigured, pos: -1}
+	}
+	var nonEmpty []string
+	for _, l := range lines {
+		if strings.Trim(l, " \t") != "" {
+			nonEmpty = append(nonEmpty, l)
+		}
+	}
+	if len(nonEmpty) == 0 {
+		return refResult{client: p, reason: ReasonHeaderAbsent, pos: -1}
+	}
+	if header != "X-Forwarded-For" {
+		last := len(lines) - 1
+		v := strings.Trim(lines[last], " \t")
+		a, ok := refParse(v)
+		if strings.Contains(v, ",") || !ok {
+			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: last}
+		}
+		return refResult{client: a, reason: ReasonSingleAddressHeader, pos: last}
+	}
+	entries := strings.Split(strings.Join(nonEmpty, ","), ",")
+	examined := 0
+	for i := len(entries) - 1; i >= 0; i-- {
+		if examined == MaxHops {
+			return refResult{reason: ReasonChainTooLong, err: ErrChainTooLong, pos: i}
+		}
+		examined++
+		a, ok := refParse(strings.Trim(entries[i], " \t"))
+		if !ok {
+			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: i}
+		}
+		if !refTrusted(a) {
+			return refResult{client: a, reason: ReasonFirstUntrustedHop, pos: i}
+		}
+	}
+	return refResult{client: p, reason: ReasonAllHopsTrusted, pos: -1}
+}
+
+// FuzzResolve cross-checks Resolve against refResolve and asserts the
+// invariants: no panic; the client is the peer or an entry of the chain;
+// the client is canonical; Network contains Client; the Derivation is
+// consistent; attacker-controlled values stay within 64 bytes.
+//
+// Inputs: the peer (RemoteAddr), the header value with lines separated by
+// '\n', and a mode selecting the configured header (0 X-Forwarded-For,
+// 1 X-Real-IP, 2 none). Seeds live in testdata/fuzz/FuzzResolve.
+func FuzzResolve(f *testing.F) {
+
+	resolvers := [3]*Resolver{
+		mustNew(f, Config{Trusted: fuzzTrusted, Header: "X-Forwarded-For", IPv4Prefix: 24, IPv6Prefix: 56}),
+		mustNew(f, Config{Trusted: fuzzTrusted, Header: "X-Real-IP"}),
+		mustNew(f, Config{Trusted: fuzzTrusted}),
+	}
+	headers := [3]string{"X-Forwarded-For", "X-Real-Ip", ""}
+	bits4 := [3]int{24, 32, 32}
+	bits6 := [3]int{56, 64, 64}
+
+	f.Fuzz(func(t *testing.T, peer, value string, mode byte) {
+		m := int(mode % 3)
+		r := resolvers[m]
+		var h http.Header
+		lines := strings.Split(value, "\n")
+		if headers[m] != "" && value != "" {
+			h = http.Header{headers[m]: lines}
+		} else {
+			lines = nil
+		}
+
+		got, err := r.Resolve(peer, h)
+		want := refResolve(headers[m], peer, lines)
+		d := got.Derivation
+
+		// Agreement with the reference.
+		if !errors.Is(err, want.err) || (err == nil) != (want.err == nil) {
+			t.Fatalf("Resolve(%q, %q) error %v, reference %v", peer, lines, err, want.err)
+		}
+		if got.Client != want.client {
+			t.Fatalf("Resolve(%q, %q) client %v, reference %v", peer, lines, got.Client, want.client)
+		}
+		if d.Reason != want.reason {
+			t.Fatalf("Resolve(%q, %q) reason %q, reference %q", peer, lines, d.Reason, want.reason)
+		}
+		var ce *ChainError
+		if errors.As(err, &ce) {
+			if ce.Position != want.pos || len(ce.Value) > maxValueLen || ce.Header != headers[m] {
+				t.Fatalf("ChainError %+v, reference position %d", ce, want.pos)
+			}
+		}
+		if d.Chosen >= 0 && d.Hops[d.Chosen].Position != want.pos {
+			t.Fatalf("chosen position %d, reference %d", d.Hops[d.Chosen].Position, want.pos)
+		}
+
+		// Invariants independent of the reference.
+		if len(d.Peer) > maxValueLen {
+			t.Fatalf("Peer has %d bytes", len(d.Peer))
+		}
+		for i, hop := range d.Hops {
+			if len(hop.Value) > maxValueLen {
+				t.Fatalf("hop %d value has %d bytes", i, len(hop.Value))
+			}
+			if i > 0 && hop.Position >= d.Hops[i-1].Position {
+				t.Fatalf("hops not in walk order: %+v", d.Hops)
+			}
+			if (hop.Verdict == VerdictMalformed) != (hop.Address == "") {
+				t.Fatalf("hop %+v: address and verdict disagree", hop)
+			}
+		}
+		if len(d.Hops) > MaxHops {
+			t.Fatalf("%d hops examined", len(d.Hops))
+		}
+		if err != nil {
+			if got.Client.IsValid() || got.Network.IsValid() || d.Error != err.Error() || d.Chosen != -1 {
+				t.Fatalf("error result %+v", got)
+			}
+			return
+		}
+		c := got.Client
+		if !c.IsValid() || c.Is4In6() || c.Zone() != "" {
+			t.Fatalf("client %v not canonical", c)
+		}
+		bits := bits6[m]
+		if c.Is4() {
+			bits = bits4[m]
+		}
+		if !got.Network.Contains(c) || got.Network.Bits() != bits || got.Network != got.Network.Masked() {
+			t.Fatalf("network %v for client %v", got.Network, c)
+		}
+		if !d.PeerTrusted && (d.Header != "" || d.Hops != nil) {
+			t.Fatalf("untrusted peer but header read: %+v", d)
+		}
+		// The client is the peer or an address the chain contained.
+		p, _ := refParse(peer)
+		if d.Chosen == -1 {
+			if c != p || d.Peer != p.String() {
+				t.Fatalf("client %v is not the peer %v", c, p)
+			}
+		} else {
+			hop := d.Hops[d.Chosen]
+			if hop.Verdict != VerdictClient || hop.Address != c.String() || d.Chosen != len(d.Hops)-1 {
+				t.Fatalf("chosen hop %+v for client %v", hop, c)
+			}
+			found := false
+			for _, l := range lines {
+				for _, e := range strings.Split(l, ",") {
+					if a, ok := refParse(strings.Trim(e, " \t")); ok && a == c {
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("client %v not in chain %q", c, lines)
+			}
+		}
+	})
+}
