@@ -1,0 +1,29 @@
+package identity
+
+import (
+	"context"
+	"net/http"
+)
+
+// Authenticator verifies the credential carried by a request's headers and
+// returns the [Principal] it proves. It is defined here, by its consumer's
+// contract, so that JWT, API-key and test authenticators are interchangeable.
+//
+// Contract for implementations:
+//   - No credential present: return (Principal{}, [ErrNoCredential]) and
+//     nothing else; the caller decides between a 401 challenge and anonymous.
+//   - A credential present but malformed or unverifiable: return a
+//     [*AuthError] ([CodeInvalidRequest] for malformed requests,
+//     [CodeInvalidToken] for failed verification, RFC 6750 §3.1). Never
+//     ErrNoCredential, never an anonymous Principal.
+//   - Success: a Principal built only from verified data, with Method set.
+//   - Errors never contain the credential or any part of it.
+//   - Safe for concurrent use by multiple goroutines.
+//   - ctx bounds any I/O the implementation needs (e.g. a key-set fetch);
+//     implementations with static keys may ignore it.
+type Authenticator interface {
+	// Authenticate verifies the credential in h. Returns ErrNoCredential
+	// when none is present, *AuthError otherwise on failure. Safe for
+	// concurrent use.
+	Authenticate(ctx context.Context, h http.Header) (Principal, error)
+}

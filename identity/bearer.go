@@ -1,0 +1,130 @@
+package identity
+
+import (
+	"errors"
+	"net/http"
+)
+
+// MaxTokenBytes is the longest bearer token accepted, in bytes. Longer
+// tokens are rejected with [CodeInvalidToken] before any decoding, so a
+// flood of huge tokens costs a length comparison, not base64 and JSON work.
+const MaxTokenBytes = 8192
+
+// Sentinels wrapped by the AuthErrors of BearerToken (for tests and
+// errors.Is inside the package; their text is as safe as the descriptions).
+var (
+	errMultipleAuthorization = errors.New("identity: multiple Authorization header lines")
+	errNotBearer             = errors.New("identity: authorization scheme is not Bearer")
+	errEmptyToken            = errors.New("identity: empty bearer token")
+	errTokenCharset          = errors.New("identity: bearer token has characters outside b64token")
+	errTokenTooLong          = errors.New("identity: bearer token exceeds MaxTokenBytes")
+)
+
+// BearerToken extracts the bearer token from the Authorization header of h,
+// following RFC 6750 §2.1 and RFC 9110 §11.4:
+//
+//	Authorization: Bearer <b64token>
+//	b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+//
+// Rules (decided; tests pin each one):
+//   - No Authorization header: [ErrNoCredential].
+//   - Two or more Authorization lines (h["Authorization"] has more than one
+//     value): [*AuthError] invalid_request. The token is never chosen from
+//     several candidates.
+//   - The scheme is matched case-insensitively ("bearer", "BEARER"), as
+//     auth-schemes are case-insensitive (RFC 9110 §11.1).
+//   - One or more SP (0x20) separate scheme and token, as the RFC 9110 §11.4
+//     grammar allows (credentials = auth-scheme [ 1*SP token68 ]); HTAB or
+//     any other whitespace is not a separator and is rejected.
+//   - A present but empty header, another scheme (Basic, Digest, ...), a
+//     missing or empty token, or any byte outside b64token (including
+//     trailing spaces and commas): invalid_request. None of these ever
+//     yields ErrNoCredential, so a malformed credential never becomes
+//     anonymous.
+//   - A token longer than [MaxTokenBytes]: invalid_token, checked before
+//     the charset and before any decoding.
+//
+// The returned token has been checked only for shape; it is not verified.
+// Error descriptions never contain header bytes. h is only read; safe for
+// concurrent use with other readers.
+func BearerToken(h http.Header) (string, error) {
+	vals := h.Values("Authorization")
+	switch len(vals) {
+	case 0:
+		return "", ErrNoCredential
+	case 1:
+	default:
+		return "", invalidRequest("multiple Authorization header lines", errMultipleAuthorization)
+	}
+	v := vals[0]
+	const scheme = "bearer"
+	if len(v) < len(scheme) || !asciiEqualFold(v[:len(scheme)], scheme) {
+		return "", invalidRequest("authorization scheme must be Bearer", errNotBearer)
+	}
+	rest := v[len(scheme):]
+	if rest == "" {
+		return "", invalidRequest("bearer token is missing", errEmptyToken)
+	}
+	if rest[0] != ' ' {
+		// "Bearerx...": a different scheme, e.g. "BearerToken abc".
+		return "", invalidRequest("authorization scheme must be Bearer", errNotBearer)
+	}
+	i := 0
+	for i < len(rest) && rest[i] == ' ' {
+		i++
+	}
+	tok := rest[i:]
+	if tok == "" {
+		return "", invalidRequest("bearer token is missing", errEmptyToken)
+	}
+	if len(tok) > MaxTokenBytes {
+		return "", invalidToken("token is too long", errTokenTooLong)
+	}
+	if !isB64Token(tok) {
+		return "", invalidRequest("bearer token contains invalid characters", errTokenCharset)
+	}
+	return tok, nil
+}
+
+// asciiEqualFold reports whether a and b are equal under ASCII case folding
+// only (no Unicode folding: "ſ" or the Kelvin sign must not match).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// isB64Token reports whether s matches RFC 6750 §2.1 b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isB64Token(s string) bool {
+	n := len(s)
+	for n > 0 && s[n-1] == '=' {
+		n--
+	}
+	if n == 0 {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}

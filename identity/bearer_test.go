@@ -1,0 +1,175 @@
+package identity
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestBearerToken(t *testing.T) {
+	long := strings.Repeat("A", MaxTokenBytes)
+	tests := []struct {
+		name  string
+		lines []string // nil: no header
+		want  string
+		err   error  // ErrNoCredential or the AuthError's sentinel
+		code  string // expected AuthError code
+	}{
+		{name: "jwt", lines: []string{"Bearer eyJh.eyJz.c2ln"}, want: "eyJh.eyJz.c2ln"},
+		{name: "lowercase scheme", lines: []string{"bearer abc"}, want: "abc"},
+		{name: "mixed case scheme", lines: []string{"bEaReR abc"}, want: "abc"},
+		{name: "several spaces", lines: []string{"Bearer   abc"}, want: "abc"},
+		{name: "full b64token charset", lines: []string{"Bearer aZ09-._~+/=="}, want: "aZ09-._~+/=="},
+		{name: "exactly MaxTokenBytes", lines: []string{"Bearer " + long}, want: long},
+
+		{name: "no header", err: ErrNoCredential},
+		{name: "two lines", lines: []string{"Bearer a", "Bearer b"}, err: errMultipleAuthorization, code: CodeInvalidRequest},
+		{name: "two lines, first empty", lines: []string{"", "Bearer b"}, err: errMultipleAuthorization, code: CodeInvalidRequest},
+		{name: "empty header", lines: []string{""}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "basic", lines: []string{"Basic dXNlcjpwYXNz"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "basic short", lines: []string{"Basic x"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "scheme only", lines: []string{"Bearer"}, err: errEmptyToken, code: CodeInvalidRequest},
+		{name: "scheme and space", lines: []string{"Bearer "}, err: errEmptyToken, code: CodeInvalidRequest},
+		{name: "scheme prefix of other scheme", lines: []string{"BearerX abc"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "no separator", lines: []string{"Bearerabc"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "tab separator", lines: []string{"Bearer\tabc"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "leading space", lines: []string{" Bearer abc"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "cyrillic lookalike scheme", lines: []string{"Be\u0430rer abc"}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "trailing space", lines: []string{"Bearer abc "}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "two tokens", lines: []string{"Bearer abc def"}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "comma list", lines: []string{"Bearer abc, Bearer def"}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "only padding", lines: []string{"Bearer ==="}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "padding in middle", lines: []string{"Bearer ab=c"}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "quote", lines: []string{`Bearer "abc"`}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "control byte", lines: []string{"Bearer ab\x00c"}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "non-ascii", lines: []string{"Bearer abcé"}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "auth-param form", lines: []string{`Bearer realm="x"`}, err: errTokenCharset, code: CodeInvalidRequest},
+		{name: "too long", lines: []string{"Bearer " + long + "A"}, err: errTokenTooLong, code: CodeInvalidToken},
+		{name: "too long with bad bytes is still too long", lines: []string{"Bearer " + long + " x"}, err: errTokenTooLong, code: CodeInvalidToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, l := range tt.lines {
+				h.Add("Authorization", l)
+			}
+			got, err := BearerToken(h)
+			if tt.err == nil {
+				if err != nil || got != tt.want {
+					t.Fatalf("BearerToken = %q, %v; want %q", got, err, tt.want)
+				}
+				return
+			}
+			if got != "" {
+				t.Errorf("token %q returned with error", got)
+			}
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			var ae *AuthError
+			if tt.code == "" {
+				if errors.As(err, &ae) {
+					t.Fatalf("err = %v is an AuthError, want bare ErrNoCredential", err)
+				}
+				return
+			}
+			if !errors.As(err, &ae) || ae.Code != tt.code {
+				t.Fatalf("err = %v, want AuthError code %s", err, tt.code)
+			}
+			want := 400
+			if tt.code == CodeInvalidToken {
+				want = 401
+			}
+			if ae.Status() != want {
+				t.Fatalf("Status() = %d, want %d", ae.Status(), want)
+			}
+		})
+	}
+}
+
+// TestBearerTokenCanonicalHeaderKey: net/http canonicalises header names,
+// and BearerToken reads through Header.Values, so a lower-case key added
+// with Add is found, while a raw non-canonical map key is not a second line.
+func TestBearerTokenCanonicalHeaderKey(t *testing.T) {
+	h := http.Header{}
+	h.Add("authorization", "Bearer abc")
+	if got, err := BearerToken(h); err != nil || got != "abc" {
+		t.Fatalf("BearerToken = %q, %v", got, err)
+	}
+}
+
+func TestAuthErrorStatus(t *testing.T) {
+	for _, tt := range []struct {
+		code string
+		want int
+	}{{CodeInvalidRequest, 400}, {CodeInvalidToken, 401}, {"", 401}, {"other", 401}} {
+		e := &AuthError{Code: tt.code, Description: "d"}
+		if e.Status() != tt.want {
+			t.Errorf("Status(%q) = %d, want %d", tt.code, e.Status(), tt.want)
+		}
+	}
+	e := &AuthError{Code: CodeInvalidToken, Description: "token is expired", Err: errTokenTooLong}
+	if got, want := e.Error(), "identity: invalid_token: token is expired"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(e, errTokenTooLong) {
+		t.Error("Unwrap does not expose Err")
+	}
+}
+
+// bearerDescriptions is the closed set of descriptions BearerToken uses.
+var bearerDescriptions = map[string]bool{
+	"multiple Authorization header lines":      true,
+	"authorization scheme must be Bearer":      true,
+	"bearer token is missing":                  true,
+	"bearer token contains invalid characters": true,
+	"token is too long":                        true,
+}
+
+// FuzzBearerToken checks that BearerToken never panics, that an accepted
+// token is a b64token of at most MaxTokenBytes found at the end of a
+// "Bearer" + 1*SP header, and that every failure is ErrNoCredential (only
+// without header) or an AuthError with a fixed description.
+func FuzzBearerToken(f *testing.F) {
+	f.Add("Bearer abc.def.ghi", "", false)
+	f.Add("bearer abc", "", false)
+	f.Add("Basic dXNlcjpwYXNz", "", false)
+	f.Add("Bearer a", "Bearer b", true)
+	f.Add("Bearer  ==", "", false)
+	f.Add("", "", false)
+	f.Add("Bearer abc=", "x", true)
+	f.Fuzz(func(t *testing.T, v1, v2 string, two bool) {
+		h := http.Header{"Authorization": {v1}}
+		if two {
+			h["Authorization"] = append(h["Authorization"], v2)
+		}
+		tok, err := BearerToken(h)
+		if err != nil {
+			var ae *AuthError
+			if !errors.As(err, &ae) {
+				t.Fatalf("error %v is not an AuthError", err)
+			}
+			if !bearerDescriptions[ae.Description] {
+				t.Fatalf("unexpected description %q", ae.Description)
+			}
+			if ae.Code != CodeInvalidRequest && ae.Code != CodeInvalidToken {
+				t.Fatalf("unexpected code %q", ae.Code)
+			}
+			if two && ae.Code != CodeInvalidRequest {
+				t.Fatalf("two lines gave %v", err)
+			}
+			return
+		}
+		if two {
+			t.Fatal("two Authorization lines accepted")
+		}
+		if tok == "" || len(tok) > MaxTokenBytes || !isB64Token(tok) {
+			t.Fatalf("accepted bad token %q", tok)
+		}
+		prefix, ok := strings.CutSuffix(v1, tok)
+		if !ok || len(prefix) < 7 || !strings.EqualFold(prefix[:6], "bearer") || strings.Trim(prefix[6:], " ") != "" {
+			t.Fatalf("token %q not extracted from %q as Bearer 1*SP token", tok, v1)
+		}
+	})
+}

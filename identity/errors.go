@@ -1,0 +1,73 @@
+package identity
+
+import (
+	"errors"
+	"net/http"
+)
+
+// ErrNoCredential reports that the request carries no credential at all (no
+// Authorization header). Per RFC 6750 §3.1 the response is 401 with a bare
+// `WWW-Authenticate: Bearer` challenge and no error code, or, if the
+// deployment configured it, the request proceeds as anonymous. It is never
+// returned for a credential that is present but invalid: those are
+// [*AuthError] and never become anonymous. Compare with errors.Is.
+var ErrNoCredential = errors.New("identity: no credential")
+
+// RFC 6750 §3.1 error codes used in [AuthError.Code].
+const (
+	// CodeInvalidRequest: the request is malformed (two Authorization
+	// lines, a scheme other than Bearer, a token with characters outside
+	// the b64token set). HTTP 400.
+	CodeInvalidRequest = "invalid_request"
+	// CodeInvalidToken: the token is present and well-formed at the HTTP
+	// level but fails verification (too long, malformed, bad signature,
+	// expired, wrong issuer or audience, unknown key id, ...). HTTP 401.
+	CodeInvalidToken = "invalid_token"
+)
+
+// AuthError is a credential that was presented but rejected, classified by
+// the RFC 6750 §3.1 error codes.
+//
+// Code is [CodeInvalidRequest] or [CodeInvalidToken]. Description is a fixed,
+// safe English phrase chosen by this package (suitable for the
+// `error_description` attribute of a `WWW-Authenticate` challenge and for
+// logs): it never contains the token, any part of it, or any other
+// attacker-supplied bytes. Err, when non-nil, is a sentinel error for
+// errors.Is (for JWTs, one of the golang-jwt jwt.Err* values or an internal
+// sentinel); its text is likewise free of token bytes and is not included in
+// [AuthError.Error].
+type AuthError struct {
+	Code        string
+	Description string
+	Err         error
+}
+
+// Error returns "identity: <code>: <description>". It never includes the
+// token or Err's text.
+func (e *AuthError) Error() string {
+	return "identity: " + e.Code + ": " + e.Description
+}
+
+// Unwrap returns Err, so errors.Is(err, jwt.ErrTokenExpired) and similar
+// checks work.
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// Status returns the HTTP status for the error per RFC 6750 §3.1: 400 for
+// [CodeInvalidRequest], 401 for [CodeInvalidToken] and for any other code
+// (a failed credential is never treated as success).
+func (e *AuthError) Status() int {
+	if e.Code == CodeInvalidRequest {
+		return http.StatusBadRequest
+	}
+	return http.StatusUnauthorized
+}
+
+// invalidRequest returns an AuthError with CodeInvalidRequest.
+func invalidRequest(desc string, err error) *AuthError {
+	return &AuthError{Code: CodeInvalidRequest, Description: desc, Err: err}
+}
+
+// invalidToken returns an AuthError with CodeInvalidToken.
+func invalidToken(desc string, err error) *AuthError {
+	return &AuthError{Code: CodeInvalidToken, Description: desc, Err: err}
+}

@@ -1,0 +1,254 @@
+package identity
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Strict JSON decoding of JWS headers and JWT claims sets.
+//
+// encoding/json is lenient in three ways that matter here, so claims are not
+// decoded into a tagged struct:
+//   - it matches object keys to struct fields case-insensitively (with
+//     Unicode folding: "ſub" and "SUB" both fill Sub), so a claim "TENANT"
+//     could populate "tenant";
+//   - for duplicate keys the last one wins, while other parsers take the
+//     first;
+//   - jwt.NumericDate accepts quoted numbers ("exp": "1700000000").
+//
+// Instead the object is split into exact keys (duplicates refused), each
+// consumed claim is read by its exact name with an exact JSON type, and a
+// token that also carries a case-variant of a consumed name ("Sub", "SUB",
+// "ſub") is refused, because a downstream service decoding the same token
+// with encoding/json could read that variant instead.
+
+// Sentinels for claim problems (wrapped in AuthError.Err).
+var (
+	errMalformed       = errors.New("identity: token is malformed")
+	errClaimsMalformed = errors.New("identity: token claims are malformed")
+	errMissingExp      = errors.New("identity: token has no exp claim")
+	errBadExp          = errors.New("identity: token exp claim is not positive")
+	errMissingAud      = errors.New("identity: token has no aud claim")
+	errMissingSub      = errors.New("identity: token has no sub claim")
+)
+
+// maxNumericDate is 9999-12-31T23:59:59Z in seconds; larger NumericDates
+// are refused rather than overflowing time arithmetic.
+const maxNumericDate = 253402300799
+
+// decodeObject splits a JSON object into its members. It fails on invalid
+// JSON, a value other than an object, duplicate keys (compared after JSON
+// unescaping, so "sub" and "s\u0075b" are duplicates) and trailing data.
+//
+// json.Unmarshal validates the whole input and keeps the last of duplicate
+// keys; duplicates are detected by comparing the number of distinct keys
+// with the number of members counted on the (now known valid) text.
+func decodeObject(data []byte) (map[string]json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, errMalformed
+	}
+	if topLevelMembers(data) != len(obj) {
+		return nil, errMalformed
+	}
+	return obj, nil
+}
+
+// topLevelMembers counts the members of the JSON object in data, which must
+// be valid JSON whose top-level value is an object.
+func topLevelMembers(data []byte) int {
+	depth, commas := 0, 0
+	inString, escaped, nonEmpty := false, false, false
+	for _, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 {
+				nonEmpty = true
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				commas++
+			}
+		}
+	}
+	if !nonEmpty {
+		return 0
+	}
+	return commas + 1
+}
+
+// isNull reports whether raw is the JSON literal null.
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// jsonString decodes raw as a JSON string. It refuses other JSON types and
+// strings that are not valid UTF-8 or contain U+FFFD after unescaping (lone
+// surrogate escapes and invalid bytes both decode to U+FFFD, so two different
+// encodings would otherwise yield one value).
+func jsonString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || !utf8.Valid(raw) {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	if strings.ContainsRune(s, utf8.RuneError) {
+		return "", false
+	}
+	return s, true
+}
+
+// numericDate decodes raw as an RFC 7519 §2 NumericDate: a JSON number (not a
+// string), finite, in [0, maxNumericDate].
+func numericDate(raw json.RawMessage) (*jwt.NumericDate, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return nil, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
+		return nil, false
+	}
+	sec, frac := math.Modf(f)
+	return jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9))), true
+}
+
+// tokenClaims is the claims set of a JWT as this package reads it. It embeds
+// jwt.RegisteredClaims so golang-jwt's validator checks exp, nbf, iat, iss
+// and aud, but it is filled by UnmarshalJSON with exact-name, exact-type
+// rules. Problems with claim values are not returned from UnmarshalJSON
+// (which golang-jwt calls before verifying the signature) but from Validate
+// (called after), so a forged token reports only the signature failure.
+type tokenClaims struct {
+	jwt.RegisteredClaims
+
+	ClientID string // `client_id` (RFC 8693 §4.3, RFC 9068 §2.2)
+	AZP      string // `azp` (OpenID Connect Core §2)
+
+	tenantClaim string // claim to read the tenant from; set before decoding
+	Tenant      string // value of tenantClaim, if it is a string
+	tenantOK    bool   // tenantClaim present and a valid string
+
+	problem error // deferred claim-value problem, reported by Validate
+}
+
+// UnmarshalJSON implements json.Unmarshaler. It fails only when data is not
+// a single JSON object with unique keys; value problems are deferred to
+// Validate.
+func (c *tokenClaims) UnmarshalJSON(data []byte) error {
+	obj, err := decodeObject(data)
+	if err != nil {
+		return err
+	}
+	c.problem = c.fill(obj)
+	return nil
+}
+
+// consumed lists the claim names this package reads.
+var consumed = [...]string{"iss", "sub", "aud", "exp", "nbf", "iat", "client_id", "azp"}
+
+// fill reads the consumed claims from obj.
+func (c *tokenClaims) fill(obj map[string]json.RawMessage) error {
+	for k := range obj {
+		for _, n := range consumed {
+			if k != n && strings.EqualFold(k, n) {
+				return errClaimsMalformed
+			}
+		}
+		if c.tenantClaim != "" && k != c.tenantClaim && strings.EqualFold(k, c.tenantClaim) {
+			return errClaimsMalformed
+		}
+	}
+	str := func(name string, dst *string) bool {
+		raw, ok := obj[name]
+		if !ok || isNull(raw) {
+			return true
+		}
+		*dst, ok = jsonString(raw)
+		return ok
+	}
+	date := func(name string, dst **jwt.NumericDate) bool {
+		raw, ok := obj[name]
+		if !ok || isNull(raw) {
+			return true
+		}
+		*dst, ok = numericDate(raw)
+		return ok
+	}
+	if !str("iss", &c.Issuer) || !str("sub", &c.Subject) ||
+		!str("client_id", &c.ClientID) || !str("azp", &c.AZP) ||
+		!date("exp", &c.ExpiresAt) || !date("nbf", &c.NotBefore) || !date("iat", &c.IssuedAt) {
+		return errClaimsMalformed
+	}
+	if raw, ok := obj["aud"]; ok && !isNull(raw) {
+		if raw[0] == '"' {
+			s, ok := jsonString(raw)
+			if !ok {
+				return errClaimsMalformed
+			}
+			c.Audience = jwt.ClaimStrings{s}
+		} else {
+			var list []json.RawMessage
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return errClaimsMalformed
+			}
+			for _, r := range list {
+				s, ok := jsonString(r)
+				if !ok {
+					return errClaimsMalformed
+				}
+				c.Audience = append(c.Audience, s)
+			}
+		}
+	}
+	if c.tenantClaim != "" {
+		if raw, ok := obj[c.tenantClaim]; ok {
+			c.Tenant, c.tenantOK = jsonString(raw)
+		}
+	}
+	if c.ExpiresAt != nil && c.ExpiresAt.Unix() <= 0 {
+		return errBadExp
+	}
+	return nil
+}
+
+// Validate implements jwt.ClaimsValidator. golang-jwt calls it after the
+// signature check, together with its own exp/nbf/iat/iss/aud checks.
+func (c *tokenClaims) Validate() error {
+	if c.problem != nil {
+		return c.problem
+	}
+	var errs []error
+	if c.ExpiresAt == nil {
+		errs = append(errs, errMissingExp)
+	}
+	if len(c.Audience) == 0 {
+		errs = append(errs, errMissingAud)
+	}
+	if c.Subject == "" {
+		errs = append(errs, errMissingSub)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,43 @@
+package identity
+
+// Method names how a [Principal] was authenticated.
+type Method string
+
+// Authentication methods.
+const (
+	// MethodJWT: a bearer JWT verified by a [JWTAuthenticator].
+	MethodJWT Method = "jwt"
+	// MethodAPIKey: an API key of the form rk_<id>_<secret><checksum>,
+	// checked against a keyed hash of its secret.
+	MethodAPIKey Method = "api_key"
+	// MethodAnonymous: no credential was presented and the deployment
+	// configured anonymous access. Never the result of an invalid credential.
+	MethodAnonymous Method = "anonymous"
+)
+
+// Principal is who a verified credential says the caller is.
+//
+// A Principal is produced only by authenticators, and only from verified
+// input: for a JWT, after the signature, issuer, audience and expiry checks
+// passed, and only from the issuer record whose keys verified it (DESIGN.md
+// "identity rules"; threat model line 2). Code outside authenticators must not
+// build one from request data. No field ever holds a secret, so a Principal
+// may be logged and used as [Key] values.
+//
+// Fields:
+//   - Issuer: the exact `iss` of the issuer record that verified the token.
+//   - Tenant: the record's fixed tenant, or the value of the record's tenant
+//     claim after it was checked against the record's tenant list.
+//   - Account: the verified subject (`sub`, RFC 7519 §4.1.2); never empty
+//     for MethodJWT.
+//   - CredentialID: a public credential identifier (`client_id`, else
+//     `azp`, for JWTs; the key id for API keys); "" when the token names
+//     none. Never a secret.
+//   - Method: how the principal was authenticated.
+type Principal struct {
+	Issuer       string `json:"issuer"`
+	Tenant       string `json:"tenant"`
+	Account      string `json:"account"`
+	CredentialID string `json:"credential_id"`
+	Method       Method `json:"method"`
+}
