@@ -1,0 +1,35 @@
+package limiter
+
+import "time"
+
+// Decision is a [Limiter]'s verdict on one [Request].
+//
+// A Take and a Peek of the same requests against the same state return the
+// same Decisions; Take then charges every bucket if and only if every
+// Decision is Allowed. So the fields that describe "after this request"
+// (Remaining, ResetAfter of an allowed request) show the state as it is after
+// the charge, or as it would be had the call been charged.
+//
+// Durations are nanoseconds of the limiter's clock. HTTP headers round them
+// up to whole seconds (RFC 9110 §10.2.3: a Retry-After rounded down sends
+// clients back too early).
+type Decision struct {
+	// Allowed reports whether this request alone fits this policy's bucket
+	// now: the bucket holds at least Cost tokens.
+	Allowed bool
+	// Remaining is the number of whole tokens in the bucket after this
+	// request (if Allowed; the current request is counted), or now (if
+	// rejected). 0 <= Remaining <= Burst.
+	Remaining int64
+	// RetryAfter is, when rejected, the time until Cost tokens will be in
+	// the bucket (assuming nothing else spends them). It is 0 when Allowed,
+	// and 0 when Never is set.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the bucket is full again: after charging
+	// this request if Allowed, from the current state if rejected. >= 0.
+	ResetAfter time.Duration
+	// Never reports that Cost exceeds Burst: the request can never be
+	// admitted, so no RetryAfter is promised (throttled PR 82). Allowed is
+	// false and nothing is charged.
+	Never bool
+}

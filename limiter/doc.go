@@ -1,0 +1,34 @@
+// Package limiter defines what a rate limiter decides and the contract every
+// store implements: the [Rate], [Limit], [Request] and [Decision] value types
+// and the [Limiter] interface.
+//
+// # Model
+//
+// A limit is a token bucket in GCRA form (the generic cell rate algorithm,
+// ITU-T I.371, which tracks one "theoretical arrival time" per key instead of
+// a token count). A [Limit] has a rate (tokens per period) and a burst: the
+// bucket capacity B in tokens, at least 1. A bucket starts full. A request of
+// cost c (tokens, at least 1) is admitted when c tokens are in the bucket; a
+// rejected request consumes nothing. Over any interval of length t the
+// admitted cost is therefore at most B + rate·t. A cost above B can never
+// fit: it is rejected with [Decision.Never] set and no retry delay, because a
+// Retry-After would be a promise that can never be kept.
+//
+// Time is integer nanoseconds. The emission interval (the time one token
+// takes to come back, see [Rate.Interval]) is rounded up to a whole
+// nanosecond, so a limiter never admits more than its configured rate.
+//
+// # nginx
+//
+// nginx limit_req counts its burst=N in excess of the request being served:
+// nginx burst=N is Burst N+1 here (see
+// https://nginx.org/en/docs/http/ngx_http_limit_req_module.html). nginx rates
+// "10r/s" and "30r/m" are accepted by [ParseRate].
+//
+// # Several limits per request
+//
+// A [Limiter] decides every [Request] of one call atomically and
+// all-or-nothing: if any request is rejected, no bucket is charged. nginx
+// behaves the same way across limit_req zones; Envoy's rate-limit service does
+// not (a narrow limit's rejection still charges the broad one).
+package limiter

@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// benchKeys returns n distinct keys shaped like encoded identity keys.
+func benchKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s|tenant=acme|account=user-%07d", prefix, i)
+	}
+	return keys
+}
+
+// BenchmarkTakeParallel: many goroutines, 100k distinct accounts drawn with
+// a Zipf skew (a few hot accounts, a long tail), on the real clock. With 3
+// policies per call the request also spends a per-tenant bucket (100
+// tenants) and one per-operation bucket (a single hot key shared by every
+// call). Keys are tracked beforehand, so this measures the steady state;
+// the one allocation per call is the returned []Decision.
+func BenchmarkTakeParallel(b *testing.B) {
+	const nKeys = 100_000
+	accounts := benchKeys("per-account", nKeys)
+	tenants := benchKeys("per-tenant", 100)
+	account := lim(100, time.Second, 50)
+	tenant := lim(10_000, time.Second, 1_000)
+	op := lim(1_000_000, time.Second, 100_000)
+	for _, policies := range []int{1, 3} {
+		b.Run(fmt.Sprintf("policies=%d", policies), func(b *testing.B) {
+			l := New(Options{})
+			for i := range accounts { // track every key first
+				reqs := []limiter.Request{{Key: accounts[i], Limit: account, Cost: 1}}
+				if _, err := l.Take(context.Background(), reqs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seed atomic.Uint64
+			var allowed, total atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				s := seed.Add(1)
+				z := rand.NewZipf(rand.New(rand.NewPCG(s, s*7919)), 1.1, 1, nKeys-1)
+				reqs := make([]limiter.Request, policies)
+				var ok, n int64
+				for pb.Next() {
+					i := z.Uint64()
+					reqs[0] = limiter.Request{Key: accounts[i], Limit: account, Cost: 1}
+					if policies == 3 {
+						reqs[1] = limiter.Request{Key: tenants[i%100], Limit: tenant, Cost: 1}
+						reqs[2] = limiter.Request{Key: "per-operation|op=GET /v1/reports/{id}", Limit: op, Cost: 1}
+					}
+					d, err := l.Take(context.Background(), reqs)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if d[0].Allowed {
+						ok++
+					}
+					n++
+				}
+				allowed.Add(ok)
+				total.Add(n)
+			})
+			b.StopTimer()
+			if n := total.Load(); n > 0 {
+				b.ReportMetric(float64(allowed.Load())/float64(n), "allowed/op")
+			}
+		})
+	}
+}
+
+// BenchmarkTakeNewKeys measures tracking a new key per call (a key string
+// copy and a map insert), with churn: MaxKeys 100k and keys whose buckets
+// refill within the benchmark, so full shards sweep.
+func BenchmarkTakeNewKeys(b *testing.B) {
+	keys := benchKeys("per-account", 1_000_000)
+	clk := NewManualClock()
+	l := New(Options{MaxKeys: 100_000, Clock: clk})
+	li := lim(1000, time.Second, 1)
+	reqs := make([]limiter.Request, 1)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		clk.Advance(10 * time.Microsecond) // each state is full again 100 calls later
+		reqs[0] = limiter.Request{Key: keys[i%len(keys)], Limit: li, Cost: 1}
+		if _, err := l.Take(context.Background(), reqs); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkMemoryPerKey reports the heap bytes per tracked key with 1M keys
+// of the benchKeys shape (45-byte strings), measured from
+// runtime.MemStats.HeapAlloc after GC: "B/key" includes the copied key
+// string, "map-B/key" excludes it (the map's own cost).
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const n = 1_000_000
+	keys := benchKeys("per-account", n)
+	li := lim(1, time.Hour, 10)
+	reqs := make([]limiter.Request, 1)
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := New(Options{MaxKeys: n})
+		for _, k := range keys {
+			reqs[0] = limiter.Request{Key: k, Limit: li, Cost: 1}
+			if _, err := l.Take(context.Background(), reqs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if l.Len() != n {
+			b.Fatalf("Len = %d", l.Len())
+		}
+		perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
+		b.ReportMetric(perKey, "B/key")
+		b.ReportMetric(perKey-float64(stringAllocSize(len(keys[0]))), "map-B/key")
+		runtime.KeepAlive(l)
+	}
+}
+
+// stringAllocSize is the heap size class of an n-byte string (n <= 64).
+func stringAllocSize(n int) int {
+	for _, c := range []int{8, 16, 24, 32, 48, 64} {
+		if n <= c {
+			return c
+		}
+	}
+	return n
+}
+
+// TestTakeAllocs: on tracked keys, Take and Peek allocate only the returned
+// slice, for one request or several.
+func TestTakeAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	l := New(Options{Clock: NewManualClock()})
+	li := lim(1_000_000, time.Second, 1_000_000)
+	for _, n := range []int{1, 3, smallCall} {
+		reqs := make([]limiter.Request, n)
+		for i := range reqs {
+			reqs[i] = limiter.Request{Key: fmt.Sprintf("key-%d", i), Limit: li, Cost: 1}
+		}
+		mustTake(t, l, reqs...)
+		ctx := context.Background()
+		if a := testing.AllocsPerRun(100, func() { _, _ = l.Take(ctx, reqs) }); a != 1 {
+			t.Errorf("Take of %d tracked keys: %v allocs; want 1 (the result)", n, a)
+		}
+		if a := testing.AllocsPerRun(100, func() { _, _ = l.Peek(ctx, reqs) }); a != 1 {
+			t.Errorf("Peek of %d tracked keys: %v allocs; want 1 (the result)", n, a)
+		}
+	}
+}

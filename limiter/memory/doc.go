@@ -1,0 +1,33 @@
+// Package memory is an in-process [limiter.Limiter]: GCRA token buckets kept
+// in sharded maps, bounded in size, on a monotonic clock.
+//
+// Use it for a single process (or as a per-process first line in front of a
+// shared store). Buckets are not shared between processes.
+//
+// # Algorithm
+//
+// Each key holds one int64: its theoretical arrival time (TAT), the instant
+// at which its bucket will be full again (GCRA, the generic cell rate
+// algorithm). With T = [limiter.Rate.Interval] and tau = Burst·T (the
+// [limiter.Limit.Window]), a request of cost c at time now is decided as
+//
+//	tat0   = max(TAT, now)            // an unknown key has TAT = now: a full bucket
+//	newTat = tat0 + c·T
+//	allowed iff newTat - now <= tau   // c tokens are in the bucket
+//
+// and, when allowed and charged, TAT becomes newTat; a rejected request
+// changes nothing. The bucket holds (tau - (TAT-now))/T tokens, so
+//
+//	Remaining  = floor((tau - (TAT' - now)) / T)   TAT' = TAT after the request
+//	RetryAfter = newTat - tau - now                 (rejected only)
+//	ResetAfter = max(TAT' - now, 0)
+//
+// All arithmetic is in int64 nanoseconds and saturates instead of wrapping.
+// A cost above Burst is rejected with Never set before any arithmetic.
+//
+// # Memory
+//
+// A tracked key costs its map entry (the key string and one int64). At most
+// [Options.MaxKeys] keys are tracked; see [Options] for how the bound is
+// enforced and what is evicted.
+package memory

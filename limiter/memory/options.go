@@ -1,0 +1,35 @@
+package memory
+
+// DefaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0:
+// one million. At roughly 100 bytes per key (key string included; see
+// BenchmarkMemoryPerKey) that is on the order of 100 MB.
+const DefaultMaxKeys = 1_000_000
+
+// Options configures [New]. The zero value is usable: DefaultMaxKeys keys on
+// the process's monotonic clock.
+type Options struct {
+	// MaxKeys bounds the number of tracked keys (bucket states); 0 means
+	// DefaultMaxKeys; negative is a programming error (New panics).
+	//
+	// The bound is exact: Len never exceeds MaxKeys. When a call must
+	// track new keys and the store is full, states whose bucket is full
+	// again are evicted (they carry no information: an unknown key is a
+	// full bucket), first in the shards the call holds, then, if that is
+	// not enough, in every shard that may hold one. (The store is split
+	// into up to 256 shards, one per 1024 keys of MaxKeys, each with its
+	// own lock; a shard whose earliest possible refill is still in the
+	// future is skipped without being visited.) A state still refilling,
+	// i.e. a client in debt, is never evicted: that would hand it a fresh
+	// bucket (the Envoy local-rate-limit failure). If nothing can be
+	// evicted, the call fails with [limiter.ErrCapacity] and charges
+	// nothing.
+	//
+	// Eviction happens only then, never in the background: a sweep visits
+	// a whole shard and evicts every full state in it at once, so its cost
+	// is shared by the new keys it makes room for. Memory therefore grows
+	// to about MaxKeys states and stays there (see [DefaultMaxKeys]).
+	MaxKeys int
+	// Clock is the time source; nil means the monotonic clock of the
+	// process (time.Since of a fixed start). Tests inject a [ManualClock].
+	Clock Clock
+}

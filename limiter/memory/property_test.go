@@ -1,0 +1,221 @@
+package memory
+
+import (
+	"fmt"
+	"math/big"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// refBucket is the slow, obviously correct reference: a token bucket holding
+// an exact rational number of tokens, refilled at 1/T tokens per nanosecond
+// (T = Rate.Interval(), the rate the limiter promises to enforce).
+type refBucket struct {
+	tokens *big.Rat
+	last   int64
+}
+
+// refLimiter holds reference buckets by key.
+type refLimiter map[string]*refBucket
+
+// bucket returns key's bucket refilled to now (a copy; the caller decides
+// whether to keep it).
+func (r refLimiter) bucket(key string, l limiter.Limit, now int64) *refBucket {
+	burst := new(big.Rat).SetInt64(l.Burst)
+	b, ok := r[key]
+	if !ok {
+		return &refBucket{tokens: burst, last: now}
+	}
+	refill := big.NewRat(now-b.last, int64(l.Rate.Interval()))
+	tok := new(big.Rat).Add(b.tokens, refill)
+	if tok.Cmp(burst) > 0 {
+		tok = burst
+	}
+	return &refBucket{tokens: tok, last: now}
+}
+
+// take decides reqs all-or-nothing, in order, and charges if all fit.
+func (r refLimiter) take(reqs []limiter.Request, now int64) []limiter.Decision {
+	work := map[string]*refBucket{}
+	out := make([]limiter.Decision, len(reqs))
+	all := true
+	for i, q := range reqs {
+		b, ok := work[q.Key]
+		if !ok {
+			b = r.bucket(q.Key, q.Limit, now)
+			work[q.Key] = b
+		}
+		t := new(big.Rat).SetInt64(int64(q.Limit.Rate.Interval()))
+		cost := new(big.Rat).SetInt64(q.Cost)
+		burst := new(big.Rat).SetInt64(q.Limit.Burst)
+		var d limiter.Decision
+		switch {
+		case q.Cost > q.Limit.Burst:
+			d.Never = true
+		case b.tokens.Cmp(cost) >= 0:
+			d.Allowed = true
+			b.tokens = new(big.Rat).Sub(b.tokens, cost)
+		default:
+			// RetryAfter = (cost - tokens)·T, an integer: tokens·T always is.
+			d.RetryAfter = time.Duration(ratInt(new(big.Rat).Mul(new(big.Rat).Sub(cost, b.tokens), t)))
+		}
+		d.Remaining = floor(b.tokens)
+		d.ResetAfter = time.Duration(ratInt(new(big.Rat).Mul(new(big.Rat).Sub(burst, b.tokens), t)))
+		all = all && d.Allowed
+		out[i] = d
+	}
+	if all {
+		for k, b := range work {
+			r[k] = b
+		}
+	}
+	return out
+}
+
+func floor(x *big.Rat) int64 {
+	return new(big.Int).Quo(x.Num(), x.Denom()).Int64() // x >= 0
+}
+
+func ratInt(x *big.Rat) int64 {
+	if !x.IsInt() {
+		panic(fmt.Sprintf("%v is not an integer", x))
+	}
+	return x.Num().Int64()
+}
+
+// TestPropertyRandomTraces drives the limiter and the reference with random
+// multi-policy traces (rounded intervals, weighted requests, costs above the
+// burst, repeated keys, zero and huge time steps) and checks that
+//   - every decision equals the reference's, field by field;
+//   - over every window [t1, t2] of each key, the admitted cost is at most
+//     Burst + Count·(t2-t1)/Per, the configured rate (checked in integers).
+func TestPropertyRandomTraces(t *testing.T) {
+	rates := []limiter.Rate{
+		{Count: 1, Per: time.Second},
+		{Count: 2, Per: time.Second},
+		{Count: 3, Per: time.Second}, // T rounded up
+		{Count: 7, Per: time.Minute}, // T rounded up
+		{Count: 1, Per: time.Hour},
+		{Count: 1000, Per: time.Second},
+		{Count: 3, Per: 7}, // T = 3ns, the rate rounded down by 2/7
+	}
+	keys := []string{"a", "b", "c"}
+	traces := 150
+	if testing.Short() {
+		traces = 30
+	}
+	rng := rand.New(rand.NewSource(20240601))
+	for trace := range traces {
+		limits := map[string]limiter.Limit{}
+		for _, k := range keys {
+			limits[k] = limiter.Limit{Rate: rates[rng.Intn(len(rates))], Burst: 1 + rng.Int63n(10)}
+		}
+		clk := NewManualClock()
+		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
+		ref := refLimiter{}
+		type event struct{ at, cost int64 }
+		admitted := map[string][]event{}
+		var now int64
+		for step := range 300 {
+			switch rng.Intn(6) {
+			case 0: // same instant
+			case 1:
+				now += rng.Int63n(10)
+			case 2, 3:
+				iv := int64(limits[keys[rng.Intn(len(keys))]].Rate.Interval())
+				now += rng.Int63n(2*iv + 1)
+			case 4:
+				iv := int64(limits[keys[rng.Intn(len(keys))]].Rate.Interval())
+				now += iv/2 + rng.Int63n(3) - 1
+			case 5:
+				now += rng.Int63n(int64(2 * time.Hour))
+			}
+			clk.Set(time.Duration(now))
+			reqs := make([]limiter.Request, 1+rng.Intn(3))
+			for i := range reqs {
+				k := keys[rng.Intn(len(keys))]
+				li := limits[k]
+				reqs[i] = limiter.Request{Key: k, Limit: li, Cost: 1 + rng.Int63n(li.Burst+1)}
+			}
+			want := ref.take(reqs, now)
+			peek := mustPeek(t, l, reqs...)
+			got := mustTake(t, l, reqs...)
+			for i := range reqs {
+				if got[i] != want[i] || peek[i] != want[i] {
+					t.Fatalf("trace %d step %d t=%dns request %d %+v (limit T=%d): Take %+v, Peek %+v; reference %+v",
+						trace, step, now, i, reqs[i], reqs[i].Limit.Rate.Interval(), got[i], peek[i], want[i])
+				}
+			}
+			allowed := true
+			for _, d := range got {
+				allowed = allowed && d.Allowed
+			}
+			if allowed {
+				for _, q := range reqs {
+					admitted[q.Key] = append(admitted[q.Key], event{now, q.Cost})
+				}
+			}
+		}
+		for k, evs := range admitted {
+			li := limits[k]
+			per, count := int64(li.Rate.Per), li.Rate.Count
+			for i := range evs {
+				var sum int64
+				for j := i; j < len(evs); j++ {
+					sum += evs[j].cost
+					// sum <= B + count·dt/per  <=>  sum·per <= B·per + count·dt,
+					// in int64: sum <= 300·3·11, per <= 3.6e12, count <= 1000,
+					// dt <= 300 steps · 2h = 2.2e15ns, so every term < 2.2e18.
+					dt := evs[j].at - evs[i].at
+					lhs, rhs := sum*per, li.Burst*per+count*dt
+					if lhs > rhs {
+						t.Fatalf("trace %d key %s (%v burst %d): admitted %d tokens in %dns", trace, k, li.Rate, li.Burst, sum, dt)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzTrace decodes a trace from bytes (per step: a time step, up to three
+// requests on three keys with fixed limits, a cost each) and checks every
+// decision against the big.Rat reference.
+func FuzzTrace(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 200, 1, 7, 3, 9, 2, 4, 1, 0, 255})
+	f.Add([]byte{3, 0x41, 0x82, 0xc3, 0, 0x41, 0x82, 0xc3, 17, 0xff, 0xff})
+	limits := []limiter.Limit{lim(3, time.Second, 3), lim(7, time.Minute, 5), lim(3, 7, 2)}
+	keys := []string{"a", "b", "c"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		clk := NewManualClock()
+		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
+		ref := refLimiter{}
+		var now int64
+		for len(data) >= 2 {
+			step, shape := data[0], data[1]
+			data = data[2:]
+			now += int64(step) * int64(step) * int64(step) * 1_000_000 // 0 .. 16.6s, dense near 0
+			clk.Set(time.Duration(now))
+			n := 1 + int(shape%3)
+			reqs := make([]limiter.Request, 0, n)
+			for i := range n {
+				k := int(shape>>(2+2*i)) % 3
+				cost := int64(1)
+				if len(data) > 0 {
+					cost = 1 + int64(data[0]%7)
+					data = data[1:]
+				}
+				reqs = append(reqs, limiter.Request{Key: keys[k], Limit: limits[k], Cost: cost})
+			}
+			want := ref.take(reqs, now)
+			got := mustTake(t, l, reqs...)
+			for i := range reqs {
+				if got[i] != want[i] {
+					t.Fatalf("t=%dns request %d %+v: got %+v; reference %+v", now, i, reqs[i], got[i], want[i])
+				}
+			}
+		}
+	})
+}

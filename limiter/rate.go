@@ -1,0 +1,116 @@
+package limiter
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rate is Count tokens per Per: the speed at which a bucket refills.
+//
+// The zero Rate is invalid. A valid Rate has Count >= 1 and Per > 0; rates
+// come from [ParseRate] or are written literally, e.g.
+// Rate{Count: 5, Per: time.Second}. Rate is a plain value, safe to copy and
+// to share between goroutines.
+type Rate struct {
+	// Count is the number of tokens added per Per; >= 1.
+	Count int64
+	// Per is the period over which Count tokens are added; > 0.
+	Per time.Duration
+}
+
+// ParseRate parses "N/s", "N/m" or "N/h" (N tokens per second, minute or
+// hour). The nginx limit_req spelling "Nr/s", "Nr/m" (and, by extension,
+// "Nr/h") is accepted too. N is a decimal integer >= 1 made of ASCII digits
+// only (no sign, no spaces, no fraction) that fits in an int64.
+//
+// The error names the input, quoted; it wraps no sentinel.
+func ParseRate(s string) (Rate, error) {
+	num, unit, ok := strings.Cut(s, "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("limiter: invalid rate %q: want N/s, N/m or N/h", s)
+	}
+	num = strings.TrimSuffix(num, "r") // nginx "10r/s"
+	var per time.Duration
+	switch unit {
+	case "s":
+		per = time.Second
+	case "m":
+		per = time.Minute
+	case "h":
+		per = time.Hour
+	default:
+		return Rate{}, fmt.Errorf("limiter: invalid rate %q: unit %q is not s, m or h", s, unit)
+	}
+	if num == "" {
+		return Rate{}, fmt.Errorf("limiter: invalid rate %q: missing count before %q", s, "/")
+	}
+	for i := 0; i < len(num); i++ {
+		if num[i] < '0' || num[i] > '9' {
+			return Rate{}, fmt.Errorf("limiter: invalid rate %q: count %q is not a whole number", s, num)
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return Rate{}, fmt.Errorf("limiter: invalid rate %q: count %q out of range", s, num)
+	}
+	if n < 1 {
+		return Rate{}, fmt.Errorf("limiter: invalid rate %q: count must be at least 1", s)
+	}
+	return Rate{Count: n, Per: per}, nil
+}
+
+// Interval returns the emission interval T: the time one token takes to come
+// back, ceil(Per/Count) nanoseconds.
+//
+// The division rounds up so the configured rate is never exceeded: 3/s gives
+// 333333334ns, a hair slower than a third of a second, never faster. The
+// result is therefore at least 1ns for every valid rate, however large Count
+// is (a rate above one token per nanosecond is served at exactly one per
+// nanosecond), and it cannot overflow, however small the rate is (1/h is
+// 3600s; integer nanoseconds, unlike float seconds, lose nothing; see
+// golang/go#71154 for the overflow x/time/rate hit with tiny rates).
+//
+// Interval returns 0 for an invalid rate (Count < 1 or Per <= 0).
+func (r Rate) Interval() time.Duration {
+	if r.Count < 1 || r.Per <= 0 {
+		return 0
+	}
+	per := int64(r.Per)
+	t := per / r.Count
+	if per%r.Count != 0 {
+		t++ // cannot overflow: t <= per/1 only when Count == 1, and then there is no remainder
+	}
+	return time.Duration(t)
+}
+
+// String formats r as ParseRate reads it: "5/s", "30/m", "1/h". A period
+// other than a second, a minute or an hour is written with
+// [time.Duration.String], e.g. "5/1.5s", which ParseRate does not read.
+func (r Rate) String() string {
+	var unit string
+	switch r.Per {
+	case time.Second:
+		unit = "s"
+	case time.Minute:
+		unit = "m"
+	case time.Hour:
+		unit = "h"
+	default:
+		unit = r.Per.String()
+	}
+	return strconv.FormatInt(r.Count, 10) + "/" + unit
+}
+
+// mulSat returns a*b for a, b >= 0, saturated at math.MaxInt64.
+func mulSat(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
