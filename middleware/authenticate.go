@@ -1,0 +1,103 @@
+package middleware
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/ratekey/ratekey/identity"
+)
+
+// AuthOptions configures [Authenticate].
+type AuthOptions struct {
+	// Anonymous admits requests that carry no credential at all as the
+	// anonymous principal (Method identity.MethodAnonymous). Default false:
+	// such requests get 401 with a bare `WWW-Authenticate: Bearer` challenge
+	// (RFC 6750 §3.1). A credential that is present but invalid is never
+	// treated as anonymous, whatever this says.
+	Anonymous bool
+	// Realm, when set, is sent as the challenge's realm parameter (RFC 6750 §3).
+	Realm string
+}
+
+// authOutcome is the result of running an authenticator on a request, shared
+// by the middleware and the debug endpoint.
+type authOutcome struct {
+	principal *identity.Principal // nil when rejected
+	status    int                 // 0 when admitted
+	code      string              // RFC 6750 error code, "" for a bare challenge
+	detail    string              // safe text: never the credential
+}
+
+func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) authOutcome {
+	p, err := a.Authenticate(r.Context(), r.Header)
+	if err == nil {
+		return authOutcome{principal: &p}
+	}
+	if errors.Is(err, identity.ErrNoCredential) {
+		if opts.Anonymous {
+			return authOutcome{principal: &identity.Principal{Method: identity.MethodAnonymous}}
+		}
+		return authOutcome{status: http.StatusUnauthorized, detail: "no credential was presented"}
+	}
+	var ae *identity.AuthError
+	if errors.As(err, &ae) {
+		return authOutcome{status: ae.Status(), code: ae.Code, detail: ae.Description}
+	}
+	// Anything else means the credential could not be checked (a key source
+	// is down): 503, never 401, and never anonymous.
+	return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now"}
+}
+
+// Authenticate returns middleware that verifies the request's credential with
+// a and stores the resulting [identity.Principal] in the context (read it with
+// [PrincipalFrom]).
+//
+// Outcomes follow RFC 6750 §3.1: no credential → anonymous (if
+// opts.Anonymous) or 401 with a bare `WWW-Authenticate: Bearer` challenge;
+// malformed credential (two Authorization lines, wrong scheme) → 400
+// `invalid_request`; any failed verification → 401 `invalid_token`; a key
+// source that cannot be reached → 503. Every rejection carries an RFC 9457
+// problem body whose detail never contains the credential. Safe for
+// concurrent use if a is.
+func Authenticate(a identity.Authenticator, opts AuthOptions) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			out := authenticate(a, opts, r)
+			if out.principal == nil {
+				writeAuthFailure(w, opts, out)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), out.principal)))
+		})
+	}
+}
+
+func writeAuthFailure(w http.ResponseWriter, opts AuthOptions, out authOutcome) {
+	challenge := "Bearer"
+	sep := " "
+	if opts.Realm != "" {
+		challenge += sep + "realm=" + strconv.Quote(opts.Realm)
+		sep = ", "
+	}
+	p := problem{Status: out.status, Detail: out.detail}
+	switch out.code {
+	case identity.CodeInvalidRequest:
+		challenge += sep + `error="invalid_request"`
+		p.Type = ProblemInvalidRequest
+	case identity.CodeInvalidToken:
+		challenge += sep + `error="invalid_token"`
+		p.Type = ProblemInvalidToken
+	default:
+		if out.status == http.StatusServiceUnavailable {
+			p.Type = ProblemKeySourceUnavailable
+			w.Header().Set("Retry-After", "5")
+		} else {
+			p.Type = ProblemUnauthenticated
+		}
+	}
+	if out.status == http.StatusUnauthorized || out.code != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	writeProblem(w, p)
+}

@@ -1,0 +1,192 @@
+package middleware_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+func debugPolicies() []middleware.Policy {
+	return []middleware.Policy{
+		perNetwork("1/s", 3),
+		{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+			Limit: limit("1/s", 2), OnMissing: middleware.OnMissingSkip},
+	}
+}
+
+func getDebug(t *testing.T, s *stack, q req) map[string]any {
+	t.Helper()
+	q.path = "/debug/ratekey" + q.path
+	w := s.do(q)
+	if w.Code != 200 {
+		t.Fatalf("debug: %d %s", w.Code, w.Body)
+	}
+	if w.Header().Get("Cache-Control") != "no-store" {
+		t.Error("debug output may be cached")
+	}
+	var v map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestDebugOnlyForAdmins(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
+	tests := []struct {
+		name    string
+		peer    string
+		headers http.Header
+		want    int
+	}{
+		{"admin direct", "192.0.2.10:1", nil, 200},
+		{"outsider direct", "203.0.113.9:1", nil, 404},
+		{"outsider forging an admin XFF", "203.0.113.9:1", http.Header{"X-Forwarded-For": {"192.0.2.10"}}, 404},
+		{"admin behind a trusted proxy", "10.0.0.1:1", http.Header{"X-Forwarded-For": {"192.0.2.10"}}, 200},
+		{"outsider behind a trusted proxy", "10.0.0.1:1", http.Header{"X-Forwarded-For": {"192.0.2.10, 203.0.113.9"}}, 404},
+		{"the proxy itself", "10.0.0.1:1", nil, 404},
+	}
+	for _, tt := range tests {
+		if w := s.do(req{path: "/debug/ratekey", peer: tt.peer, headers: tt.headers}); w.Code != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, w.Code, tt.want)
+		}
+	}
+}
+
+func TestDebugExplainsWithoutSpending(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
+	tok := s.token("alice", "app-1")
+	q := req{path: "?method=GET&path=/v1/reports/7", peer: "10.0.0.1:5555", token: tok,
+		headers: http.Header{"X-Forwarded-For": {"6.6.6.6, 192.0.2.10"}}}
+	var first map[string]any
+	for range 5 { // five looks spend nothing
+		first = getDebug(t, s, q)
+	}
+	want := map[string]any{
+		"peer":      "10.0.0.1:5555",
+		"client":    "192.0.2.10",
+		"network":   "192.0.2.10/32",
+		"operation": "GET /v1/reports/{id}",
+	}
+	for k, v := range want {
+		if first[k] != v {
+			t.Errorf("%s = %v, want %v", k, first[k], v)
+		}
+	}
+	der := first["derivation"].(map[string]any)
+	if der["header"] != "X-Forwarded-For" || der["reason"] != "first_untrusted_hop" {
+		t.Errorf("derivation = %v", der)
+	}
+	hops := der["hops"].([]any)
+	if len(hops) != 1 || hops[0].(map[string]any)["verdict"] != "client" || hops[0].(map[string]any)["address"] != "192.0.2.10" {
+		t.Errorf("hops = %v (the forged 6.6.6.6 left of the client is never examined)", hops)
+	}
+	pr := first["principal"].(map[string]any)
+	if pr["issuer"] != testIssuer || pr["tenant"] != "acme" || pr["account"] != "alice" || pr["credential_id"] != "app-1" || pr["method"] != "jwt" {
+		t.Errorf("principal = %v", pr)
+	}
+	pols := first["policies"].([]any)
+	if len(pols) != 2 {
+		t.Fatalf("policies = %v", pols)
+	}
+	p0, p1 := pols[0].(map[string]any), pols[1].(map[string]any)
+	if p0["name"] != "per-network" || p0["key"] != "per-network|network=192.0.2.10/32" || p0["decision"] != "PASSED" || p0["remaining"] != 2.0 {
+		t.Errorf("policy 0 = %v", p0)
+	}
+	if p1["name"] != "per-account" || p1["key"] != "per-account|tenant=acme|account=alice|operation=GET /v1/reports/{id}" || p1["decision"] != "PASSED" || p1["remaining"] != 1.0 {
+		t.Errorf("policy 1 = %v", p1)
+	}
+	for _, field := range []string{"retry_after_seconds", "skipped_reason"} {
+		if v, ok := p0[field]; !ok || v != nil {
+			t.Errorf("policy 0 %s = %v, want present and null", field, v)
+		}
+	}
+	// Nothing was spent: a real request still sees the full budgets.
+	w := s.do(req{path: "/v1/reports/7", peer: "10.0.0.1:5555", token: tok, headers: q.headers})
+	if got := w.Header().Get("RateLimit"); got != `"per-network";r=2;t=1, "per-account";r=1;t=1` {
+		t.Errorf("RateLimit after debug looks = %q", got)
+	}
+	// The debug output never holds the token or any part of its signature.
+	body := s.do(req{path: "/debug/ratekey", peer: "192.0.2.10:1", token: tok}).Body.String()
+	for _, part := range append([]string{tok}, strings.Split(tok, ".")...) {
+		if strings.Contains(body, part) {
+			t.Errorf("debug output contains a token part")
+		}
+	}
+}
+
+func TestDebugShowsSkippedAndRejected(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
+	for range 3 {
+		s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1"})
+	}
+	v := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
+	if v["principal"] != nil {
+		t.Errorf("principal = %v, want null for an anonymous request", v["principal"])
+	}
+	if a := v["authentication"].(map[string]any); a["outcome"] != "anonymous" {
+		t.Errorf("authentication = %v", a)
+	}
+	pols := v["policies"].([]any)
+	p0, p1 := pols[0].(map[string]any), pols[1].(map[string]any)
+	if p0["decision"] != "REJECTED" || p0["retry_after_seconds"] != 1.0 || p0["remaining"] != 0.0 {
+		t.Errorf("per-network = %v", p0)
+	}
+	if p1["decision"] != "SKIPPED" || p1["key"] != nil || p1["skipped_reason"] != "no verified principal carries a tenant" {
+		t.Errorf("per-account = %v", p1)
+	}
+}
+
+func TestDebugShowsFailedDerivation(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
+	// The admin network reaches the service through the trusted 10/8
+	// proxy, which forwarded a malformed chain.
+	s2 := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(), admins: []string{"10.0.0.0/8"}})
+	v := getDebug(t, s, req{peer: "192.0.2.10:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage"}}})
+	// 192.0.2.10 is not a trusted proxy: its headers are not read at all.
+	if v["client"] != "192.0.2.10" {
+		t.Fatalf("client = %v", v["client"])
+	}
+	v = getDebug(t, s2, req{peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}})
+	if v["client"] != nil || v["network"] != nil {
+		t.Errorf("client = %v network = %v, want null", v["client"], v["network"])
+	}
+	der := v["derivation"].(map[string]any)
+	if der["reason"] != "malformed_entry" || !strings.Contains(der["error"].(string), "garbage") {
+		t.Errorf("derivation = %v", der)
+	}
+	// The same request on a normal route is refused, never keyed by the peer.
+	if w := s2.do(req{path: "/v1/reports/1", peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}}); w.Code != 400 {
+		t.Errorf("normal route: %d, want 400", w.Code)
+	}
+}
+
+func TestLogLinesCarryNoSecret(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	defer slog.SetDefault(prev)
+	s := newStack(t, stackOptions{policies: []middleware.Policy{
+		{Name: "acct", Key: []identity.Dimension{identity.DimAccount}, Limit: limit("1/h", 1)},
+	}})
+	tok := s.token("alice", "")
+	for range 3 {
+		s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", token: tok})
+	}
+	s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", token: tok + "x"})
+	out := buf.String()
+	if !strings.Contains(out, `"decision":"REJECTED"`) || !strings.Contains(out, `"key":"acct|account=alice"`) {
+		t.Errorf("expected a REJECTED line with the key, got:\n%s", out)
+	}
+	for _, part := range strings.Split(tok, ".") {
+		if strings.Contains(out, part) {
+			t.Errorf("log contains a token part:\n%s", out)
+		}
+	}
+}

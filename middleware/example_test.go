@@ -1,0 +1,61 @@
+package middleware_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// A chi API behind one trusted proxy (10.0.0.1), limited per client network
+// and operation. A client that forges X-Forwarded-For still spends its own
+// budget, and every report id shares the operation's budget.
+func ExampleRateLimiter_Handler() {
+	resolver, err := trustedproxy.New(trustedproxy.Config{
+		Trusted: []string{"10.0.0.1"},
+		Header:  "X-Forwarded-For",
+	})
+	if err != nil {
+		panic(err)
+	}
+	rate, _ := limiter.ParseRate("1/m")
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{{
+			Name:  "per-network",
+			Key:   []identity.Dimension{identity.DimNetwork, identity.DimOperation},
+			Limit: limiter.Limit{Rate: rate, Burst: 2},
+		}},
+		Operation: middleware.RouteOperation(r),
+	})
+	if err != nil {
+		panic(err)
+	}
+	r.Use(middleware.ClientAddress(resolver))
+	r.Use(rl.Handler)
+	r.Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
+		c, _ := middleware.ClientFrom(r.Context())
+		fmt.Fprintf(w, "report %s for %s", chi.URLParam(r, "id"), c.Client)
+	})
+
+	for i, forged := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
+		req := httptest.NewRequest("GET", fmt.Sprintf("/v1/reports/%d", i), nil)
+		req.RemoteAddr = "10.0.0.1:4000"                          // the trusted proxy
+		req.Header.Set("X-Forwarded-For", forged+", 203.0.113.9") // the proxy appended the true client
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		fmt.Println(w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"), w.Body.String())
+	}
+	// Output:
+	// 200 "per-network";r=1;t=60  report 0 for 203.0.113.9
+	// 200 "per-network";r=0;t=120  report 1 for 203.0.113.9
+	// 429 "per-network";r=0;t=120 60 {"type":"urn:ratekey:problem:rate-limited","title":"Rate limit exceeded","status":429,"detail":"policy per-network (burst 2, refill 1/m) has no room for this request; retry in 60 s","policy":"per-network","violated-policies":["per-network"]}
+}

@@ -1,0 +1,78 @@
+package middleware_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// perOperation allows one request per operation and network, so a second
+// request lands in the same bucket exactly when it has the same operation.
+func perOperation() []middleware.Policy {
+	return []middleware.Policy{{
+		Name: "per-op", Key: []identity.Dimension{identity.DimOperation, identity.DimNetwork},
+		Limit: limit("1/h", 1),
+	}}
+}
+
+func TestOperationIsTheRouteTemplateWhereverMounted(t *testing.T) {
+	for _, mount := range []string{"root", "", "with"} {
+		t.Run("mount="+mount, func(t *testing.T) {
+			s := newStack(t, stackOptions{policies: perOperation(), anonymous: true, mount: mount})
+			peer := "203.0.113.1:1000"
+			if w := s.do(req{path: "/v1/reports/1", peer: peer}); w.Code != http.StatusOK {
+				t.Fatalf("first request: %d", w.Code)
+			}
+			// Other ids, encoded slashes and upper-case escapes are the
+			// same operation: the same (spent) bucket.
+			for _, path := range []string{"/v1/reports/2", "/v1/reports/1%2F2", "/v1/reports/%2e%2e", "/v1/reports/1?x=1"} {
+				if w := s.do(req{path: path, peer: peer}); w.Code != http.StatusTooManyRequests {
+					t.Errorf("%s: got %d, want 429 (same budget as /v1/reports/1)", path, w.Code)
+				}
+			}
+			// Another operation has its own bucket.
+			if w := s.do(req{method: http.MethodPost, path: "/v1/export", peer: peer}); w.Code != http.StatusOK {
+				t.Errorf("POST /v1/export: %d, want 200", w.Code)
+			}
+		})
+	}
+}
+
+func TestOperationTemplateValues(t *testing.T) {
+	tests := []struct {
+		method, path, want string
+	}{
+		{"GET", "/v1/reports/1", "GET /v1/reports/{id}"},
+		{"GET", "/v1/reports/1%2F2", "GET /v1/reports/{id}"},
+		{"POST", "/v1/export", "POST /v1/export"},
+		{"GET", "/v1/export", middleware.UnmatchedOperation},  // method not served
+		{"BREW", "/v1/export", middleware.UnmatchedOperation}, // unknown method
+		{"GET", "/v1//reports/1", middleware.UnmatchedOperation},
+		{"GET", "/v1/reports/1/", middleware.UnmatchedOperation},
+		{"GET", "/nope", middleware.UnmatchedOperation},
+		{"GET", "/", middleware.UnmatchedOperation},
+	}
+	root := newDemoLikeRouter()
+	op := middleware.RouteOperation(root)
+	for _, tt := range tests {
+		r, _ := http.NewRequest(tt.method, "http://x"+tt.path, nil)
+		if got := op(r); got != tt.want {
+			t.Errorf("%s %s: got %q, want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestUnmatchedRequestsShareOneBudget(t *testing.T) {
+	s := newStack(t, stackOptions{policies: perOperation(), anonymous: true, mount: "root"})
+	peer := "203.0.113.1:1000"
+	if w := s.do(req{path: "/scan/1", peer: peer}); w.Code != http.StatusNotFound {
+		t.Fatalf("first unmatched: %d, want 404", w.Code)
+	}
+	for _, path := range []string{"/scan/2", "/v1//reports/1", "//v1/reports/1", "/v1/reports/1/x"} {
+		if w := s.do(req{path: path, peer: peer}); w.Code != http.StatusTooManyRequests {
+			t.Errorf("%s: %d, want 429 from the shared UNMATCHED bucket", path, w.Code)
+		}
+	}
+}

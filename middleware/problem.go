@@ -1,0 +1,61 @@
+package middleware
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Problem type URIs (RFC 9457 §3.1.1). They are stable identifiers that
+// clients may compare; they are URNs, so nothing is fetched from them.
+const (
+	// ProblemRateLimited: a policy's bucket has no room for the request's cost now.
+	ProblemRateLimited = "urn:ratekey:problem:rate-limited"
+	// ProblemNeverSatisfiable: the request's cost exceeds a policy's burst, so
+	// no amount of waiting admits it (no Retry-After is sent).
+	ProblemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
+	// ProblemStoreUnavailable: the limiter's store failed and the policy fails closed.
+	ProblemStoreUnavailable = "urn:ratekey:problem:store-unavailable"
+	// ProblemInvalidForwarding: the forwarding chain written by a trusted
+	// proxy holds a malformed entry; the request is refused rather than keyed
+	// by a weaker identity.
+	ProblemInvalidForwarding = "urn:ratekey:problem:invalid-forwarding-chain"
+	// ProblemInvalidToken: the credential failed verification (RFC 6750 §3.1).
+	ProblemInvalidToken = "urn:ratekey:problem:invalid-token"
+	// ProblemInvalidRequest: the credential was presented in a malformed way (RFC 6750 §3.1).
+	ProblemInvalidRequest = "urn:ratekey:problem:invalid-request"
+	// ProblemUnauthenticated: no credential was presented and anonymous access is off.
+	ProblemUnauthenticated = "urn:ratekey:problem:unauthenticated"
+	// ProblemMissingDimension: a policy needs a dimension (account, credential,
+	// ...) that the request does not carry and the policy's on_missing is reject.
+	ProblemMissingDimension = "urn:ratekey:problem:missing-dimension"
+	// ProblemKeySourceUnavailable: credentials could not be checked because a
+	// key source is unreachable.
+	ProblemKeySourceUnavailable = "urn:ratekey:problem:key-source-unavailable"
+)
+
+// problem is the RFC 9457 body. Detail never contains a key, a token or any
+// other secret: only policy names and fixed texts.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Policy names the policy that decided (never its key).
+	Policy string `json:"policy,omitempty"`
+	// ViolatedPolicies lists every rejecting policy, in configuration order.
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// writeProblem writes an application/problem+json response. Responses about
+// limits and credentials must not be cached (RFC 9111 §5.2.2.5).
+func writeProblem(w http.ResponseWriter, p problem) {
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}

@@ -1,0 +1,277 @@
+package middleware_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+type problemBody struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail"`
+	Policy           string   `json:"policy"`
+	ViolatedPolicies []string `json:"violated-policies"`
+}
+
+func decodeProblem(t *testing.T, body string) problemBody {
+	t.Helper()
+	var p problemBody
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatalf("problem body %q: %v", body, err)
+	}
+	return p
+}
+
+func perNetwork(rate string, burst int64) middleware.Policy {
+	return middleware.Policy{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit(rate, burst)}
+}
+
+func TestRejectionResponse(t *testing.T) {
+	// burst 3 at 2/s: three pass, the fourth waits 0.5 s → Retry-After 1.
+	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("2/s", 3)}, anonymous: true})
+	peer := "198.51.100.7:1"
+	wantRL := []string{`"per-network";r=2;t=1`, `"per-network";r=1;t=1`, `"per-network";r=0;t=2`}
+	for i, want := range wantRL {
+		w := s.do(req{path: "/v1/reports/1", peer: peer})
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got != `"per-network";q=3;w=2` {
+			t.Errorf("request %d RateLimit-Policy = %q", i, got)
+		}
+		if got := w.Header().Get("RateLimit"); got != want {
+			t.Errorf("request %d RateLimit = %q, want %q", i, got, want)
+		}
+	}
+	w := s.do(req{path: "/v1/reports/1", peer: peer})
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th: %d, want 429", w.Code)
+	}
+	for h, want := range map[string]string{
+		"Retry-After":   "1",
+		"Cache-Control": "no-store",
+		"Content-Type":  "application/problem+json",
+		"RateLimit":     `"per-network";r=0;t=2`,
+	} {
+		if got := w.Header().Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
+	}
+	p := decodeProblem(t, w.Body.String())
+	if p.Type != middleware.ProblemRateLimited || p.Status != 429 || p.Policy != "per-network" ||
+		len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "per-network" {
+		t.Errorf("problem = %+v", p)
+	}
+	if strings.Contains(w.Body.String(), "198.51.100.7") {
+		t.Errorf("problem body names the key: %s", w.Body.String())
+	}
+	// Retry-After rounds up: after 0.2 s the wait is 0.3 s → still 1.
+	s.clock.Advance(200 * time.Millisecond)
+	if w := s.do(req{path: "/v1/reports/1", peer: peer}); w.Header().Get("Retry-After") != "1" {
+		t.Errorf("Retry-After after 0.2 s = %q, want 1", w.Header().Get("Retry-After"))
+	}
+	s.clock.Advance(300 * time.Millisecond)
+	if w := s.do(req{path: "/v1/reports/1", peer: peer}); w.Code != http.StatusOK {
+		t.Errorf("after 0.5 s: %d, want 200", w.Code)
+	}
+	// Another network has its own budget.
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.8:1"}); w.Code != http.StatusOK {
+		t.Errorf("other network: %d", w.Code)
+	}
+}
+
+func TestRetryAfterIsTheLongestWait(t *testing.T) {
+	// Two policies reject; Retry-After covers the longer wait (5 s, not 1 s).
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		perNetwork("1/s", 1),
+		{Name: "slow", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("12/m", 1), Status: 503},
+	}})
+	peer := "198.51.100.7:1"
+	s.do(req{path: "/v1/reports/1", peer: peer})
+	w := s.do(req{path: "/v1/reports/1", peer: peer})
+	if w.Code != 429 || w.Header().Get("Retry-After") != "5" {
+		t.Fatalf("got %d Retry-After %q, want 429 and 5", w.Code, w.Header().Get("Retry-After"))
+	}
+	if p := decodeProblem(t, w.Body.String()); strings.Join(p.ViolatedPolicies, ",") != "per-network,slow" {
+		t.Errorf("violated-policies = %v", p.ViolatedPolicies)
+	}
+}
+
+func TestPolicyStatus(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		{Name: "nginx-like", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/s", 1), Status: 503},
+	}})
+	s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 503 || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("got %d %q, want 503 with Retry-After 1", w.Code, w.Header().Get("Retry-After"))
+	}
+}
+
+func TestAllOrNothingAcrossPolicies(t *testing.T) {
+	// The narrow per-export policy rejects; the broad per-network budget
+	// must not be charged for it (Envoy ratelimit issue 1060).
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		perNetwork("1/h", 3),
+		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{"POST /v1/export"}},
+	}})
+	peer := "198.51.100.7:1"
+	if w := s.do(req{method: "POST", path: "/v1/export", peer: peer}); w.Code != 200 {
+		t.Fatalf("first export: %d", w.Code)
+	}
+	for range 5 {
+		if w := s.do(req{method: "POST", path: "/v1/export", peer: peer}); w.Code != 429 {
+			t.Fatalf("export again: %d, want 429", w.Code)
+		}
+	}
+	// per-network spent 1 of 3 (the rejected exports charged nothing).
+	for i := range 2 {
+		if w := s.do(req{path: "/v1/reports/1", peer: peer}); w.Code != 200 {
+			t.Fatalf("report %d: %d, want 200", i, w.Code)
+		}
+	}
+	if w := s.do(req{path: "/v1/reports/1", peer: peer}); w.Code != 429 {
+		t.Fatalf("report 3: %d, want 429", w.Code)
+	}
+}
+
+func TestCostAboveBurstIsNeverSatisfiable(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		{Name: "heavy", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/s", 2), Cost: 3},
+	}})
+	w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	if w.Code != 429 {
+		t.Fatalf("got %d, want 429", w.Code)
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "" {
+		t.Errorf("Retry-After %q on a request that can never fit", ra)
+	}
+	if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemNeverSatisfiable {
+		t.Errorf("type = %q", p.Type)
+	}
+}
+
+func TestMissingDimension(t *testing.T) {
+	account := []identity.Dimension{identity.DimTenant, identity.DimAccount}
+	tests := []struct {
+		name      string
+		policy    middleware.Policy
+		anonymous bool
+		token     bool
+		clientID  string
+		wantCode  int
+		wantAuthn string
+	}{
+		{"anonymous, reject", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5)}, true, false, "", 401, "Bearer"},
+		{"anonymous, skip", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5), OnMissing: middleware.OnMissingSkip}, true, false, "", 200, ""},
+		{"verified, no client_id, reject", middleware.Policy{Name: "cred", Key: []identity.Dimension{identity.DimCredential}, Limit: limit("1/s", 5)}, false, true, "", 403, ""},
+		{"verified, client_id", middleware.Policy{Name: "cred", Key: []identity.Dimension{identity.DimCredential}, Limit: limit("1/s", 5)}, false, true, "app-1", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStack(t, stackOptions{anonymous: tt.anonymous, policies: []middleware.Policy{tt.policy}})
+			q := req{path: "/v1/reports/1", peer: "198.51.100.7:1"}
+			if tt.token {
+				q.token = s.token("alice", tt.clientID)
+			}
+			w := s.do(q)
+			if w.Code != tt.wantCode {
+				t.Fatalf("got %d, want %d: %s", w.Code, tt.wantCode, w.Body)
+			}
+			if got := w.Header().Get("WWW-Authenticate"); got != tt.wantAuthn {
+				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.wantAuthn)
+			}
+			if tt.wantCode != 200 {
+				if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemMissingDimension || p.Policy != tt.policy.Name {
+					t.Errorf("problem = %+v", p)
+				}
+			}
+		})
+	}
+}
+
+func TestAccountsDoNotShareBudgets(t *testing.T) {
+	s := newStack(t, stackOptions{policies: []middleware.Policy{
+		{Name: "acct", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: limit("1/h", 2)},
+	}})
+	alice, bob := s.token("alice", ""), s.token("bob", "")
+	for i, want := range []int{200, 200, 429} {
+		if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", token: alice}); w.Code != want {
+			t.Fatalf("alice %d: %d, want %d", i, w.Code, want)
+		}
+	}
+	// Same network, other account: full budget.
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", token: bob}); w.Code != 200 {
+		t.Fatalf("bob: %d", w.Code)
+	}
+	// Alice from another network: still her (spent) budget.
+	if w := s.do(req{path: "/v1/reports/1", peer: "192.0.2.1:1", token: alice}); w.Code != 429 {
+		t.Fatalf("alice elsewhere: %d, want 429", w.Code)
+	}
+}
+
+func TestStoreErrorFailsClosedByDefault(t *testing.T) {
+	// A real store error: the memory store is full of in-debt states that
+	// must not be evicted (an abuser is never handed a fresh bucket).
+	for _, mode := range []middleware.OnStoreError{"", middleware.OnStoreErrorAllow} {
+		t.Run("on_store_error="+string(mode), func(t *testing.T) {
+			p := perNetwork("1/h", 1)
+			p.OnStoreError = mode
+			s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []middleware.Policy{p}})
+			if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
+				t.Fatalf("first: %d", w.Code)
+			}
+			w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.8:1"})
+			want := 503
+			if mode == middleware.OnStoreErrorAllow {
+				want = 200
+			}
+			if w.Code != want {
+				t.Fatalf("second network: %d, want %d", w.Code, want)
+			}
+			if want == 503 {
+				if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemStoreUnavailable {
+					t.Errorf("problem = %+v", p)
+				}
+				if w.Header().Get("Retry-After") == "" {
+					t.Error("503 without Retry-After")
+				}
+			}
+		})
+	}
+}
+
+func TestMalformedChainIsRefused(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1",
+		headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}})
+	if w.Code != 400 {
+		t.Fatalf("got %d, want 400", w.Code)
+	}
+	if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemInvalidForwarding {
+		t.Errorf("problem = %+v", p)
+	}
+}
+
+func TestNewRateLimiterListsEveryError(t *testing.T) {
+	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Policies: []middleware.Policy{
+		{Name: "bad name!", Limit: limit("1/s", 1)},
+		{Name: "x", Key: []identity.Dimension{"colour"}, Limit: limit("1/s", 1), OnMissing: "ignore"},
+		{Name: "x", Limit: limit("1/s", 0), Status: 200},
+	}})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"no limiter", "no operation function", `policy "bad name!": name`,
+		`unknown dimension "colour"`, `on_missing "ignore"`, `policy "x": defined twice`, "status 200", "burst"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
