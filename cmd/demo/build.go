@@ -1,0 +1,269 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go4.org/netipx"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// app is a validated, wired configuration.
+type app struct {
+	cfg      *Config
+	resolver *trustedproxy.Resolver
+	auth     *identity.JWTAuthenticator // nil when no issuer is configured
+	authOpts middleware.AuthOptions
+	limiter  limiter.Limiter
+	policies []middleware.Policy
+	debug    *netipx.IPSet // nil when the debug endpoint is off
+}
+
+// build validates cfg and returns the wired app, or every error found.
+func build(cfg *Config, logger *slog.Logger) (*app, error) {
+	var errs []error
+	a := &app{cfg: cfg}
+
+	tp := cfg.TrustedProxies
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
+		IPv4Prefix: tp.IPv4Prefix, IPv6Prefix: tp.IPv6Prefix, AllowAll: tp.AllowAll})
+	if err != nil {
+		errs = append(errs, prefixErrors("trusted_proxies", err)...)
+	}
+	a.resolver = res
+
+	switch cfg.Auth.Anonymous {
+	case "", "reject":
+	case "allow":
+		a.authOpts.Anonymous = true
+	default:
+		errs = append(errs, fmt.Errorf("auth.anonymous: %q must be allow or reject", cfg.Auth.Anonymous))
+	}
+	if auth, err := buildAuth(cfg); err != nil {
+		errs = append(errs, err...)
+	} else {
+		a.auth = auth
+	}
+
+	for i, pc := range cfg.Policies {
+		p, err := buildPolicy(pc)
+		if err != nil {
+			errs = append(errs, prefixErrors(fmt.Sprintf("policies[%d]", i), err)...)
+			continue
+		}
+		a.policies = append(a.policies, p)
+	}
+
+	switch cfg.Limiter.Store {
+	case "", "memory":
+		if cfg.Limiter.MaxKeys < 0 {
+			errs = append(errs, fmt.Errorf("limiter.max_keys: %d must be >= 0 (0 means the default)", cfg.Limiter.MaxKeys))
+			break
+		}
+		a.limiter = memory.New(memory.Options{MaxKeys: cfg.Limiter.MaxKeys})
+	default:
+		errs = append(errs, fmt.Errorf("limiter.store: %q is not supported (memory)", cfg.Limiter.Store))
+	}
+
+	if cfg.Debug.Enabled {
+		if !strings.HasPrefix(cfg.Debug.Path, "/") {
+			errs = append(errs, fmt.Errorf("debug.path: %q must start with /", cfg.Debug.Path))
+		}
+		set, err := ipSet(cfg.Debug.Allow)
+		if err != nil {
+			errs = append(errs, prefixErrors("debug.allow", err)...)
+		}
+		if len(cfg.Debug.Allow) == 0 {
+			errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
+		}
+		a.debug = set
+	}
+
+	// Validate the policies against a throwaway router so that check reports
+	// policy errors too.
+	if a.limiter != nil {
+		if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
+			errs = append(errs, prefixErrors("policies", err)...)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
+	return middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter:   a.limiter,
+		Policies:  a.policies,
+		Operation: middleware.RouteOperation(root),
+		Logger:    logger,
+	})
+}
+
+func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
+	var errs []error
+	jc := identity.JWTConfig{}
+	if cfg.Auth.Leeway != "" {
+		d, err := time.ParseDuration(cfg.Auth.Leeway)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a non-negative duration such as 30s", cfg.Auth.Leeway))
+		}
+		jc.Leeway = d
+	}
+	for i, ic := range cfg.Auth.Issuers {
+		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
+			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms}
+		for j, kc := range ic.Keys {
+			where := fmt.Sprintf("auth.issuers[%d].keys[%d]", i, j)
+			switch {
+			case kc.PublicKeyFile != "" && kc.SecretFile != "":
+				errs = append(errs, fmt.Errorf("%s: set public_key_file or secret_file, not both", where))
+			case kc.PublicKeyFile != "":
+				data, err := cfg.file(kc.PublicKeyFile)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s.public_key_file: %w", where, err))
+					continue
+				}
+				pub, err := identity.ParsePublicKeyPEM(data)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s.public_key_file %s: %w", where, kc.PublicKeyFile, err))
+					continue
+				}
+				rec.Keys = append(rec.Keys, identity.VerificationKey{KID: kc.KID, Key: pub})
+			case kc.SecretFile != "":
+				data, err := cfg.file(kc.SecretFile)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s.secret_file: %w", where, err))
+					continue
+				}
+				rec.Keys = append(rec.Keys, identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n"))})
+			default:
+				errs = append(errs, fmt.Errorf("%s: public_key_file or secret_file is required", where))
+			}
+			if kc.PrivateKeyFile != "" {
+				if _, err := cfg.file(kc.PrivateKeyFile); err != nil {
+					errs = append(errs, fmt.Errorf("%s.private_key_file: %w", where, err))
+				}
+			}
+		}
+		jc.Issuers = append(jc.Issuers, rec)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if len(jc.Issuers) == 0 {
+		return nil, nil
+	}
+	auth, err := identity.NewJWTAuthenticator(jc)
+	if err != nil {
+		return nil, prefixErrors("auth", err)
+	}
+	return auth, nil
+}
+
+func buildPolicy(pc PolicyConfig) (middleware.Policy, error) {
+	var errs []error
+	p := middleware.Policy{Name: pc.Name, Cost: pc.Cost, Operations: pc.Operations, Status: pc.Status,
+		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
+	for _, k := range pc.Key {
+		d, err := identity.ParseDimension(k)
+		if err != nil || !d.Builtin() {
+			errs = append(errs, fmt.Errorf("key: unknown dimension %q (tenant, account, credential, operation, network)", k))
+			continue
+		}
+		p.Key = append(p.Key, d)
+	}
+	rate, err := limiter.ParseRate(pc.Rate)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("rate: %w", err))
+	}
+	if pc.Burst < 1 {
+		errs = append(errs, fmt.Errorf("burst: %d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", pc.Burst))
+	}
+	p.Limit = limiter.Limit{Rate: rate, Burst: pc.Burst}
+	return p, errors.Join(errs...)
+}
+
+// ipSet builds a set from CIDRs and single addresses.
+func ipSet(list []string) (*netipx.IPSet, error) {
+	var b netipx.IPSetBuilder
+	var errs []error
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Addr().Is4In6() {
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			b.AddPrefix(p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			errs = append(errs, fmt.Errorf("%q is not an IP address or CIDR", s))
+			continue
+		}
+		b.Add(a.Unmap())
+	}
+	set, err := b.IPSet()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return set, errors.Join(errs...)
+}
+
+// prefixErrors splits a joined error and prefixes each part with where.
+func prefixErrors(where string, err error) []error {
+	var out []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, prefixErrors(where, e)...)
+		}
+		return out
+	}
+	return []error{fmt.Errorf("%s: %w", where, err)}
+}
+
+// router wires the demo's routes: /healthz (not limited), the debug endpoint
+// (outside the client-address middleware so failed derivations can be
+// shown), and the /v1 API behind resolve → authenticate → rate limit.
+func (a *app) router(logger *slog.Logger) (http.Handler, error) {
+	r := chi.NewRouter()
+	rl, err := a.rateLimiter(r, logger)
+	if err != nil {
+		return nil, err
+	}
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	var authn identity.Authenticator
+	if a.auth != nil {
+		authn = a.auth
+	}
+	if a.cfg.Debug.Enabled {
+		r.Handle(a.cfg.Debug.Path, middleware.Debug(middleware.DebugConfig{
+			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.debug,
+		}))
+	}
+	r.Route("/v1", func(v chi.Router) {
+		v.Use(middleware.ClientAddress(a.resolver))
+		if authn != nil {
+			v.Use(middleware.Authenticate(authn, a.authOpts))
+		}
+		v.Use(rl.Handler)
+		v.Get("/reports/{id}", getReport)
+		v.Post("/export", postExport)
+	})
+	return r, nil
+}

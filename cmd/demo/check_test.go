@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runDemo(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ratekey.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckEmbeddedDefault(t *testing.T) {
+	t.Chdir("../..") // the embedded default names key files relative to the repository root
+	code, out, errOut := runDemo(t, "check")
+	if code != 0 || out != "configuration embedded default is valid: 3 policies, 1 issuers\n" {
+		t.Fatalf("check: %d %q %q", code, out, errOut)
+	}
+}
+
+func TestCheckListsEveryError(t *testing.T) {
+	cfg := writeConfig(t, `
+listen: 127.0.0.1:0
+trusted_proxies:
+  cidrs: [10.0.0.0/8, 300.1.2.3, 0.0.0.0/0]
+  header: X-Forwarded-For
+auth:
+  anonymous: maybe
+  issuers:
+    - issuer: https://a.invalid
+      tenant: a
+      audiences: [x]
+      algorithms: [EdDSA]
+      keys:
+        - kid: k
+          public_key_file: /nonexistent/key.pem
+policies:
+  - name: p1
+    key: [network, colour]
+    rate: 5/s
+    burst: 0
+  - name: p2
+    key: [account]
+    rate: fast
+    burst: 1
+    on_missing: ignore
+debug:
+  enabled: true
+  allow: [not-a-cidr]
+limiter:
+  store: memory
+`)
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"300.1.2.3", "0.0.0.0/0",
+		`auth.anonymous: "maybe"`,
+		"auth.issuers[0].keys[0].public_key_file",
+		`policies[0]: key: unknown dimension "colour"`,
+		"policies[0]: burst: 0 must be >= 1",
+		"policies[1]: rate:",
+		`debug.allow: "not-a-cidr"`,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("check output lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestCheckRejectsUnknownFields(t *testing.T) {
+	cfg := writeConfig(t, "listen: 127.0.0.1:0\npolicies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst: 1\n    brust: 5\n")
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, "brust") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+func TestCheckPolicyErrorsFromTheLibrary(t *testing.T) {
+	cfg := writeConfig(t, "policies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst: 1\n    on_missing: ignore\n    status: 200\n")
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, `on_missing "ignore"`) || !strings.Contains(errOut, "status 200") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+func TestTokenRefusesWithoutPrivateKey(t *testing.T) {
+	keys, _ := filepath.Abs("../../testdata/keys")
+	cfg := writeConfig(t, `
+auth:
+  issuers:
+    - issuer: https://a.invalid
+      tenant: a
+      audiences: [x]
+      algorithms: [EdDSA]
+      keys:
+        - kid: k
+          public_key_file: `+keys+`/demo-ed25519.pub.pem
+`)
+	code, out, errOut := runDemo(t, "token", "-config", cfg, "-issuer", "https://a.invalid", "-sub", "alice")
+	if code != 1 || out != "" || !strings.Contains(errOut, "names no private_key_file") {
+		t.Fatalf("token: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = runDemo(t, "token", "-config", cfg, "-issuer", "https://other.invalid", "-sub", "alice")
+	if code != 1 || !strings.Contains(errOut, "not in the config") {
+		t.Fatalf("unknown issuer: %d %q", code, errOut)
+	}
+}
+
+func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
+	t.Chdir("../..")
+	code, tok, errOut := runDemo(t, "token", "-issuer", "https://issuer.demo.ratekey.invalid", "-sub", "alice", "-client-id", "cli")
+	if code != 0 {
+		t.Fatalf("token: %d %s", code, errOut)
+	}
+	cfg, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.auth.Verify(strings.TrimSpace(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Account != "alice" || p.Tenant != "demo" || p.CredentialID != "cli" || p.Issuer != "https://issuer.demo.ratekey.invalid" {
+		t.Errorf("principal = %+v", p)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Config is the demo's YAML configuration. Field names are a public contract
+// (users script against them): add fields, never rename them.
+type Config struct {
+	Listen         string               `yaml:"listen"`
+	TrustedProxies TrustedProxiesConfig `yaml:"trusted_proxies"`
+	Auth           AuthConfig           `yaml:"auth"`
+	Policies       []PolicyConfig       `yaml:"policies"`
+	Debug          DebugConfig          `yaml:"debug"`
+	Limiter        LimiterConfig        `yaml:"limiter"`
+
+	// dir resolves relative key file paths: the config file's directory, or
+	// the working directory for the embedded default.
+	dir string
+}
+
+// TrustedProxiesConfig maps onto trustedproxy.Config.
+type TrustedProxiesConfig struct {
+	CIDRs      []string `yaml:"cidrs"`
+	Header     string   `yaml:"header"`
+	IPv4Prefix int      `yaml:"ipv4_prefix"`
+	IPv6Prefix int      `yaml:"ipv6_prefix"`
+	AllowAll   bool     `yaml:"allow_all"`
+}
+
+// AuthConfig configures credential verification.
+type AuthConfig struct {
+	Anonymous string         `yaml:"anonymous"` // allow | reject (default reject)
+	Leeway    string         `yaml:"leeway"`    // Go duration, e.g. 30s
+	Issuers   []IssuerConfig `yaml:"issuers"`
+}
+
+// IssuerConfig is one issuer record.
+type IssuerConfig struct {
+	Issuer      string      `yaml:"issuer"`
+	Tenant      string      `yaml:"tenant"`
+	TenantClaim string      `yaml:"tenant_claim"`
+	Tenants     []string    `yaml:"tenants"`
+	Audiences   []string    `yaml:"audiences"`
+	Algorithms  []string    `yaml:"algorithms"`
+	Keys        []KeyConfig `yaml:"keys"`
+}
+
+// KeyConfig is one verification key of an issuer record.
+type KeyConfig struct {
+	KID            string `yaml:"kid"`
+	PublicKeyFile  string `yaml:"public_key_file"`
+	SecretFile     string `yaml:"secret_file"`
+	PrivateKeyFile string `yaml:"private_key_file"`
+}
+
+// PolicyConfig is one rate-limit policy.
+type PolicyConfig struct {
+	Name         string   `yaml:"name"`
+	Key          []string `yaml:"key"`
+	Rate         string   `yaml:"rate"`
+	Burst        int64    `yaml:"burst"`
+	Cost         int64    `yaml:"cost"`
+	Operations   []string `yaml:"operations"`
+	Status       int      `yaml:"status"`
+	OnMissing    string   `yaml:"on_missing"`
+	OnStoreError string   `yaml:"on_store_error"`
+}
+
+// DebugConfig configures the debug endpoint.
+type DebugConfig struct {
+	Enabled bool     `yaml:"enabled"`
+	Path    string   `yaml:"path"`
+	Allow   []string `yaml:"allow"`
+}
+
+// LimiterConfig selects the limiter store.
+type LimiterConfig struct {
+	Store   string `yaml:"store"` // memory (default)
+	MaxKeys int    `yaml:"max_keys"`
+}
+
+// parseConfig decodes YAML strictly: unknown fields and duplicate keys are errors.
+func parseConfig(data []byte, dir string) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
+		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, true)))
+	}
+	c.dir = dir
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Debug.Path == "" {
+		c.Debug.Path = "/debug/ratekey"
+	}
+	return &c, nil
+}
+
+// loadConfig reads the config file at path, or the embedded default when
+// path is empty.
+func loadConfig(path string) (*Config, error) {
+	if path == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		return parseConfig(defaultConfig, wd)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(data, filepath.Dir(abs))
+}
+
+// file resolves a path named in the config and reads it.
+func (c *Config) file(name string) ([]byte, error) {
+	if name == "" {
+		return nil, errors.New("no file named")
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(c.dir, name)
+	}
+	return os.ReadFile(name)
+}

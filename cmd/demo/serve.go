@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("demo "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func cmdServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", stderr)
+	path := fs.String("config", "", "config file (default: the embedded default)")
+	addr := fs.String("addr", "", "listen address, overrides the config's listen (port 0 picks a free port)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	a, err := build(cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "configuration is invalid:")
+		for _, e := range prefixErrors("", err) {
+			fmt.Fprintf(stderr, "  - %s\n", trimColon(e.Error()))
+		}
+		return 1
+	}
+	h, err := a.router(logger)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	listen := cfg.Listen
+	if *addr != "" {
+		listen = *addr
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(stdout, "ratekey demo listening on http://%s\n", ln.Addr())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}

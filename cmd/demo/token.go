@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/identity"
+)
+
+// cmdToken mints a development token signed with a private key file that the
+// config names for the issuer. It refuses when the issuer has none: it is a
+// tool for trying the demo, not an identity provider.
+func cmdToken(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("token", stderr)
+	path := fs.String("config", "", "config file (default: the embedded default)")
+	issuer := fs.String("issuer", "", "issuer record to sign for (required)")
+	sub := fs.String("sub", "", "subject: the account (required)")
+	clientID := fs.String("client-id", "", "client_id claim: the credential id (optional)")
+	tenant := fs.String("tenant", "", "tenant claim, for issuer records that take the tenant from a claim")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "demo token: "+format+"\n", a...)
+		return 1
+	}
+	if *issuer == "" || *sub == "" {
+		return fail("-issuer and -sub are required")
+	}
+	if *ttl <= 0 {
+		return fail("-ttl must be positive")
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var rec *IssuerConfig
+	for i := range cfg.Auth.Issuers {
+		if cfg.Auth.Issuers[i].Issuer == *issuer {
+			rec = &cfg.Auth.Issuers[i]
+		}
+	}
+	if rec == nil {
+		return fail("issuer %q is not in the config", *issuer)
+	}
+	if len(rec.Audiences) == 0 || len(rec.Algorithms) == 0 {
+		return fail("issuer %q has no audiences or algorithms", *issuer)
+	}
+	for _, k := range rec.Keys {
+		if k.PrivateKeyFile == "" {
+			continue
+		}
+		data, err := cfg.file(k.PrivateKeyFile)
+		if err != nil {
+			return fail("private_key_file: %v", err)
+		}
+		signer, err := identity.ParsePrivateKeyPEM(data)
+		if err != nil {
+			return fail("private_key_file %s: %v", k.PrivateKeyFile, err)
+		}
+		method, err := identity.SigningMethodFor(rec.Algorithms[0])
+		if err != nil {
+			return fail("%v", err)
+		}
+		now := time.Now()
+		claims := jwt.MapClaims{
+			"iss": rec.Issuer,
+			"sub": *sub,
+			"aud": rec.Audiences[0],
+			"iat": now.Unix(),
+			"nbf": now.Unix(),
+			"exp": now.Add(*ttl).Unix(),
+		}
+		if *clientID != "" {
+			claims["client_id"] = *clientID
+		}
+		if *tenant != "" {
+			if rec.TenantClaim == "" {
+				return fail("issuer %q has a fixed tenant; -tenant applies only with tenant_claim", *issuer)
+			}
+			claims[rec.TenantClaim] = *tenant
+		}
+		tok := jwt.NewWithClaims(method, claims)
+		if k.KID != "" {
+			tok.Header["kid"] = k.KID
+		}
+		s, err := tok.SignedString(signer)
+		if err != nil {
+			return fail("signing: %v", err)
+		}
+		fmt.Fprintln(stdout, s)
+		return 0
+	}
+	return fail("issuer %q names no private_key_file: refusing to mint", *issuer)
+}
