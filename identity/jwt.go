@@ -30,7 +30,7 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 // RFC 7515) against statically configured issuer records and returns the
 // [Principal] they prove.
 //
-// Verification is strict by construction (DESIGN.md "identity rules"):
+// Verification is strict by construction (ratekey's identity rules):
 //
 //  1. The token is at most [MaxTokenBytes] bytes (checked before decoding)
 //     and has exactly three base64url segments (strict decoding, no

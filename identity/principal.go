@@ -8,7 +8,8 @@ const (
 	// MethodJWT: a bearer JWT verified by a [JWTAuthenticator].
 	MethodJWT Method = "jwt"
 	// MethodAPIKey: an API key of the form rk_<id>_<secret><checksum>,
-	// checked against a keyed hash of its secret.
+	// checked against a keyed hash of its secret. Reserved: no authenticator
+	// in this version produces it.
 	MethodAPIKey Method = "api_key"
 	// MethodAnonymous: no credential was presented and the deployment
 	// configured anonymous access. Never the result of an invalid credential.
@@ -19,8 +20,8 @@ const (
 //
 // A Principal is produced only by authenticators, and only from verified
 // input: for a JWT, after the signature, issuer, audience and expiry checks
-// passed, and only from the issuer record whose keys verified it (DESIGN.md
-// "identity rules"; threat model line 2). Code outside authenticators must not
+// passed, and only from the issuer record whose keys verified it (tenant A's
+// key never vouches for tenant B). Code outside authenticators must not
 // build one from request data. No field ever holds a secret, so a Principal
 // may be logged and used as [Key] values.
 //

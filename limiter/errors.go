@@ -13,5 +13,5 @@ var ErrInvalidRequest = errors.New("limiter: invalid request")
 // tracking a new key but its store is full and no state could be evicted
 // (every tracked bucket is still refilling, so evicting one would hand its
 // owner a fresh, full bucket). Nothing is charged; the caller applies its
-// fail mode (see DESIGN.md, on_store_error). Test with errors.Is.
+// fail mode (the policy's on_store_error: deny or allow). Test with errors.Is.
 var ErrCapacity = errors.New("limiter: store full, no state evictable")

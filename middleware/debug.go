@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 
 	"go4.org/netipx"
 
@@ -24,6 +25,11 @@ type DebugConfig struct {
 	// RateLimiter computes each policy's key and would-be decision without
 	// spending budget; nil shows no policies.
 	RateLimiter *RateLimiter
+	// Limited reports whether the RateLimiter is mounted in front of the
+	// route that serves r (r carries the described method and path). nil
+	// means every route. Routes it excludes show "limited": false and no
+	// policies, so the endpoint never claims a limit that does not apply.
+	Limited func(r *http.Request) bool
 	// Allow holds the admin networks. A request is answered only when its
 	// derived client address is in Allow; when the derivation fails it is
 	// answered only when the TCP peer is (a failure can only be produced by
@@ -52,6 +58,9 @@ type DebugView struct {
 	Authentication DebugAuthentication `json:"authentication"`
 	// Operation is the request's operation (method and route template).
 	Operation string `json:"operation"`
+	// Limited is false when the rate limiter does not run for this route
+	// (see DebugConfig.Limited); Policies is then empty.
+	Limited bool `json:"limited"`
 	// Policies holds each applicable policy's key and would-be decision.
 	Policies []DebugPolicy `json:"policies"`
 }
@@ -124,11 +133,20 @@ func Debug(cfg DebugConfig) http.Handler {
 				}
 			}
 		}
+		described, ok := describedRequest(r.WithContext(ctx))
+		if !ok {
+			writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusBadRequest,
+				Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
+			return
+		}
 		if cfg.RateLimiter != nil {
-			ev := cfg.RateLimiter.Check(describedRequest(r.WithContext(ctx)), false)
+			ev := cfg.RateLimiter.Check(described, false)
 			view.Operation = ev.Operation
+			view.Limited = cfg.Limited == nil || cfg.Limited(described)
 			for i := range ev.Policies {
-				view.Policies = append(view.Policies, debugPolicy(&ev.Policies[i]))
+				if view.Limited {
+					view.Policies = append(view.Policies, debugPolicy(&ev.Policies[i]))
+				}
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -143,22 +161,25 @@ func Debug(cfg DebugConfig) http.Handler {
 // "path": the operation and policies are then computed as if the request
 // had that method and path (peer, headers and credential stay the live
 // request's). The path is routed, never used as a key.
-func describedRequest(r *http.Request) *http.Request {
+// It reports false when path is not an absolute path.
+func describedRequest(r *http.Request) (*http.Request, bool) {
 	q := r.URL.Query()
 	m, p := q.Get("method"), q.Get("path")
 	if m == "" && p == "" {
-		return r
+		return r, true
 	}
 	r2 := r.Clone(r.Context())
 	if m != "" {
 		r2.Method = m
 	}
 	if p != "" {
-		if u, err := url.ParseRequestURI(p); err == nil {
-			r2.URL.Path, r2.URL.RawPath = u.Path, u.RawPath
+		u, err := url.ParseRequestURI(p)
+		if err != nil || !strings.HasPrefix(u.Path, "/") {
+			return nil, false
 		}
+		r2.URL.Path, r2.URL.RawPath = u.Path, u.RawPath
 	}
-	return r2
+	return r2, true
 }
 
 func debugAllowed(allow *netipx.IPSet, res trustedproxy.Result, err error) bool {

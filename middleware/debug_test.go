@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -188,5 +189,33 @@ func TestLogLinesCarryNoSecret(t *testing.T) {
 		if strings.Contains(out, part) {
 			t.Errorf("log contains a token part:\n%s", out)
 		}
+	}
+}
+
+func TestDebugDescribedRequests(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
+	admin := "192.0.2.10:1"
+	for _, bad := range []string{"v1/reports/1", "*", "%zz", "http://[::1"} {
+		w := s.do(req{path: "/debug/ratekey?path=" + url.QueryEscape(bad), peer: admin})
+		if w.Code != 400 || decodeProblem(t, w.Body.String()).Type != middleware.ProblemInvalidRequest {
+			t.Errorf("path=%q: %d %s, want 400 invalid-request", bad, w.Code, w.Body)
+		}
+	}
+	v := getDebug(t, s, req{path: "?method=POST&path=" + url.QueryEscape("/v1/export?x=1"), peer: admin})
+	if v["operation"] != "POST /v1/export" || v["limited"] != true {
+		t.Errorf("operation = %v limited = %v", v["operation"], v["limited"])
+	}
+}
+
+func TestDebugSaysWhenARouteIsNotLimited(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(),
+		limited: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1/") }})
+	v := getDebug(t, s, req{path: "?path=/healthz", peer: "192.0.2.10:1"})
+	if v["limited"] != false || len(v["policies"].([]any)) != 0 {
+		t.Errorf("limited = %v policies = %v, want false and none", v["limited"], v["policies"])
+	}
+	v = getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
+	if v["limited"] != true || len(v["policies"].([]any)) != 2 {
+		t.Errorf("limited = %v policies = %v, want true and two", v["limited"], v["policies"])
 	}
 }

@@ -77,6 +77,11 @@ type Evaluation struct {
 	Policies []PolicyResult
 	// Allowed is true when the request may proceed.
 	Allowed bool
+	// Charged is true when the request's cost was spent (Check with charge
+	// true and every policy admitted it). When false, the Remaining and
+	// ResetAfter of PASSED results still describe the state as if charged
+	// (the would-be decision); [PolicyResult.Current] gives the state now.
+	Charged bool
 }
 
 // Check evaluates every policy that applies to r. With charge true, the
@@ -147,6 +152,7 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 				continue
 			}
 			d := decs[j]
+			ev.Charged = charge // Take charges iff every decision is Allowed
 			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never
 			if d.Allowed {
 				res.Decision = DecisionPassed
@@ -160,6 +166,7 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		switch res.Decision {
 		case DecisionRejected:
 			ev.Allowed = false
+			ev.Charged = false
 		case DecisionError:
 			if res.onStore == OnStoreErrorDeny {
 				ev.Allowed = false
@@ -167,6 +174,19 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		}
 	}
 	return ev
+}
+
+// Current returns the whole tokens left and the time until the bucket is
+// full as they stand, given whether the request's cost was charged: a PASSED
+// result of an uncharged request reports the would-be state after charging,
+// so the cost is added back.
+func (res *PolicyResult) Current(charged bool) (remaining int64, resetAfter time.Duration) {
+	remaining, resetAfter = res.Remaining, res.ResetAfter
+	if res.Decision == DecisionPassed && !charged {
+		remaining += res.Cost
+		resetAfter -= time.Duration(res.Cost) * res.Limit.Rate.Interval()
+	}
+	return min(max(remaining, 0), res.Limit.Burst), max(resetAfter, 0)
 }
 
 // dimension returns the value of dimension d for the request, and false when
@@ -221,7 +241,7 @@ func (rl *RateLimiter) log(r *http.Request, ev *Evaluation) {
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		if res.Decision != DecisionRejected && res.Decision != DecisionError {
-			continue // DESIGN.md: one line per rejected, delayed or errored decision
+			continue // one line per rejected or errored decision only
 		}
 		level := slog.LevelInfo
 		if res.Decision == DecisionError {

@@ -42,6 +42,8 @@ type stackOptions struct {
 	mount string
 	// admins are the debug endpoint's admin networks; default 192.0.2.0/24.
 	admins []string
+	// limited is the debug endpoint's DebugConfig.Limited.
+	limited func(*http.Request) bool
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -96,7 +98,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		return s
 	}
 	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{
-		Resolver: res, Authenticator: auth, Auth: middleware.AuthOptions{Anonymous: o.anonymous}, RateLimiter: rl, Allow: adminSet,
+		Resolver: res, Authenticator: auth, Auth: middleware.AuthOptions{Anonymous: o.anonymous}, RateLimiter: rl, Allow: adminSet, Limited: o.limited,
 	}))
 	if o.mount == "with" {
 		r.Route("/v1", func(v chi.Router) {

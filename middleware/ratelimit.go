@@ -15,7 +15,7 @@ import (
 
 // RateLimitConfig configures [NewRateLimiter].
 type RateLimitConfig struct {
-	// Limiter decides and stores budgets (limiter/memory, limiter/redis). Required.
+	// Limiter decides and stores budgets (limiter/memory, or any limiter.Limiter). Required.
 	Limiter limiter.Limiter
 	// Policies are evaluated in order; every applicable one must admit the
 	// request (all-or-nothing). Names must be unique.
@@ -92,7 +92,7 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ev := rl.Check(r, true)
 		rl.log(r, &ev)
-		setRateLimitFields(w.Header(), ev.Policies)
+		setRateLimitFields(w.Header(), &ev)
 		if ev.Allowed {
 			next.ServeHTTP(w, r)
 			return
@@ -105,10 +105,10 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 // with one item per policy that reached the limiter, in policy order:
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
 // left, t = seconds until the bucket is full again (both rounded up).
-func setRateLimitFields(h http.Header, results []PolicyResult) {
+func setRateLimitFields(h http.Header, ev *Evaluation) {
 	var pol, cur strings.Builder
-	for i := range results {
-		res := &results[i]
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
 		if res.Decision != DecisionPassed && res.Decision != DecisionRejected || res.Key == "" {
 			continue
 		}
@@ -118,7 +118,8 @@ func setRateLimitFields(h http.Header, results []PolicyResult) {
 		}
 		name := strconv.Quote(res.Policy) // names are [A-Za-z0-9._-]: a valid sf-string
 		fmt.Fprintf(&pol, "%s;q=%d;w=%d", name, res.Limit.Burst, ceilSeconds(res.Limit.Window()))
-		fmt.Fprintf(&cur, "%s;r=%d;t=%d", name, max(res.Remaining, 0), ceilSeconds(res.ResetAfter))
+		remaining, reset := res.Current(ev.Charged)
+		fmt.Fprintf(&cur, "%s;r=%d;t=%d", name, remaining, ceilSeconds(reset))
 	}
 	if pol.Len() > 0 {
 		h.Set("RateLimit-Policy", pol.String())

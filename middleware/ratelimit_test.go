@@ -126,8 +126,14 @@ func TestAllOrNothingAcrossPolicies(t *testing.T) {
 		t.Fatalf("first export: %d", w.Code)
 	}
 	for range 5 {
-		if w := s.do(req{method: "POST", path: "/v1/export", peer: peer}); w.Code != 429 {
+		w := s.do(req{method: "POST", path: "/v1/export", peer: peer})
+		if w.Code != 429 {
 			t.Fatalf("export again: %d, want 429", w.Code)
+		}
+		// The fields state the budgets as they are: per-network was not
+		// charged for the rejected request.
+		if got, want := w.Header().Get("RateLimit"), `"per-network";r=2;t=3600, "export";r=0;t=3600`; got != want {
+			t.Errorf("RateLimit on the rejection = %q, want %q", got, want)
 		}
 	}
 	// per-network spent 1 of 3 (the rejected exports charged nothing).

@@ -6,7 +6,7 @@
 // peer address (http.Request.RemoteAddr). A forwarding header is believed
 // only as far as the chain of proxies that wrote it is trusted.
 //
-// The rules, each pinned by a table test (see DESIGN.md, "trustedproxy rules"):
+// The rules, each pinned by a table test:
 //
 //  1. Gate on the peer. The peer is canonicalised (see below); if it is not
 //     in the trusted set it is the client and no header is read at all.

@@ -39,7 +39,9 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
 		IPv4Prefix: tp.IPv4Prefix, IPv6Prefix: tp.IPv6Prefix, AllowAll: tp.AllowAll})
 	if err != nil {
-		errs = append(errs, prefixErrors("trusted_proxies", err)...)
+		for _, e := range prefixErrors("trusted_proxies", err) {
+			errs = append(errs, errors.New(yamlNames.Replace(e.Error())))
+		}
 	}
 	a.resolver = res
 
@@ -57,10 +59,9 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	}
 
 	for i, pc := range cfg.Policies {
-		p, err := buildPolicy(pc)
+		p, err := buildPolicy(pc, a.auth != nil || len(cfg.Auth.Issuers) > 0)
 		if err != nil {
 			errs = append(errs, prefixErrors(fmt.Sprintf("policies[%d]", i), err)...)
-			continue
 		}
 		a.policies = append(a.policies, p)
 	}
@@ -90,17 +91,50 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 		a.debug = set
 	}
 
-	// Validate the policies against a throwaway router so that check reports
-	// policy errors too.
-	if a.limiter != nil {
-		if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
-			errs = append(errs, prefixErrors("policies", err)...)
-		}
+	// The library validates the policies (names, statuses, on_missing, ...);
+	// the demo's own router says which operations exist.
+	lim := a.limiter
+	if lim == nil {
+		lim = memory.New(memory.Options{})
+	}
+	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: a.policies,
+		Operation: middleware.RouteOperation(chi.NewRouter()), Logger: logger}); err != nil {
+		errs = append(errs, prefixErrors("policies", err)...)
+	} else if err := a.checkOperations(logger); err != nil {
+		errs = append(errs, err...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// yamlNames maps trustedproxy.Config field names in its errors to the YAML
+// names the operator wrote.
+var yamlNames = strings.NewReplacer("trustedproxy: ", "", "Trusted[", "cidrs[", "Trusted:", "cidrs:",
+	"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix", "Header ", "header ")
+
+// checkOperations refuses policy operations that no demo route serves: such
+// a policy would silently never apply.
+func (a *app) checkOperations(logger *slog.Logger) []error {
+	h, err := a.router(logger)
+	if err != nil {
+		return []error{err}
+	}
+	known := map[string]bool{middleware.UnmatchedOperation: true}
+	_ = chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		known[method+" "+route] = true
+		return nil
+	})
+	var errs []error
+	for i, p := range a.policies {
+		for _, op := range p.Operations {
+			if !known[op] {
+				errs = append(errs, fmt.Errorf("policies[%d]: operations: %q is not served by the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, op, middleware.UnmatchedOperation))
+			}
+		}
+	}
+	return errs
 }
 
 func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
@@ -160,20 +194,22 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 		}
 		jc.Issuers = append(jc.Issuers, rec)
 	}
-	if len(errs) > 0 {
+	if len(jc.Issuers) == 0 {
 		return nil, errs
 	}
-	if len(jc.Issuers) == 0 {
-		return nil, nil
-	}
+	// Validate the records even when a key file failed, so that every
+	// problem is reported in one pass.
 	auth, err := identity.NewJWTAuthenticator(jc)
 	if err != nil {
-		return nil, prefixErrors("auth", err)
+		errs = append(errs, prefixErrors("auth", err)...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return auth, nil
 }
 
-func buildPolicy(pc PolicyConfig) (middleware.Policy, error) {
+func buildPolicy(pc PolicyConfig, haveIssuers bool) (middleware.Policy, error) {
 	var errs []error
 	p := middleware.Policy{Name: pc.Name, Cost: pc.Cost, Operations: pc.Operations, Status: pc.Status,
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
@@ -183,14 +219,22 @@ func buildPolicy(pc PolicyConfig) (middleware.Policy, error) {
 			errs = append(errs, fmt.Errorf("key: unknown dimension %q (tenant, account, credential, operation, network)", k))
 			continue
 		}
+		if !haveIssuers && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
+			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but auth.issuers is empty", k))
+		}
 		p.Key = append(p.Key, d)
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("rate: %w", err))
+		rate = limiter.Rate{Count: 1, Per: time.Second} // reported; keep validating the rest
 	}
 	if pc.Burst < 1 {
 		errs = append(errs, fmt.Errorf("burst: %d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", pc.Burst))
+		pc.Burst = 1
+	}
+	if pc.Cost > pc.Burst {
+		errs = append(errs, fmt.Errorf("cost: %d exceeds burst %d, so no request could ever pass", pc.Cost, pc.Burst))
 	}
 	p.Limit = limiter.Limit{Rate: rate, Burst: pc.Burst}
 	return p, errors.Join(errs...)
@@ -234,6 +278,13 @@ func prefixErrors(where string, err error) []error {
 	return []error{fmt.Errorf("%s: %w", where, err)}
 }
 
+// underV1 reports whether r is served by the /v1 sub-router, the only part
+// of the demo behind the rate limiter.
+func underV1(r *http.Request) bool {
+	p := r.URL.EscapedPath()
+	return p == "/v1" || strings.HasPrefix(p, "/v1/")
+}
+
 // router wires the demo's routes: /healthz (not limited), the debug endpoint
 // (outside the client-address middleware so failed derivations can be
 // shown), and the /v1 API behind resolve → authenticate → rate limit.
@@ -254,6 +305,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	if a.cfg.Debug.Enabled {
 		r.Handle(a.cfg.Debug.Path, middleware.Debug(middleware.DebugConfig{
 			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.debug,
+			Limited: underV1,
 		}))
 	}
 	r.Route("/v1", func(v chi.Router) {

@@ -144,3 +144,74 @@ func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
 		t.Errorf("principal = %+v", p)
 	}
 }
+
+func TestCheckSemanticErrorsInOnePass(t *testing.T) {
+	cfg := writeConfig(t, `
+trusted_proxies:
+  cidrs: [10.0.0.0/8]
+  ipv4_prefix: 40
+  allow_all: false
+policies:
+  - name: "bad name"
+    key: [account, account]
+    rate: 1/s
+    burst: 1
+    status: 200
+  - name: heavy
+    key: [network]
+    rate: 1/s
+    burst: 2
+    cost: 5
+  - name: typo-op
+    key: [network]
+    rate: 1/s
+    burst: 2
+    operations: ["GET /v1/report/{id}", "GET /v1/reports/{id}", "UNMATCHED"]
+limiter:
+  max_keys: -1
+`)
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"trusted_proxies: ipv4_prefix 40 out of range",
+		`policies[0]: key: dimension "account" comes from a verified credential, but auth.issuers is empty`,
+		`policy "bad name": name must be`,
+		`dimension "account" listed twice`,
+		"status 200",
+		"policies[1]: cost: 5 exceeds burst 2",
+		"limiter.max_keys: -1",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("check output lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestCheckRefusesOperationsTheDemoDoesNotServe(t *testing.T) {
+	cfg := writeConfig(t, `
+policies:
+  - name: typo-op
+    key: [network]
+    rate: 1/s
+    burst: 2
+    operations: ["GET /v1/report/{id}", "GET /v1/reports/{id}", "UNMATCHED"]
+`)
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, `operations: "GET /v1/report/{id}" is not served`) || strings.Contains(errOut, `"GET /v1/reports/{id}" is not`) {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"chek", "-config", "x.yaml"}, {"help2"}} {
+		code, out, errOut := runDemo(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "unknown command") || !strings.Contains(errOut, "usage:") {
+			t.Errorf("%v: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := runDemo(t, "help"); code != 0 || !strings.Contains(out, "demo check") {
+		t.Errorf("help: %d %q", code, out)
+	}
+}

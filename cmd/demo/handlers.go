@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -31,7 +32,7 @@ func whoami(r *http.Request) map[string]any {
 	if c, ok := middleware.ClientFrom(r.Context()); ok {
 		out["client"] = c.Client.String()
 	}
-	if p, ok := middleware.PrincipalFrom(r.Context()); ok {
+	if p, ok := middleware.PrincipalFrom(r.Context()); ok && p.Method != identity.MethodAnonymous {
 		out["principal"] = p
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 //go:embed default.yaml
@@ -25,18 +26,31 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "check" || args[0] == "token") {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
+	case "serve":
+		return cmdServe(args, stdout, stderr)
 	case "check":
 		return cmdCheck(args, stdout, stderr)
 	case "token":
 		return cmdToken(args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	default:
-		return cmdServe(args, stdout, stderr)
+		fmt.Fprintf(stderr, "demo: unknown command %q\n%s", cmd, usage)
+		return 2
 	}
 }
+
+const usage = `usage:
+  demo [serve] [-config FILE] [-addr HOST:PORT]   serve (the embedded default config without -config)
+  demo check [-config FILE]                        validate a config, like nginx -t
+  demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
+                                                   mint a dev token with a private_key_file from the config
+`
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
