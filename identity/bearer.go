@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"net/http"
+	"strings"
 )
 
 // MaxTokenBytes is the longest bearer token accepted, in bytes. Longer
@@ -36,11 +37,14 @@ var (
 //   - One or more SP (0x20) separate scheme and token, as the RFC 9110 §11.4
 //     grammar allows (credentials = auth-scheme [ 1*SP token68 ]); HTAB or
 //     any other whitespace is not a separator and is rejected.
-//   - A present but empty header, another scheme (Basic, Digest, ...), a
-//     missing or empty token, or any byte outside b64token (including
-//     trailing spaces and commas): invalid_request. None of these ever
-//     yields ErrNoCredential, so a malformed credential never becomes
-//     anonymous.
+//   - Another well-formed scheme (Basic, Digest, "BearerX": any RFC 9110
+//     token other than bearer, alone or followed by SP):
+//     [ErrUnsupportedScheme], a 401 with a bare challenge (RFC 6750 §3.1).
+//   - A present but empty header, a malformed scheme (leading space, HTAB,
+//     non-token bytes), a missing or empty token, or any byte outside
+//     b64token (including trailing spaces and commas): invalid_request.
+//     None of these ever yields ErrNoCredential, so a malformed or foreign
+//     credential never becomes anonymous.
 //   - A token longer than [MaxTokenBytes]: invalid_token, checked before
 //     the charset and before any decoding.
 //
@@ -58,16 +62,16 @@ func BearerToken(h http.Header) (string, error) {
 	}
 	v := vals[0]
 	const scheme = "bearer"
-	if len(v) < len(scheme) || !asciiEqualFold(v[:len(scheme)], scheme) {
-		return "", invalidRequest("authorization scheme must be Bearer", errNotBearer)
+	name, _, _ := strings.Cut(v, " ")
+	if !isToken(name) {
+		return "", invalidRequest("authorization scheme is malformed", errNotBearer)
+	}
+	if !asciiEqualFold(name, scheme) {
+		return "", ErrUnsupportedScheme
 	}
 	rest := v[len(scheme):]
 	if rest == "" {
 		return "", invalidRequest("bearer token is missing", errEmptyToken)
-	}
-	if rest[0] != ' ' {
-		// "Bearerx...": a different scheme, e.g. "BearerToken abc".
-		return "", invalidRequest("authorization scheme must be Bearer", errNotBearer)
 	}
 	i := 0
 	for i < len(rest) && rest[i] == ' ' {
@@ -122,6 +126,24 @@ func isB64Token(s string) bool {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is a non-empty RFC 9110 §5.6.2 token
+// (1*tchar), the syntax of an auth-scheme.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
 		default:
 			return false
 		}

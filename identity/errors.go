@@ -13,10 +13,19 @@ import (
 // [*AuthError] and never become anonymous. Compare with errors.Is.
 var ErrNoCredential = errors.New("identity: no credential")
 
+// ErrUnsupportedScheme reports an Authorization header in a well-formed
+// scheme other than Bearer (Basic, Digest, ...). RFC 6750 §3.1 treats a
+// request that "attempted using an unsupported authentication method" as
+// lacking authentication information: 401 with a bare `WWW-Authenticate:
+// Bearer` challenge and no error code. Unlike [ErrNoCredential] it never
+// admits the request as anonymous: a credential was presented, and it is
+// not one this server can verify. Compare with errors.Is.
+var ErrUnsupportedScheme = errors.New("identity: authorization scheme is not Bearer")
+
 // RFC 6750 §3.1 error codes used in [AuthError.Code].
 const (
 	// CodeInvalidRequest: the request is malformed (two Authorization
-	// lines, a scheme other than Bearer, a token with characters outside
+	// lines, an empty or malformed header, a token with characters outside
 	// the b64token set). HTTP 400.
 	CodeInvalidRequest = "invalid_request"
 	// CodeInvalidToken: the token is present and well-formed at the HTTP

@@ -70,7 +70,7 @@ var _ Authenticator = (*JWTAuthenticator)(nil)
 // NewJWTAuthenticator validates cfg and returns an authenticator. It reports
 // all configuration problems at once (errors.Join), each naming the issuer
 // and, for key problems, the kid: no issuers; empty or duplicate issuer;
-// tenant settings inconsistent; no audiences; no, unknown ("none" included)
+// tenant settings inconsistent; a tenant that two issuers could vouch for; no audiences; no, unknown ("none" included)
 // or duplicate algorithms; no keys; duplicate kid or empty kid among
 // several keys; unsupported key type; RSA key under 2048 bits; HMAC secret
 // shorter than its hash (32/48/64 bytes for HS256/384/512, RFC 7518 §3.2) or

@@ -118,7 +118,23 @@ func compile(cfg JWTConfig) (map[string]*issuerState, error) {
 		errs = append(errs, errors.New("identity: jwt config: no issuers"))
 	}
 	states := make(map[string]*issuerState, len(cfg.Issuers))
+	tenantOwner := map[string]string{} // tenant → the issuer that may vouch for it
 	for i, rec := range cfg.Issuers {
+		// A subject is unique only within its issuer (OpenID Connect Core
+		// §2): if two issuers could vouch for one tenant, "alice" of one
+		// would spend (or lock out) "alice" of the other in every key
+		// built from (tenant, account). One tenant, one issuer.
+		tenants := rec.Tenants
+		if rec.Tenant != "" {
+			tenants = []string{rec.Tenant}
+		}
+		for _, t := range tenants {
+			if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
+				errs = append(errs, fmt.Errorf("identity: issuer %q: tenant %q is already vouched for by issuer %q (subjects are unique only per issuer, so their accounts would share budgets)", rec.Issuer, t, owner))
+				continue
+			}
+			tenantOwner[t] = rec.Issuer
+		}
 		name := fmt.Sprintf("issuer %q", rec.Issuer)
 		if rec.Issuer == "" {
 			name = fmt.Sprintf("issuers[%d]", i)

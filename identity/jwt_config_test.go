@@ -150,6 +150,16 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 			x := new(big.Int).Add(k.es.X, big.NewInt(1)) // (x+1, y) is off the curve
 			c.Issuers[0].Keys[0].Key = &ecdsa.PublicKey{Curve: k.es.Curve, X: x, Y: k.es.Y}
 		}, "not a valid curve point"},
+		{"two issuers, one fixed tenant", func(c *JWTConfig) {
+			other := good()
+			other.Issuer = "j"
+			c.Issuers = append(c.Issuers, other)
+		}, `identity: issuer "j": tenant "t" is already vouched for by issuer "i"`},
+		{"fixed tenant inside another issuer's claim list", func(c *JWTConfig) {
+			other := good()
+			other.Issuer, other.Tenant, other.TenantClaim, other.Tenants = "j", "", "org", []string{"a", "t"}
+			c.Issuers = append(c.Issuers, other)
+		}, `identity: issuer "j": tenant "t" is already vouched for by issuer "i"`},
 		{"RS256 with secret", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"RS256"}
 			c.Issuers[0].Keys[0].Key = k.hmac

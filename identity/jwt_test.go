@@ -345,7 +345,7 @@ func TestAuthenticate(t *testing.T) {
 		{name: "uppercase scheme", lines: []string{"BEARER " + valid}, want: alice},
 		{name: "no header", err: ErrNoCredential},
 		{name: "two lines", lines: []string{"Bearer " + valid, "Bearer " + valid}, code: CodeInvalidRequest, status: 400},
-		{name: "basic", lines: []string{"Basic x"}, code: CodeInvalidRequest, status: 400},
+		{name: "basic", lines: []string{"Basic x"}, err: ErrUnsupportedScheme},
 		{name: "empty header", lines: []string{""}, code: CodeInvalidRequest, status: 400},
 		{name: "bad token", lines: []string{"Bearer x.y.z"}, code: CodeInvalidToken, status: 401},
 		{name: "too long", lines: []string{"Bearer " + strings.Repeat("A", MaxTokenBytes+1)}, code: CodeInvalidToken, status: 401},

@@ -34,6 +34,11 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 	if err == nil {
 		return authOutcome{principal: &p}
 	}
+	if errors.Is(err, identity.ErrUnsupportedScheme) {
+		// RFC 6750 §3.1: an unsupported method is answered like a missing
+		// credential, but a presented credential is never anonymous.
+		return authOutcome{status: http.StatusUnauthorized, detail: "the Authorization scheme is not Bearer"}
+	}
 	if errors.Is(err, identity.ErrNoCredential) {
 		if opts.Anonymous {
 			return authOutcome{principal: &identity.Principal{Method: identity.MethodAnonymous}}
@@ -55,7 +60,9 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 //
 // Outcomes follow RFC 6750 §3.1: no credential → anonymous (if
 // opts.Anonymous) or 401 with a bare `WWW-Authenticate: Bearer` challenge;
-// malformed credential (two Authorization lines, wrong scheme) → 400
+// another scheme (Basic, ...) → the same bare 401, even when anonymous
+// access is on; malformed credential (two Authorization lines, empty
+// header) → 400
 // `invalid_request`; any failed verification → 401 `invalid_token`; a key
 // source that cannot be reached → 503. Every rejection carries an RFC 9457
 // problem body whose detail never contains the credential. Safe for

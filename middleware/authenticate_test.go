@@ -30,7 +30,8 @@ func TestAuthenticateOutcomes(t *testing.T) {
 		{"lower-case scheme", http.Header{"Authorization": {"bearer " + good}}, 200, "", "", nil},
 		{"no credential", nil, 401, "Bearer", middleware.ProblemUnauthenticated, nil},
 		{"two Authorization lines", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 400, `Bearer error="invalid_request"`, middleware.ProblemInvalidRequest, []string{good}},
-		{"Basic scheme", http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}, 400, `Bearer error="invalid_request"`, middleware.ProblemInvalidRequest, []string{"YWxpY2U6c2VjcmV0"}},
+		{"Basic scheme", http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}, 401, "Bearer", middleware.ProblemUnauthenticated, []string{"YWxpY2U6c2VjcmV0"}},
+		{"empty Authorization", http.Header{"Authorization": {""}}, 400, `Bearer error="invalid_request"`, middleware.ProblemInvalidRequest, nil},
 		{"bad signature", http.Header{"Authorization": {"Bearer " + forged}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{forged, parts[1]}},
 		{"expired", http.Header{"Authorization": {"Bearer " + expired}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{expired}},
 		{"garbage token", http.Header{"Authorization": {"Bearer not.a.jwt"}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{"not.a.jwt"}},
@@ -65,5 +66,9 @@ func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
 	}
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", token: "x.y.z"}); w.Code != 401 {
 		t.Fatalf("invalid token with anonymous allowed: %d, want 401", w.Code)
+	}
+	basic := http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", headers: basic}); w.Code != 401 || w.Header().Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("Basic credential with anonymous allowed: %d %q, want 401 Bearer", w.Code, w.Header().Get("WWW-Authenticate"))
 	}
 }

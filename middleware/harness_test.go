@@ -180,6 +180,7 @@ func newDemoLikeRouter() chi.Router {
 	ok := func(w http.ResponseWriter, r *http.Request) {}
 	r := chi.NewRouter()
 	r.Get("/healthz", ok)
+	r.Handle("/any", http.HandlerFunc(ok))
 	sub := chi.NewRouter()
 	sub.Get("/reports/{id}", ok)
 	sub.Post("/export", ok)

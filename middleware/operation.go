@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -22,11 +23,27 @@ const UnmatchedOperation = "UNMATCHED"
 // The lookup routes the request's path exactly as chi will (the escaped path
 // when the URL has one, so "/v1/reports/1%2F2" still matches
 // "/v1/reports/{id}"); a request that matches no route, or whose method the
-// route does not serve, gets [UnmatchedOperation], never its raw path. The
-// returned function is safe for concurrent use once root's routes are
-// registered; it allocates a chi routing context per call.
+// route does not serve, gets [UnmatchedOperation], never its raw path. So
+// does a path that only reaches a sub-router's mount point ("/v1" or "/v1/"
+// when nothing is routed there): chi's Find names the mount pattern for
+// those, so the answer is checked against the routes chi.Walk lists.
+//
+// The route list is read on first use: register every route before serving.
+// The returned function is safe for concurrent use; it allocates a chi
+// routing context per call.
 func RouteOperation(root chi.Routes) func(*http.Request) string {
+	var (
+		once   sync.Once
+		routes map[string]bool // "METHOD pattern", "* pattern" for every method
+	)
 	return func(r *http.Request) string {
+		once.Do(func() {
+			routes = map[string]bool{}
+			_ = chi.Walk(root, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+				routes[method+" "+route] = true
+				return nil
+			})
+		})
 		path := r.URL.RawPath
 		if path == "" {
 			path = r.URL.Path
@@ -38,6 +55,10 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 		if pattern == "" {
 			return UnmatchedOperation
 		}
-		return r.Method + " " + pattern
+		op := r.Method + " " + pattern
+		if !routes[op] && !routes["* "+pattern] {
+			return UnmatchedOperation
+		}
+		return op
 	}
 }

@@ -53,6 +53,10 @@ func TestOperationTemplateValues(t *testing.T) {
 		{"GET", "/v1/reports/1/", middleware.UnmatchedOperation},
 		{"GET", "/nope", middleware.UnmatchedOperation},
 		{"GET", "/", middleware.UnmatchedOperation},
+		{"GET", "/v1", middleware.UnmatchedOperation},  // the mount point itself
+		{"GET", "/v1/", middleware.UnmatchedOperation}, // ... with a slash
+		{"GET", "/healthz", "GET /healthz"},
+		{"DELETE", "/any", "DELETE /any"}, // a route for every method
 	}
 	root := newDemoLikeRouter()
 	op := middleware.RouteOperation(root)

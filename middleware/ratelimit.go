@@ -129,9 +129,9 @@ func setRateLimitFields(h http.Header, ev *Evaluation) {
 
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 	var violated []string
-	var first *PolicyResult
+	var first, never *PolicyResult
 	var retry time.Duration
-	never, storeErr := false, false
+	storeErr := false
 	var missing *PolicyResult
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
@@ -147,7 +147,9 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 			if first == nil {
 				first = res
 			}
-			never = never || res.Never
+			if res.Never && never == nil {
+				never = res
+			}
 			retry = max(retry, res.RetryAfter)
 		}
 	}
@@ -169,10 +171,10 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 			Detail: "the rate limit store cannot decide right now"})
-	case never:
-		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+	case never != nil:
+		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",
-			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", first.Policy, first.Cost, first.Limit.Burst)})
+			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)})
 	default:
 		secs := max(ceilSeconds(retry), 1)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
@@ -188,5 +190,9 @@ func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++ // computed without d+time.Second-1, which overflows near MaxInt64
+	}
+	return s
 }

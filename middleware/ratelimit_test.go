@@ -281,3 +281,19 @@ func TestNewRateLimiterListsEveryError(t *testing.T) {
 		}
 	}
 }
+
+func TestNeverSatisfiableNamesThePolicyThatCannotFit(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		perNetwork("1/m", 2),
+		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/m", 2), Cost: 5, Operations: []string{"POST /v1/export"}},
+	}})
+	peer := "198.51.100.7:1"
+	s.do(req{path: "/v1/reports/1", peer: peer})
+	s.do(req{path: "/v1/reports/1", peer: peer})
+	w := s.do(req{method: "POST", path: "/v1/export", peer: peer})
+	p := decodeProblem(t, w.Body.String())
+	if w.Code != 429 || p.Type != middleware.ProblemNeverSatisfiable || p.Policy != "export" ||
+		p.Detail != "policy export: a request costing 5 tokens can never fit a burst of 2" || w.Header().Get("Retry-After") != "" {
+		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
+	}
+}

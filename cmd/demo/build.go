@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +39,7 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 
 	tp := cfg.TrustedProxies
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
-		IPv4Prefix: tp.IPv4Prefix, IPv6Prefix: tp.IPv6Prefix, AllowAll: tp.AllowAll})
+		IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll})
 	if err != nil {
 		for _, e := range prefixErrors("trusted_proxies", err) {
 			errs = append(errs, errors.New(yamlNames.Replace(e.Error())))
@@ -52,6 +54,9 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	default:
 		errs = append(errs, fmt.Errorf("auth.anonymous: %q must be allow or reject", cfg.Auth.Anonymous))
 	}
+	if cfg.Auth.Anonymous == "reject" && len(cfg.Auth.Issuers) == 0 {
+		errs = append(errs, errors.New("auth.anonymous: reject needs at least one entry in auth.issuers (without issuers no credential is checked)"))
+	}
 	if auth, err := buildAuth(cfg); err != nil {
 		errs = append(errs, err...)
 	} else {
@@ -59,7 +64,7 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	}
 
 	for i, pc := range cfg.Policies {
-		p, err := buildPolicy(pc, a.auth != nil || len(cfg.Auth.Issuers) > 0)
+		p, err := buildPolicy(pc, len(cfg.Auth.Issuers))
 		if err != nil {
 			errs = append(errs, prefixErrors(fmt.Sprintf("policies[%d]", i), err)...)
 		}
@@ -72,14 +77,14 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 			errs = append(errs, fmt.Errorf("limiter.max_keys: %d must be >= 0 (0 means the default)", cfg.Limiter.MaxKeys))
 			break
 		}
-		a.limiter = memory.New(memory.Options{MaxKeys: cfg.Limiter.MaxKeys})
+		a.limiter = memory.New(memory.Options{MaxKeys: int(cfg.Limiter.MaxKeys)})
 	default:
 		errs = append(errs, fmt.Errorf("limiter.store: %q is not supported (memory)", cfg.Limiter.Store))
 	}
 
 	if cfg.Debug.Enabled {
-		if !strings.HasPrefix(cfg.Debug.Path, "/") {
-			errs = append(errs, fmt.Errorf("debug.path: %q must start with /", cfg.Debug.Path))
+		if err := checkDebugPath(cfg.Debug.Path); err != nil {
+			errs = append(errs, err)
 		}
 		set, err := ipSet(cfg.Debug.Allow)
 		if err != nil {
@@ -100,8 +105,8 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: a.policies,
 		Operation: middleware.RouteOperation(chi.NewRouter()), Logger: logger}); err != nil {
 		errs = append(errs, prefixErrors("policies", err)...)
-	} else if err := a.checkOperations(logger); err != nil {
-		errs = append(errs, err...)
+	} else if len(errs) == 0 { // the router needs a valid config
+		errs = append(errs, a.checkOperations(logger)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -151,8 +156,8 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 	jc := identity.JWTConfig{}
 	if cfg.Auth.Leeway != "" {
 		d, err := time.ParseDuration(cfg.Auth.Leeway)
-		if err != nil || d < 0 {
-			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a non-negative duration such as 30s", cfg.Auth.Leeway))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a positive duration such as 30s (omit it for the %v default)", cfg.Auth.Leeway, identity.DefaultLeeway))
 		}
 		jc.Leeway = d
 	}
@@ -209,9 +214,9 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 	return auth, nil
 }
 
-func buildPolicy(pc PolicyConfig, haveIssuers bool) (middleware.Policy, error) {
+func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	var errs []error
-	p := middleware.Policy{Name: pc.Name, Cost: pc.Cost, Operations: pc.Operations, Status: pc.Status,
+	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
 	for _, k := range pc.Key {
 		d, err := identity.ParseDimension(k)
@@ -219,10 +224,14 @@ func buildPolicy(pc PolicyConfig, haveIssuers bool) (middleware.Policy, error) {
 			errs = append(errs, fmt.Errorf("key: unknown dimension %q (tenant, account, credential, operation, network)", k))
 			continue
 		}
-		if !haveIssuers && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
+		if issuers == 0 && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
 			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but auth.issuers is empty", k))
 		}
 		p.Key = append(p.Key, d)
+	}
+	if issuers > 1 && !slices.Contains(p.Key, identity.DimTenant) &&
+		(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
+		errs = append(errs, errors.New("key: with several issuers, account and credential are unique only per tenant: add tenant to the key"))
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
@@ -236,8 +245,23 @@ func buildPolicy(pc PolicyConfig, haveIssuers bool) (middleware.Policy, error) {
 	if pc.Cost > pc.Burst {
 		errs = append(errs, fmt.Errorf("cost: %d exceeds burst %d, so no request could ever pass", pc.Cost, pc.Burst))
 	}
-	p.Limit = limiter.Limit{Rate: rate, Burst: pc.Burst}
+	p.Limit = limiter.Limit{Rate: rate, Burst: int64(pc.Burst)}
 	return p, errors.Join(errs...)
+}
+
+// debugPathRE is a literal path: no chi patterns ({param}, *), no spaces.
+var debugPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
+
+// checkDebugPath refuses debug paths that chi would reject (and panic on) or
+// that would shadow the demo's own routes.
+func checkDebugPath(p string) error {
+	switch {
+	case !debugPathRE.MatchString(p):
+		return fmt.Errorf("debug.path: %q must be a literal absolute path such as /debug/ratekey (letters, digits, . _ ~ - between slashes)", p)
+	case p == "/healthz" || p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		return fmt.Errorf("debug.path: %q would shadow the demo's own routes", p)
+	}
+	return nil
 }
 
 // ipSet builds a set from CIDRs and single addresses.
@@ -246,6 +270,10 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 	var errs []error
 	for _, s := range list {
 		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Addr().Zone() != "" || (p.Addr().Is4In6() && p.Bits() < 96) {
+				errs = append(errs, fmt.Errorf("%q is not an IPv4 or IPv6 network the admin check can use (zoned, or v4-mapped with fewer than 96 bits)", s))
+				continue
+			}
 			if p.Addr().Is4In6() {
 				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 			}
@@ -261,7 +289,7 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 	}
 	set, err := b.IPSet()
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, errors.New("the admin networks could not be combined"))
 	}
 	return set, errors.Join(errs...)
 }

@@ -215,3 +215,49 @@ func TestUnknownCommandIsAUsageError(t *testing.T) {
 		t.Errorf("help: %d %q", code, out)
 	}
 }
+
+func TestCheckRefusesGuesses(t *testing.T) {
+	keys, _ := filepath.Abs("../../testdata/keys")
+	issuer := func(name, tenant string) string {
+		return `
+    - issuer: ` + name + `
+      tenant: ` + tenant + `
+      audiences: [x]
+      algorithms: [EdDSA]
+      keys:
+        - kid: k
+          public_key_file: ` + keys + `/demo-ed25519.pub.pem`
+	}
+	tests := []struct {
+		name, config, want string
+	}{
+		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `"1.9" is not a decimal integer`},
+		{"quoted burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: \"5\"}\n", `is not a decimal integer`},
+		{"hex burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0x10}\n", `"0x10" is not a decimal integer`},
+		{"exponent max_keys", "limiter: {max_keys: 1e3}\n", `"1e3" is not a decimal integer`},
+		{"fractional prefix", "trusted_proxies: {ipv4_prefix: 24.9}\n", `"24.9" is not a decimal integer`},
+		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
+		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs at least one entry in auth.issuers"},
+		{"zero leeway", "auth:\n  leeway: 0s\n  issuers:" + issuer("https://a.invalid", "a") + "\n", `auth.leeway: "0s" is not a positive duration`},
+		{"debug path pattern", "debug: {enabled: true, path: \"/v1/*\", allow: [127.0.0.1]}\n", `debug.path: "/v1/*" must be a literal absolute path`},
+		{"debug path param", "debug: {enabled: true, path: \"/debug/{x\", allow: [127.0.0.1]}\n", `must be a literal absolute path`},
+		{"debug path space", "debug: {enabled: true, path: \"/debug ratekey\", allow: [127.0.0.1]}\n", `must be a literal absolute path`},
+		{"debug path shadows a route", "debug: {enabled: true, path: /healthz, allow: [127.0.0.1]}\n", `debug.path: "/healthz" would shadow`},
+		{"debug allow mapped short", "debug: {enabled: true, allow: [\"::ffff:0:0/80\"]}\n", `"::ffff:0:0/80" is not an IPv4 or IPv6 network`},
+		{"account without tenant, two issuers", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "b") +
+			"\npolicies:\n  - {name: p, key: [account], rate: 1/s, burst: 2}\n", "add tenant to the key"},
+		{"two issuers, one tenant", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "a") + "\n",
+			`tenant "a" is already vouched for by issuer "https://a.invalid"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, tt.config))
+			if code != 1 || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, want 1 and %q in:\n%s", code, tt.want, errOut)
+			}
+			if strings.Contains(errOut, ".go:") {
+				t.Errorf("error output carries Go source positions:\n%s", errOut)
+			}
+		})
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
 )
 
 // Config is the demo's YAML configuration. Field names are a public contract
@@ -29,8 +31,8 @@ type Config struct {
 type TrustedProxiesConfig struct {
 	CIDRs      []string `yaml:"cidrs"`
 	Header     string   `yaml:"header"`
-	IPv4Prefix int      `yaml:"ipv4_prefix"`
-	IPv6Prefix int      `yaml:"ipv6_prefix"`
+	IPv4Prefix integer  `yaml:"ipv4_prefix"`
+	IPv6Prefix integer  `yaml:"ipv6_prefix"`
 	AllowAll   bool     `yaml:"allow_all"`
 }
 
@@ -65,10 +67,10 @@ type PolicyConfig struct {
 	Name         string   `yaml:"name"`
 	Key          []string `yaml:"key"`
 	Rate         string   `yaml:"rate"`
-	Burst        int64    `yaml:"burst"`
-	Cost         int64    `yaml:"cost"`
+	Burst        integer  `yaml:"burst"`
+	Cost         integer  `yaml:"cost"`
 	Operations   []string `yaml:"operations"`
-	Status       int      `yaml:"status"`
+	Status       integer  `yaml:"status"`
 	OnMissing    string   `yaml:"on_missing"`
 	OnStoreError string   `yaml:"on_store_error"`
 }
@@ -82,12 +84,36 @@ type DebugConfig struct {
 
 // LimiterConfig selects the limiter store.
 type LimiterConfig struct {
-	Store   string `yaml:"store"` // memory (default)
-	MaxKeys int    `yaml:"max_keys"`
+	Store   string  `yaml:"store"` // memory (default)
+	MaxKeys integer `yaml:"max_keys"`
 }
 
-// parseConfig decodes YAML strictly: unknown fields and duplicate keys are errors.
+// integer is a YAML integer written in decimal. Go's YAML decoders turn
+// 1.9 into 1, "5" into 5 and 0x10 into 16 without a word; a limit is no
+// place for such guesses, so anything but a plain decimal integer is an error.
+type integer int64
+
+// UnmarshalYAML implements yaml.BytesUnmarshaler.
+func (n *integer) UnmarshalYAML(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || (len(s) > 1 && (s[0] == '0' || s[0] == '+' || strings.HasPrefix(s, "-0"))) {
+		return fmt.Errorf("%q is not a decimal integer", s)
+	}
+	*n = integer(v)
+	return nil
+}
+
+// parseConfig decodes YAML strictly: unknown fields, duplicate keys, numbers
+// that are not decimal integers and further YAML documents are errors.
 func parseConfig(data []byte, dir string) (*Config, error) {
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, true)))
+	}
+	if len(file.Docs) > 1 {
+		return nil, fmt.Errorf("config: %d YAML documents; a config is exactly one", len(file.Docs))
+	}
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, true)))
