@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // MaxTokenBytes is the longest bearer token accepted, in bytes. Longer
@@ -63,7 +65,7 @@ func BearerToken(h http.Header) (string, error) {
 	v := vals[0]
 	const scheme = "bearer"
 	name, _, _ := strings.Cut(v, " ")
-	if !isToken(name) {
+	if !httpguts.ValidHeaderFieldName(name) { // an RFC 9110 §5.6.2 token, as an auth-scheme must be
 		return "", invalidRequest("authorization scheme is malformed", errNotBearer)
 	}
 	if !asciiEqualFold(name, scheme) {
@@ -126,24 +128,6 @@ func isB64Token(s string) bool {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// isToken reports whether s is a non-empty RFC 9110 §5.6.2 token
-// (1*tchar), the syntax of an auth-scheme.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
 		default:
 			return false
 		}

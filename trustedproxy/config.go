@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"go4.org/netipx"
 )
 
@@ -96,7 +98,7 @@ func New(cfg Config) (*Resolver, error) {
 	if cfg.Header != "" {
 		h := http.CanonicalHeaderKey(cfg.Header)
 		switch {
-		case !isToken(cfg.Header):
+		case !httpguts.ValidHeaderFieldName(cfg.Header):
 			errs = append(errs, fmt.Errorf("trustedproxy: Header %q is not a valid header name", cfg.Header))
 		case h == "Forwarded":
 			errs = append(errs, fmt.Errorf("trustedproxy: Header %q (RFC 7239) is not supported yet; use %q or a single-address header", cfg.Header, HeaderXForwardedFor))
@@ -193,19 +195,4 @@ func coversFamily(ranges []netipx.IPRange) bool {
 		}
 	}
 	return false
-}
-
-// isToken reports whether the non-empty s is an RFC 9110 token (a valid
-// field name).
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

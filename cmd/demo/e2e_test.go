@@ -147,16 +147,7 @@ func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
+	t.Cleanup(func() { stop(cmd) })
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -193,16 +184,7 @@ func startNginx(t *testing.T, nginx, dir, upstream string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
+	t.Cleanup(func() { stop(cmd) })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -213,6 +195,19 @@ func startNginx(t *testing.T, nginx, dir, upstream string) string {
 	errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 	t.Fatalf("nginx did not start: %s\n%s", out, errLog)
 	return ""
+}
+
+// stop interrupts a process started by a test and waits for it, killing
+// it if it has not exited after 10 s.
+func stop(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+	}
 }
 
 // clientFrom returns an HTTP client whose connections come from source.
