@@ -21,7 +21,8 @@ import (
 //     (charged if the first is Allowed).
 //   - Peek computes exactly the Decisions Take would return, in the same
 //     way, and charges nothing, creates no state and evicts nothing. The
-//     debug endpoint uses it to show would-be decisions.
+//     debug endpoint uses it to show would-be decisions. Where Take would
+//     fail with [ErrCapacity], Peek does too.
 //   - On success the returned slice has len(reqs) Decisions in request order
 //     (an empty, non-nil slice for no requests).
 //   - A non-nil error means the outcome is UNKNOWN: never read it as

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -20,15 +22,27 @@ func ClientAddress(res *trustedproxy.Resolver) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			result, err := res.Resolve(r.RemoteAddr, r.Header)
 			if err != nil {
-				writeProblem(w, problem{
-					Type:   ProblemInvalidForwarding,
-					Status: http.StatusBadRequest,
-					Title:  "Invalid forwarding chain",
-					Detail: "the forwarding header written by a trusted proxy holds an entry that is not an IP address",
-				})
+				writeProblem(w, forwardingProblem(err))
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(withClient(r.Context(), &result)))
 		})
 	}
+}
+
+// forwardingProblem describes a failed derivation without echoing header
+// bytes (the debug endpoint shows the entry to operators).
+func forwardingProblem(err error) problem {
+	p := problem{Type: ProblemInvalidForwarding, Status: http.StatusBadRequest, Title: "Invalid forwarding chain"}
+	switch {
+	case errors.Is(err, trustedproxy.ErrChainTooLong):
+		p.Detail = fmt.Sprintf("the forwarding chain needs more than %d entries examined", trustedproxy.MaxHops)
+	case errors.Is(err, trustedproxy.ErrMalformedPeer):
+		// The server's own RemoteAddr is unusable: not the client's fault.
+		p.Status, p.Title = http.StatusInternalServerError, "Unusable peer address"
+		p.Detail = "the connection's peer address is not an IP address"
+	default:
+		p.Detail = "the forwarding header written by a trusted proxy holds an entry that is not an IP address"
+	}
+	return p
 }

@@ -219,3 +219,20 @@ func TestDebugSaysWhenARouteIsNotLimited(t *testing.T) {
 		t.Errorf("limited = %v policies = %v, want true and two", v["limited"], v["policies"])
 	}
 }
+
+func TestDebugPredictsAFullStore(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []middleware.Policy{perNetwork("1/h", 1)}})
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
+		t.Fatalf("first: %d", w.Code)
+	}
+	// The admin's own network is a new key that the full store cannot take:
+	// the real request would get 503, so the debug view must not say PASSED.
+	v := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
+	p := v["policies"].([]any)[0].(map[string]any)
+	if p["decision"] != "ERROR" || !strings.HasPrefix(p["error"].(string), "store full") {
+		t.Errorf("policy = %v, want ERROR with the store error", p)
+	}
+	if w := s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1"}); w.Code != 503 {
+		t.Errorf("the real request: %d, want 503", w.Code)
+	}
+}

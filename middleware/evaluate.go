@@ -244,8 +244,11 @@ func (rl *RateLimiter) log(r *http.Request, ev *Evaluation) {
 			continue // one line per rejected or errored decision only
 		}
 		level := slog.LevelInfo
-		if res.Decision == DecisionError {
+		switch {
+		case res.Decision == DecisionError:
 			level = slog.LevelWarn
+		case res.Missing == identity.DimNetwork:
+			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
 		}
 		attrs := []slog.Attr{
 			slog.String("policy", res.Policy),

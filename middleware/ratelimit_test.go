@@ -297,3 +297,13 @@ func TestNeverSatisfiableNamesThePolicyThatCannotFit(t *testing.T) {
 		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
 	}
 }
+
+func TestChainTooLongIsNamed(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1",
+		headers: http.Header{"X-Forwarded-For": {strings.Repeat("10.0.0.1, ", 40) + "10.0.0.1"}}})
+	p := decodeProblem(t, w.Body.String())
+	if w.Code != 400 || p.Type != middleware.ProblemInvalidForwarding || p.Detail != "the forwarding chain needs more than 32 entries examined" {
+		t.Errorf("got %d %+v", w.Code, p)
+	}
+}

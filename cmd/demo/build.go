@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -37,6 +39,9 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 	var errs []error
 	a := &app{cfg: cfg}
 
+	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen: %q is not host:port (e.g. 127.0.0.1:8080)", cfg.Listen))
+	}
 	tp := cfg.TrustedProxies
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
 		IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll})
@@ -128,14 +133,16 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 	}
 	known := map[string]bool{middleware.UnmatchedOperation: true}
 	_ = chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		known[method+" "+route] = true
+		if route == "/v1" || strings.HasPrefix(route, "/v1/") { // only /v1 is behind the limiter
+			known[method+" "+route] = true
+		}
 		return nil
 	})
 	var errs []error
 	for i, p := range a.policies {
 		for _, op := range p.Operations {
 			if !known[op] {
-				errs = append(errs, fmt.Errorf("policies[%d]: operations: %q is not served by the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, op, middleware.UnmatchedOperation))
+				errs = append(errs, fmt.Errorf("policies[%d]: operations: %q is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, op, middleware.UnmatchedOperation))
 			}
 		}
 	}
@@ -164,40 +171,21 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 	for i, ic := range cfg.Auth.Issuers {
 		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
 			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms}
+		complete := true
 		for j, kc := range ic.Keys {
-			where := fmt.Sprintf("auth.issuers[%d].keys[%d]", i, j)
-			switch {
-			case kc.PublicKeyFile != "" && kc.SecretFile != "":
-				errs = append(errs, fmt.Errorf("%s: set public_key_file or secret_file, not both", where))
-			case kc.PublicKeyFile != "":
-				data, err := cfg.file(kc.PublicKeyFile)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s.public_key_file: %w", where, err))
-					continue
-				}
-				pub, err := identity.ParsePublicKeyPEM(data)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s.public_key_file %s: %w", where, kc.PublicKeyFile, err))
-					continue
-				}
-				rec.Keys = append(rec.Keys, identity.VerificationKey{KID: kc.KID, Key: pub})
-			case kc.SecretFile != "":
-				data, err := cfg.file(kc.SecretFile)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s.secret_file: %w", where, err))
-					continue
-				}
-				rec.Keys = append(rec.Keys, identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n"))})
-			default:
-				errs = append(errs, fmt.Errorf("%s: public_key_file or secret_file is required", where))
+			k, err := loadKey(cfg, fmt.Sprintf("auth.issuers[%d].keys[%d]", i, j), kc)
+			if err != nil {
+				errs = append(errs, err...)
+				complete = false
+				continue
 			}
-			if kc.PrivateKeyFile != "" {
-				if _, err := cfg.file(kc.PrivateKeyFile); err != nil {
-					errs = append(errs, fmt.Errorf("%s.private_key_file: %w", where, err))
-				}
-			}
+			rec.Keys = append(rec.Keys, k)
 		}
-		jc.Issuers = append(jc.Issuers, rec)
+		// A record whose key file failed is reported once, above; checking
+		// it again would only add knock-on errors ("no keys").
+		if complete {
+			jc.Issuers = append(jc.Issuers, rec)
+		}
 	}
 	if len(jc.Issuers) == 0 {
 		return nil, errs
@@ -206,7 +194,9 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 	// problem is reported in one pass.
 	auth, err := identity.NewJWTAuthenticator(jc)
 	if err != nil {
-		errs = append(errs, prefixErrors("auth", err)...)
+		for _, e := range prefixErrors("auth", err) {
+			errs = append(errs, errors.New(authYAMLNames.Replace(e.Error())))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -214,11 +204,65 @@ func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
 	return auth, nil
 }
 
+// authYAMLNames maps identity's field names in its errors to YAML names.
+var authYAMLNames = strings.NewReplacer("identity: ", "", "TenantClaim", "tenant_claim", "Tenants", "tenants",
+	"Tenant", "tenant", "Audiences", "audiences", "Algorithms", "algorithms")
+
+// loadKey reads one verification key; a private_key_file must be the
+// private half of the public key, or `demo token` would mint tokens the
+// server rejects.
+func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey, []error) {
+	fail := func(format string, a ...any) (identity.VerificationKey, []error) {
+		return identity.VerificationKey{}, []error{fmt.Errorf(where+format, a...)}
+	}
+	switch {
+	case kc.PublicKeyFile != "" && kc.SecretFile != "":
+		return fail(": set public_key_file or secret_file, not both")
+	case kc.SecretFile != "":
+		if kc.PrivateKeyFile != "" {
+			return fail(": private_key_file goes with public_key_file, not secret_file")
+		}
+		data, err := cfg.file(kc.SecretFile)
+		if err != nil {
+			return fail(".secret_file: %v", err)
+		}
+		return identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n"))}, nil
+	case kc.PublicKeyFile == "":
+		return fail(": public_key_file or secret_file is required")
+	}
+	data, err := cfg.file(kc.PublicKeyFile)
+	if err != nil {
+		return fail(".public_key_file: %v", err)
+	}
+	pub, err := identity.ParsePublicKeyPEM(data)
+	if err != nil {
+		return fail(".public_key_file %s: %v", kc.PublicKeyFile, err)
+	}
+	if kc.PrivateKeyFile != "" {
+		data, err := cfg.file(kc.PrivateKeyFile)
+		if err != nil {
+			return fail(".private_key_file: %v", err)
+		}
+		signer, err := identity.ParsePrivateKeyPEM(data)
+		if err != nil {
+			return fail(".private_key_file %s: %v", kc.PrivateKeyFile, err)
+		}
+		if eq, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(pub) {
+			return fail(".private_key_file %s: not the private half of public_key_file %s", kc.PrivateKeyFile, kc.PublicKeyFile)
+		}
+	}
+	return identity.VerificationKey{KID: kc.KID, Key: pub}, nil
+}
+
 func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	var errs []error
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
-	for _, k := range pc.Key {
+	if pc.Key == nil {
+		errs = append(errs, errors.New("key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request"))
+		pc.Key = &[]string{}
+	}
+	for _, k := range *pc.Key {
 		d, err := identity.ParseDimension(k)
 		if err != nil || !d.Builtin() {
 			errs = append(errs, fmt.Errorf("key: unknown dimension %q (tenant, account, credential, operation, network)", k))
@@ -235,7 +279,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("rate: %w", err))
+		errs = append(errs, fmt.Errorf("rate: %s", strings.TrimPrefix(err.Error(), "limiter: ")))
 		rate = limiter.Rate{Count: 1, Per: time.Second} // reported; keep validating the rest
 	}
 	if pc.Burst < 1 {

@@ -196,10 +196,11 @@ policies:
     key: [network]
     rate: 1/s
     burst: 2
-    operations: ["GET /v1/report/{id}", "GET /v1/reports/{id}", "UNMATCHED"]
+    operations: ["GET /v1/report/{id}", "GET /v1/reports/{id}", "UNMATCHED", "GET /healthz"]
 `)
 	code, _, errOut := runDemo(t, "check", "-config", cfg)
-	if code != 1 || !strings.Contains(errOut, `operations: "GET /v1/report/{id}" is not served`) || strings.Contains(errOut, `"GET /v1/reports/{id}" is not`) {
+	if code != 1 || !strings.Contains(errOut, `operations: "GET /v1/report/{id}" is not a rate-limited route`) ||
+		!strings.Contains(errOut, `operations: "GET /healthz" is not a rate-limited route`) || strings.Contains(errOut, `"GET /v1/reports/{id}" is not`) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 }
@@ -231,7 +232,12 @@ func TestCheckRefusesGuesses(t *testing.T) {
 	tests := []struct {
 		name, config, want string
 	}{
-		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `"1.9" is not a decimal integer`},
+		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `policies[0].cost (line 2): "1.9" is not a decimal integer`},
+		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0]: key: required`},
+		{"listen without port", "listen: localhost\n", `listen: "localhost" is not host:port`},
+		{"private key of another pair", "auth:\n  issuers:" + issuer("https://a.invalid", "a") +
+			"\n          private_key_file: " + keys + "/other-es256.key.pem\n", "not the private half of public_key_file"},
+		{"tenant and tenant_claim", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + "\n      tenant_claim: org\n", "set either tenant or tenant_claim, not both"},
 		{"quoted burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: \"5\"}\n", `is not a decimal integer`},
 		{"hex burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0x10}\n", `"0x10" is not a decimal integer`},
 		{"exponent max_keys", "limiter: {max_keys: 1e3}\n", `"1e3" is not a decimal integer`},

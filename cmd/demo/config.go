@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 )
 
@@ -64,15 +65,15 @@ type KeyConfig struct {
 
 // PolicyConfig is one rate-limit policy.
 type PolicyConfig struct {
-	Name         string   `yaml:"name"`
-	Key          []string `yaml:"key"`
-	Rate         string   `yaml:"rate"`
-	Burst        integer  `yaml:"burst"`
-	Cost         integer  `yaml:"cost"`
-	Operations   []string `yaml:"operations"`
-	Status       integer  `yaml:"status"`
-	OnMissing    string   `yaml:"on_missing"`
-	OnStoreError string   `yaml:"on_store_error"`
+	Name         string    `yaml:"name"`
+	Key          *[]string `yaml:"key"` // required: [] is one bucket for every request
+	Rate         string    `yaml:"rate"`
+	Burst        integer   `yaml:"burst"`
+	Cost         integer   `yaml:"cost"`
+	Operations   []string  `yaml:"operations"`
+	Status       integer   `yaml:"status"`
+	OnMissing    string    `yaml:"on_missing"`
+	OnStoreError string    `yaml:"on_store_error"`
 }
 
 // DebugConfig configures the debug endpoint.
@@ -93,12 +94,17 @@ type LimiterConfig struct {
 // place for such guesses, so anything but a plain decimal integer is an error.
 type integer int64
 
-// UnmarshalYAML implements yaml.BytesUnmarshaler.
-func (n *integer) UnmarshalYAML(b []byte) error {
-	s := strings.TrimSpace(string(b))
+// UnmarshalYAML implements yaml.NodeUnmarshaler; errors name the field and line.
+func (n *integer) UnmarshalYAML(node ast.Node) error {
+	s := strings.TrimSpace(node.String())
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || (len(s) > 1 && (s[0] == '0' || s[0] == '+' || strings.HasPrefix(s, "-0"))) {
-		return fmt.Errorf("%q is not a decimal integer", s)
+	if err != nil || node.Type() != ast.IntegerType || (len(s) > 1 && (s[0] == '0' || s[0] == '+' || strings.HasPrefix(s, "-0"))) {
+		field := strings.TrimPrefix(node.GetPath(), "$.")
+		line := 0
+		if tok := node.GetToken(); tok != nil && tok.Position != nil {
+			line = tok.Position.Line
+		}
+		return fmt.Errorf("%s (line %d): %q is not a decimal integer", field, line, s)
 	}
 	*n = integer(v)
 	return nil

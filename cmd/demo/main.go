@@ -55,7 +55,7 @@ const usage = `usage:
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
 	path := fs.String("config", "", "config file to validate (default: the embedded default)")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	cfg, err := loadConfig(*path)

@@ -18,7 +18,26 @@ import (
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("demo "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "\nflags of demo %s:\n", name)
+		fs.PrintDefaults()
+	}
 	return fs
+}
+
+// parseFlags parses args and refuses stray positional arguments (a config
+// file named without -config must not be silently ignored).
+func parseFlags(fs *flag.FlagSet, args []string) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (a config file is given with -config)\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return false
+	}
+	return true
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -27,7 +46,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "config file (default: the embedded default)")
 	addr := fs.String("addr", "", "listen address, overrides the config's listen (port 0 picks a free port)")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -71,6 +90,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	go func() {
 		<-ctx.Done()
+		fmt.Fprintln(stdout, "ratekey demo shutting down")
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)

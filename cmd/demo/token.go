@@ -21,7 +21,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	clientID := fs.String("client-id", "", "client_id claim: the credential id (optional)")
 	tenant := fs.String("tenant", "", "tenant claim, for issuer records that take the tenant from a claim")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	fail := func(format string, a ...any) int {

@@ -83,9 +83,9 @@ func TestEvictionAllOrNothing(t *testing.T) {
 	if r := remaining(t, l, "a", li); r != 2 {
 		t.Errorf("remaining a = %d; want 2 (not charged)", r)
 	}
-	// Peek never needs room.
-	if d := mustPeek(t, l, limiter.Request{Key: "new", Limit: li, Cost: 1}); !d[0].Allowed {
-		t.Errorf("Peek of a new key at capacity: %+v", d)
+	// Peek predicts the same failure (the debug endpoint must not promise PASSED).
+	if _, err := l.Peek(t.Context(), []limiter.Request{{Key: "new", Limit: li, Cost: 1}}); !errors.Is(err, limiter.ErrCapacity) {
+		t.Errorf("Peek of a new key at capacity: err = %v, want ErrCapacity", err)
 	}
 	// A call that needs two new slots while only one frees up fails whole.
 	clk.Set(time.Second) // a and b full again (TAT = 1s)
@@ -214,5 +214,37 @@ func checkCount(t *testing.T, l *Limiter) {
 	}
 	if n != l.Len() {
 		t.Errorf("shards hold %d keys; Len says %d", n, l.Len())
+	}
+}
+
+// TestPeekPredictsCapacity: Peek says what Take would do when a new key
+// finds the store full of states in debt (ErrCapacity), and passes again
+// once a state is full and evictable. Peek itself evicts nothing.
+func TestPeekPredictsCapacity(t *testing.T) {
+	clk := NewManualClock()
+	l := New(Options{MaxKeys: 1, Clock: clk})
+	li := lim(1, time.Second, 2)
+	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // in debt until 1s
+	newKey := []limiter.Request{{Key: "b", Limit: li, Cost: 1}}
+	if _, err := l.Peek(t.Context(), newKey); !isCapacity(err) {
+		t.Fatalf("Peek new key in a full store: err = %v, want ErrCapacity", err)
+	}
+	if _, err := l.Take(t.Context(), newKey); !isCapacity(err) {
+		t.Fatalf("Take agrees: err = %v", err)
+	}
+	// An existing key still peeks normally.
+	if d := mustPeek(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1})[0]; !d.Allowed || d.Remaining != 0 {
+		t.Errorf("Peek existing key = %+v", d)
+	}
+	// A rejected request needs no room: Peek reports the rejection, not the store.
+	if d := mustPeek(t, l, limiter.Request{Key: "b", Limit: li, Cost: 3})[0]; d.Allowed || !d.Never {
+		t.Errorf("Peek never-satisfiable new key = %+v", d)
+	}
+	clk.Set(time.Second) // a is full again: evictable
+	if d := mustPeek(t, l, newKey...)[0]; !d.Allowed {
+		t.Errorf("Peek after a is full = %+v", d)
+	}
+	if n := l.Len(); n != 1 {
+		t.Errorf("Peek evicted: Len = %d, want 1", n)
 	}
 }

@@ -82,8 +82,10 @@ func (l *Limiter) Take(ctx context.Context, reqs []limiter.Request) ([]limiter.D
 
 // Peek returns the decisions Take would return now, charging nothing,
 // tracking no new key and evicting nothing, as the [limiter.Limiter]
-// contract says. Its only errors are ctx.Err() and
-// [limiter.ErrInvalidRequest]. Safe for concurrent use.
+// contract says. Its errors are ctx.Err(), [limiter.ErrInvalidRequest], and
+// [limiter.ErrCapacity] when every request would be allowed but Take could
+// not track their new keys (the store is full of states still refilling).
+// Safe for concurrent use.
 func (l *Limiter) Peek(ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, error) {
 	return l.run(ctx, reqs, false)
 }
@@ -197,7 +199,33 @@ func (l *Limiter) decide(reqs []limiter.Request, sl []slot, out []limiter.Decisi
 	if charge && all {
 		return l.commit(reqs, sl, now)
 	}
+	if !charge && all && !l.mayFit(sl, now) {
+		// Peek promises what Take would do: Take would find no room.
+		return fmt.Errorf("%w: %d keys tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+	}
 	return nil
+}
+
+// mayFit reports whether the new keys of sl could be tracked now: they fit
+// under maxKeys, or some shard may hold a state that is full again (its
+// hint is a lower bound, so this can say yes where a sweep would find
+// nothing, never no where Take would succeed). It reads only atomics.
+func (l *Limiter) mayFit(sl []slot, now int64) bool {
+	need := int64(0)
+	for i := range sl {
+		if int(sl[i].first) == i && !sl[i].existed {
+			need++
+		}
+	}
+	if need == 0 || l.count.Load()+need <= l.maxKeys {
+		return true
+	}
+	for i := range l.shards {
+		if l.shards[i].hint.Load() <= now {
+			return true
+		}
+	}
+	return false
 }
 
 // commit stores the TAT of every request (all allowed), first reserving
