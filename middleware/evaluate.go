@@ -144,6 +144,9 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		} else {
 			decs, err = rl.limiter.Peek(r.Context(), reqs)
 		}
+		// Take charges iff every decision is Allowed; a rejection below
+		// clears this again.
+		ev.Charged = charge && err == nil
 		for j, i := range idx {
 			res := &ev.Policies[i]
 			if err != nil {
@@ -152,7 +155,6 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 				continue
 			}
 			d := decs[j]
-			ev.Charged = charge // Take charges iff every decision is Allowed
 			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never
 			if d.Allowed {
 				res.Decision = DecisionPassed
