@@ -143,8 +143,8 @@ func Debug(cfg DebugConfig) http.Handler {
 			ev := cfg.RateLimiter.Check(described, false)
 			view.Operation = ev.Operation
 			view.Limited = cfg.Limited == nil || cfg.Limited(described)
-			for i := range ev.Policies {
-				if view.Limited {
+			if view.Limited {
+				for i := range ev.Policies {
 					view.Policies = append(view.Policies, debugPolicy(&ev.Policies[i]))
 				}
 			}

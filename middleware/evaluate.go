@@ -108,7 +108,7 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, status: p.Status, onStore: p.OnStoreError, principal: authenticated}
 		key := identity.Key{Policy: p.Name, Parts: make([]identity.Part, 0, len(p.Key))}
 		for _, d := range p.Key {
-			v, ok := rl.dimension(r, d, op, principal, hasPrincipal, client, hasClient)
+			v, ok := rl.dimension(r, d, op, principal, client, hasClient)
 			if !ok {
 				res.Missing = d
 				break
@@ -193,8 +193,9 @@ func (res *PolicyResult) Current(charged bool) (remaining int64, resetAfter time
 
 // dimension returns the value of dimension d for the request, and false when
 // the request does not carry it. Only verified principal fields and the
-// resolved client network are used; an empty value counts as missing.
-func (rl *RateLimiter) dimension(r *http.Request, d identity.Dimension, op string, p identity.Principal, hasP bool, c trustedproxy.Result, hasC bool) (string, bool) {
+// resolved client network are used; an empty value counts as missing (p is
+// the zero Principal when no principal was established, so its fields are).
+func (rl *RateLimiter) dimension(r *http.Request, d identity.Dimension, op string, p identity.Principal, c trustedproxy.Result, hasC bool) (string, bool) {
 	var v string
 	switch d {
 	case identity.DimOperation:
@@ -219,9 +220,6 @@ func (rl *RateLimiter) dimension(r *http.Request, d identity.Dimension, op strin
 		if v, ok = f(r); !ok {
 			return "", false
 		}
-	}
-	if !hasP && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
-		return "", false
 	}
 	return v, v != ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
@@ -119,13 +120,5 @@ func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 
 // appliesTo reports whether the policy covers operation op.
 func (p *Policy) appliesTo(op string) bool {
-	if len(p.Operations) == 0 {
-		return true
-	}
-	for _, o := range p.Operations {
-		if o == op {
-			return true
-		}
-	}
-	return false
+	return len(p.Operations) == 0 || slices.Contains(p.Operations, op)
 }

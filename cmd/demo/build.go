@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -103,12 +104,10 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 
 	// The library validates the policies (names, statuses, on_missing, ...);
 	// the demo's own router says which operations exist.
-	lim := a.limiter
-	if lim == nil {
-		lim = memory.New(memory.Options{})
+	if a.limiter == nil { // already reported; stand in so the policies are still checked
+		a.limiter = memory.New(memory.Options{})
 	}
-	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: a.policies,
-		Operation: middleware.RouteOperation(chi.NewRouter()), Logger: logger}); err != nil {
+	if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
 		errs = append(errs, prefixErrors("policies", err)...)
 	} else if len(errs) == 0 { // the router needs a valid config
 		errs = append(errs, a.checkOperations(logger)...)
@@ -338,16 +337,34 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 	return set, errors.Join(errs...)
 }
 
+// splitErrors flattens an errors.Join tree into its leaves.
+func splitErrors(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, splitErrors(e)...)
+	}
+	return out
+}
+
 // prefixErrors splits a joined error and prefixes each part with where.
 func prefixErrors(where string, err error) []error {
-	var out []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			out = append(out, prefixErrors(where, e)...)
-		}
-		return out
+	out := splitErrors(err)
+	for i, e := range out {
+		out[i] = fmt.Errorf("%s: %w", where, e)
 	}
-	return []error{fmt.Errorf("%s: %w", where, err)}
+	return out
+}
+
+// printConfigErrors lists every configuration error, one per line.
+func printConfigErrors(w io.Writer, err error) {
+	fmt.Fprintln(w, "configuration is invalid:")
+	for _, e := range splitErrors(err) {
+		fmt.Fprintf(w, "  - %s\n", e)
+	}
 }
 
 // underV1 reports whether r is served by the /v1 sub-router, the only part

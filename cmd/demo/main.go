@@ -63,10 +63,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		_, err = build(cfg, discardLogger())
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "configuration is invalid:")
-		for _, e := range prefixErrors("", err) {
-			fmt.Fprintf(stderr, "  - %s\n", trimColon(e.Error()))
-		}
+		printConfigErrors(stderr, err)
 		return 1
 	}
 	name := *path
@@ -75,11 +72,4 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "configuration %s is valid: %d policies, %d issuers\n", name, len(cfg.Policies), len(cfg.Auth.Issuers))
 	return 0
-}
-
-func trimColon(s string) string {
-	if len(s) > 2 && s[:2] == ": " {
-		return s[2:]
-	}
-	return s
 }

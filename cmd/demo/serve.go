@@ -57,10 +57,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	a, err := build(cfg, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "configuration is invalid:")
-		for _, e := range prefixErrors("", err) {
-			fmt.Fprintf(stderr, "  - %s\n", trimColon(e.Error()))
-		}
+		printConfigErrors(stderr, err)
 		return 1
 	}
 	h, err := a.router(logger)
