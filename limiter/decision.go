@@ -15,8 +15,15 @@ import "time"
 // clients back too early).
 type Decision struct {
 	// Allowed reports whether this request alone fits this policy's bucket
-	// now: the bucket holds at least Cost tokens.
+	// now: the bucket holds at least Cost tokens (with a MaxDelay, few
+	// enough are missing that Delay <= MaxDelay). For a dry-run request it
+	// says what enforcing mode would decide.
 	Allowed bool
+	// Delay is, when Allowed, how long the request must wait before it
+	// proceeds because it dips below the DelayAfter part of the burst
+	// (nginx limit_req without nodelay); 0 otherwise. The bucket is charged
+	// at once; the caller does the waiting (or, for dry run, does not).
+	Delay time.Duration
 	// Remaining is the number of whole tokens in the bucket after this
 	// request (if Allowed; the current request is counted), or now (if
 	// rejected). 0 <= Remaining <= Burst.

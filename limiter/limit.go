@@ -20,10 +20,54 @@ type Limit struct {
 	// request being served; throttled does the same, while x/time/rate and
 	// redis_rate count capacity like this package).
 	Burst int64
+	// DelayAfter is how many tokens of the burst are admitted at once; a
+	// request that leaves the bucket holding fewer than Burst-DelayAfter
+	// tokens is admitted but must wait ([Decision.Delay]) until it conforms
+	// to the rate. 0 means Burst: nothing is delayed (nginx nodelay).
+	// 1 <= DelayAfter <= Burst otherwise. nginx limit_req mapping (burst=N
+	// is Burst N+1): burst=N is DelayAfter 1; burst=N nodelay is DelayAfter
+	// 0 (or N+1); burst=N delay=D is DelayAfter D+1; no burst is Burst 1.
+	DelayAfter int64
+	// MaxDelay bounds [Decision.Delay]: a request that would have to wait
+	// longer is rejected up front instead (and charges nothing), with a
+	// RetryAfter after which it would be admitted with at most MaxDelay of
+	// delay. 0 means no bound other than the burst. nginx has no
+	// equivalent. Nanoseconds; >= 0.
+	MaxDelay time.Duration
+}
+
+// delayAfter returns DelayAfter with 0 resolved to Burst.
+func (l Limit) delayAfter() int64 {
+	if l.DelayAfter == 0 {
+		return l.Burst
+	}
+	return l.DelayAfter
+}
+
+// Ceiling returns the largest debt, in nanoseconds of theoretical arrival
+// time ahead of now, that an admitted request may leave behind: the bucket
+// window Burst × Interval, lowered to DelayAfter × Interval + MaxDelay when
+// a MaxDelay is set. A request whose new theoretical arrival time would lie
+// further ahead is rejected. l must pass [Limit.Validate].
+func (l Limit) Ceiling() time.Duration {
+	t := int64(l.Rate.Interval())
+	tau := l.Burst * t
+	if l.MaxDelay <= 0 {
+		return time.Duration(tau)
+	}
+	return time.Duration(min(tau, addSat(l.delayAfter()*t, int64(l.MaxDelay))))
+}
+
+// Free returns the debt, in nanoseconds, below which an admitted request
+// proceeds at once: DelayAfter × Interval (Burst × Interval when DelayAfter
+// is 0). An admitted request leaving a debt d > Free waits d - Free. l must
+// pass [Limit.Validate].
+func (l Limit) Free() time.Duration {
+	return time.Duration(l.delayAfter() * int64(l.Rate.Interval()))
 }
 
 // Validate reports whether l can be used: Rate.Count >= 1, Rate.Per > 0,
-// Burst >= 1, and Burst × [Rate.Interval] (the [Limit.Window]) fits in an
+// Burst >= 1, 0 <= DelayAfter <= Burst, MaxDelay >= 0, and Burst × [Rate.Interval] (the [Limit.Window]) fits in an
 // int64 count of nanoseconds (about 292 years), so the arithmetic of every
 // store stays exact. The error names the offending field and value; it wraps
 // no sentinel (stores wrap it in [ErrInvalidRequest]).
@@ -35,6 +79,10 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("limiter: invalid limit: rate period %v, want > 0", l.Rate.Per)
 	case l.Burst < 1:
 		return fmt.Errorf("limiter: invalid limit: burst %d, want >= 1", l.Burst)
+	case l.DelayAfter < 0 || l.DelayAfter > l.Burst:
+		return fmt.Errorf("limiter: invalid limit: delay_after %d, want 0 (= burst) to burst %d", l.DelayAfter, l.Burst)
+	case l.MaxDelay < 0:
+		return fmt.Errorf("limiter: invalid limit: max_delay %v, want >= 0", l.MaxDelay)
 	}
 	if t := int64(l.Rate.Interval()); l.Burst > math.MaxInt64/t {
 		return fmt.Errorf("limiter: invalid limit: burst %d at %v takes longer than 292 years to refill", l.Burst, l.Rate)

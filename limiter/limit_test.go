@@ -13,19 +13,24 @@ func TestLimitValidate(t *testing.T) {
 		l       Limit
 		wantErr string // "" means valid
 	}{
-		{Limit{perSec, 3}, ""},
-		{Limit{perSec, 1}, ""},
-		{Limit{Rate{1, time.Hour}, math.MaxInt64 / int64(time.Hour)}, ""},
-		{Limit{Rate{1, time.Hour}, math.MaxInt64/int64(time.Hour) + 1}, "limiter: invalid limit: burst 2562048 at 1/h takes longer than 292 years to refill"},
-		{Limit{Rate{1000000000, time.Second}, math.MaxInt64}, ""}, // T = 1ns
-		{Limit{Rate{1, math.MaxInt64}, 1}, ""},
-		{Limit{Rate{1, math.MaxInt64}, 2}, "limiter: invalid limit: burst 2 at 1/2562047h47m16.854775807s takes longer than 292 years to refill"},
-		{Limit{perSec, 0}, "limiter: invalid limit: burst 0, want >= 1"},
-		{Limit{perSec, -1}, "limiter: invalid limit: burst -1, want >= 1"},
-		{Limit{Rate{0, time.Second}, 1}, "limiter: invalid limit: rate count 0, want >= 1"},
-		{Limit{Rate{1, 0}, 1}, "limiter: invalid limit: rate period 0s, want > 0"},
-		{Limit{Rate{1, -time.Second}, 1}, "limiter: invalid limit: rate period -1s, want > 0"},
+		{Limit{Rate: perSec, Burst: 3}, ""},
+		{Limit{Rate: perSec, Burst: 1}, ""},
+		{Limit{Rate: Rate{1, time.Hour}, Burst: math.MaxInt64 / int64(time.Hour)}, ""},
+		{Limit{Rate: Rate{1, time.Hour}, Burst: math.MaxInt64/int64(time.Hour) + 1}, "limiter: invalid limit: burst 2562048 at 1/h takes longer than 292 years to refill"},
+		{Limit{Rate: Rate{1000000000, time.Second}, Burst: math.MaxInt64}, ""}, // T = 1ns
+		{Limit{Rate: Rate{1, math.MaxInt64}, Burst: 1}, ""},
+		{Limit{Rate: Rate{1, math.MaxInt64}, Burst: 2}, "limiter: invalid limit: burst 2 at 1/2562047h47m16.854775807s takes longer than 292 years to refill"},
+		{Limit{Rate: perSec, Burst: 0}, "limiter: invalid limit: burst 0, want >= 1"},
+		{Limit{Rate: perSec, Burst: -1}, "limiter: invalid limit: burst -1, want >= 1"},
+		{Limit{Rate: Rate{0, time.Second}, Burst: 1}, "limiter: invalid limit: rate count 0, want >= 1"},
+		{Limit{Rate: Rate{1, 0}, Burst: 1}, "limiter: invalid limit: rate period 0s, want > 0"},
+		{Limit{Rate: Rate{1, -time.Second}, Burst: 1}, "limiter: invalid limit: rate period -1s, want > 0"},
 		{Limit{}, "limiter: invalid limit: rate count 0, want >= 1"},
+		{Limit{Rate: perSec, Burst: 3, DelayAfter: 3}, ""},
+		{Limit{Rate: perSec, Burst: 3, DelayAfter: 1, MaxDelay: time.Second}, ""},
+		{Limit{Rate: perSec, Burst: 3, DelayAfter: 4}, "limiter: invalid limit: delay_after 4, want 0 (= burst) to burst 3"},
+		{Limit{Rate: perSec, Burst: 3, DelayAfter: -1}, "limiter: invalid limit: delay_after -1, want 0 (= burst) to burst 3"},
+		{Limit{Rate: perSec, Burst: 3, MaxDelay: -1}, "limiter: invalid limit: max_delay -1ns, want >= 0"},
 	}
 	for _, tc := range tests {
 		err := tc.l.Validate()
@@ -43,12 +48,12 @@ func TestLimitWindow(t *testing.T) {
 		l    Limit
 		want time.Duration
 	}{
-		{Limit{Rate{2, time.Second}, 3}, 1500 * time.Millisecond},
-		{Limit{Rate{5, time.Second}, 5}, time.Second},
-		{Limit{Rate{3, time.Second}, 3}, 1000000002 * time.Nanosecond}, // 3 × 333333334ns
-		{Limit{Rate{1, time.Hour}, 24}, 24 * time.Hour},
-		{Limit{Rate{1, math.MaxInt64}, 2}, math.MaxInt64}, // saturates (invalid limit)
-		{Limit{Rate{1, time.Second}, 0}, 0},
+		{Limit{Rate: Rate{2, time.Second}, Burst: 3}, 1500 * time.Millisecond},
+		{Limit{Rate: Rate{5, time.Second}, Burst: 5}, time.Second},
+		{Limit{Rate: Rate{3, time.Second}, Burst: 3}, 1000000002 * time.Nanosecond}, // 3 × 333333334ns
+		{Limit{Rate: Rate{1, time.Hour}, Burst: 24}, 24 * time.Hour},
+		{Limit{Rate: Rate{1, math.MaxInt64}, Burst: 2}, math.MaxInt64}, // saturates (invalid limit)
+		{Limit{Rate: Rate{1, time.Second}, Burst: 0}, 0},
 		{Limit{}, 0},
 	}
 	for _, tc := range tests {
@@ -59,17 +64,17 @@ func TestLimitWindow(t *testing.T) {
 }
 
 func TestValidateRequests(t *testing.T) {
-	ok := Limit{Rate{1, time.Second}, 1}
+	ok := Limit{Rate: Rate{1, time.Second}, Burst: 1}
 	tests := []struct {
 		reqs    []Request
 		wantErr string
 	}{
 		{nil, ""},
-		{[]Request{{"k", ok, 1}, {"k", ok, 1}}, ""},
-		{[]Request{{"", ok, 1}}, "limiter: invalid request: request 0: empty key"},
-		{[]Request{{"k", ok, 1}, {"k", ok, 0}}, "limiter: invalid request: request 1: cost must be at least 1"},
-		{[]Request{{"k", ok, -5}}, "limiter: invalid request: request 0: cost must be at least 1"},
-		{[]Request{{"k", Limit{}, 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
+		{[]Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 1}}, ""},
+		{[]Request{{Key: "", Limit: ok, Cost: 1}}, "limiter: invalid request: request 0: empty key"},
+		{[]Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 0}}, "limiter: invalid request: request 1: cost must be at least 1"},
+		{[]Request{{Key: "k", Limit: ok, Cost: -5}}, "limiter: invalid request: request 0: cost must be at least 1"},
+		{[]Request{{Key: "k", Limit: Limit{}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
 	}
 	for _, tc := range tests {
 		err := ValidateRequests(tc.reqs)

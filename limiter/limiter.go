@@ -12,22 +12,36 @@ import (
 // Contract, which every implementation keeps and its tests check:
 //
 //   - Safe for concurrent use by multiple goroutines.
-//   - Take decides all reqs in one atomic step, all-or-nothing: a Decision is
-//     computed for every request; the bucket of every request is charged
-//     only if ALL of them are Allowed; if any is rejected (including Never),
-//     no bucket is charged. No other call observes a partial charge.
+//   - Take decides all reqs in one atomic step with [Decide], all-or-nothing:
+//     a Decision is computed for every request; the bucket of every request
+//     is charged only if ALL of them are Allowed; if any is rejected
+//     (including Never), no bucket is charged. No other call observes a
+//     partial charge.
 //   - Requests are decided in order within that step: when two requests
-//     name the same Key, the second sees the bucket as the first leaves it
-//     (charged if the first is Allowed).
+//     name the same bucket (Key and limit shape, see [Request]), the second
+//     sees the bucket as the first leaves it (charged if the first is
+//     Allowed).
+//   - Dry run: when some requests have DryRun set and the call is not
+//     all Allowed, the enforcing requests are decided again on their own
+//     (as if the dry-run ones were absent) and, if all of those are
+//     Allowed, they alone are charged. The Decisions returned for enforcing
+//     requests are then those of that second pass; dry-run requests keep
+//     their first-pass Decisions. So a dry-run policy's buckets evolve
+//     exactly as they would in enforcing mode, and adding one never changes
+//     what the enforcing policies decide or charge (nginx limit_req_dry_run
+//     applies to a whole location, where this distinction cannot arise).
 //   - Peek computes exactly the Decisions Take would return, in the same
 //     way, and charges nothing, creates no state and evicts nothing. The
 //     debug endpoint uses it to show would-be decisions. Where Take would
 //     fail with [ErrCapacity], Peek does too.
-//   - On success the returned slice has len(reqs) Decisions in request order
-//     (an empty, non-nil slice for no requests).
+//   - On success the returned slice is dst with len(reqs) Decisions
+//     appended in request order (non-nil even for no requests). A caller
+//     that passes a dst with room (dst[:0] of a reused buffer) makes the
+//     call allocation-free in the memory store.
 //   - A non-nil error means the outcome is UNKNOWN: never read it as
 //     "allowed" (nor as an empty bucket). The returned slice is nil. The
-//     caller applies its fail mode (on_store_error). Errors wrap
+//     caller applies its fail mode (on_store_error); the contents of dst's
+//     spare capacity are unspecified. Errors wrap
 //     [ErrInvalidRequest] for malformed requests (nothing charged),
 //     [ErrCapacity] when a bounded store cannot track a new key (nothing
 //     charged), ctx.Err() when ctx is done before the decision is made, or a
@@ -37,12 +51,12 @@ import (
 // Take and Peek validate every request with [ValidateRequests] before
 // looking at the store.
 type Limiter interface {
-	// Take decides reqs and, if every decision is Allowed, charges every
-	// bucket; see the Limiter contract.
-	Take(ctx context.Context, reqs []Request) ([]Decision, error)
-	// Peek returns the decisions Take would return, charging nothing; see
-	// the Limiter contract.
-	Peek(ctx context.Context, reqs []Request) ([]Decision, error)
+	// Take decides reqs, appends their Decisions to dst and, if every
+	// decision is Allowed, charges every bucket; see the Limiter contract.
+	Take(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, error)
+	// Peek appends the decisions Take would return to dst, charging
+	// nothing; see the Limiter contract.
+	Peek(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, error)
 }
 
 var (

@@ -3,9 +3,14 @@ package limiter
 // Request asks a [Limiter] to spend Cost tokens from the bucket named Key,
 // shaped by Limit.
 //
-// The store keeps one state per Key and takes the shape from each request,
-// so a configuration change applies from the next request on. Two requests
-// with the same Key share one bucket whatever their Limits.
+// The store keeps one state per bucket and takes the limit from each
+// request, so a configuration change applies from the next request on. A
+// bucket is named by Key together with the shape of Limit: its emission
+// interval (Rate.Interval) and Burst. Two requests with the same Key and
+// shape share one bucket; a request whose shape differs finds a bucket of
+// its own, so a policy whose rate or burst is changed (on a config reload)
+// starts from full buckets, while a change of DelayAfter or MaxDelay keeps
+// the state. The old state is evicted or expires as any idle one does.
 type Request struct {
 	// Key names the bucket: an encoded identity.Key, opaque to the limiter,
 	// compared byte for byte. It is not empty. It may be logged and stored
@@ -16,6 +21,14 @@ type Request struct {
 	Limit Limit
 	// Cost is the number of tokens this request spends; >= 1.
 	Cost int64
+	// DryRun asks for accounting without enforcement (nginx
+	// limit_req_dry_run): the request is decided exactly as an enforcing
+	// one, and charged exactly when enforcing mode would charge it (every
+	// request of the call, dry run or not, is Allowed), but its rejection
+	// does not stop the enforcing requests of the call from being charged;
+	// see the [Limiter] contract. The caller never rejects or delays on its
+	// Decision.
+	DryRun bool
 }
 
 // validate checks r and returns a reason, or nil.

@@ -140,9 +140,9 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		var decs []limiter.Decision
 		var err error
 		if charge {
-			decs, err = rl.limiter.Take(r.Context(), reqs)
+			decs, err = rl.limiter.Take(r.Context(), nil, reqs)
 		} else {
-			decs, err = rl.limiter.Peek(r.Context(), reqs)
+			decs, err = rl.limiter.Peek(r.Context(), nil, reqs)
 		}
 		// Take charges iff every decision is Allowed; a rejection below
 		// clears this again.

@@ -39,7 +39,7 @@ func BenchmarkTakeParallel(b *testing.B) {
 			l := New(Options{})
 			for i := range accounts { // track every key first
 				reqs := []limiter.Request{{Key: accounts[i], Limit: account, Cost: 1}}
-				if _, err := l.Take(context.Background(), reqs); err != nil {
+				if _, err := l.Take(context.Background(), nil, reqs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -59,7 +59,7 @@ func BenchmarkTakeParallel(b *testing.B) {
 						reqs[1] = limiter.Request{Key: tenants[i%100], Limit: tenant, Cost: 1}
 						reqs[2] = limiter.Request{Key: "per-operation|op=GET /v1/reports/{id}", Limit: op, Cost: 1}
 					}
-					d, err := l.Take(context.Background(), reqs)
+					d, err := l.Take(context.Background(), nil, reqs)
 					if err != nil {
 						b.Error(err)
 						return
@@ -94,7 +94,7 @@ func BenchmarkTakeNewKeys(b *testing.B) {
 	for b.Loop() {
 		clk.Advance(10 * time.Microsecond) // each state is full again 100 calls later
 		reqs[0] = limiter.Request{Key: keys[i%len(keys)], Limit: li, Cost: 1}
-		if _, err := l.Take(context.Background(), reqs); err != nil {
+		if _, err := l.Take(context.Background(), nil, reqs); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -117,7 +117,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		l := New(Options{MaxKeys: n})
 		for _, k := range keys {
 			reqs[0] = limiter.Request{Key: k, Limit: li, Cost: 1}
-			if _, err := l.Take(context.Background(), reqs); err != nil {
+			if _, err := l.Take(context.Background(), nil, reqs); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -158,10 +158,10 @@ func TestTakeAllocs(t *testing.T) {
 		}
 		mustTake(t, l, reqs...)
 		ctx := context.Background()
-		if a := testing.AllocsPerRun(100, func() { _, _ = l.Take(ctx, reqs) }); a != 1 {
+		if a := testing.AllocsPerRun(100, func() { _, _ = l.Take(ctx, nil, reqs) }); a != 1 {
 			t.Errorf("Take of %d tracked keys: %v allocs; want 1 (the result)", n, a)
 		}
-		if a := testing.AllocsPerRun(100, func() { _, _ = l.Peek(ctx, reqs) }); a != 1 {
+		if a := testing.AllocsPerRun(100, func() { _, _ = l.Peek(ctx, nil, reqs) }); a != 1 {
 			t.Errorf("Peek of %d tracked keys: %v allocs; want 1 (the result)", n, a)
 		}
 	}

@@ -35,7 +35,7 @@ func TestConcurrentBurst(t *testing.T) {
 		l := New(Options{Clock: NewManualClock()})
 		var admitted atomic.Int64
 		race(16, func(int) {
-			d, err := l.Take(context.Background(), []limiter.Request{{Key: "hot", Limit: li, Cost: 1}})
+			d, err := l.Take(context.Background(), nil, []limiter.Request{{Key: "hot", Limit: li, Cost: 1}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -69,7 +69,7 @@ func TestConcurrentAllOrNothing(t *testing.T) {
 				if (g+i)%2 == 1 {
 					reqs[0], reqs[1] = reqs[1], reqs[0]
 				}
-				d, err := l.Take(context.Background(), reqs)
+				d, err := l.Take(context.Background(), nil, reqs)
 				if err != nil {
 					t.Error(err)
 					return
@@ -104,7 +104,7 @@ func TestConcurrentEviction(t *testing.T) {
 			if i%100 == 0 {
 				clk.Advance(50 * time.Millisecond)
 			}
-			_, err := l.Take(context.Background(), []limiter.Request{
+			_, err := l.Take(context.Background(), nil, []limiter.Request{
 				{Key: fmt.Sprintf("g%d-%d", g, i), Limit: li, Cost: 1},
 				{Key: fmt.Sprintf("g%d", g), Limit: lim(1000, time.Second, 1000), Cost: 1},
 			})
@@ -112,7 +112,7 @@ func TestConcurrentEviction(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			_, _ = l.Peek(context.Background(), []limiter.Request{{Key: fmt.Sprintf("g%d-%d", g, i), Limit: li, Cost: 1}})
+			_, _ = l.Peek(context.Background(), nil, []limiter.Request{{Key: fmt.Sprintf("g%d-%d", g, i), Limit: li, Cost: 1}})
 		}
 	})
 	if n := l.Len(); n > 4096 {

@@ -18,7 +18,7 @@ func TestEviction(t *testing.T) {
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 2)
 	take := func(key string, cost int64) (limiter.Decision, error) {
-		d, err := l.Take(t.Context(), []limiter.Request{{Key: key, Limit: li, Cost: cost}})
+		d, err := l.Take(t.Context(), nil, []limiter.Request{{Key: key, Limit: li, Cost: cost}})
 		if err != nil {
 			return limiter.Decision{}, err
 		}
@@ -70,27 +70,27 @@ func TestEvictionAllOrNothing(t *testing.T) {
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
-	d, err := l.Take(t.Context(), []limiter.Request{
+	d, err := l.Take(t.Context(), nil, []limiter.Request{
 		{Key: "a", Limit: li, Cost: 1},
 		{Key: "new", Limit: li, Cost: 1},
 	})
 	if !errors.Is(err, limiter.ErrCapacity) || d != nil {
 		t.Fatalf("got %v, %v; want nil, ErrCapacity", d, err)
 	}
-	if got := err.Error(); got != "limiter: store full, no state evictable: 2 keys tracked, all still refilling" {
+	if got := err.Error(); got != "limiter: store full, no state evictable: 2 buckets tracked, all still refilling" {
 		t.Errorf("error text %q", got)
 	}
 	if r := remaining(t, l, "a", li); r != 2 {
 		t.Errorf("remaining a = %d; want 2 (not charged)", r)
 	}
 	// Peek predicts the same failure (the debug endpoint must not promise PASSED).
-	if _, err := l.Peek(t.Context(), []limiter.Request{{Key: "new", Limit: li, Cost: 1}}); !errors.Is(err, limiter.ErrCapacity) {
+	if _, err := l.Peek(t.Context(), nil, []limiter.Request{{Key: "new", Limit: li, Cost: 1}}); !errors.Is(err, limiter.ErrCapacity) {
 		t.Errorf("Peek of a new key at capacity: err = %v, want ErrCapacity", err)
 	}
 	// A call that needs two new slots while only one frees up fails whole.
 	clk.Set(time.Second) // a and b full again (TAT = 1s)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 3})
-	_, err = l.Take(t.Context(), []limiter.Request{{Key: "x", Limit: li, Cost: 1}, {Key: "y", Limit: li, Cost: 1}})
+	_, err = l.Take(t.Context(), nil, []limiter.Request{{Key: "x", Limit: li, Cost: 1}, {Key: "y", Limit: li, Cost: 1}})
 	if !errors.Is(err, limiter.ErrCapacity) {
 		t.Fatalf("two new keys, one slot: err = %v; want ErrCapacity", err)
 	}
@@ -134,7 +134,7 @@ func TestMaxKeysBound(t *testing.T) {
 	li := lim(1, time.Second, 1) // each admitted key is in debt for 1s
 	admitted, refused := 0, 0
 	for i := range 3 * maxKeys {
-		_, err := l.Take(t.Context(), []limiter.Request{{Key: fmt.Sprintf("k%d", i), Limit: li, Cost: 1}})
+		_, err := l.Take(t.Context(), nil, []limiter.Request{{Key: fmt.Sprintf("k%d", i), Limit: li, Cost: 1}})
 		switch {
 		case err == nil:
 			admitted++
@@ -153,7 +153,7 @@ func TestMaxKeysBound(t *testing.T) {
 	// A second later every bucket is full again: new keys replace them.
 	clk.Advance(time.Second)
 	for i := range maxKeys / 2 {
-		if _, err := l.Take(t.Context(), []limiter.Request{{Key: fmt.Sprintf("n%d", i), Limit: li, Cost: 1}}); err != nil {
+		if _, err := l.Take(t.Context(), nil, []limiter.Request{{Key: fmt.Sprintf("n%d", i), Limit: li, Cost: 1}}); err != nil {
 			t.Fatalf("new key %d after refill: %v", i, err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestEvictionAcrossShards(t *testing.T) {
 	clk.Advance(time.Second) // the short half is full again
 	admitted := 0
 	for i := range maxKeys {
-		_, err := l.Take(t.Context(), []limiter.Request{{Key: fmt.Sprintf("new%d", i), Limit: long, Cost: 1}})
+		_, err := l.Take(t.Context(), nil, []limiter.Request{{Key: fmt.Sprintf("new%d", i), Limit: long, Cost: 1}})
 		switch {
 		case err == nil:
 			admitted++
@@ -226,10 +226,10 @@ func TestPeekPredictsCapacity(t *testing.T) {
 	li := lim(1, time.Second, 2)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // in debt until 1s
 	newKey := []limiter.Request{{Key: "b", Limit: li, Cost: 1}}
-	if _, err := l.Peek(t.Context(), newKey); !isCapacity(err) {
+	if _, err := l.Peek(t.Context(), nil, newKey); !isCapacity(err) {
 		t.Fatalf("Peek new key in a full store: err = %v, want ErrCapacity", err)
 	}
-	if _, err := l.Take(t.Context(), newKey); !isCapacity(err) {
+	if _, err := l.Take(t.Context(), nil, newKey); !isCapacity(err) {
 		t.Fatalf("Take agrees: err = %v", err)
 	}
 	// An existing key still peeks normally.

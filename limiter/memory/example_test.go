@@ -21,7 +21,7 @@ func ExampleLimiter_Take() {
 		{Key: "per-tenant|tenant=acme", Limit: limiter.Limit{Rate: rate, Burst: 10}, Cost: 1},
 	}
 	show := func() {
-		ds, err := lim.Take(context.Background(), reqs)
+		ds, err := lim.Take(context.Background(), nil, reqs)
 		if err != nil {
 			fmt.Println("error:", err) // unknown outcome: apply the fail mode
 			return

@@ -97,9 +97,10 @@ func TestDecisionValues(t *testing.T) {
 	}
 }
 
-// TestLimitChange: the limit travels with each request; a debt run up under
-// a larger burst is honoured under a smaller one (Remaining clamped to 0)
-// and a larger burst applies at once.
+// TestLimitChange: a bucket is named by key and limit shape. A changed rate
+// or burst (a reloaded policy) finds a fresh, full bucket, and the old state
+// is still there if the old limit comes back; a changed delay_after or
+// max_delay keeps the state.
 func TestLimitChange(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{Clock: clk})
@@ -108,12 +109,22 @@ func TestLimitChange(t *testing.T) {
 	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: big, Cost: 10})[0], (D{Allowed: true, ResetAfter: 10 * time.Second}); got != want {
 		t.Fatalf("got %+v; want %+v", got, want)
 	}
-	clk.Set(3 * time.Second) // debt 7s > tau 2s
-	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: small, Cost: 1})[0], (D{RetryAfter: 6 * time.Second, ResetAfter: 7 * time.Second}); got != want {
-		t.Errorf("smaller burst: got %+v; want %+v", got, want)
+	clk.Set(3 * time.Second) // big's debt is 7s
+	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: small, Cost: 1})[0], (D{Allowed: true, Remaining: 1, ResetAfter: time.Second}); got != want {
+		t.Errorf("smaller burst, fresh bucket: got %+v; want %+v", got, want)
 	}
-	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: big, Cost: 3})[0], (D{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}); got != want {
-		t.Errorf("larger burst again: got %+v; want %+v", got, want)
+	faster := lim(2, time.Second, 10) // same burst, another interval
+	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: faster, Cost: 1})[0], (D{Allowed: true, Remaining: 9, ResetAfter: 500 * ms}); got != want {
+		t.Errorf("faster rate, fresh bucket: got %+v; want %+v", got, want)
+	}
+	sameShape := lim(60, time.Minute, 10) // 1/s written differently: one bucket
+	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: sameShape, Cost: 3})[0], (D{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}); got != want {
+		t.Errorf("big's shape again: got %+v; want %+v", got, want)
+	}
+	delayed := big
+	delayed.DelayAfter, delayed.MaxDelay = 1, time.Hour
+	if got, want := mustTake(t, l, limiter.Request{Key: "k", Limit: delayed, Cost: 1})[0], (D{RetryAfter: time.Second, ResetAfter: 10 * time.Second}); got != want {
+		t.Errorf("delay_after changed, state kept: got %+v; want %+v", got, want)
 	}
 }
 
@@ -135,9 +146,9 @@ func TestGCRASaturation(t *testing.T) {
 		{"cost above burst, no arithmetic", 0, 0, lim(1, time.Hour, 2), math.MaxInt64, D{Never: true, Remaining: 2}, 0},
 	}
 	for _, tc := range tests {
-		got, tat := gcra(tc.tat, tc.now, tc.l, tc.cost)
+		got, tat := limiter.Decide(tc.tat, tc.now, tc.l, tc.cost)
 		if got != tc.want || tat != tc.wantTat {
-			t.Errorf("%s: gcra = %+v, tat %d; want %+v, tat %d", tc.name, got, tat, tc.want, tc.wantTat)
+			t.Errorf("%s: Decide = %+v, tat %d; want %+v, tat %d", tc.name, got, tat, tc.want, tc.wantTat)
 		}
 	}
 }

@@ -19,7 +19,7 @@ func lim(count int64, per time.Duration, b int64) limiter.Limit {
 
 func mustTake(t *testing.T, l *Limiter, reqs ...limiter.Request) []limiter.Decision {
 	t.Helper()
-	d, err := l.Take(context.Background(), reqs)
+	d, err := l.Take(context.Background(), nil, reqs)
 	if err != nil {
 		t.Fatalf("Take(%+v): %v", reqs, err)
 	}
@@ -28,7 +28,7 @@ func mustTake(t *testing.T, l *Limiter, reqs ...limiter.Request) []limiter.Decis
 
 func mustPeek(t *testing.T, l *Limiter, reqs ...limiter.Request) []limiter.Decision {
 	t.Helper()
-	d, err := l.Peek(context.Background(), reqs)
+	d, err := l.Peek(context.Background(), nil, reqs)
 	if err != nil {
 		t.Fatalf("Peek(%+v): %v", reqs, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"strings"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -13,16 +13,25 @@ import (
 )
 
 // Limiter is an in-process [limiter.Limiter]: one GCRA bucket state (an
-// int64 theoretical arrival time) per key, in sharded maps, at most
+// int64 theoretical arrival time) per bucket, in sharded maps, at most
 // [Options.MaxKeys] of them.
+//
+// A bucket is named by a 64-bit keyed hash (hash/maphash, a random seed per
+// Limiter) of the request's Key and limit shape (emission interval and
+// burst); the key string itself is not kept, which is what makes a state
+// cost about 32 bytes. Two distinct buckets share a state only if their
+// hashes collide: with n tracked buckets the chance that any pair does is
+// about n²/2⁶⁵ (3·10⁻⁸ for a million), and since the seed is secret and
+// per process, a client cannot choose keys that collide.
 //
 // Take and Peek lock the shards of all their requests in ascending shard
 // order (so concurrent calls cannot deadlock), decide the requests in order,
-// charge all or none, and unlock. Their cost is a few map operations per
-// request plus one allocation for the returned slice; a new key also costs a
-// copy of its string and, when the store is full, may trigger a sweep (see
-// [Options]). Calls are meant to carry a handful of requests: grouping
-// requests by shard and by key is quadratic in len(reqs).
+// charge as the [limiter.Limiter] contract says, and unlock. A call costs a
+// few map operations per request and allocates nothing when dst has room
+// (tracking a new key may grow a map; when the store is full it may
+// trigger a sweep, see [Options]). Calls are meant to carry a handful of
+// requests: grouping requests by shard and by bucket is quadratic in
+// len(reqs).
 //
 // A Limiter must be created with [New]. It is safe for concurrent use by
 // multiple goroutines.
@@ -32,8 +41,8 @@ type Limiter struct {
 	mask    uint64
 	shards  []shard
 	maxKeys int64
-	// count is the number of tracked keys, reserved before inserting and
-	// released after evicting, so it never exceeds maxKeys.
+	// count is the number of tracked buckets, reserved before inserting
+	// and released after evicting, so it never exceeds maxKeys.
 	count atomic.Int64
 }
 
@@ -70,27 +79,27 @@ func New(opts Options) *Limiter {
 	return l
 }
 
-// Take decides reqs at the clock's current time and charges every bucket if
-// every decision is Allowed, as the [limiter.Limiter] contract says. Besides
-// ctx.Err() and [limiter.ErrInvalidRequest], it fails with
-// [limiter.ErrCapacity] when the call would track new keys, the store holds
-// MaxKeys, and too few states are full again to be evicted (see [Options]);
-// nothing is charged then. Safe for concurrent use.
-func (l *Limiter) Take(ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, error) {
-	return l.run(ctx, reqs, true)
+// Take decides reqs at the clock's current time, appends their decisions to
+// dst and charges as the [limiter.Limiter] contract says. Besides ctx.Err()
+// and [limiter.ErrInvalidRequest], it fails with [limiter.ErrCapacity] when
+// the call would track new buckets, the store holds MaxKeys, and too few
+// states are full again to be evicted (see [Options]); nothing is charged
+// then. Safe for concurrent use.
+func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return l.run(ctx, dst, reqs, true)
 }
 
-// Peek returns the decisions Take would return now, charging nothing,
-// tracking no new key and evicting nothing, as the [limiter.Limiter]
-// contract says. Its errors are ctx.Err(), [limiter.ErrInvalidRequest], and
-// [limiter.ErrCapacity] when every request would be allowed but Take could
-// not track their new keys (the store is full of states still refilling).
-// Safe for concurrent use.
-func (l *Limiter) Peek(ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, error) {
-	return l.run(ctx, reqs, false)
+// Peek appends the decisions Take would return now to dst, charging
+// nothing, tracking no new bucket and evicting nothing, as the
+// [limiter.Limiter] contract says. Its errors are ctx.Err(),
+// [limiter.ErrInvalidRequest], and [limiter.ErrCapacity] when Take would
+// charge but could not track the new buckets (the store is full of states
+// still refilling). Safe for concurrent use.
+func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return l.run(ctx, dst, reqs, false)
 }
 
-// Len returns the number of keys currently tracked, at most MaxKeys. It
+// Len returns the number of buckets currently tracked, at most MaxKeys. It
 // includes states whose bucket is full again but that no sweep has evicted
 // yet (sweeps run only when the store is full). Safe for concurrent use.
 func (l *Limiter) Len() int {
@@ -99,9 +108,11 @@ func (l *Limiter) Len() int {
 
 // slot is the per-request scratch state of one call.
 type slot struct {
+	hash    uint64
 	shard   uint32
-	first   int32 // index of the first request in this call with the same key
-	existed bool  // (first occurrence) the key was tracked when decided
+	prev    int32 // the previous request of this pass with the same bucket, or -1
+	existed bool  // (no prev) the bucket was tracked when decided
+	in      bool  // the request takes part in the current pass
 	known   bool  // the bucket state after this request is tracked or charged
 	tat     int64 // the bucket's TAT after this request, if charged
 }
@@ -109,20 +120,25 @@ type slot struct {
 // smallCall is the number of requests whose scratch state lives on the stack.
 const smallCall = 8
 
-// errNeedRoom reports that a call must track new keys and the store is
+// errNeedRoom reports that a call must track new buckets and the store is
 // full even after sweeping the shards the call holds.
 var errNeedRoom = errors.New("need room")
 
-func (l *Limiter) run(ctx context.Context, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
+func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := limiter.ValidateRequests(reqs); err != nil {
 		return nil, err
 	}
-	out := make([]limiter.Decision, len(reqs))
+	if dst == nil {
+		dst = []limiter.Decision{} // non-nil, without allocating
+	}
+	n0 := len(dst)
+	dst = append(dst, make([]limiter.Decision, len(reqs))...) // no allocation when dst has room
+	out := dst[n0:]
 	if len(reqs) == 0 {
-		return out, nil
+		return dst, nil
 	}
 	var buf [smallCall]slot
 	var sl []slot
@@ -132,14 +148,9 @@ func (l *Limiter) run(ctx context.Context, reqs []limiter.Request, charge bool) 
 		sl = make([]slot, len(reqs))
 	}
 	for i := range reqs {
-		sl[i].shard = uint32(maphash.String(l.seed, reqs[i].Key) & l.mask)
-		sl[i].first = int32(i)
-		for j := range i {
-			if sl[j].shard == sl[i].shard && reqs[j].Key == reqs[i].Key {
-				sl[i].first = sl[j].first
-				break
-			}
-		}
+		h := l.bucket(&reqs[i])
+		sl[i].hash = h
+		sl[i].shard = uint32(h & l.mask)
 	}
 
 	// Read the clock before locking: a concurrent call that locks first may
@@ -154,69 +165,129 @@ func (l *Limiter) run(ctx context.Context, reqs []limiter.Request, charge bool) 
 		l.sweepAll(now)
 		err = l.decide(reqs, sl, out, now, charge)
 		if err == errNeedRoom {
-			return nil, fmt.Errorf("%w: %d keys tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+			return nil, fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return dst, nil
+}
+
+// bucket returns the 64-bit name of r's bucket: the keyed hash of its Key,
+// mixed with its limit shape (emission interval and burst) so that a
+// changed shape names another bucket.
+func (l *Limiter) bucket(r *limiter.Request) uint64 {
+	shape := uint64(r.Limit.Rate.Interval()) ^ bits.RotateLeft64(uint64(r.Limit.Burst), 32)
+	return maphash.String(l.seed, r.Key) ^ mix(shape)
+}
+
+// mix is the splitmix64 finaliser: it spreads the bits of x over the word.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // decide locks the shards of sl, decides every request into out and, if
-// charge is set and all are allowed, commits.
+// charge is set, commits what the contract says to charge.
 func (l *Limiter) decide(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64, charge bool) error {
 	l.lock(sl)
 	defer l.unlock(sl)
 
+	dry := false
+	for i := range reqs {
+		sl[i].in = true
+		dry = dry || reqs[i].DryRun
+	}
+	if !l.pass(reqs, sl, out, now) && dry {
+		// Some request is rejected: decide the enforcing requests again
+		// on their own; they are charged if all of them are allowed.
+		for i := range reqs {
+			sl[i].in = !reqs[i].DryRun
+		}
+		if !l.pass(reqs, sl, out, now) {
+			return nil
+		}
+	} else if !allIn(sl, out) {
+		return nil
+	}
+	if charge {
+		return l.commit(sl, now)
+	}
+	if !l.mayFit(sl, now) {
+		// Peek promises what Take would do: Take would find no room.
+		return fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+	}
+	return nil
+}
+
+// pass decides the requests of sl that are in the pass, in order, into out,
+// and reports whether all of them are allowed. The shards are locked.
+func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64) bool {
 	all := true
 	for i := range reqs {
-		r := &reqs[i]
+		if !sl[i].in {
+			continue
+		}
 		s := &l.shards[sl[i].shard]
+		sl[i].prev = -1
+		for j := i - 1; j >= 0; j-- {
+			if sl[j].in && sl[j].hash == sl[i].hash {
+				sl[i].prev = int32(j)
+				break
+			}
+		}
 		var tat int64
 		var known bool
-		if f := int(sl[i].first); f != i {
-			// Same key earlier in this call: continue from its outcome.
-			for j := i - 1; j >= f; j-- {
-				if sl[j].first == sl[i].first {
-					tat, known = sl[j].tat, sl[j].known
-					break
-				}
-			}
+		if p := sl[i].prev; p >= 0 {
+			// Same bucket earlier in this pass: continue from its outcome.
+			tat, known = sl[p].tat, sl[p].known
 		} else {
-			tat, known = s.tats[r.Key]
+			tat, known = s.tats[sl[i].hash]
 			sl[i].existed = known
 		}
 		if !known {
-			tat = now // an unknown key is a full bucket
+			tat = now // an unknown bucket is full
 		}
-		d, next := gcra(tat, now, r.Limit, r.Cost)
+		d, next := limiter.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
 		out[i] = d
 		sl[i].tat = next
 		sl[i].known = known || d.Allowed
 		all = all && d.Allowed
 	}
-	if charge && all {
-		return l.commit(reqs, sl, now)
-	}
-	if !charge && all && !l.mayFit(sl, now) {
-		// Peek promises what Take would do: Take would find no room.
-		return fmt.Errorf("%w: %d keys tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
-	}
-	return nil
+	return all
 }
 
-// mayFit reports whether the new keys of sl could be tracked now: they fit
-// under maxKeys, or some shard may hold a state that is full again (its
-// hint is a lower bound, so this can say yes where a sweep would find
-// nothing, never no where Take would succeed). It reads only atomics.
-func (l *Limiter) mayFit(sl []slot, now int64) bool {
+// allIn reports whether every request of the pass is allowed.
+func allIn(sl []slot, out []limiter.Decision) bool {
+	for i := range sl {
+		if sl[i].in && !out[i].Allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// newBuckets counts the buckets of the pass that are not tracked yet.
+func newBuckets(sl []slot) int64 {
 	need := int64(0)
 	for i := range sl {
-		if int(sl[i].first) == i && !sl[i].existed {
+		if sl[i].in && sl[i].prev < 0 && !sl[i].existed {
 			need++
 		}
 	}
+	return need
+}
+
+// mayFit reports whether the new buckets of the pass could be tracked now:
+// they fit under maxKeys, or some shard may hold a state that is full again
+// (its hint is a lower bound, so this can say yes where a sweep would find
+// nothing, never no where Take would succeed). It reads only atomics.
+func (l *Limiter) mayFit(sl []slot, now int64) bool {
+	need := newBuckets(sl)
 	if need == 0 || l.count.Load()+need <= l.maxKeys {
 		return true
 	}
@@ -228,36 +299,27 @@ func (l *Limiter) mayFit(sl []slot, now int64) bool {
 	return false
 }
 
-// commit stores the TAT of every request (all allowed), first reserving
-// room for the call's new keys, sweeping the call's shards if the store is
-// full. It writes nothing unless every new key fits, and returns
-// errNeedRoom if they do not. The shards of sl are locked.
-func (l *Limiter) commit(reqs []limiter.Request, sl []slot, now int64) error {
-	need := int64(0)
-	for i := range sl {
-		if int(sl[i].first) == i && !sl[i].existed {
-			need++
-		}
-	}
-	swept := false
+// commit stores the TAT of every request of the pass (all allowed), first
+// reserving room for the new buckets, sweeping the call's shards if the
+// store is full. It writes nothing unless every new bucket fits, and
+// returns errNeedRoom if they do not. The shards of sl are locked.
+func (l *Limiter) commit(sl []slot, now int64) error {
+	need := newBuckets(sl)
 	if need > 0 && !l.reserve(need) {
 		for i := range sl {
 			if l.isFirstOfShard(sl, i) {
 				if n := l.shards[sl[i].shard].sweep(now); n > 0 {
 					l.count.Add(-n)
-					swept = true
 				}
 			}
 		}
-		if swept {
-			// The sweep may have evicted keys of this call whose buckets
-			// were full: count again what must be inserted.
-			need = 0
-			for i := range sl {
-				if int(sl[i].first) == i {
-					if _, ok := l.shards[sl[i].shard].tats[reqs[i].Key]; !ok {
-						need++
-					}
+		// The sweep may have evicted buckets of this call that were full:
+		// count again what must be inserted.
+		need = 0
+		for i := range sl {
+			if sl[i].in && sl[i].prev < 0 {
+				if _, ok := l.shards[sl[i].shard].tats[sl[i].hash]; !ok {
+					need++
 				}
 			}
 		}
@@ -266,23 +328,14 @@ func (l *Limiter) commit(reqs []limiter.Request, sl []slot, now int64) error {
 		}
 	}
 	for i := range sl {
-		s := &l.shards[sl[i].shard]
-		k := reqs[i].Key
-		if !swept && sl[sl[i].first].existed {
-			s.tats[k] = sl[i].tat
-			continue
+		if sl[i].in {
+			l.shards[sl[i].shard].put(sl[i].hash, sl[i].tat)
 		}
-		if _, ok := s.tats[k]; ok {
-			s.tats[k] = sl[i].tat
-			continue
-		}
-		// A new key: copy it so the map does not pin the caller's buffer.
-		s.insert(strings.Clone(k), sl[i].tat)
 	}
 	return nil
 }
 
-// reserve counts n more tracked keys if they fit under maxKeys.
+// reserve counts n more tracked buckets if they fit under maxKeys.
 func (l *Limiter) reserve(n int64) bool {
 	for {
 		c := l.count.Load()

@@ -216,9 +216,9 @@ func TestErrors(t *testing.T) {
 	for _, tc := range bad {
 		for _, op := range []struct {
 			name string
-			f    func(context.Context, []limiter.Request) ([]limiter.Decision, error)
+			f    func(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error)
 		}{{"Take", l.Take}, {"Peek", l.Peek}} {
-			d, err := op.f(context.Background(), tc.reqs)
+			d, err := op.f(context.Background(), nil, tc.reqs)
 			if d != nil || !errors.Is(err, limiter.ErrInvalidRequest) || err.Error() != tc.want {
 				t.Errorf("%s %s: got %v, %v; want nil, %q wrapping ErrInvalidRequest", op.name, tc.name, d, err, tc.want)
 			}
@@ -230,15 +230,15 @@ func TestErrors(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if d, err := l.Take(ctx, []limiter.Request{{Key: "a", Limit: ok, Cost: 1}}); d != nil || !errors.Is(err, context.Canceled) {
+	if d, err := l.Take(ctx, nil, []limiter.Request{{Key: "a", Limit: ok, Cost: 1}}); d != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("Take with a cancelled context: %v, %v; want nil, context.Canceled", d, err)
 	}
 	if l.Len() != 0 {
 		t.Errorf("Len after a cancelled Take = %d", l.Len())
 	}
 
-	for _, op := range []func(context.Context, []limiter.Request) ([]limiter.Decision, error){l.Take, l.Peek} {
-		d, err := op(context.Background(), nil)
+	for _, op := range []func(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error){l.Take, l.Peek} {
+		d, err := op(context.Background(), nil, nil)
 		if err != nil || d == nil || len(d) != 0 {
 			t.Errorf("no requests: got %#v, %v; want an empty non-nil slice", d, err)
 		}

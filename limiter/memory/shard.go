@@ -9,9 +9,10 @@ import (
 // shard is one lock's worth of bucket states.
 type shard struct {
 	mu sync.Mutex
-	// tats maps a key to its theoretical arrival time, in nanoseconds on
-	// the limiter's clock. Guarded by mu.
-	tats map[string]int64
+	// tats maps a bucket (the keyed hash of key and limit shape) to its
+	// theoretical arrival time, in nanoseconds on the limiter's clock.
+	// Guarded by mu.
+	tats map[uint64]int64
 	// hint is a lower bound of every TAT in tats (math.MaxInt64 when
 	// empty): no state of this shard can be evicted before the clock
 	// reaches it, so a store full of clients in debt refuses new keys
@@ -23,16 +24,18 @@ type shard struct {
 }
 
 func (s *shard) init() {
-	s.tats = make(map[string]int64)
+	s.tats = make(map[uint64]int64)
 	s.hint.Store(math.MaxInt64)
 }
 
-// insert tracks a new key. Callers hold s.mu.
-func (s *shard) insert(key string, tat int64) {
-	s.tats[key] = tat
-	if tat < s.hint.Load() {
+// put stores a bucket's TAT, lowering the hint if the bucket is new (a
+// charge only raises a TAT, so the hint stays a lower bound without it).
+// Callers hold s.mu.
+func (s *shard) put(bucket uint64, tat int64) {
+	if _, ok := s.tats[bucket]; !ok && tat < s.hint.Load() {
 		s.hint.Store(tat)
 	}
+	s.tats[bucket] = tat
 }
 
 // sweep evicts every state whose bucket is full again (TAT <= now: it
