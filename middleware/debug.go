@@ -82,8 +82,11 @@ type DebugPolicy struct {
 	Name string `json:"name"`
 	// Key is the encoded key, null when a dimension is missing.
 	Key *string `json:"key"`
-	// Decision is PASSED, REJECTED, SKIPPED or ERROR, computed without spending budget.
+	// Decision is PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN,
+	// REJECTED_DRY_RUN, SKIPPED or ERROR, computed without spending budget.
 	Decision Decision `json:"decision"`
+	// DryRun reports that the policy is accounted but not enforced.
+	DryRun bool `json:"dry_run"`
 	// Cost is the tokens the request would spend.
 	Cost int64 `json:"cost"`
 	// Rate and Burst restate the policy's limit ("5/s", tokens).
@@ -95,6 +98,12 @@ type DebugPolicy struct {
 	// RetryAfterSeconds is the Retry-After a rejection would carry, null when
 	// passed or never satisfiable.
 	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
+	// DelayAfter is the tokens of the burst admitted without delay
+	// (equal to burst for nodelay).
+	DelayAfter int64 `json:"delay_after"`
+	// DelaySeconds is how long the request would wait, for DELAYED and
+	// DELAYED_DRY_RUN; null otherwise.
+	DelaySeconds *float64 `json:"delay_seconds"`
 	// SkippedReason names the missing dimension, null otherwise.
 	SkippedReason *string `json:"skipped_reason"`
 	// Error is a limiter failure, null otherwise.
@@ -214,9 +223,18 @@ func debugPolicy(res *PolicyResult) DebugPolicy {
 		k := res.Key
 		d.Key = &k
 	}
-	if res.Decision == DecisionRejected && res.Missing == "" && !res.Never {
+	d.DryRun = res.DryRun
+	d.DelayAfter = res.Limit.DelayAfter
+	if d.DelayAfter == 0 {
+		d.DelayAfter = res.Limit.Burst
+	}
+	if (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never {
 		s := max(ceilSeconds(res.RetryAfter), 1)
 		d.RetryAfterSeconds = &s
+	}
+	if res.Delay > 0 {
+		s := res.Delay.Seconds()
+		d.DelaySeconds = &s
 	}
 	if res.SkippedReason != "" {
 		s := res.SkippedReason

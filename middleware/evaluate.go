@@ -12,15 +12,32 @@ import (
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
-// Decision is the outcome of one policy for one request, in nginx's
-// limit_req vocabulary ($limit_req_status) plus ratekey's own outcomes.
+// Decision is the outcome of one policy for one request (and, in
+// [Evaluation.Decision], of the whole request), in nginx limit_req's
+// vocabulary ($limit_req_status) plus ratekey's own SKIPPED and ERROR. The
+// strings are a public contract: they appear in the debug JSON, the logs
+// and the optional RateLimit-Decision response field.
 type Decision string
 
 const (
-	// DecisionPassed: the bucket had room; the request spends its cost.
+	// DecisionPassed: the bucket had room; the request spends its cost and
+	// proceeds at once.
 	DecisionPassed Decision = "PASSED"
-	// DecisionRejected: no room now (or never, or a required dimension is missing).
+	// DecisionDelayed: the bucket had room, but the request dips below the
+	// policy's delay_after part of the burst: it spends its cost at once and
+	// waits until it conforms to the rate (nginx limit_req without nodelay).
+	DecisionDelayed Decision = "DELAYED"
+	// DecisionRejected: no room now (or never, or a required dimension is
+	// missing); nothing is charged.
 	DecisionRejected Decision = "REJECTED"
+	// DecisionDelayedDryRun: a dry-run policy would have delayed the
+	// request; it proceeds at once, and the policy's bucket is charged as
+	// in enforcing mode.
+	DecisionDelayedDryRun Decision = "DELAYED_DRY_RUN"
+	// DecisionRejectedDryRun: a dry-run policy would have rejected the
+	// request; it proceeds, and the policy's bucket is not charged (as in
+	// enforcing mode, where a rejection charges nothing).
+	DecisionRejectedDryRun Decision = "REJECTED_DRY_RUN"
 	// DecisionSkipped: the request lacks a key dimension and the policy's
 	// on_missing is skip; SkippedReason says which.
 	DecisionSkipped Decision = "SKIPPED"
@@ -55,8 +72,18 @@ type PolicyResult struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
-	// Never is true when the cost exceeds the burst: no wait helps.
+	// Never is true when the cost exceeds the burst (or cannot fit within
+	// max_delay): no wait helps.
 	Never bool
+	// Delay is how long the request waits for this policy when DELAYED, or
+	// would have waited when DELAYED_DRY_RUN; 0 otherwise.
+	Delay time.Duration
+	// DryRun reports that the policy (or the whole rate limiter) is in dry
+	// run: it is accounted but never rejects or delays.
+	DryRun bool
+	// Charged reports that this policy's bucket was charged the request's
+	// cost (see [limiter.Limiter] for when a dry-run policy is).
+	Charged bool
 	// Missing is the absent dimension when the key could not be built.
 	Missing identity.Dimension
 	// SkippedReason explains SKIPPED and missing-dimension rejections.
@@ -75,23 +102,45 @@ type Evaluation struct {
 	Operation string
 	// Policies holds one result per applicable policy, in configuration order.
 	Policies []PolicyResult
-	// Allowed is true when the request may proceed.
+	// Decision sums the request up: REJECTED (or ERROR, for a store
+	// failure failing closed) when it may not proceed; otherwise DELAYED
+	// when it must wait, ERROR when a store failure failed open,
+	// REJECTED_DRY_RUN or DELAYED_DRY_RUN when a dry-run policy would have
+	// acted, PASSED when a policy admitted it, SKIPPED when every policy
+	// skipped it, and "" when no policy applies.
+	Decision Decision
+	// Allowed is true when the request may proceed (after Delay).
 	Allowed bool
-	// Charged is true when the request's cost was spent (Check with charge
-	// true and every policy admitted it). When false, the Remaining and
-	// ResetAfter of PASSED results still describe the state as if charged
-	// (the would-be decision); [PolicyResult.Current] gives the state now.
+	// Delay is how long the request must wait before it proceeds: the
+	// longest Delay of its DELAYED policies (nginx waits for the longest
+	// of its zones' delays). 0 unless Decision is DELAYED.
+	Delay time.Duration
+	// Abandoned is set by the Handler when the request's context ended
+	// (the client went away, or its deadline passed) during Delay: a client
+	// timeout, not a server rejection. The budget stays spent, as in nginx.
+	Abandoned bool
+	// Charged is true when the request's cost was spent against every
+	// enforcing policy (Check with charge true and none of them rejected).
+	// When false, the Remaining and ResetAfter of admitted results still
+	// describe the state as if charged (the would-be decision);
+	// [PolicyResult.Current] gives the state now.
 	Charged bool
 }
 
 // Check evaluates every policy that applies to r. With charge true, the
-// request's cost is spent all-or-nothing (if any policy rejects, none is
-// charged); with charge false nothing is spent (the debug endpoint's
-// would-be decision). Check reads the client address and principal that
-// [ClientAddress] and [Authenticate] stored in r's context. Safe for
-// concurrent use.
+// request's cost is spent all-or-nothing (if any enforcing policy rejects,
+// none is charged; dry-run policies follow the [limiter.Limiter] rule);
+// with charge false nothing is spent (the debug endpoint's would-be
+// decision). Check neither waits nor writes: the Handler does. It reads the
+// client address and principal that [ClientAddress] and [Authenticate]
+// stored in r's context, and the configuration current when it starts
+// (see [RateLimiter.Reload]). Safe for concurrent use.
 func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
-	op := rl.operation(r)
+	return rl.state.Load().check(r, charge)
+}
+
+func (st *rateLimitState) check(r *http.Request, charge bool) Evaluation {
+	op := st.operation(r)
 	ev := Evaluation{Operation: op, Allowed: true}
 	principal, hasPrincipal := PrincipalFrom(r.Context())
 	client, hasClient := ClientFrom(r.Context())
@@ -100,15 +149,16 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 	var reqs []limiter.Request
 	var idx []int // index into ev.Policies for each request
 	missingReject := false
-	for i := range rl.policies {
-		p := &rl.policies[i]
+	for i := range st.policies {
+		p := &st.policies[i]
 		if !p.appliesTo(op) {
 			continue
 		}
-		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, status: p.Status, onStore: p.OnStoreError, principal: authenticated}
+		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.dryRun,
+			status: p.Status, onStore: p.OnStoreError, principal: authenticated}
 		key := identity.Key{Policy: p.Name, Parts: make([]identity.Part, 0, len(p.Key))}
 		for _, d := range p.Key {
-			v, ok := rl.dimension(r, d, op, principal, client, hasClient)
+			v, ok := st.dimension(r, d, op, principal, client, hasClient)
 			if !ok {
 				res.Missing = d
 				break
@@ -117,9 +167,12 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		}
 		if res.Missing != "" {
 			res.SkippedReason = missingReason(res.Missing, authenticated)
-			if p.OnMissing == OnMissingSkip {
+			switch {
+			case p.OnMissing == OnMissingSkip:
 				res.Decision = DecisionSkipped
-			} else {
+			case res.DryRun:
+				res.Decision = DecisionRejectedDryRun
+			default:
 				res.Decision = DecisionRejected
 				missingReject = true
 			}
@@ -129,7 +182,7 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		res.Key = key.String()
 		ev.Policies = append(ev.Policies, res)
 		idx = append(idx, len(ev.Policies)-1)
-		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: p.Limit, Cost: p.Cost})
+		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: p.Limit, Cost: p.Cost, DryRun: res.DryRun})
 	}
 	if missingReject {
 		// The request is refused anyway: charge nothing, but still say what
@@ -137,16 +190,20 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 		charge = false
 	}
 	if len(reqs) > 0 {
+		var buf [8]limiter.Decision
 		var decs []limiter.Decision
 		var err error
 		if charge {
-			decs, err = rl.limiter.Take(r.Context(), nil, reqs)
+			decs, err = st.limiter.Take(r.Context(), buf[:0], reqs)
 		} else {
-			decs, err = rl.limiter.Peek(r.Context(), nil, reqs)
+			decs, err = st.limiter.Peek(r.Context(), buf[:0], reqs)
 		}
-		// Take charges iff every decision is Allowed; a rejection below
-		// clears this again.
-		ev.Charged = charge && err == nil
+		allEnforcing, all := true, true
+		for j := range decs {
+			all = all && decs[j].Allowed
+			allEnforcing = allEnforcing && (decs[j].Allowed || reqs[j].DryRun)
+		}
+		ev.Charged = charge && err == nil && allEnforcing
 		for j, i := range idx {
 			res := &ev.Policies[i]
 			if err != nil {
@@ -155,47 +212,97 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 				continue
 			}
 			d := decs[j]
-			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never
-			if d.Allowed {
-				res.Decision = DecisionPassed
-			} else {
+			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
+			res.Charged = ev.Charged && (all || !res.DryRun)
+			switch {
+			case !d.Allowed && res.DryRun:
+				res.Decision = DecisionRejectedDryRun
+			case !d.Allowed:
 				res.Decision = DecisionRejected
+			case d.Delay > 0 && res.DryRun:
+				res.Decision = DecisionDelayedDryRun
+			case d.Delay > 0:
+				res.Decision = DecisionDelayed
+				ev.Delay = max(ev.Delay, d.Delay)
+			default:
+				res.Decision = DecisionPassed
 			}
 		}
 	}
-	for i := range ev.Policies {
-		res := &ev.Policies[i]
-		switch res.Decision {
-		case DecisionRejected:
-			ev.Allowed = false
-			ev.Charged = false
-		case DecisionError:
-			if res.onStore == OnStoreErrorDeny {
-				ev.Allowed = false
-			}
-		}
+	ev.Decision = summarise(&ev)
+	if !ev.Allowed {
+		ev.Delay = 0
+		ev.Charged = false
 	}
 	return ev
 }
 
+// summarise sets ev.Allowed from the enforcing policies' decisions and
+// returns the request's Decision (see [Evaluation.Decision]).
+func summarise(ev *Evaluation) Decision {
+	// Decisions in order of precedence once the request is allowed.
+	order := [...]Decision{DecisionError, DecisionRejectedDryRun, DecisionDelayedDryRun, DecisionPassed, DecisionSkipped}
+	var seen [len(order)]bool
+	rejected, denied := false, false
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		switch res.Decision {
+		case DecisionRejected:
+			rejected = true
+		case DecisionError:
+			denied = denied || res.onStore == OnStoreErrorDeny && !res.DryRun
+		}
+		for j, d := range order {
+			if res.Decision == d {
+				seen[j] = true
+			}
+		}
+	}
+	ev.Allowed = !rejected && !denied
+	switch {
+	case rejected:
+		return DecisionRejected
+	case denied:
+		return DecisionError
+	case ev.Delay > 0:
+		return DecisionDelayed
+	}
+	for j, d := range order {
+		if seen[j] {
+			return d
+		}
+	}
+	return ""
+}
+
 // Current returns the whole tokens left and the time until the bucket is
-// full as they stand, given whether the request's cost was charged: a PASSED
-// result of an uncharged request reports the would-be state after charging,
-// so the cost is added back.
-func (res *PolicyResult) Current(charged bool) (remaining int64, resetAfter time.Duration) {
+// full as they stand: an admitted result whose cost was not charged (a
+// Check without charge, or a request another policy rejected) reports the
+// would-be state after charging, so the cost is added back.
+func (res *PolicyResult) Current() (remaining int64, resetAfter time.Duration) {
 	remaining, resetAfter = res.Remaining, res.ResetAfter
-	if res.Decision == DecisionPassed && !charged {
+	if res.admitted() && !res.Charged {
 		remaining += res.Cost
 		resetAfter -= time.Duration(res.Cost) * res.Limit.Rate.Interval()
 	}
 	return min(max(remaining, 0), res.Limit.Burst), max(resetAfter, 0)
 }
 
+// admitted reports whether the limiter admitted the request under this
+// policy (possibly with a delay, possibly in dry run).
+func (res *PolicyResult) admitted() bool {
+	switch res.Decision {
+	case DecisionPassed, DecisionDelayed, DecisionDelayedDryRun:
+		return true
+	}
+	return false
+}
+
 // dimension returns the value of dimension d for the request, and false when
 // the request does not carry it. Only verified principal fields and the
 // resolved client network are used; an empty value counts as missing (p is
 // the zero Principal when no principal was established, so its fields are).
-func (rl *RateLimiter) dimension(r *http.Request, d identity.Dimension, op string, p identity.Principal, c trustedproxy.Result, hasC bool) (string, bool) {
+func (st *rateLimitState) dimension(r *http.Request, d identity.Dimension, op string, p identity.Principal, c trustedproxy.Result, hasC bool) (string, bool) {
 	var v string
 	switch d {
 	case identity.DimOperation:
@@ -212,7 +319,7 @@ func (rl *RateLimiter) dimension(r *http.Request, d identity.Dimension, op strin
 	case identity.DimCredential:
 		v = p.CredentialID
 	default:
-		f := rl.custom[d]
+		f := st.custom[d]
 		if f == nil {
 			return "", false
 		}
@@ -237,18 +344,25 @@ func missingReason(d identity.Dimension, authenticated bool) string {
 	return fmt.Sprintf("the request carries no %s", d)
 }
 
-func (rl *RateLimiter) log(r *http.Request, ev *Evaluation) {
+// log writes one line per non-PASSED decision of the request: REJECTED,
+// DELAYED, the dry-run decisions and ERROR at Info or Warn, SKIPPED at
+// Debug. Field names match the debug JSON.
+func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if res.Decision != DecisionRejected && res.Decision != DecisionError {
-			continue // one line per rejected or errored decision only
-		}
 		level := slog.LevelInfo
 		switch {
+		case res.Decision == DecisionPassed:
+			continue
+		case res.Decision == DecisionSkipped:
+			level = slog.LevelDebug
 		case res.Decision == DecisionError:
 			level = slog.LevelWarn
 		case res.Missing == identity.DimNetwork:
 			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
+		}
+		if !st.logger.Enabled(r.Context(), level) {
+			continue
 		}
 		attrs := []slog.Attr{
 			slog.String("policy", res.Policy),
@@ -266,10 +380,15 @@ func (rl *RateLimiter) log(r *http.Request, ev *Evaluation) {
 			attrs = append(attrs, slog.String("reason", "limiter error"), slog.String("error", safeError(res.Err)))
 		case res.Never:
 			attrs = append(attrs, slog.String("reason", "cost exceeds burst"))
-		case res.Decision == DecisionRejected:
+		case res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun:
 			attrs = append(attrs, slog.Float64("retry_after_seconds", res.RetryAfter.Seconds()))
+		case res.Delay > 0:
+			attrs = append(attrs, slog.Float64("delay_seconds", res.Delay.Seconds()))
+			if res.Decision == DecisionDelayed && ev.Abandoned {
+				attrs = append(attrs, slog.String("outcome", "client_timeout"))
+			}
 		}
-		rl.logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
+		st.logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
@@ -47,7 +48,8 @@ type Policy struct {
 	// Key lists the dimensions of the key in order, e.g. tenant then account.
 	// An empty list means one bucket for every request the policy applies to.
 	Key []identity.Dimension
-	// Limit is the token-bucket rate and burst (capacity, tokens).
+	// Limit is the token-bucket rate, burst (capacity, tokens), delay_after
+	// and max_delay; see [limiter.Limit] for the nginx limit_req mapping.
 	Limit limiter.Limit
 	// Cost is the tokens one request spends, >= 1; 0 means 1.
 	Cost int64
@@ -62,6 +64,90 @@ type Policy struct {
 	OnMissing OnMissing
 	// OnStoreError is the fail mode; empty means [OnStoreErrorDeny].
 	OnStoreError OnStoreError
+	// DryRun accounts the policy exactly as in enforcing mode but never
+	// rejects or delays on it (nginx limit_req_dry_run, per policy here):
+	// its decisions read REJECTED_DRY_RUN and DELAYED_DRY_RUN, a store
+	// error never fails the request closed, and clients are not sent its
+	// RateLimit fields.
+	DryRun bool
+}
+
+// PolicyChangeKind says how a reload changed a policy.
+type PolicyChangeKind string
+
+const (
+	// PolicyAdded: a policy of that name is new; its buckets start full.
+	PolicyAdded PolicyChangeKind = "added"
+	// PolicyRemoved: the policy is gone; its states expire or are evicted.
+	PolicyRemoved PolicyChangeKind = "removed"
+	// PolicyRestarted: the rate or burst changed, so the buckets have a new
+	// shape and start full (the old states are left to expire).
+	PolicyRestarted PolicyChangeKind = "restarted"
+	// PolicyUpdated: other settings changed (key, cost, delay_after,
+	// max_delay, dry_run, status, operations, fail modes); budgets are
+	// kept. A changed key list names other buckets: they start full.
+	PolicyUpdated PolicyChangeKind = "updated"
+)
+
+// PolicyChange is one line of [DiffPolicies]' report.
+type PolicyChange struct {
+	// Policy is the policy's name.
+	Policy string
+	// Change is what happened to it.
+	Change PolicyChangeKind
+	// Detail names the changed settings, e.g. "burst 3 -> 5".
+	Detail string
+}
+
+// DiffPolicies compares two policy lists by name and returns one change per
+// policy added, removed, restarted or updated, in the order old then new;
+// unchanged policies (which keep their budgets) are not listed.
+func DiffPolicies(old, new []Policy) []PolicyChange {
+	var out []PolicyChange
+	byName := map[string]*Policy{}
+	for i := range new {
+		byName[new[i].Name] = &new[i]
+	}
+	seen := map[string]bool{}
+	for i := range old {
+		o := &old[i]
+		seen[o.Name] = true
+		n := byName[o.Name]
+		if n == nil {
+			out = append(out, PolicyChange{Policy: o.Name, Change: PolicyRemoved})
+			continue
+		}
+		var diffs []string
+		note := func(field string, a, b any) {
+			if fmt.Sprint(a) != fmt.Sprint(b) {
+				diffs = append(diffs, fmt.Sprintf("%s %v -> %v", field, a, b))
+			}
+		}
+		note("rate", o.Limit.Rate, n.Limit.Rate)
+		note("burst", o.Limit.Burst, n.Limit.Burst)
+		kind := PolicyUpdated
+		if o.Limit.Rate.Interval() != n.Limit.Rate.Interval() || o.Limit.Burst != n.Limit.Burst {
+			kind = PolicyRestarted
+		}
+		note("key", o.Key, n.Key)
+		note("cost", o.Cost, n.Cost)
+		note("delay_after", o.Limit.DelayAfter, n.Limit.DelayAfter)
+		note("max_delay", o.Limit.MaxDelay, n.Limit.MaxDelay)
+		note("dry_run", o.DryRun, n.DryRun)
+		note("status", o.Status, n.Status)
+		note("operations", o.Operations, n.Operations)
+		note("on_missing", o.OnMissing, n.OnMissing)
+		note("on_store_error", o.OnStoreError, n.OnStoreError)
+		if len(diffs) > 0 {
+			out = append(out, PolicyChange{Policy: o.Name, Change: kind, Detail: strings.Join(diffs, ", ")})
+		}
+	}
+	for i := range new {
+		if !seen[new[i].Name] {
+			out = append(out, PolicyChange{Policy: new[i].Name, Change: PolicyAdded})
+		}
+	}
+	return out
 }
 
 var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

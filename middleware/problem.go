@@ -13,6 +13,9 @@ const (
 	// ProblemNeverSatisfiable: the request's cost exceeds a policy's burst, so
 	// no amount of waiting admits it (no Retry-After is sent).
 	ProblemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
+	// ProblemDelayAbandoned: the request's context ended (client gone or
+	// deadline passed) while it waited out a DELAYED decision.
+	ProblemDelayAbandoned = "urn:ratekey:problem:delay-abandoned"
 	// ProblemStoreUnavailable: the limiter's store failed and the policy fails closed.
 	ProblemStoreUnavailable = "urn:ratekey:problem:store-unavailable"
 	// ProblemInvalidForwarding: the forwarding chain written by a trusted

@@ -1,24 +1,28 @@
 package middleware
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// RateLimitConfig configures [NewRateLimiter].
+// RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
 type RateLimitConfig struct {
-	// Limiter decides and stores budgets (limiter/memory, or any limiter.Limiter). Required.
+	// Limiter decides and stores budgets (limiter/memory, limiter/redis, or
+	// any limiter.Limiter). Required.
 	Limiter limiter.Limiter
-	// Policies are evaluated in order; every applicable one must admit the
-	// request (all-or-nothing). Names must be unique.
+	// Policies are evaluated in order; every applicable enforcing one must
+	// admit the request (all-or-nothing). Names must be unique.
 	Policies []Policy
 	// Operation names a request's operation. Required; use
 	// [RouteOperation] with the root chi router.
@@ -27,22 +31,57 @@ type RateLimitConfig struct {
 	Custom map[identity.Dimension]DimensionFunc
 	// Logger receives one line per non-PASSED decision; nil means slog.Default().
 	Logger *slog.Logger
+	// DryRun puts every policy in dry run (nginx limit_req_dry_run on):
+	// budgets are accounted exactly as in enforcing mode, but no request is
+	// rejected or delayed; decisions read REJECTED_DRY_RUN and
+	// DELAYED_DRY_RUN.
+	DryRun bool
+	// DecisionHeader adds the response field "RateLimit-Decision: <the
+	// request's Decision>" (PASSED, DELAYED, REJECTED, ...), the analogue of
+	// nginx's $limit_req_status. Off by default: it tells clients how close
+	// they are to a limit only as much as RateLimit already does, but it is
+	// one more field on every response.
+	DecisionHeader bool
+	// Wait blocks for d or until ctx is done, returning ctx.Err() in the
+	// latter case; the Handler uses it for DELAYED requests. nil means a
+	// timer on the monotonic clock. Tests inject an instant one.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
-// RateLimiter applies a set of policies to requests. It is immutable after
-// [NewRateLimiter] and safe for concurrent use.
+// RateLimiter applies a set of policies to requests. Its configuration is
+// replaced atomically by [RateLimiter.Reload]; a request is evaluated
+// entirely under the configuration current when it started. Safe for
+// concurrent use.
 type RateLimiter struct {
-	limiter   limiter.Limiter
-	policies  []Policy
-	operation func(*http.Request) string
-	custom    map[identity.Dimension]DimensionFunc
-	logger    *slog.Logger
+	state atomic.Pointer[rateLimitState]
+}
+
+// rateLimitState is one immutable configuration of a RateLimiter.
+type rateLimitState struct {
+	limiter        limiter.Limiter
+	policies       []Policy
+	operation      func(*http.Request) string
+	custom         map[identity.Dimension]DimensionFunc
+	logger         *slog.Logger
+	dryRun         bool
+	decisionHeader bool
+	wait           func(context.Context, time.Duration) error
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
 // every problem found (errors.Join), each naming its policy. Policies are
 // copied; later changes to cfg have no effect.
 func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
+	st, err := newRateLimitState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rl := &RateLimiter{}
+	rl.state.Store(st)
+	return rl, nil
+}
+
+func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	var errs []error
 	if cfg.Limiter == nil {
 		errs = append(errs, errors.New("rate limit: no limiter"))
@@ -50,66 +89,134 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 	if cfg.Operation == nil {
 		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
 	}
-	rl := &RateLimiter{limiter: cfg.Limiter, operation: cfg.Operation, logger: cfg.Logger, custom: map[identity.Dimension]DimensionFunc{}}
+	st := &rateLimitState{limiter: cfg.Limiter, operation: cfg.Operation, logger: cfg.Logger, custom: map[identity.Dimension]DimensionFunc{},
+		dryRun: cfg.DryRun, decisionHeader: cfg.DecisionHeader, wait: cfg.Wait}
 	for d, f := range cfg.Custom {
-		rl.custom[d] = f
+		st.custom[d] = f
 	}
-	if rl.logger == nil {
-		rl.logger = slog.Default()
+	if st.logger == nil {
+		st.logger = slog.Default()
+	}
+	if st.wait == nil {
+		st.wait = timerWait
 	}
 	names := map[string]bool{}
 	for _, p := range cfg.Policies {
 		p.Key = append([]identity.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
-		if err := p.validate(rl.custom); err != nil {
+		if err := p.validate(st.custom); err != nil {
 			errs = append(errs, err)
 		}
 		if names[p.Name] {
 			errs = append(errs, fmt.Errorf("policy %q: defined twice", p.Name))
 		}
 		names[p.Name] = true
-		rl.policies = append(rl.policies, p)
+		st.policies = append(st.policies, p)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return rl, nil
+	return st, nil
+}
+
+// timerWait is the default Wait.
+func timerWait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Policies returns a copy of the current policies, defaults filled in.
+// Safe for concurrent use.
+func (rl *RateLimiter) Policies() []Policy {
+	return slices.Clone(rl.state.Load().policies)
+}
+
+// Reload validates cfg and, if it is valid, makes it the configuration of
+// every request that starts from now on, atomically; requests in flight
+// finish under the old one. An invalid cfg returns the same errors as
+// [NewRateLimiter] and changes nothing.
+//
+// Budgets live in cfg.Limiter's store, named by policy name, key and limit
+// shape (see [limiter.Request]). So, as nginx keeps its zones across a
+// reload, a policy whose name, rate and burst are unchanged keeps its
+// budgets when cfg.Limiter is the same store, and a policy whose rate or
+// burst changed starts from full buckets. Reload logs one line per policy
+// added, removed or changed (at Info, on the new configuration's logger)
+// and returns the same list (see [DiffPolicies]).
+func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
+	st, err := newRateLimitState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	old := rl.state.Swap(st)
+	changes := DiffPolicies(old.policies, st.policies)
+	if old.limiter != st.limiter {
+		st.logger.Info("ratekey reload: new limiter store, every budget starts fresh")
+	}
+	for _, c := range changes {
+		st.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
+	}
+	return changes, nil
 }
 
 // Handler is the middleware: it charges every applicable policy and either
-// passes the request on or answers it. Use it with chi's r.Use or r.With
-// after [ClientAddress] and [Authenticate].
+// passes the request on (after its delay, if DELAYED) or answers it. Use it
+// with chi's r.Use or r.With after [ClientAddress] and [Authenticate].
 //
 // Responses: the RateLimit-Policy and RateLimit fields
-// (draft-ietf-httpapi-ratelimit-headers-10) for every policy that decided;
-// on rejection the first rejecting policy's status (429 by default) with
-// Retry-After in whole seconds rounded up (RFC 9110 §10.2.3), no
-// Retry-After when the cost can never fit, Cache-Control: no-store and an
-// RFC 9457 problem naming the policy; 401/403 for a missing dimension whose
-// policy rejects; 503 with Retry-After when the limiter fails and the policy
-// fails closed.
+// (draft-ietf-httpapi-ratelimit-headers-10) for every enforcing policy that
+// decided; RateLimit-Decision when configured; on rejection the first
+// rejecting policy's status (429 by default) with Retry-After in whole
+// seconds rounded up (RFC 9110 §10.2.3), no Retry-After when the cost can
+// never fit, Cache-Control: no-store and an RFC 9457 problem naming the
+// policy; 401/403 for a missing dimension whose policy rejects; 503 with
+// Retry-After when the limiter fails and the policy fails closed. A DELAYED
+// request waits on its context; if the context ends first (the client went
+// away, or its deadline passed), the request is recorded as abandoned (a
+// client timeout), is not served, and gets a 503 problem if anyone is still
+// listening.
 func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ev := rl.Check(r, true)
-		rl.log(r, &ev)
-		setRateLimitFields(w.Header(), &ev)
-		if ev.Allowed {
-			next.ServeHTTP(w, r)
-			return
+		st := rl.state.Load()
+		ev := st.check(r, true)
+		if ev.Delay > 0 {
+			if err := st.wait(r.Context(), ev.Delay); err != nil {
+				ev.Abandoned = true
+			}
 		}
-		writeRejection(w, &ev)
+		st.log(r, &ev)
+		setRateLimitFields(w.Header(), &ev)
+		if st.decisionHeader && ev.Decision != "" {
+			w.Header().Set("RateLimit-Decision", string(ev.Decision))
+		}
+		switch {
+		case ev.Abandoned:
+			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
+				Detail: "the request ended while it waited out its rate limit delay"})
+		case ev.Allowed:
+			next.ServeHTTP(w, r)
+		default:
+			writeRejection(w, &ev)
+		}
 	})
 }
 
 // setRateLimitFields writes RateLimit-Policy and RateLimit as RFC 9651 lists
-// with one item per policy that reached the limiter, in policy order:
+// with one item per enforcing policy that the limiter decided, in policy
+// order (a dry-run policy limits nothing, so clients are not told about it):
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
 // left, t = seconds until the bucket is full again (both rounded up).
 func setRateLimitFields(h http.Header, ev *Evaluation) {
 	var pol, cur strings.Builder
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if res.Decision != DecisionPassed && res.Decision != DecisionRejected || res.Key == "" {
+		if res.DryRun || res.Key == "" || res.Decision != DecisionPassed && res.Decision != DecisionDelayed && res.Decision != DecisionRejected {
 			continue
 		}
 		if pol.Len() > 0 {
@@ -118,7 +225,7 @@ func setRateLimitFields(h http.Header, ev *Evaluation) {
 		}
 		name := strconv.Quote(res.Policy) // names are [A-Za-z0-9._-]: a valid sf-string
 		fmt.Fprintf(&pol, "%s;q=%d;w=%d", name, res.Limit.Burst, ceilSeconds(res.Limit.Window()))
-		remaining, reset := res.Current(ev.Charged)
+		remaining, reset := res.Current()
 		fmt.Fprintf(&cur, "%s;r=%d;t=%d", name, remaining, ceilSeconds(reset))
 	}
 	if pol.Len() > 0 {

@@ -1,0 +1,371 @@
+package middleware_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// argDim keys test policies by the "k" query argument, as the nginx
+// differential test keys its zones by $arg_k. (A client-written value: fine
+// for a test, never for production keys.)
+const argDim identity.Dimension = "arg"
+
+// nginxStack is a RateLimiter on a manual clock whose Wait records delays
+// instead of sleeping.
+type nginxStack struct {
+	clock   *memory.ManualClock
+	rl      *middleware.RateLimiter
+	handler http.Handler
+	mu      sync.Mutex
+	waits   []time.Duration
+	served  int
+	wait    func(ctx context.Context, d time.Duration) error
+	logs    bytes.Buffer
+	lim     *memory.Limiter
+	cfg     middleware.RateLimitConfig
+}
+
+func newNginxStack(t *testing.T, cfg middleware.RateLimitConfig) *nginxStack {
+	t.Helper()
+	s := &nginxStack{clock: memory.NewManualClock()}
+	s.lim = memory.New(memory.Options{Clock: s.clock})
+	r := chi.NewRouter()
+	cfg.Limiter = s.lim
+	cfg.Operation = middleware.RouteOperation(r)
+	cfg.Custom = map[identity.Dimension]middleware.DimensionFunc{argDim: func(r *http.Request) (string, bool) {
+		v := r.URL.Query().Get("k")
+		return v, v != ""
+	}}
+	cfg.Logger = slog.New(slog.NewJSONHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Wait = func(ctx context.Context, d time.Duration) error {
+		s.mu.Lock()
+		s.waits = append(s.waits, d)
+		w := s.wait
+		s.mu.Unlock()
+		if w != nil {
+			return w(ctx, d)
+		}
+		return nil
+	}
+	s.cfg = cfg
+	rl, err := middleware.NewRateLimiter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.rl = rl
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.served++
+		s.mu.Unlock()
+	}
+	r.Use(rl.Handler)
+	r.Get("/a", ok)
+	r.Get("/b", ok)
+	s.handler = r
+	return s
+}
+
+// get sends GET path and returns the status, the RateLimit-Decision field
+// and the delay the request waited (0 if none).
+func (s *nginxStack) get(path string) (int, string, time.Duration) {
+	s.mu.Lock()
+	n := len(s.waits)
+	s.mu.Unlock()
+	w := httptest.NewRecorder()
+	s.handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://x.test"+path, nil))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var waited time.Duration
+	if len(s.waits) > n {
+		waited = s.waits[n]
+	}
+	return w.Code, w.Header().Get("RateLimit-Decision"), waited
+}
+
+// nginxPolicy translates an nginx limit_req zone at 1r/s into a Policy:
+// burst=N is Burst N+1; delay=D is DelayAfter D+1; nodelay is DelayAfter 0.
+func nginxPolicy(name string, burst int64, nodelay bool, delay int64) middleware.Policy {
+	l := limit("1r/s", burst+1)
+	switch {
+	case nodelay:
+	case delay > 0:
+		l.DelayAfter = delay + 1
+	default:
+		l.DelayAfter = 1
+	}
+	return middleware.Policy{Name: name, Key: []identity.Dimension{argDim}, Limit: l, Status: http.StatusTooManyRequests}
+}
+
+type outcome struct {
+	status   int
+	decision string
+	delay    time.Duration
+}
+
+// TestNginxBurstModes: six simultaneous requests per nginx limit_req mode,
+// with the expected status, $limit_req_status and delay written out (the
+// same expectations the differential test checks against a real nginx).
+func TestNginxBurstModes(t *testing.T) {
+	const s = time.Second
+	pass := outcome{200, "PASSED", 0}
+	rej := outcome{429, "REJECTED", 0}
+	tests := []struct {
+		name   string
+		policy middleware.Policy
+		dryRun bool
+		want   []outcome
+	}{
+		{"burst=2", nginxPolicy("p", 2, false, 0), false,
+			[]outcome{pass, {200, "DELAYED", 1 * s}, {200, "DELAYED", 2 * s}, rej, rej, rej}},
+		{"burst=2 nodelay", nginxPolicy("p", 2, true, 0), false,
+			[]outcome{pass, pass, pass, rej, rej, rej}},
+		{"burst=2 delay=1", nginxPolicy("p", 2, false, 1), false,
+			[]outcome{pass, pass, {200, "DELAYED", 1 * s}, rej, rej, rej}},
+		{"no burst", nginxPolicy("p", 0, false, 0), false,
+			[]outcome{pass, rej, rej, rej, rej, rej}},
+		{"no burst, default nginx status 503", func() middleware.Policy {
+			p := nginxPolicy("p", 0, false, 0)
+			p.Status = http.StatusServiceUnavailable
+			return p
+		}(), false,
+			[]outcome{pass, {503, "REJECTED", 0}, {503, "REJECTED", 0}, {503, "REJECTED", 0}, {503, "REJECTED", 0}, {503, "REJECTED", 0}}},
+		{"burst=2 dry run", nginxPolicy("p", 2, false, 0), true,
+			[]outcome{pass, {200, "DELAYED_DRY_RUN", 0}, {200, "DELAYED_DRY_RUN", 0},
+				{200, "REJECTED_DRY_RUN", 0}, {200, "REJECTED_DRY_RUN", 0}, {200, "REJECTED_DRY_RUN", 0}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{tc.policy}, DryRun: tc.dryRun, DecisionHeader: true})
+			for i, want := range tc.want {
+				code, dec, delay := st.get("/a?k=x")
+				if got := (outcome{code, dec, delay}); got != want {
+					t.Errorf("request %d: got %+v; want %+v", i+1, got, want)
+				}
+			}
+			// After 1.1 s one more token is back: the next request is
+			// admitted (for nodelay at once; otherwise after its wait).
+			st.clock.Advance(1100 * time.Millisecond)
+			if code, _, _ := st.get("/a?k=x"); code != http.StatusOK {
+				t.Errorf("after 1.1 s: %d; want 200", code)
+			}
+		})
+	}
+}
+
+// TestDryRunAccountsLikeEnforcing: a dry-run policy's bucket evolves
+// exactly as an enforcing one's on the same trace, and nothing is refused.
+func TestDryRunAccountsLikeEnforcing(t *testing.T) {
+	trace := []time.Duration{0, 0, 0, 0, 300, 400, 1200, 1300, 1400, 3000, 3000, 3000, 3000} // ms since start
+	run := func(dry bool) (codes []int, remaining []int64) {
+		p := nginxPolicy("p", 2, true, 0)
+		p.DryRun = dry
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{p}, DecisionHeader: true})
+		for _, at := range trace {
+			st.clock.Set(at * time.Millisecond)
+			code, _, _ := st.get("/a?k=x")
+			codes = append(codes, code)
+			d, err := st.lim.Peek(context.Background(), nil, []limiter.Request{{Key: "p|arg=x", Limit: p.Limit, Cost: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			remaining = append(remaining, d[0].Remaining)
+		}
+		return codes, remaining
+	}
+	enfCodes, enfRem := run(false)
+	dryCodes, dryRem := run(true)
+	if want := []int{200, 200, 200, 429, 429, 429, 200, 429, 429, 200, 200, 429, 429}; !equal(enfCodes, want) {
+		t.Errorf("enforcing codes %v; want %v", enfCodes, want)
+	}
+	for i, c := range dryCodes {
+		if c != http.StatusOK {
+			t.Errorf("dry run request %d: %d; want 200", i, c)
+		}
+	}
+	if !equal(enfRem, dryRem) {
+		t.Errorf("bucket after each request: enforcing %v, dry run %v; want equal", enfRem, dryRem)
+	}
+}
+
+// TestDryRunPolicyNeverWeakensEnforcing: a dry-run policy rejecting does not
+// stop an enforcing policy of the same request from being charged, and
+// its own bucket is not charged (as enforcing mode would not charge it).
+func TestDryRunPolicyNeverWeakensEnforcing(t *testing.T) {
+	enf := nginxPolicy("enf", 4, true, 0) // 5 requests at once
+	dry := nginxPolicy("dry", 0, true, 0) // 1 at once
+	dry.DryRun = true
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{enf, dry}, DecisionHeader: true})
+	var decisions []string
+	for range 7 {
+		code, dec, _ := st.get("/a?k=x")
+		decisions = append(decisions, strings.Join([]string{http.StatusText(code), dec}, " "))
+	}
+	want := []string{"OK PASSED", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN",
+		"Too Many Requests REJECTED", "Too Many Requests REJECTED"}
+	if !equal(decisions, want) {
+		t.Errorf("decisions %q; want %q", decisions, want)
+	}
+	ev := st.rl.Check(httptest.NewRequest(http.MethodGet, "/a?k=x", nil), false)
+	if got := ev.Policies[1].Remaining; got != 0 {
+		t.Errorf("dry-run bucket remaining %d; want 0 (charged once, by the first request)", got)
+	}
+}
+
+// TestMaxDelay: a wait longer than max_delay is a rejection up front that
+// charges nothing, with a Retry-After after which the delay fits.
+func TestMaxDelay(t *testing.T) {
+	p := nginxPolicy("p", 4, false, 0) // burst=4: delays 1s, 2s, 3s, 4s
+	p.Limit.MaxDelay = 2 * time.Second
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{p}, DecisionHeader: true})
+	want := []outcome{{200, "PASSED", 0}, {200, "DELAYED", time.Second}, {200, "DELAYED", 2 * time.Second}, {429, "REJECTED", 0}, {429, "REJECTED", 0}}
+	for i, w := range want {
+		code, dec, delay := st.get("/a?k=x")
+		if got := (outcome{code, dec, delay}); got != w {
+			t.Errorf("request %d: got %+v; want %+v", i+1, got, w)
+		}
+	}
+	ev := st.rl.Check(httptest.NewRequest(http.MethodGet, "/a?k=x", nil), false)
+	if got := ev.Policies[0]; got.RetryAfter != time.Second || got.Remaining != 2 {
+		t.Errorf("after the rejections: retry %v remaining %d; want 1s and 2 (rejections charged nothing)", got.RetryAfter, got.Remaining)
+	}
+}
+
+// TestDelayAbandoned: a client that goes away during its delay is recorded
+// as a client timeout, not served, and its budget stays spent.
+func TestDelayAbandoned(t *testing.T) {
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 2, false, 0)}, DecisionHeader: true})
+	st.wait = func(ctx context.Context, d time.Duration) error { return context.Canceled }
+	if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "PASSED" {
+		t.Fatalf("first: %d %s", code, dec)
+	}
+	code, dec, delay := st.get("/a?k=x")
+	if code != http.StatusServiceUnavailable || dec != "DELAYED" || delay != time.Second {
+		t.Errorf("abandoned: %d %s %v; want 503 DELAYED 1s", code, dec, delay)
+	}
+	if st.served != 1 {
+		t.Errorf("served %d; want 1 (the abandoned request never reaches the handler)", st.served)
+	}
+	if !strings.Contains(st.logs.String(), `"decision":"DELAYED"`) || !strings.Contains(st.logs.String(), `"outcome":"client_timeout"`) {
+		t.Errorf("log lacks the client timeout record:\n%s", st.logs.String())
+	}
+	if _, dec, delay := st.get("/a?k=x"); dec != "DELAYED" || delay != 2*time.Second {
+		t.Errorf("next: %s %v; want DELAYED 2s (the abandoned request's cost stays spent)", dec, delay)
+	}
+}
+
+// TestTwoRoutesShareAPolicy: two routes under one policy without an
+// operation dimension share one budget, as two nginx locations share a zone.
+func TestTwoRoutesShareAPolicy(t *testing.T) {
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 1, true, 0)}})
+	got := []int{}
+	for _, path := range []string{"/a?k=x", "/b?k=x", "/a?k=x", "/b?k=x"} {
+		code, _, _ := st.get(path)
+		got = append(got, code)
+	}
+	if want := []int{200, 200, 429, 429}; !equal(got, want) {
+		t.Errorf("codes %v; want %v", got, want)
+	}
+}
+
+// TestDecisionHeaderOff: without decision_header no RateLimit-Decision field.
+func TestDecisionHeaderOff(t *testing.T) {
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 1, true, 0)}})
+	if _, dec, _ := st.get("/a?k=x"); dec != "" {
+		t.Errorf("RateLimit-Decision %q without decision_header", dec)
+	}
+}
+
+// TestReload: unchanged policies keep their budgets, changed ones start
+// fresh, an invalid configuration is refused and the old one keeps running.
+func TestReload(t *testing.T) {
+	keep := nginxPolicy("keep", 1, true, 0)
+	change := nginxPolicy("change", 1, true, 0)
+	change.Key = []identity.Dimension{argDim}
+	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{keep}})
+	st2Policies := func(ps ...middleware.Policy) middleware.RateLimitConfig {
+		c := st.cfg
+		c.Policies = ps
+		return c
+	}
+	// Spend keep's budget on /a.
+	st.get("/a?k=x")
+	st.get("/a?k=x")
+	if code, _, _ := st.get("/a?k=x"); code != 429 {
+		t.Fatalf("keep not exhausted: %d", code)
+	}
+	bad := nginxPolicy("keep", 1, true, 0)
+	bad.Limit.Burst = 0
+	if _, err := st.rl.Reload(st2Policies(bad)); err == nil || !strings.Contains(err.Error(), `policy "keep"`) {
+		t.Fatalf("invalid reload: %v", err)
+	}
+	if code, _, _ := st.get("/a?k=x"); code != 429 {
+		t.Errorf("after a refused reload: %d; want 429 (old config and state)", code)
+	}
+
+	other := nginxPolicy("other", 0, true, 0)
+	changes, err := st.rl.Reload(st2Policies(keep, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []middleware.PolicyChange{{Policy: "other", Change: middleware.PolicyAdded}}; !equal(changes, want) {
+		t.Errorf("changes %+v; want %+v", changes, want)
+	}
+	if code, _, _ := st.get("/a?k=x"); code != 429 {
+		t.Errorf("keep after reload: %d; want 429 (budget kept)", code)
+	}
+
+	bigger := keep
+	bigger.Limit.Burst = 5
+	slower := keep
+	slower.DryRun = true
+	changes, err = st.rl.Reload(st2Policies(bigger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []middleware.PolicyChange{
+		{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 2 -> 5"},
+		{Policy: "other", Change: middleware.PolicyRemoved},
+	}
+	if !equal(changes, want) {
+		t.Errorf("changes %+v; want %+v", changes, want)
+	}
+	if code, _, _ := st.get("/a?k=x"); code != 200 {
+		t.Errorf("keep after a burst change: %d; want 200 (fresh bucket)", code)
+	}
+	if !strings.Contains(st.logs.String(), `"change":"restarted"`) {
+		t.Errorf("reload not logged:\n%s", st.logs.String())
+	}
+	changes, _ = st.rl.Reload(st2Policies(slower))
+	if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !equal(changes, want) {
+		t.Errorf("changes %+v; want %+v", changes, want)
+	}
+	if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "" {
+		t.Errorf("dry run after reload: %d %q; want 200 (and no header: decision_header is off)", code, dec)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
