@@ -25,6 +25,22 @@
 // https://nginx.org/en/docs/http/ngx_http_limit_req_module.html). nginx rates
 // "10r/s" and "30r/m" are accepted by [ParseRate].
 //
+// # Delay and dry run
+//
+// A [Limit] may admit only DelayAfter tokens of its burst at once: a request
+// that digs deeper is admitted and charged, but [Decision.Delay] tells the
+// caller to hold it until it conforms to the rate (nginx limit_req without
+// nodelay, or with delay=). MaxDelay turns a longer wait into a rejection.
+// A [Request] may be DryRun: decided and accounted as if enforced, never
+// acted upon by the caller (nginx limit_req_dry_run).
+//
+// nginx mapping, with nginx's burst=N being Burst N+1 here:
+//
+//	limit_req ... burst=N            Burst N+1, DelayAfter 1
+//	limit_req ... burst=N nodelay    Burst N+1 (DelayAfter 0)
+//	limit_req ... burst=N delay=D    Burst N+1, DelayAfter D+1
+//	limit_req ... (no burst)         Burst 1
+//
 // # Several limits per request
 //
 // A [Limiter] decides every [Request] of one call atomically and

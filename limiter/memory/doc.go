@@ -6,9 +6,10 @@
 //
 // # Algorithm
 //
-// Each key holds one int64: its theoretical arrival time (TAT), the instant
-// at which its bucket will be full again (GCRA, the generic cell rate
-// algorithm). With T = [limiter.Rate.Interval] and tau = Burst·T (the
+// Each bucket holds one int64: its theoretical arrival time (TAT), the
+// instant at which it will be full again (GCRA, the generic cell rate
+// algorithm). The rule is [limiter.Decide], with delay_after, max_delay and
+// the dry-run rule of the [limiter.Limiter] contract. With T = [limiter.Rate.Interval] and tau = Burst·T (the
 // [limiter.Limit.Window]), a request of cost c at time now is decided as
 //
 //	tat0   = max(TAT, now)            // an unknown key has TAT = now: a full bucket
@@ -27,7 +28,9 @@
 //
 // # Memory
 //
-// A tracked key costs its map entry (the key string and one int64). At most
-// [Options.MaxKeys] keys are tracked; see [Options] for how the bound is
-// enforced and what is evicted.
+// A tracked bucket costs one map entry: a 64-bit keyed hash of its key and
+// limit shape, and one int64 (about 38 bytes per bucket at a million
+// buckets, map overhead included; nginx documents 128 bytes per limit_req
+// state). The key string is not kept. At most [Options.MaxKeys] buckets are
+// tracked; see [Options] for how the bound is enforced and what is evicted.
 package memory

@@ -1,8 +1,8 @@
 package memory
 
 // DefaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0:
-// one million. At roughly 100 bytes per key (key string included; see
-// BenchmarkMemoryPerKey) that is on the order of 100 MB.
+// one million. At roughly 38 bytes per tracked bucket (see
+// BenchmarkMemoryPerKey) that is on the order of 40 MB.
 const DefaultMaxKeys = 1_000_000
 
 // Options configures [New]. The zero value is usable: DefaultMaxKeys keys on

@@ -37,42 +37,99 @@ func (r refLimiter) bucket(key string, l limiter.Limit, now int64) *refBucket {
 	return &refBucket{tokens: tok, last: now}
 }
 
-// take decides reqs all-or-nothing, in order, and charges if all fit.
-func (r refLimiter) take(reqs []limiter.Request, now int64) []limiter.Decision {
+// take decides reqs as the Limiter contract says: all-or-nothing, in order;
+// when some request is rejected and some are dry run, the enforcing ones
+// are decided again on their own and charged if they all fit. It returns
+// the decisions and which requests were charged.
+func (r refLimiter) take(reqs []limiter.Request, now int64) ([]limiter.Decision, []bool) {
+	out, all := r.pass(reqs, now, func(int) bool { return true }, true)
+	charged := make([]bool, len(reqs))
+	if all {
+		for i := range charged {
+			charged[i] = true
+		}
+		return out, charged
+	}
+	dry := false
+	for _, q := range reqs {
+		dry = dry || q.DryRun
+	}
+	if !dry {
+		return out, charged
+	}
+	enforcing := func(i int) bool { return !reqs[i].DryRun }
+	second, ok := r.pass(reqs, now, enforcing, true)
+	for i := range reqs {
+		if enforcing(i) {
+			out[i] = second[i]
+			charged[i] = ok
+		}
+	}
+	return out, charged
+}
+
+// pass decides the requests selected by in, in order, and charges them if
+// commit is set and all are allowed; it reports whether all are.
+func (r refLimiter) pass(reqs []limiter.Request, now int64, in func(int) bool, commit bool) ([]limiter.Decision, bool) {
 	work := map[string]*refBucket{}
 	out := make([]limiter.Decision, len(reqs))
 	all := true
 	for i, q := range reqs {
-		b, ok := work[q.Key]
+		if !in(i) {
+			continue
+		}
+		// Buckets are named by key and limit shape.
+		name := fmt.Sprintf("%s/%d/%d", q.Key, q.Limit.Rate.Interval(), q.Limit.Burst)
+		b, ok := work[name]
 		if !ok {
-			b = r.bucket(q.Key, q.Limit, now)
-			work[q.Key] = b
+			b = r.bucket(name, q.Limit, now)
+			work[name] = b
 		}
 		t := new(big.Rat).SetInt64(int64(q.Limit.Rate.Interval()))
 		cost := new(big.Rat).SetInt64(q.Cost)
 		burst := new(big.Rat).SetInt64(q.Limit.Burst)
+		da := q.Limit.DelayAfter
+		if da == 0 {
+			da = q.Limit.Burst
+		}
+		// need: the tokens the bucket must hold to admit the request now.
+		need := cost
+		if q.Limit.MaxDelay > 0 {
+			// Admitted with delay (burst - (tokens-cost) - da)·T <= MaxDelay.
+			md := new(big.Rat).Quo(new(big.Rat).SetInt64(int64(q.Limit.MaxDelay)), t)
+			alt := new(big.Rat).Sub(new(big.Rat).Add(cost, burst), new(big.Rat).Add(new(big.Rat).SetInt64(da), md))
+			if alt.Cmp(need) > 0 {
+				need = alt
+			}
+		}
 		var d limiter.Decision
 		switch {
-		case q.Cost > q.Limit.Burst:
+		case need.Cmp(burst) > 0:
 			d.Never = true
-		case b.tokens.Cmp(cost) >= 0:
+		case b.tokens.Cmp(need) >= 0:
 			d.Allowed = true
 			b.tokens = new(big.Rat).Sub(b.tokens, cost)
+			// Delay = (burst - tokens - da)·T when positive.
+			delay := new(big.Rat).Mul(new(big.Rat).Sub(new(big.Rat).Sub(burst, b.tokens), new(big.Rat).SetInt64(da)), t)
+			if delay.Sign() > 0 {
+				d.Delay = time.Duration(ratInt(delay))
+			}
 		default:
-			// RetryAfter = (cost - tokens)·T, an integer: tokens·T always is.
-			d.RetryAfter = time.Duration(ratInt(new(big.Rat).Mul(new(big.Rat).Sub(cost, b.tokens), t)))
+			// RetryAfter = (need - tokens)·T, an integer: tokens·T always is,
+			// and need·T is cost·T or (cost+burst-da)·T - MaxDelay.
+			d.RetryAfter = time.Duration(ratInt(new(big.Rat).Mul(new(big.Rat).Sub(need, b.tokens), t)))
 		}
 		d.Remaining = floor(b.tokens)
 		d.ResetAfter = time.Duration(ratInt(new(big.Rat).Mul(new(big.Rat).Sub(burst, b.tokens), t)))
 		all = all && d.Allowed
 		out[i] = d
 	}
-	if all {
+	if all && commit {
 		for k, b := range work {
 			r[k] = b
 		}
 	}
-	return out
+	return out, all
 }
 
 func floor(x *big.Rat) int64 {
@@ -88,7 +145,8 @@ func ratInt(x *big.Rat) int64 {
 
 // TestPropertyRandomTraces drives the limiter and the reference with random
 // multi-policy traces (rounded intervals, weighted requests, costs above the
-// burst, repeated keys, zero and huge time steps) and checks that
+// burst, repeated keys, zero and huge time steps, delay_after, max_delay,
+// dry-run requests) and checks that
 //   - every decision equals the reference's, field by field;
 //   - over every window [t1, t2] of each key, the admitted cost is at most
 //     Burst + Count·(t2-t1)/Per, the configured rate (checked in integers).
@@ -111,7 +169,14 @@ func TestPropertyRandomTraces(t *testing.T) {
 	for trace := range traces {
 		limits := map[string]limiter.Limit{}
 		for _, k := range keys {
-			limits[k] = limiter.Limit{Rate: rates[rng.Intn(len(rates))], Burst: 1 + rng.Int63n(10)}
+			li := limiter.Limit{Rate: rates[rng.Intn(len(rates))], Burst: 1 + rng.Int63n(10)}
+			if rng.Intn(2) == 0 {
+				li.DelayAfter = 1 + rng.Int63n(li.Burst)
+			}
+			if rng.Intn(3) == 0 {
+				li.MaxDelay = time.Duration(rng.Int63n(int64(li.Burst) * int64(li.Rate.Interval())))
+			}
+			limits[k] = li
 		}
 		clk := NewManualClock()
 		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
@@ -138,9 +203,9 @@ func TestPropertyRandomTraces(t *testing.T) {
 			for i := range reqs {
 				k := keys[rng.Intn(len(keys))]
 				li := limits[k]
-				reqs[i] = limiter.Request{Key: k, Limit: li, Cost: 1 + rng.Int63n(li.Burst+1)}
+				reqs[i] = limiter.Request{Key: k, Limit: li, Cost: 1 + rng.Int63n(li.Burst+1), DryRun: rng.Intn(4) == 0}
 			}
-			want := ref.take(reqs, now)
+			want, charged := ref.take(reqs, now)
 			peek := mustPeek(t, l, reqs...)
 			got := mustTake(t, l, reqs...)
 			for i := range reqs {
@@ -149,12 +214,8 @@ func TestPropertyRandomTraces(t *testing.T) {
 						trace, step, now, i, reqs[i], reqs[i].Limit.Rate.Interval(), got[i], peek[i], want[i])
 				}
 			}
-			allowed := true
-			for _, d := range got {
-				allowed = allowed && d.Allowed
-			}
-			if allowed {
-				for _, q := range reqs {
+			for i, q := range reqs {
+				if charged[i] {
 					admitted[q.Key] = append(admitted[q.Key], event{now, q.Cost})
 				}
 			}
@@ -209,7 +270,7 @@ func FuzzTrace(f *testing.F) {
 				}
 				reqs = append(reqs, limiter.Request{Key: keys[k], Limit: limits[k], Cost: cost})
 			}
-			want := ref.take(reqs, now)
+			want, _ := ref.take(reqs, now)
 			got := mustTake(t, l, reqs...)
 			for i := range reqs {
 				if got[i] != want[i] {
