@@ -35,8 +35,11 @@ type app struct {
 	debug    *netipx.IPSet // nil when the debug endpoint is off
 }
 
-// build validates cfg and returns the wired app, or every error found.
-func build(cfg *Config, logger *slog.Logger) (*app, error) {
+// build validates cfg and returns the wired app, or every error found. When
+// prev is not nil (a reload), the app keeps prev's limiter store, and so the
+// budgets of unchanged policies; the store's own settings cannot change
+// without a restart.
+func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	var errs []error
 	a := &app{cfg: cfg}
 
@@ -77,8 +80,12 @@ func build(cfg *Config, logger *slog.Logger) (*app, error) {
 		a.policies = append(a.policies, p)
 	}
 
-	switch cfg.Limiter.Store {
-	case "", "memory":
+	switch {
+	case prev != nil && cfg.Limiter != prev.cfg.Limiter:
+		errs = append(errs, errors.New("limiter: the store settings changed; a reload keeps the running store and its budgets, so restart the demo to apply them"))
+	case prev != nil:
+		a.limiter = prev.limiter
+	case cfg.Limiter.Store == "" || cfg.Limiter.Store == "memory":
 		if cfg.Limiter.MaxKeys < 0 {
 			errs = append(errs, fmt.Errorf("limiter.max_keys: %d must be >= 0 (0 means the default)", cfg.Limiter.MaxKeys))
 			break
@@ -150,10 +157,12 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 
 func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
 	return middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter:   a.limiter,
-		Policies:  a.policies,
-		Operation: middleware.RouteOperation(root),
-		Logger:    logger,
+		Limiter:        a.limiter,
+		Policies:       a.policies,
+		Operation:      middleware.RouteOperation(root),
+		Logger:         logger,
+		DryRun:         a.cfg.DryRun,
+		DecisionHeader: a.cfg.DecisionHeader,
 	})
 }
 
@@ -289,6 +298,20 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 		errs = append(errs, fmt.Errorf("cost: %d exceeds burst %d, so no request could ever pass", pc.Cost, pc.Burst))
 	}
 	p.Limit = limiter.Limit{Rate: rate, Burst: int64(pc.Burst)}
+	if pc.DelayAfter != nil {
+		if *pc.DelayAfter < 1 || *pc.DelayAfter > pc.Burst {
+			errs = append(errs, fmt.Errorf("delay_after: %d must be 1 to burst %d (1 delays everything after the first request, like nginx burst=N; omit it for nodelay)", *pc.DelayAfter, pc.Burst))
+		}
+		p.Limit.DelayAfter = int64(*pc.DelayAfter)
+	}
+	if pc.MaxDelay != "" {
+		d, err := time.ParseDuration(pc.MaxDelay)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("max_delay: %q is not a positive duration such as 2s", pc.MaxDelay))
+		}
+		p.Limit.MaxDelay = d
+	}
+	p.DryRun = pc.DryRun
 	return p, errors.Join(errs...)
 }
 

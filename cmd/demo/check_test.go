@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runDemo(t *testing.T, args ...string) (int, string, string) {
@@ -132,7 +135,7 @@ func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := build(cfg, discardLogger())
+	a, err := build(cfg, discardLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +245,10 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"hex burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0x10}\n", `"0x10" is not a decimal integer`},
 		{"exponent max_keys", "limiter: {max_keys: 1e3}\n", `"1e3" is not a decimal integer`},
 		{"fractional prefix", "trusted_proxies: {ipv4_prefix: 24.9}\n", `"24.9" is not a decimal integer`},
+		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
+		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
+		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
+		{"dry_run not a bool", "dry_run: maybe\n", `dry_run`},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
 		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs at least one entry in auth.issuers"},
 		{"zero leeway", "auth:\n  leeway: 0s\n  issuers:" + issuer("https://a.invalid", "a") + "\n", `auth.leeway: "0s" is not a positive duration`},
@@ -265,5 +272,41 @@ func TestCheckRefusesGuesses(t *testing.T) {
 				t.Errorf("error output carries Go source positions:\n%s", errOut)
 			}
 		})
+	}
+}
+
+// TestPolicyNginxFields: delay_after, max_delay and dry_run reach the
+// policy; dry_run and decision_header reach the rate limiter.
+func TestPolicyNginxFields(t *testing.T) {
+	cfg, err := parseConfig([]byte(`
+dry_run: true
+decision_header: true
+policies:
+  - {name: a, key: [network], rate: 1r/s, burst: 3, delay_after: 1, max_delay: 1500ms, dry_run: true}
+  - {name: b, key: [network], rate: 1r/s, burst: 3}
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{a.policies[0].Limit.DelayAfter, a.policies[0].Limit.MaxDelay, a.policies[0].DryRun, a.policies[1].Limit.DelayAfter, a.policies[1].DryRun}
+	want := []any{int64(1), 1500 * time.Millisecond, true, int64(0), false}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("field %d = %v; want %v", i, got[i], want[i])
+		}
+	}
+	h, err := a.router(discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if d := w.Header().Get("RateLimit-Decision"); d != "PASSED" {
+		t.Errorf("RateLimit-Decision %q; want PASSED", d)
 	}
 }

@@ -22,6 +22,10 @@ type Config struct {
 	Policies       []PolicyConfig       `yaml:"policies"`
 	Debug          DebugConfig          `yaml:"debug"`
 	Limiter        LimiterConfig        `yaml:"limiter"`
+	// DryRun puts every policy in dry run (nginx limit_req_dry_run on).
+	DryRun bool `yaml:"dry_run"`
+	// DecisionHeader adds the RateLimit-Decision response field.
+	DecisionHeader bool `yaml:"decision_header"`
 
 	// dir resolves relative key file paths: the config file's directory, or
 	// the working directory for the embedded default.
@@ -74,6 +78,13 @@ type PolicyConfig struct {
 	Status       integer   `yaml:"status"`
 	OnMissing    string    `yaml:"on_missing"`
 	OnStoreError string    `yaml:"on_store_error"`
+	// DelayAfter: tokens of the burst admitted without waiting; omitted
+	// means burst (nginx nodelay). nginx burst=N delay=D is burst N+1,
+	// delay_after D+1; plain burst=N is delay_after 1.
+	DelayAfter *integer `yaml:"delay_after"`
+	// MaxDelay: a Go duration; a longer wait is a rejection up front.
+	MaxDelay string `yaml:"max_delay"`
+	DryRun   bool   `yaml:"dry_run"`
 }
 
 // DebugConfig configures the debug endpoint.

@@ -128,6 +128,14 @@ func (s *syncBuffer) String() string {
 // its stderr (the JSON log).
 func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
 	t.Helper()
+	addr, logs, _ := startDemoProcess(t, dir, cfg)
+	return addr, logs
+}
+
+// startDemoProcess is startDemo that also returns the process, for tests
+// that signal it. The config is written to dir/ratekey.yaml.
+func startDemoProcess(t *testing.T, dir, cfg string) (string, *syncBuffer, *exec.Cmd) {
+	t.Helper()
 	bin := filepath.Join(dir, "demo")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -164,11 +172,11 @@ func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
 		if !ok {
 			t.Fatalf("unexpected first line %q", line)
 		}
-		return addr, logs
+		return addr, logs, cmd
 	case <-time.After(30 * time.Second):
 		t.Fatalf("demo did not start; log:\n%s", logs)
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 func startNginx(t *testing.T, nginx, dir, upstream string) string {

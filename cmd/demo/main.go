@@ -3,7 +3,8 @@
 //
 // Usage:
 //
-//	demo [serve] [-config FILE] [-addr HOST:PORT]   serve (embedded default config without -config)
+//	demo [serve] [-config FILE] [-addr HOST:PORT]   serve (embedded default config without -config);
+//	                                                 SIGHUP reloads the config, keeping unchanged budgets
 //	demo check -config FILE                          validate a config, like nginx -t
 //	demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
 //	                                                 mint a dev token with a private key file named in the config
@@ -46,7 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage:
-  demo [serve] [-config FILE] [-addr HOST:PORT]   serve (the embedded default config without -config)
+  demo [serve] [-config FILE] [-addr HOST:PORT]   serve (the embedded default config without -config);
+                                                   kill -HUP reloads the config, keeping unchanged budgets
   demo check [-config FILE]                        validate a config, like nginx -t
   demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
                                                    mint a dev token with a private_key_file from the config
@@ -60,7 +62,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := loadConfig(*path)
 	if err == nil {
-		_, err = build(cfg, discardLogger())
+		_, err = build(cfg, discardLogger(), nil)
 	}
 	if err != nil {
 		printConfigErrors(stderr, err)

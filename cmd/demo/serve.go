@@ -42,6 +42,9 @@ func parseFlags(fs *flag.FlagSet, args []string) bool {
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// newJSONLogger is the demo's log: JSON lines, Info and above.
+func newJSONLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+
 func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "config file (default: the embedded default)")
@@ -49,18 +52,18 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if !parseFlags(fs, args) {
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	logger := newJSONLogger(stderr)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	a, err := build(cfg, logger)
+	a, err := build(cfg, logger, nil)
 	if err != nil {
 		printConfigErrors(stderr, err)
 		return 1
 	}
-	h, err := a.router(logger)
+	h, err := newServer(*path, logger, a)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -85,6 +88,20 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the config, as it does for nginx.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_ = h.reload() // logged; the running config stays on error
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	go func() {
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "ratekey demo shutting down")

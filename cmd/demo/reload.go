@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// server is the demo's root handler: the app built from the current config,
+// swapped atomically by reload. A request runs entirely on the handler it
+// started with.
+type server struct {
+	path    string // config file; "" is the embedded default
+	logger  *slog.Logger
+	mu      sync.Mutex // serialises reloads; guards app
+	app     *app
+	handler atomic.Pointer[http.Handler]
+}
+
+// newServer wraps a built app.
+func newServer(path string, logger *slog.Logger, a *app) (*server, error) {
+	h, err := a.router(logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{path: path, logger: logger, app: a}
+	s.handler.Store(&h)
+	return s, nil
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.handler.Load()).ServeHTTP(w, r)
+}
+
+// reload re-reads the config file and, if it is valid, swaps it in: the
+// limiter store is kept, so policies whose name, rate and burst are
+// unchanged keep their budgets (as nginx keeps its zones across a reload)
+// and changed ones start fresh; each change is logged. An invalid config is
+// refused, logged with every error, and the running one stays. The listen
+// address is not re-bound (a restart applies it).
+func (s *server) reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cfg, err := loadConfig(s.path)
+	var a *app
+	if err == nil {
+		a, err = build(cfg, s.logger, s.app)
+	}
+	var h http.Handler
+	if err == nil {
+		h, err = a.router(s.logger)
+	}
+	if err != nil {
+		var list []string
+		for _, e := range splitErrors(err) {
+			list = append(list, e.Error())
+		}
+		s.logger.Error("ratekey reload refused: the running configuration stays", slog.Any("errors", list))
+		return err
+	}
+	if cfg.Listen != s.app.cfg.Listen {
+		s.logger.Warn("ratekey reload: listen changed; restart the demo to apply it", slog.String("listen", s.app.cfg.Listen))
+	}
+	changes := middleware.DiffPolicies(s.app.policies, a.policies)
+	for _, c := range changes {
+		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
+	}
+	s.app = a
+	s.handler.Store(&h)
+	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)))
+	return nil
+}
+
+func (s *server) describe() string {
+	if s.path == "" {
+		return "embedded default"
+	}
+	return fmt.Sprint(s.path)
+}
