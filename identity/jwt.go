@@ -15,7 +15,10 @@ var (
 	errCrit            = errors.New("identity: token has a crit header")
 	errUntrustedHeader = errors.New("identity: token header names a key source that is never trusted")
 	errAlgNotAllowed   = errors.New("identity: algorithm not allowed")
-	errUnknownIssuer   = errors.New("identity: token issuer is not accepted")
+	errKeyAlg          = errors.New("identity: token algorithm differs from its key's algorithm")
+	errKeyUnusable     = errors.New("identity: the key named by kid is not usable for this issuer")
+	errTyp             = errors.New("identity: token type is not accepted")
+	errUnknownIssuer   = ErrUnknownIssuer
 	errUnknownKID      = errors.New("identity: unknown key id")
 	errKIDRequired     = errors.New("identity: key id required")
 	errTenant          = errors.New("identity: token tenant is not accepted")
@@ -23,14 +26,16 @@ var (
 
 // untrustedHeaders are the JWS header parameters that point at or embed key
 // material (RFC 7515 §4.1.2-§4.1.6). Keys come only from configuration, so
-// a token carrying any of them is refused rather than silently ignored.
+// a token carrying any of them is refused rather than silently ignored
+// (RFC 8725 §3.10).
 var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 
 // JWTAuthenticator verifies bearer JWTs (RFC 7519, JWS compact serialization
-// RFC 7515) against statically configured issuer records and returns the
+// RFC 7515) against issuer records (static keys or a JWK Set per record,
+// plus records supplied at run time by an [IssuerResolver]) and returns the
 // [Principal] they prove.
 //
-// Verification is strict by construction (ratekey's identity rules):
+// Verification is strict by construction (ratekey's identity rules, RFC 8725):
 //
 //  1. The token is at most [MaxTokenBytes] bytes (checked before decoding)
 //     and has exactly three base64url segments (strict decoding, no
@@ -38,77 +43,144 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //  2. The header is one JSON object with unique keys and a string "alg".
 //     "crit" present: refused, no extension is understood (RFC 7515
 //     §4.1.11). "jku", "jwk", "x5u", "x5c" present: refused, keys are never
-//     taken from the token. "alg" must be one the record lists ("none"
-//     never is).
-//  3. The unverified `iss` only selects the issuer record; an unknown issuer
-//     is refused. From here on only that record's keys, algorithms and
-//     audiences apply.
-//  4. The key is chosen by "kid" among the record's keys only (a token
-//     without kid is accepted only if the record has exactly one key), and
-//     must be of the family and curve the algorithm requires.
-//  5. golang-jwt checks the signature, then the claims: exp required
+//     taken from the token (RFC 8725 §3.10). "alg" must be one the record
+//     lists ("none" never is; names are case-sensitive, so "None" and
+//     "NONE" are unknown). "kid" and "typ", when present, must be strings.
+//  3. The unverified `iss` only selects the issuer record (static, or from
+//     the resolver); an unknown issuer is refused. From here on only that
+//     record's keys, algorithms, audiences and type apply.
+//  4. When the record sets Type, "typ" must match it (RFC 8725 §3.11,
+//     RFC 9068 §4 for "at+jwt").
+//  5. The key is chosen by "kid" among the record's keys only (a token
+//     without kid is accepted only if the record, or its current JWK Set,
+//     has exactly one key); the token's alg must be the one algorithm that
+//     key is bound to (see [VerificationKey]).
+//  6. golang-jwt checks the signature, then the claims: exp required
 //     (RFC 7519 §4.1.4), nbf and iat (not in the future), all with the
 //     configured leeway; iss equal to the record's; aud containing one of the
-//     record's audiences. `exp` must be a positive JSON number, `sub` a
-//     non-empty string. Because the signature is checked first, a forged
-//     token reports only "token signature is invalid", whatever its claims.
-//  6. Tenant: the record's fixed tenant, or the record's tenant claim, whose
-//     value must be in the record's list (exact match). Account: `sub`.
-//     CredentialID: `client_id`, else `azp`, else "".
+//     record's audiences. `exp` must be a positive JSON number (a quoted
+//     number, 0 or a negative value is refused), `sub` a non-empty string;
+//     duplicate claim names and case variants of the claims read here are
+//     refused. Because the signature is checked first, a forged token
+//     reports only "token signature is invalid", whatever its claims.
+//  7. `iss` is compared with the record once more. Tenant: the record's
+//     fixed tenant, or the record's tenant claim, whose value must be in
+//     the record's list (exact match). Account: `sub`. CredentialID:
+//     `client_id`, else `azp`, else "".
 //
-// Every failure is an [*AuthError] with [CodeInvalidToken] and a fixed
-// description; none contains the token or any value taken from it.
+// Every verification failure is an [*AuthError] with [CodeInvalidToken] and a
+// fixed description; none contains the token or any value taken from it.
+// When the keys cannot be obtained (JWK Set never fetched, resolver down)
+// the error wraps [ErrKeySourceUnavailable] instead (503, not 401).
 //
-// A JWTAuthenticator is immutable after [NewJWTAuthenticator] and safe for
-// concurrent use by multiple goroutines.
+// A JWTAuthenticator is immutable after [NewJWTAuthenticator] (its JWK Set
+// caches and resolved records are internally synchronized) and safe for
+// concurrent use by multiple goroutines. Call [JWTAuthenticator.Close] to
+// stop the background JWK Set refreshers.
 type JWTAuthenticator struct {
 	issuers map[string]*issuerState
+	env     *jwtEnv
 }
 
 var _ Authenticator = (*JWTAuthenticator)(nil)
 
 // NewJWTAuthenticator validates cfg and returns an authenticator. It reports
 // all configuration problems at once (errors.Join), each naming the issuer
-// and, for key problems, the kid: no issuers; empty or duplicate issuer;
-// tenant settings inconsistent; a tenant that two issuers could vouch for; no audiences; no, unknown ("none" included)
-// or duplicate algorithms; no keys; duplicate kid or empty kid among
+// and, for key problems, the kid: no issuers (and no resolver); empty or
+// duplicate issuer; tenant settings inconsistent; a tenant that two issuers
+// could vouch for; no audiences; no, unknown ("none" included) or duplicate
+// algorithms; neither or both of Keys and JWKSURL; a JWKSURL that is not
+// https (or http to a loopback host); duplicate kid or empty kid among
 // several keys; unsupported key type; RSA key under 2048 bits; HMAC secret
 // shorter than its hash (32/48/64 bytes for HS256/384/512, RFC 7518 §3.2) or
-// containing PEM text; an ECDSA key whose curve matches no listed ES*
-// algorithm; any algorithm without a compatible key (HS256 with an RSA key)
-// or key without a compatible algorithm; leeway negative or above
-// [MaxLeeway]. Configuration values (issuer names, kids) appear in the
-// messages; key material never does.
+// containing PEM text; a key compatible with none of the algorithms, or
+// with several and no VerificationKey.Algorithm; an algorithm without a
+// compatible key; an invalid Type; leeway negative or above [MaxLeeway];
+// JWKS options out of range. Configuration values (issuer names, kids)
+// appear in the messages; key material never does.
+//
+// No network I/O happens here: JWK Sets are fetched on first use or by
+// [JWTAuthenticator.Ready].
 func NewJWTAuthenticator(cfg JWTConfig) (*JWTAuthenticator, error) {
-	states, err := compile(cfg)
+	states, env, err := compile(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &JWTAuthenticator{issuers: states}, nil
+	return &JWTAuthenticator{issuers: states, env: env}, nil
+}
+
+// Ready fetches the JWK Set of every static JWKSURL record that has none
+// yet (starting its background refresher) and waits until each has
+// completed its first attempt or ctx ends. It returns nil when every such
+// record has a key set, else one error per record without one, joined,
+// each naming the issuer and wrapping [ErrKeySourceUnavailable]. Records
+// without a key set keep being retried in the background. Call it at
+// start-up to fail fast or log; it is optional. Safe for concurrent use.
+func (a *JWTAuthenticator) Ready(ctx context.Context) error {
+	var errs []error
+	for _, st := range a.issuers {
+		if st.jwks != nil {
+			st.jwks.start()
+		}
+	}
+	for _, st := range a.issuers {
+		if st.jwks != nil {
+			if err := st.jwks.waitFirst(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every background JWK Set refresher and waits for them to
+// exit. Cached keys stay usable, but nothing is fetched any more (a token
+// needing a fetch gets [ErrKeySourceUnavailable]). Idempotent; safe for
+// concurrent use. It always returns nil.
+func (a *JWTAuthenticator) Close() error {
+	a.env.mu.Lock()
+	a.env.closed = true
+	a.env.mu.Unlock()
+	a.env.cancel()
+	a.env.wg.Wait()
+	return nil
 }
 
 // Authenticate extracts the bearer token from h with [BearerToken] and
-// verifies it with [JWTAuthenticator.Verify]. It returns [ErrNoCredential]
-// when h has no Authorization header, an [*AuthError] with
+// verifies it with [JWTAuthenticator.VerifyContext]. It returns
+// [ErrNoCredential] when h has no Authorization header,
+// [ErrUnsupportedScheme] for another scheme, an [*AuthError] with
 // [CodeInvalidRequest] (400) for a malformed header and with
 // [CodeInvalidToken] (401) for a token that fails verification (RFC 6750
-// §3.1). ctx is not consulted: keys are static. Safe for concurrent use.
+// §3.1), and an error wrapping [ErrKeySourceUnavailable] (503) when the
+// keys cannot be obtained. ctx bounds any wait for a JWK Set fetch. Only the
+// Authorization header is read; see [CombinedAuthenticator] for other
+// credential sources and API keys. Safe for concurrent use.
 func (a *JWTAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
-	_ = ctx // static keys: no I/O to bound
 	tok, err := BearerToken(h)
 	if err != nil {
 		return Principal{}, err
 	}
-	return a.Verify(tok)
+	return a.VerifyContext(ctx, tok)
 }
 
-// Verify verifies a compact-serialized JWT (the bearer token without the
-// "Bearer " prefix) as described on [JWTAuthenticator] and returns the
-// Principal it proves, with Method [MethodJWT]. Every failure is an
-// [*AuthError] with [CodeInvalidToken]; its Err wraps a sentinel
-// (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, jwt.ErrTokenMalformed,
-// ... or an internal one) for errors.Is. Safe for concurrent use.
+// Verify is VerifyContext with context.Background(). Kept for callers with
+// static keys, where no I/O can happen.
 func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
+	return a.VerifyContext(context.Background(), token)
+}
+
+// VerifyContext verifies a compact-serialized JWT (the bearer token without
+// the "Bearer " prefix) as described on [JWTAuthenticator] and returns the
+// Principal it proves, with Method [MethodJWT]. Every verification failure
+// is an [*AuthError] with [CodeInvalidToken]; its Err wraps a sentinel
+// (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, jwt.ErrTokenMalformed,
+// [ErrUnknownIssuer], ... or an internal one) for errors.Is. When the
+// issuer's keys cannot be obtained the error wraps [ErrKeySourceUnavailable]
+// and is not an AuthError. ctx bounds any wait for a JWK Set fetch or a
+// resolver call (each also bounded by its own options). Safe for concurrent
+// use.
+func (a *JWTAuthenticator) VerifyContext(ctx context.Context, token string) (Principal, error) {
 	if len(token) > MaxTokenBytes {
 		return Principal{}, invalidToken("token is too long", errTokenTooLong)
 	}
@@ -118,7 +190,7 @@ func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
 		return Principal{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
 
-	alg, aerr := checkHeader(hseg)
+	hdr, aerr := checkHeader(hseg)
 	if aerr != nil {
 		return Principal{}, aerr
 	}
@@ -127,19 +199,33 @@ func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
 		return Principal{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
 	st := a.issuers[iss]
+	if st == nil && a.env.resolver != nil && iss != "" {
+		var err error
+		st, err = a.resolve(ctx, iss)
+		if errors.Is(err, ErrKeySourceUnavailable) {
+			return Principal{}, ErrKeySourceUnavailable
+		}
+	}
 	if st == nil {
 		return Principal{}, invalidToken("token issuer is not accepted", errUnknownIssuer)
 	}
-	if !st.algs[alg] {
+	if !st.algs[hdr.alg] {
 		return Principal{}, invalidToken("algorithm not allowed", errAlgNotAllowed)
+	}
+	if st.typ != "" && (!hdr.hasTyp || !typMatches(hdr.typ, st.typ)) {
+		return Principal{}, invalidToken("token type is not accepted", errTyp)
 	}
 
 	claims := &tokenClaims{tenantClaim: st.tenantClaim}
-	if _, err := st.parser.ParseWithClaims(token, claims, st.keyfunc); err != nil {
+	keyfunc := func(t *jwt.Token) (any, error) { return st.key(ctx, t, hdr) }
+	if _, err := st.parser.ParseWithClaims(token, claims, keyfunc); err != nil {
+		if errors.Is(err, ErrKeySourceUnavailable) {
+			return Principal{}, ErrKeySourceUnavailable
+		}
 		return Principal{}, classify(err)
 	}
 	// Defence in depth: golang-jwt compared iss with the record already.
-	if claims.Issuer != st.issuer {
+	if claims.Issuer != st.issuer || iss != st.issuer {
 		return Principal{}, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
 	}
 	tenant := st.tenant
@@ -162,37 +248,55 @@ func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
 	}, nil
 }
 
-// checkHeader strictly decodes the JWS protected header and returns its alg.
-func checkHeader(seg string) (string, *AuthError) {
+// header is what checkHeader keeps of a JWS protected header.
+type header struct {
+	alg    string
+	kid    string
+	hasKID bool
+	typ    string
+	hasTyp bool
+}
+
+// checkHeader strictly decodes the JWS protected header (RFC 7515 §4).
+func checkHeader(seg string) (header, *AuthError) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(seg)
 	if err != nil {
-		return "", invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		return header{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
-	hdr, err := decodeObject(raw)
+	obj, err := decodeObject(raw)
 	if err != nil {
-		return "", invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		return header{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
-	if _, ok := hdr["crit"]; ok {
-		return "", invalidToken("token has a critical header parameter that is not understood", errCrit)
+	if _, ok := obj["crit"]; ok {
+		return header{}, invalidToken("token has a critical header parameter that is not understood", errCrit)
 	}
 	for _, name := range untrustedHeaders {
-		if _, ok := hdr[name]; ok {
-			return "", invalidToken("token header parameter is not allowed", errUntrustedHeader)
+		if _, ok := obj[name]; ok {
+			return header{}, invalidToken("token header parameter is not allowed", errUntrustedHeader)
 		}
 	}
-	alg, ok := jsonString(hdr["alg"])
+	var h header
+	var ok bool
+	h.alg, ok = jsonString(obj["alg"])
 	if !ok {
-		return "", invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		return header{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
-	if _, known := algorithms[alg]; !known {
-		return "", invalidToken("algorithm not allowed", errAlgNotAllowed)
+	if _, known := algorithms[h.alg]; !known {
+		return header{}, invalidToken("algorithm not allowed", errAlgNotAllowed)
 	}
-	if raw, ok := hdr["kid"]; ok {
-		if _, ok := jsonString(raw); !ok {
-			return "", invalidToken("token is malformed", jwt.ErrTokenMalformed)
+	if raw, present := obj["kid"]; present {
+		if h.kid, ok = jsonString(raw); !ok {
+			return header{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 		}
+		h.hasKID = h.kid != "" // an empty kid names no key, as in v0
 	}
-	return alg, nil
+	if raw, present := obj["typ"]; present {
+		if h.typ, ok = jsonString(raw); !ok {
+			return header{}, invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		}
+		h.hasTyp = true
+	}
+	return h, nil
 }
 
 // peekIssuer returns the unverified `iss` of the payload segment. It is used
@@ -218,38 +322,37 @@ func peekIssuer(seg string) (string, bool) {
 }
 
 // key is the jwt.Keyfunc of one issuer record: it returns only this
-// record's key named by the token's kid, and only if the token's algorithm
-// is listed for the record and compatible with that key.
-func (st *issuerState) key(t *jwt.Token) (any, error) {
+// record's key named by the token's kid (static, or from the record's own
+// JWK Set), and only if the token's algorithm is listed for the record and
+// is the one algorithm that key is bound to.
+func (st *issuerState) key(ctx context.Context, t *jwt.Token, hdr header) (any, error) {
 	alg := t.Method.Alg()
-	if !st.algs[alg] {
+	if !st.algs[alg] || alg != hdr.alg {
 		return nil, errAlgNotAllowed
 	}
-	kid := ""
-	if v, ok := t.Header["kid"]; ok {
-		s, ok := v.(string)
-		if !ok {
-			return nil, jwt.ErrTokenMalformed
+	var bk boundKey
+	switch {
+	case st.jwks != nil:
+		var err error
+		if bk, err = st.jwks.lookup(ctx, hdr.kid, hdr.hasKID); err != nil {
+			return nil, err
 		}
-		kid = s
-	}
-	var key any
-	if kid == "" {
+	case !hdr.hasKID:
 		if st.only == nil {
 			return nil, errKIDRequired
 		}
-		key = st.only
-	} else {
-		k, ok := st.byKID[kid]
+		bk = *st.only
+	default:
+		k, ok := st.byKID[hdr.kid]
 		if !ok {
 			return nil, errUnknownKID
 		}
-		key = k
+		bk = k
 	}
-	if !compatible(alg, key) {
-		return nil, errAlgNotAllowed
+	if bk.alg != alg || !compatible(alg, bk.key) {
+		return nil, errKeyAlg
 	}
-	return key, nil
+	return bk.key, nil
 }
 
 // classify maps a golang-jwt error to an AuthError with a fixed description.
@@ -270,6 +373,8 @@ var classes = [...]struct {
 	desc     string
 }{
 	{errAlgNotAllowed, "algorithm not allowed"},
+	{errKeyAlg, "token algorithm does not match its key"},
+	{errKeyUnusable, "token key is not usable for this issuer"},
 	{errUnknownKID, "unknown key id"},
 	{errKIDRequired, "token has no key id and the issuer has several keys"},
 	{jwt.ErrTokenMalformed, "token is malformed"},

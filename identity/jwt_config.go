@@ -1,10 +1,17 @@
 package identity
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -17,6 +24,16 @@ const (
 	DefaultLeeway = 30 * time.Second
 	// MaxLeeway is the largest accepted JWTConfig.Leeway.
 	MaxLeeway = 5 * time.Minute
+)
+
+// Resolver defaults for [JWTConfig].
+const (
+	// DefaultResolverTTL is how long a record returned by an
+	// [IssuerResolver] is used before the resolver is asked again.
+	DefaultResolverTTL = 10 * time.Minute
+	// DefaultMaxResolvedIssuers bounds the number of resolver-provided
+	// records held at once (each may own a JWK Set and a refresh goroutine).
+	DefaultMaxResolvedIssuers = 1000
 )
 
 // VerificationKey is one key an issuer signs tokens with.
@@ -32,19 +49,28 @@ const (
 //   - []byte, an HMAC secret for HS*, at least as long as the hash output
 //     (32, 48, 64 bytes for HS256, HS384, HS512; RFC 7518 §3.2).
 //
+// Algorithm binds the key to exactly one JWS "alg" (RFC 8725 §3.1: one key,
+// one algorithm). It must be one of the record's Algorithms and compatible
+// with Key. When empty, the key is bound to the only algorithm of the
+// record compatible with it; if several are (an RSA key in a record listing
+// RS256 and PS256, a secret with HS256 and HS384), Algorithm is required. A
+// token whose alg differs from its key's binding is refused even when its
+// kid names the key.
+//
 // Parse PEM files with [ParsePublicKeyPEM]; never pass PEM or DER bytes as
 // an HMAC secret (that is the RS256→HS256 confusion, refused at start-up).
 // The authenticator copies []byte secrets; public keys must not be mutated
 // after [NewJWTAuthenticator].
 type VerificationKey struct {
-	KID string
-	Key any
+	KID       string
+	Key       any
+	Algorithm string
 }
 
 // IssuerRecord is everything the authenticator believes about one token
 // issuer. Keys are never pooled across records: a token is verified only
 // with the keys of the record whose Issuer equals its `iss` claim, so tenant
-// A's key never vouches for an "iss: B" token.
+// A's key never vouches for an "iss: B" token, with or without a kid.
 //
 // Fields:
 //   - Issuer: the exact `iss` value (RFC 7519 §4.1.1), compared
@@ -57,10 +83,25 @@ type VerificationKey struct {
 //   - Audiences: accepted `aud` values (RFC 7519 §4.1.3); a token must name
 //     at least one of them. Required, none empty.
 //   - Algorithms: accepted JWS `alg` values (see [SigningMethodFor]).
-//     Required. Each must be usable with at least one of Keys and each key
-//     with at least one algorithm: an HS* algorithm with only asymmetric
-//     keys, or RS* with only []byte secrets, is a configuration error.
-//   - Keys: one or more verification keys, kids unique within the record.
+//     Required. With Keys, each must be usable with at least one key and
+//     each key is bound to exactly one of them (see [VerificationKey]).
+//   - Keys: static verification keys, kids unique within the record.
+//   - JWKSURL: instead of Keys, the URL of the issuer's JWK Set (RFC 7517
+//     §5), fetched with the [JWKSOptions] of the [JWTConfig] into a key set
+//     that belongs to this record alone. https is required, except for
+//     loopback hosts (localhost, 127.0.0.0/8, ::1). Exactly one of Keys and
+//     JWKSURL must be set. Every JWK is bound to one algorithm: its own
+//     "alg" (RFC 7517 §4.4), which must be one of Algorithms, or else the
+//     only one of Algorithms compatible with it; keys that cannot be bound,
+//     symmetric ("oct") keys, keys carrying private parameters, keys whose
+//     "use" is not "sig", RSA keys under 2048 bits and unsupported curves
+//     are ignored. x5c/x5u members are never read.
+//   - JWKSRefresh: the background refresh interval of JWKSURL; zero means
+//     JWKSOptions.Refresh. At least [MinJWKSInterval]. Only with JWKSURL.
+//   - Type: when set, the JWS "typ" header the token must carry, compared
+//     case-insensitively with an optional "application/" prefix (RFC 7515
+//     §4.1.9, RFC 8725 §3.11); "at+jwt" requires RFC 9068 access tokens.
+//     When empty, typ is not checked (but must be a string if present).
 type IssuerRecord struct {
 	Issuer      string
 	Tenant      string
@@ -69,19 +110,47 @@ type IssuerRecord struct {
 	Audiences   []string
 	Algorithms  []string
 	Keys        []VerificationKey
+	JWKSURL     string
+	JWKSRefresh time.Duration
+	Type        string
 }
 
 // JWTConfig configures [NewJWTAuthenticator].
 //
-//   - Issuers: the issuer records; at least one.
+//   - Issuers: the static issuer records; at least one unless Resolver is
+//     set.
 //   - Leeway: clock-skew allowance applied to exp, nbf and iat
 //     (RFC 7519 §4.1.4, §4.1.5, §4.1.6). Zero means [DefaultLeeway] (30s);
 //     negative or above [MaxLeeway] (5m) is an error.
-//   - Now: the clock, for tests; nil means time.Now.
+//   - Now: the clock, for tests; nil means time.Now. It also drives the
+//     JWK Set refresh schedule and the unknown-kid cooldown.
+//   - Resolver: optional; consulted for an `iss` that no static record
+//     names (see [IssuerResolver]).
+//   - ResolverTTL: how long a resolved record is reused before the
+//     resolver is asked again; zero means [DefaultResolverTTL].
+//   - MaxResolvedIssuers: bound on resolved records held at once; zero
+//     means [DefaultMaxResolvedIssuers]. When full (and none has expired),
+//     tokens of further issuers get [ErrKeySourceUnavailable].
+//   - JWKS: how JWK Sets are fetched, for every record with a JWKSURL.
+//   - Logger: receives JWK Set fetch failures and resolver problems
+//     (issuer, redacted URL, error; never a token). nil means slog.Default().
 type JWTConfig struct {
-	Issuers []IssuerRecord
-	Leeway  time.Duration
-	Now     func() time.Time
+	Issuers            []IssuerRecord
+	Leeway             time.Duration
+	Now                func() time.Time
+	Resolver           IssuerResolver
+	ResolverTTL        time.Duration
+	MaxResolvedIssuers int
+	JWKS               JWKSOptions
+	Logger             *slog.Logger
+
+	clock clock // tests only: a fake clock whose timers can be advanced
+}
+
+// boundKey is a verification key and the one algorithm it may verify.
+type boundKey struct {
+	key any
+	alg string
 }
 
 // issuerState is the immutable, validated form of one IssuerRecord.
@@ -91,15 +160,31 @@ type issuerState struct {
 	tenantClaim string
 	tenants     map[string]struct{}
 	algs        map[string]bool
-	byKID       map[string]any
-	only        any // the key used for tokens without kid; nil if >1 key
+	typ         string
+	byKID       map[string]boundKey
+	only        *boundKey // the key used for tokens without kid; nil if >1 key
+	jwks        *jwksSet  // non-nil for a JWKSURL record
 	parser      *jwt.Parser
-	keyfunc     jwt.Keyfunc
+}
+
+// jwtEnv is what every issuer state of one authenticator shares.
+type jwtEnv struct {
+	leeway   time.Duration
+	now      func() time.Time
+	clk      clock
+	jwks     jwksOptions
+	logger   *slog.Logger
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	mu       sync.Mutex // guards closed and wg.Add
+	closed   bool
+	wg       sync.WaitGroup
+	resolver *resolverCache // nil without a Resolver
 }
 
 // compile validates cfg and builds the per-issuer state. It reports every
 // problem found, joined, each naming the issuer and, where relevant, the kid.
-func compile(cfg JWTConfig) (map[string]*issuerState, error) {
+func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	var errs []error
 	leeway := cfg.Leeway
 	switch {
@@ -114,8 +199,35 @@ func compile(cfg JWTConfig) (map[string]*issuerState, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if len(cfg.Issuers) == 0 {
+	env := &jwtEnv{leeway: leeway, now: now, clk: cfg.clock, logger: cfg.Logger}
+	if env.clk == nil {
+		env.clk = realClock{now: now}
+	}
+	if env.logger == nil {
+		env.logger = slog.Default()
+	}
+	jo, jerrs := cfg.JWKS.resolve()
+	errs = append(errs, jerrs...)
+	env.jwks = jo
+	if len(cfg.Issuers) == 0 && cfg.Resolver == nil {
 		errs = append(errs, errors.New("identity: jwt config: no issuers"))
+	}
+	if cfg.Resolver != nil {
+		rc := &resolverCache{r: cfg.Resolver, ttl: cfg.ResolverTTL, max: cfg.MaxResolvedIssuers,
+			entries: map[string]*resolvedEntry{}, calls: map[string]*resolveCall{}}
+		if rc.ttl == 0 {
+			rc.ttl = DefaultResolverTTL
+		}
+		if rc.max == 0 {
+			rc.max = DefaultMaxResolvedIssuers
+		}
+		if rc.ttl < 0 {
+			errs = append(errs, fmt.Errorf("identity: jwt config: ResolverTTL %v is negative", rc.ttl))
+		}
+		if rc.max < 0 {
+			errs = append(errs, fmt.Errorf("identity: jwt config: MaxResolvedIssuers %d is negative", rc.max))
+		}
+		env.resolver = rc
 	}
 	states := make(map[string]*issuerState, len(cfg.Issuers))
 	tenantOwner := map[string]string{} // tenant → the issuer that may vouch for it
@@ -124,11 +236,7 @@ func compile(cfg JWTConfig) (map[string]*issuerState, error) {
 		// §2): if two issuers could vouch for one tenant, "alice" of one
 		// would spend (or lock out) "alice" of the other in every key
 		// built from (tenant, account). One tenant, one issuer.
-		tenants := rec.Tenants
-		if rec.Tenant != "" {
-			tenants = []string{rec.Tenant}
-		}
-		for _, t := range tenants {
+		for _, t := range recordTenants(rec) {
 			if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
 				errs = append(errs, fmt.Errorf("identity: issuer %q: tenant %q is already vouched for by issuer %q (subjects are unique only per issuer, so their accounts would share budgets)", rec.Issuer, t, owner))
 				continue
@@ -142,32 +250,34 @@ func compile(cfg JWTConfig) (map[string]*issuerState, error) {
 		} else if _, dup := states[rec.Issuer]; dup {
 			errs = append(errs, fmt.Errorf("identity: %s: duplicate issuer", name))
 		}
-		st, recErrs := compileRecord(name, rec)
+		st, recErrs := compileRecord(name, rec, env)
 		errs = append(errs, recErrs...)
 		if rec.Issuer != "" && states[rec.Issuer] == nil {
 			states[rec.Issuer] = st
 		}
-		opts := []jwt.ParserOption{
-			jwt.WithValidMethods(slices.Clone(rec.Algorithms)),
-			jwt.WithIssuer(rec.Issuer),
-			jwt.WithAudience(slices.Clone(rec.Audiences)...),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(leeway),
-			jwt.WithTimeFunc(now),
-			jwt.WithStrictDecoding(),
-		}
-		st.parser = jwt.NewParser(opts...)
-		st.keyfunc = st.key
+	}
+	if env.resolver != nil {
+		env.resolver.staticOwners = tenantOwner
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return states, nil
+	env.ctx, env.cancel = context.WithCancel(context.Background())
+	return states, env, nil
 }
 
-// compileRecord validates one record (name is its label in messages).
-func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
+// recordTenants lists the tenants a record may vouch for.
+func recordTenants(rec IssuerRecord) []string {
+	if rec.Tenant != "" {
+		return []string{rec.Tenant}
+	}
+	return rec.Tenants
+}
+
+// compileRecord validates one record (name is its label in messages) and
+// builds its state, including its parser and, for a JWKSURL record, its
+// (not yet started) key set.
+func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []error) {
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("identity: %s: %s", name, fmt.Sprintf(format, args...)))
@@ -177,7 +287,8 @@ func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
 		tenant:      rec.Tenant,
 		tenantClaim: rec.TenantClaim,
 		algs:        make(map[string]bool, len(rec.Algorithms)),
-		byKID:       make(map[string]any, len(rec.Keys)),
+		byKID:       make(map[string]boundKey, len(rec.Keys)),
+		typ:         rec.Type,
 	}
 
 	// Tenant.
@@ -209,6 +320,11 @@ func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
 		fail("Audiences contains an empty audience")
 	}
 
+	// Type.
+	if rec.Type != "" && !validTyp(rec.Type) {
+		fail("Type %q is not a media type such as at+jwt", rec.Type)
+	}
+
 	// Algorithms, in configuration order (deterministic messages).
 	if len(rec.Algorithms) == 0 {
 		fail("no algorithms configured")
@@ -227,10 +343,50 @@ func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
 		algs = append(algs, alg)
 	}
 
-	// Keys.
-	if len(rec.Keys) == 0 {
-		fail("no keys configured")
+	// Keys: static, or a JWK Set.
+	switch {
+	case rec.JWKSURL != "" && len(rec.Keys) > 0:
+		fail("set either Keys or JWKSURL, not both")
+	case rec.JWKSURL != "":
+		if _, err := checkJWKSURL(rec.JWKSURL); err != nil {
+			fail("JWKSURL: %v", err)
+		}
+		refresh := rec.JWKSRefresh
+		if refresh == 0 {
+			refresh = env.jwks.refresh
+		}
+		if refresh < MinJWKSInterval {
+			fail("JWKSRefresh %v is below %v", rec.JWKSRefresh, MinJWKSInterval)
+		}
+		if len(algs) > 0 && len(errs) == 0 {
+			st.jwks = newJWKSSet(rec.Issuer, rec.JWKSURL, refresh, algs, env)
+		}
+	case len(rec.Keys) == 0:
+		fail("no keys configured (set Keys or JWKSURL)")
+	default:
+		if rec.JWKSRefresh != 0 {
+			fail("JWKSRefresh is only allowed with JWKSURL")
+		}
+		errs = append(errs, compileKeys(name, rec, algs, st)...)
 	}
+
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(slices.Clone(rec.Algorithms)),
+		jwt.WithIssuer(rec.Issuer),
+		jwt.WithAudience(slices.Clone(rec.Audiences)...),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(env.leeway),
+		jwt.WithTimeFunc(env.now),
+		jwt.WithStrictDecoding(),
+	}
+	st.parser = jwt.NewParser(opts...)
+	return st, errs
+}
+
+// compileKeys validates and binds the static keys of rec into st.
+func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) []error {
+	var errs []error
 	seenKID := make(map[string]bool, len(rec.Keys))
 	for _, vk := range rec.Keys {
 		kname := fmt.Sprintf("key %q", vk.KID)
@@ -251,24 +407,40 @@ func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
 		if b, ok := key.([]byte); ok {
 			key = slices.Clone(b)
 		}
-		usable := false
+		var usable []string
 		for _, alg := range algs {
 			if !compatible(alg, key) {
 				continue
 			}
-			usable = true
+			usable = append(usable, alg)
 			if n := algorithms[alg].hmacN; n > 0 && len(key.([]byte)) < n {
 				kfail("HMAC secret is %d bytes, %s needs at least %d", len(key.([]byte)), alg, n)
 			}
 		}
-		if !usable && len(algs) > 0 {
+		if len(usable) == 0 && len(algs) > 0 {
 			kfail("key type %s matches none of the algorithms %v", keyTypeName(key), rec.Algorithms)
+			continue
 		}
+		var bound string
+		switch {
+		case vk.Algorithm != "":
+			if !slices.Contains(usable, vk.Algorithm) {
+				kfail("Algorithm %q is not one of the record's algorithms usable with a %s key %v", vk.Algorithm, keyTypeName(key), usable)
+				continue
+			}
+			bound = vk.Algorithm
+		case len(usable) == 1:
+			bound = usable[0]
+		case len(usable) > 1:
+			kfail("key is usable with several algorithms %v: set Algorithm to bind it to one (RFC 8725 §3.1)", usable)
+			continue
+		}
+		bk := boundKey{key: key, alg: bound}
 		if vk.KID != "" {
-			st.byKID[vk.KID] = key
+			st.byKID[vk.KID] = bk
 		}
 		if len(rec.Keys) == 1 {
-			st.only = key
+			st.only = &bk
 		}
 	}
 	for _, alg := range algs {
@@ -280,10 +452,80 @@ func compileRecord(name string, rec IssuerRecord) (*issuerState, []error) {
 			}
 		}
 		if !ok {
-			fail("algorithm %s has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", alg)
+			errs = append(errs, fmt.Errorf("identity: %s: algorithm %s has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", name, alg))
 		}
 	}
-	return st, errs
+	return errs
+}
+
+// checkJWKSURL parses a JWK Set URL: absolute, with a host, no fragment;
+// https, or http to a loopback host only. It returns the URL.
+func checkJWKSURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a valid URL")
+	}
+	if u.Host == "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, errors.New("must be an absolute URL with a host and no fragment")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !isLoopbackHost(u.Hostname()) {
+			return nil, errors.New("http is allowed only for loopback hosts; use https")
+		}
+	default:
+		return nil, fmt.Errorf("scheme %q is not https", u.Scheme)
+	}
+	return u, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// validTyp reports whether t looks like a media type without parameters:
+// RFC 9110 tokens around at most one "/".
+func validTyp(t string) bool {
+	a, b, found := strings.Cut(t, "/")
+	if !isToken(a) || (found && !isToken(b)) {
+		return false
+	}
+	return true
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// typMatches compares a token's typ with the required one, per RFC 7515
+// §4.1.9: media types are case-insensitive and "application/" may be
+// omitted.
+func typMatches(got, want string) bool {
+	trim := func(s string) string {
+		const p = "application/"
+		if len(s) > len(p) && asciiEqualFold(s[:len(p)], p) {
+			return s[len(p):]
+		}
+		return s
+	}
+	return asciiEqualFold(trim(got), trim(want))
 }
 
 // keyTypeName names a key's type for configuration messages.
@@ -299,4 +541,16 @@ func keyTypeName(key any) string {
 		return "HMAC secret"
 	}
 	return fmt.Sprintf("%T", key)
+}
+
+// defaultJWKSClient is the HTTP client used when JWKSOptions.Client is nil:
+// an explicit timeout and no redirects (a JWK Set URL is configured, so a
+// redirect is a misconfiguration or an attack on it).
+func defaultJWKSClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
 }

@@ -79,7 +79,7 @@ func jwtCases() []jwtCase {
 		}, desc: "algorithm not allowed", is: errAlgNotAllowed},
 		{name: "alg listed by record but key of other family", token: func(tb testing.TB, k *testKeys) string {
 			return mint(tb, "ES256", k.es, obj{"kid": "a-ed"}, a)
-		}, desc: "algorithm not allowed", is: errAlgNotAllowed},
+		}, desc: "token algorithm does not match its key", is: errKeyAlg},
 		{name: "alg not listed for record", token: func(tb testing.TB, k *testKeys) string {
 			return mint(tb, "ES384", k.es384, obj{"kid": "a-es"}, a)
 		}, desc: "algorithm not allowed"},

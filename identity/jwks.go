@@ -1,0 +1,423 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// JWK Set defaults and bounds for [JWKSOptions].
+const (
+	// DefaultJWKSTimeout bounds one JWK Set fetch (connect, headers and
+	// body) when JWKSOptions.Timeout is zero.
+	DefaultJWKSTimeout = 10 * time.Second
+	// DefaultJWKSMaxBytes caps a JWK Set response body when
+	// JWKSOptions.MaxBytes is zero (256 KiB; real sets are a few KiB).
+	DefaultJWKSMaxBytes = 256 << 10
+	// DefaultJWKSMaxKeys caps the number of JWKs in one set.
+	DefaultJWKSMaxKeys = 100
+	// DefaultJWKSRefresh is the background refresh interval of a JWK Set.
+	DefaultJWKSRefresh = time.Hour
+	// DefaultJWKSRetry is the delay before the next background attempt
+	// after a failed fetch.
+	DefaultJWKSRetry = 30 * time.Second
+	// DefaultJWKSCooldown is the minimum time between two refreshes of one
+	// issuer's set triggered by unknown kids (at most one per cooldown).
+	DefaultJWKSCooldown = 5 * time.Minute
+	// DefaultJWKSMissWait is the longest a request waits for a fetch it
+	// needs (unknown kid, or nothing cached yet).
+	DefaultJWKSMissWait = time.Second
+	// MinJWKSInterval is the smallest accepted Refresh, Retry and Cooldown.
+	MinJWKSInterval = time.Second
+)
+
+// ErrKeySourceUnavailable reports that a credential could not be checked
+// because the source of its keys cannot be reached right now: a JWK Set
+// never fetched successfully (nothing cached), an [IssuerResolver] or an
+// [APIKeyStore] that failed. It is not a verdict on the credential: the
+// HTTP answer is 503 (RFC 9110 §15.6.4), never 401, and never anonymous.
+// Errors wrapping it carry no token bytes. Compare with errors.Is.
+var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
+
+// JWKSOptions configures how the JWK Sets of [IssuerRecord.JWKSURL] are
+// fetched and cached. The zero value uses every default. Each issuer record
+// gets its own key set, refresh schedule and unknown-kid cooldown; nothing
+// is shared across issuers except the HTTP client.
+//
+// Behaviour (decided; tests pin each rule):
+//   - Nothing is fetched at construction. A record's set is first fetched
+//     when a token names its issuer or when [JWTAuthenticator.Ready] is
+//     called; from then on a background goroutine refreshes it every
+//     Refresh (or the record's JWKSRefresh), and Retry after a failure.
+//   - A failed fetch (network error, non-200 status, body over MaxBytes,
+//     invalid JSON, more than MaxKeys keys, duplicate kids, no usable key)
+//     keeps the last good set, which is used for as long as refreshes fail,
+//     and is reported to JWTConfig.Logger.
+//   - A kid missing from the cached set triggers at most one refresh per
+//     issuer per Cooldown, counted from the previous triggered refresh
+//     whatever the cache holds (an empty cache does not reset it). A token
+//     with a kid miss waits at most MissWait (and never past its context)
+//     for that refresh, or for a fetch already in flight, then gets 401
+//     invalid_token (unknown key id). A token arriving while nothing is
+//     cached and no fetch can complete in MissWait gets
+//     [ErrKeySourceUnavailable] (503).
+//   - Tokens without kid use the set's key only if the set has exactly one
+//     usable key.
+//
+// Fields:
+//   - Client: the HTTP client; nil means a client with Timeout as its
+//     timeout that follows no redirects. Whatever the client, each fetch is
+//     bounded by Timeout and its body by MaxBytes.
+//   - Timeout: bound on one fetch; zero means [DefaultJWKSTimeout];
+//     at most 5 minutes.
+//   - MaxBytes: response size cap in bytes; zero means
+//     [DefaultJWKSMaxBytes]; between 1 KiB and 16 MiB.
+//   - MaxKeys: cap on keys per set; zero means [DefaultJWKSMaxKeys].
+//   - Refresh, Retry, Cooldown: see above; zero means [DefaultJWKSRefresh],
+//     [DefaultJWKSRetry], [DefaultJWKSCooldown]; each at least
+//     [MinJWKSInterval]. They are measured with JWTConfig.Now.
+//   - MissWait: see above; zero means [DefaultJWKSMissWait]; at most 30s.
+//     Measured in real time, like Timeout (both bound request latency).
+type JWKSOptions struct {
+	Client   *http.Client
+	Timeout  time.Duration
+	MaxBytes int64
+	MaxKeys  int
+	Refresh  time.Duration
+	Retry    time.Duration
+	Cooldown time.Duration
+	MissWait time.Duration
+}
+
+// jwksOptions is JWKSOptions with defaults applied.
+type jwksOptions struct {
+	client                   *http.Client
+	timeout                  time.Duration
+	maxBytes                 int64
+	maxKeys                  int
+	refresh, retry, cooldown time.Duration
+	missWait                 time.Duration
+}
+
+// resolve applies defaults and validates o.
+func (o JWKSOptions) resolve() (jwksOptions, []error) {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("identity: jwt config: JWKS: "+format, args...))
+	}
+	def := func(v, d time.Duration) time.Duration {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	r := jwksOptions{
+		timeout:  def(o.Timeout, DefaultJWKSTimeout),
+		maxBytes: o.MaxBytes,
+		maxKeys:  o.MaxKeys,
+		refresh:  def(o.Refresh, DefaultJWKSRefresh),
+		retry:    def(o.Retry, DefaultJWKSRetry),
+		cooldown: def(o.Cooldown, DefaultJWKSCooldown),
+		missWait: def(o.MissWait, DefaultJWKSMissWait),
+	}
+	if r.maxBytes == 0 {
+		r.maxBytes = DefaultJWKSMaxBytes
+	}
+	if r.maxKeys == 0 {
+		r.maxKeys = DefaultJWKSMaxKeys
+	}
+	if r.timeout < 0 || r.timeout > 5*time.Minute {
+		fail("Timeout %v is outside (0, 5m]", r.timeout)
+	}
+	if r.maxBytes < 1<<10 || r.maxBytes > 16<<20 {
+		fail("MaxBytes %d is outside [1 KiB, 16 MiB]", r.maxBytes)
+	}
+	if r.maxKeys < 1 {
+		fail("MaxKeys %d is below 1", r.maxKeys)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Refresh", r.refresh}, {"Retry", r.retry}, {"Cooldown", r.cooldown}} {
+		if d.v < MinJWKSInterval {
+			fail("%s %v is below %v", d.name, d.v, MinJWKSInterval)
+		}
+	}
+	if r.missWait < 0 || r.missWait > 30*time.Second {
+		fail("MissWait %v is outside (0, 30s]", r.missWait)
+	}
+	r.client = o.Client
+	if r.client == nil {
+		r.client = defaultJWKSClient(r.timeout)
+	}
+	return r, errs
+}
+
+// clock is the scheduling clock of the JWK Set refresher: JWTConfig.Now in
+// production, a manually advanced fake in tests.
+type clock interface {
+	Now() time.Time
+	// Timer returns a channel that receives once d has elapsed, and a
+	// function releasing the timer.
+	Timer(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{ now func() time.Time }
+
+func (c realClock) Now() time.Time { return c.now() }
+
+func (realClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// keySnapshot is one successfully fetched JWK Set, immutable once stored.
+type keySnapshot struct {
+	byKID    map[string]boundKey
+	unusable map[string]struct{} // kids present in the set but not usable here
+	only     *boundKey           // the single usable key, for tokens without kid
+}
+
+// jwksSet is the key set of one issuer record: the last good snapshot, the
+// background refresher and the unknown-kid cooldown. Safe for concurrent
+// use.
+type jwksSet struct {
+	issuer  string
+	url     string
+	shown   string // the URL with any password redacted, for logs
+	refresh time.Duration
+	algs    []string // the record's algorithms, in configuration order
+	env     *jwtEnv
+
+	snap     atomic.Pointer[keySnapshot]
+	kick     chan struct{} // buffered(1): ask the loop to fetch now
+	stop     chan struct{} // closed to end this set's loop
+	stopOnce sync.Once
+	requests atomic.Int64 // HTTP requests sent
+
+	mu       sync.Mutex
+	started  bool
+	inflight bool          // a fetch is running (or about to)
+	done     chan struct{} // closed when the current/next attempt completes
+	attempts int           // completed fetch attempts
+	hasKick  bool          // a miss has triggered a refresh before
+	lastKick time.Time     // when (clock time)
+	lastErr  error         // of the last attempt
+}
+
+func newJWKSSet(issuer, rawURL string, refresh time.Duration, algs []string, env *jwtEnv) *jwksSet {
+	shown := rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		shown = u.Redacted()
+	}
+	return &jwksSet{issuer: issuer, url: rawURL, shown: shown, refresh: refresh, algs: algs, env: env,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// start launches the background loop once; false after Close.
+func (s *jwksSet) start() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return true
+	}
+	s.env.mu.Lock()
+	defer s.env.mu.Unlock()
+	if s.env.closed {
+		return false
+	}
+	s.started, s.inflight = true, true
+	s.env.wg.Add(1)
+	go s.loop()
+	return true
+}
+
+// close ends the loop (used when a resolved record is replaced).
+func (s *jwksSet) close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+func (s *jwksSet) loop() {
+	defer s.env.wg.Done()
+	for {
+		err := s.fetch()
+		s.finish(err)
+		wait := s.refresh
+		if err != nil {
+			wait = s.env.jwks.retry
+		}
+		c, release := s.env.clk.Timer(wait)
+		select {
+		case <-s.env.ctx.Done():
+			release()
+			return
+		case <-s.stop:
+			release()
+			return
+		case <-c:
+		case <-s.kick:
+			release()
+		}
+		s.mu.Lock()
+		s.inflight = true
+		s.mu.Unlock()
+	}
+}
+
+// finish records the end of an attempt and wakes the requests waiting on it.
+func (s *jwksSet) finish(err error) {
+	s.mu.Lock()
+	s.inflight = false
+	s.attempts++
+	s.lastErr = err
+	close(s.done)
+	s.done = make(chan struct{})
+	kept := s.snap.Load() != nil
+	s.mu.Unlock()
+	if err != nil && s.env.ctx.Err() == nil {
+		s.env.logger.Warn("ratekey: JWK Set fetch failed",
+			"issuer", s.issuer, "url", s.shown, "error", err.Error(), "kept_last_good_set", kept)
+	}
+}
+
+// Errors of one fetch (their text names no token and no key material).
+var (
+	errJWKSStatus   = errors.New("unexpected HTTP status")
+	errJWKSTooLarge = errors.New("response body exceeds the size cap")
+)
+
+// fetch downloads, parses and (on success) installs the set.
+func (s *jwksSet) fetch() error {
+	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.jwks.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return errors.New("cannot build the request")
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	s.requests.Add(1)
+	resp, err := s.env.jwks.client.Do(req)
+	if err != nil {
+		return err // *url.Error: net/http strips any password from the URL
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w %d", errJWKSStatus, resp.StatusCode)
+	}
+	max := s.env.jwks.maxBytes
+	if resp.ContentLength > max {
+		return fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if int64(len(body)) > max {
+		return fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
+	}
+	snap, err := parseJWKS(body, s.algs, s.env.jwks.maxKeys)
+	if err != nil {
+		return err
+	}
+	s.snap.Store(snap)
+	return nil
+}
+
+// find looks kid up in the current snapshot. ok is false when the answer
+// may change with a refresh (nothing cached, or the kid is unknown).
+func (s *jwksSet) find(kid string, hasKID bool) (bk boundKey, err error, ok bool) {
+	snap := s.snap.Load()
+	if snap == nil {
+		return boundKey{}, nil, false
+	}
+	if !hasKID {
+		if snap.only == nil {
+			return boundKey{}, errKIDRequired, true
+		}
+		return *snap.only, nil, true
+	}
+	if k, found := snap.byKID[kid]; found {
+		return k, nil, true
+	}
+	if _, found := snap.unusable[kid]; found {
+		return boundKey{}, errKeyUnusable, true
+	}
+	return boundKey{}, nil, false
+}
+
+// lookup returns the key for a token's kid, refreshing the set (within the
+// cooldown) and waiting (within MissWait and ctx) when the kid is unknown
+// or nothing is cached.
+func (s *jwksSet) lookup(ctx context.Context, kid string, hasKID bool) (boundKey, error) {
+	s.start()
+	if bk, err, ok := s.find(kid, hasKID); ok {
+		return bk, err
+	}
+	s.awaitRefresh(ctx)
+	if bk, err, ok := s.find(kid, hasKID); ok {
+		return bk, err
+	}
+	if s.snap.Load() == nil {
+		return boundKey{}, ErrKeySourceUnavailable
+	}
+	return boundKey{}, errUnknownKID
+}
+
+// awaitRefresh waits for the fetch in flight, or triggers one if the
+// issuer's cooldown allows, bounded by MissWait and ctx. Within the
+// cooldown and with nothing in flight it returns at once.
+func (s *jwksSet) awaitRefresh(ctx context.Context) {
+	s.mu.Lock()
+	ch := s.done
+	switch {
+	case !s.started:
+		s.mu.Unlock()
+		return
+	case s.inflight:
+	default:
+		now := s.env.clk.Now()
+		if s.hasKick && now.Sub(s.lastKick) < s.env.jwks.cooldown {
+			s.mu.Unlock()
+			return
+		}
+		s.hasKick, s.lastKick = true, now
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+	t := time.NewTimer(s.env.jwks.missWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.stop:
+	case <-s.env.ctx.Done():
+	}
+}
+
+// waitFirst blocks until the set completed its first attempt or ctx ends.
+func (s *jwksSet) waitFirst(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, ch, err := s.attempts, s.done, s.lastErr
+		s.mu.Unlock()
+		if n > 0 {
+			if s.snap.Load() == nil {
+				return fmt.Errorf("identity: issuer %q: %w: %v", s.issuer, ErrKeySourceUnavailable, err)
+			}
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("identity: issuer %q: %w: %v", s.issuer, ErrKeySourceUnavailable, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package identity
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/MicahParks/jwkset"
+)
+
+// Errors of a JWK Set document that make the whole set unusable (the last
+// good set is kept). Their text names no key material.
+var (
+	errJWKSMalformed = errors.New("JWK Set is not a JSON object with a \"keys\" array")
+	errJWKSTooMany   = errors.New("JWK Set has more keys than allowed")
+	errJWKSDupKID    = errors.New("JWK Set has two keys with the same kid")
+	errJWKSNoKeys    = errors.New("JWK Set has no key usable by this issuer record")
+)
+
+// parseJWKS turns a JWK Set document (RFC 7517 §5) into a snapshot of keys
+// bound to one algorithm each, using only the issuer record's algorithms.
+//
+// The document must be one JSON object with unique members and a "keys"
+// array of at most maxKeys objects. Each JWK is converted by
+// github.com/MicahParks/jwkset (public parameters only: Private is false, so
+// "d" and other private members are never read) after these rules, which
+// make a key unusable (present, but never used to verify) rather than
+// failing the set:
+//   - duplicate members, a non-string kid;
+//   - "use" other than "sig", "key_ops" without "verify" (RFC 7517 §4.2-4.3);
+//   - kty "oct" (a secret has no business in a published set, and an HMAC
+//     key next to RSA keys is the algorithm-confusion setup) or any private
+//     member ("d", "p", "q", "dp", "dq", "qi", "oth", "k");
+//   - x5u, x5c, x5t and x5t#S256 are removed before conversion: no
+//     certificate is parsed and no URL fetched (RFC 8725 §3.10);
+//   - keys failing [checkPublicKey] (RSA under 2048 bits, unsupported
+//     curves, X25519);
+//   - an "alg" not among the record's algorithms or incompatible with the
+//     key; without "alg", a key compatible with none or several of them.
+//
+// Two entries with the same kid fail the set, as does a set with no usable
+// key.
+func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
+	top, err := decodeObject(body)
+	if err != nil {
+		return nil, errJWKSMalformed
+	}
+	rawKeys, ok := top["keys"]
+	if !ok {
+		return nil, errJWKSMalformed
+	}
+	var entries []json.RawMessage
+	if err := json.Unmarshal(rawKeys, &entries); err != nil {
+		return nil, errJWKSMalformed
+	}
+	if len(entries) > maxKeys {
+		return nil, fmt.Errorf("%w (%d > %d)", errJWKSTooMany, len(entries), maxKeys)
+	}
+	snap := &keySnapshot{byKID: map[string]boundKey{}, unusable: map[string]struct{}{}}
+	seen := map[string]bool{}
+	var noKID []boundKey
+	usable := 0
+	for _, raw := range entries {
+		kid, hasKID, bk, ok := parseJWK(raw, algs)
+		if hasKID {
+			if seen[kid] {
+				return nil, errJWKSDupKID
+			}
+			seen[kid] = true
+		}
+		switch {
+		case !ok && hasKID:
+			snap.unusable[kid] = struct{}{}
+		case !ok:
+		case hasKID:
+			snap.byKID[kid] = bk
+			usable++
+		default:
+			noKID = append(noKID, bk)
+			usable++
+		}
+	}
+	if usable == 0 {
+		return nil, errJWKSNoKeys
+	}
+	if usable == 1 {
+		for _, bk := range snap.byKID {
+			snap.only = &bk
+		}
+		if len(noKID) == 1 {
+			snap.only = &noKID[0]
+		}
+	}
+	return snap, nil
+}
+
+// parseJWK converts one JWK. ok reports whether it is usable.
+func parseJWK(raw json.RawMessage, algs []string) (kid string, hasKID bool, bk boundKey, ok bool) {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return "", false, boundKey{}, false
+	}
+	if v, present := obj["kid"]; present {
+		s, isStr := jsonString(v)
+		if !isStr {
+			return "", false, boundKey{}, false
+		}
+		kid, hasKID = s, true
+	}
+	for _, private := range [...]string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
+		if _, present := obj[private]; present {
+			return kid, hasKID, boundKey{}, false
+		}
+	}
+	var m jwkset.JWKMarshal
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return kid, hasKID, boundKey{}, false
+	}
+	if m.USE != "" && m.USE != jwkset.UseSig {
+		return kid, hasKID, boundKey{}, false
+	}
+	if len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify) {
+		return kid, hasKID, boundKey{}, false
+	}
+	if m.KTY != jwkset.KtyRSA && m.KTY != jwkset.KtyEC && m.KTY != jwkset.KtyOKP {
+		return kid, hasKID, boundKey{}, false
+	}
+	m.X5U, m.X5C, m.X5T, m.X5TS256 = "", nil, "", ""
+	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: false}, jwkset.JWKValidateOptions{})
+	if err != nil {
+		return kid, hasKID, boundKey{}, false
+	}
+	key := jwk.Key()
+	if err := checkPublicKey(key); err != nil || familyOf(key) == familyHMAC {
+		return kid, hasKID, boundKey{}, false
+	}
+	var usable []string
+	for _, alg := range algs {
+		if compatible(alg, key) {
+			usable = append(usable, alg)
+		}
+	}
+	switch alg := string(m.ALG); {
+	case alg != "":
+		if !slices.Contains(usable, alg) {
+			return kid, hasKID, boundKey{}, false
+		}
+		return kid, hasKID, boundKey{key: key, alg: alg}, true
+	case len(usable) == 1:
+		return kid, hasKID, boundKey{key: key, alg: usable[0]}, true
+	}
+	return kid, hasKID, boundKey{}, false
+}

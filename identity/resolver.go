@@ -1,0 +1,218 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+)
+
+// ErrUnknownIssuer is what an [IssuerResolver] returns (possibly wrapped)
+// for an issuer it does not know; the token is then refused with 401
+// invalid_token. It is also wrapped by the [*AuthError] of a token whose
+// `iss` names no record. Compare with errors.Is.
+var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
+
+// IssuerResolver supplies issuer records at run time, for deployments whose
+// issuers are not all known at start-up (one identity provider per
+// customer). It is consulted only for an unverified `iss` that no static
+// record of [JWTConfig.Issuers] names; the `iss` only selects the record,
+// and is compared with the record's Issuer again after the signature
+// checked out.
+//
+// Contract for implementations:
+//   - Return a complete record (JWKSURL or Keys, Algorithms, Audiences,
+//     Tenant or TenantClaim with Tenants) whose Issuer equals issuer
+//     exactly; it is validated like a static record, and a record that
+//     fails validation, names another issuer, or vouches for a tenant
+//     another issuer already vouches for is refused (logged; 503 for an
+//     invalid record, 401 for the others).
+//   - Return an error wrapping [ErrUnknownIssuer] for an issuer that is not
+//     accepted: 401. Any other error means "cannot tell now": 503.
+//   - issuer is attacker-controlled: it is any string of at most
+//     [MaxTokenBytes] bytes from an unverified token. Answer unknown
+//     issuers cheaply and without fetching anything the issuer names;
+//     ratekey does not cache negative answers, so floods of random issuers
+//     reach the resolver (put a network-keyed limit before authentication).
+//   - ctx carries a deadline (JWKSOptions.Timeout); concurrent tokens of
+//     one issuer share one call.
+//   - Safe for concurrent use.
+//
+// Resolved records are cached for JWTConfig.ResolverTTL; when it expires
+// the resolver is asked again, an unchanged record keeps its cached JWK Set,
+// an error other than ErrUnknownIssuer keeps the old record for up to one
+// more TTL, and ErrUnknownIssuer drops it.
+type IssuerResolver interface {
+	ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error)
+}
+
+// IssuerResolverFunc adapts a function to [IssuerResolver].
+type IssuerResolverFunc func(ctx context.Context, issuer string) (IssuerRecord, error)
+
+// ResolveIssuer calls f(ctx, issuer).
+func (f IssuerResolverFunc) ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error) {
+	return f(ctx, issuer)
+}
+
+// resolverCache holds resolved records. Safe for concurrent use.
+type resolverCache struct {
+	r            IssuerResolver
+	ttl          time.Duration
+	max          int
+	staticOwners map[string]string // tenant → static issuer; read-only
+
+	mu      sync.Mutex
+	entries map[string]*resolvedEntry
+	calls   map[string]*resolveCall
+}
+
+type resolvedEntry struct {
+	rec     IssuerRecord
+	st      *issuerState
+	expires time.Time
+}
+
+type resolveCall struct {
+	done chan struct{}
+	st   *issuerState
+	err  error
+}
+
+// resolve returns the state for an issuer no static record names.
+func (a *JWTAuthenticator) resolve(ctx context.Context, iss string) (*issuerState, error) {
+	c := a.env.resolver
+	now := a.env.clk.Now()
+	c.mu.Lock()
+	if e := c.entries[iss]; e != nil && now.Before(e.expires) {
+		c.mu.Unlock()
+		return e.st, nil
+	}
+	if call := c.calls[iss]; call != nil {
+		c.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.st, call.err
+		case <-ctx.Done():
+			return nil, ErrKeySourceUnavailable
+		}
+	}
+	call := &resolveCall{done: make(chan struct{})}
+	c.calls[iss] = call
+	old := c.entries[iss]
+	c.mu.Unlock()
+
+	call.st, call.err = a.resolveSlow(iss, old)
+
+	c.mu.Lock()
+	delete(c.calls, iss)
+	c.mu.Unlock()
+	close(call.done)
+	return call.st, call.err
+}
+
+// resolveSlow asks the resolver and updates the cache. A client's cancelled
+// request does not cancel a call other requests may share.
+func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerState, error) {
+	c := a.env.resolver
+	log := a.env.logger
+	ctx, cancel := context.WithTimeout(a.env.ctx, a.env.jwks.timeout)
+	defer cancel()
+	rec, err := c.r.ResolveIssuer(ctx, iss)
+	now := a.env.clk.Now()
+	switch {
+	case errors.Is(err, ErrUnknownIssuer):
+		if old != nil {
+			c.drop(iss, old)
+		}
+		return nil, ErrUnknownIssuer
+	case err != nil:
+		if old != nil {
+			c.extend(iss, old, now.Add(c.ttl))
+			log.Warn("ratekey: issuer resolver failed; keeping the previous record", "issuer", iss, "error", err.Error())
+			return old.st, nil
+		}
+		log.Warn("ratekey: issuer resolver failed", "issuer", iss, "error", err.Error())
+		return nil, ErrKeySourceUnavailable
+	case rec.Issuer != iss:
+		log.Warn("ratekey: issuer resolver returned a record for another issuer", "issuer", iss)
+		return nil, ErrUnknownIssuer
+	}
+	if old != nil && reflect.DeepEqual(old.rec, rec) {
+		c.extend(iss, old, now.Add(c.ttl))
+		return old.st, nil
+	}
+	rec = cloneRecord(rec)
+	st, errs := compileRecord(fmt.Sprintf("issuer %q", iss), rec, a.env)
+	if len(errs) > 0 {
+		log.Warn("ratekey: issuer resolver returned an invalid record", "issuer", iss, "error", errors.Join(errs...).Error())
+		if st != nil && st.jwks != nil {
+			st.jwks.close()
+		}
+		return nil, ErrKeySourceUnavailable
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range recordTenants(rec) {
+		owner, ok := c.staticOwners[t]
+		for other, e := range c.entries {
+			if other != iss && now.Before(e.expires) && slices.Contains(recordTenants(e.rec), t) {
+				owner, ok = other, true
+			}
+		}
+		if ok && owner != iss {
+			log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", iss, "tenant", t, "owner", owner)
+			return nil, ErrUnknownIssuer
+		}
+	}
+	if old == nil && len(c.entries) >= c.max {
+		for k, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, k)
+				if e.st.jwks != nil {
+					e.st.jwks.close()
+				}
+			}
+		}
+		if len(c.entries) >= c.max {
+			log.Warn("ratekey: too many resolved issuers; refusing a new one", "issuer", iss, "max", c.max)
+			return nil, ErrKeySourceUnavailable
+		}
+	}
+	if cur := c.entries[iss]; cur != nil && cur.st.jwks != nil {
+		cur.st.jwks.close()
+	}
+	c.entries[iss] = &resolvedEntry{rec: rec, st: st, expires: now.Add(c.ttl)}
+	return st, nil
+}
+
+func (c *resolverCache) drop(iss string, old *resolvedEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[iss] == old {
+		delete(c.entries, iss)
+		if old.st.jwks != nil {
+			old.st.jwks.close()
+		}
+	}
+}
+
+func (c *resolverCache) extend(iss string, old *resolvedEntry, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[iss] == old {
+		old.expires = until
+	}
+}
+
+// cloneRecord copies the slices of rec (key values are shared, as for
+// static records).
+func cloneRecord(rec IssuerRecord) IssuerRecord {
+	rec.Tenants = slices.Clone(rec.Tenants)
+	rec.Audiences = slices.Clone(rec.Audiences)
+	rec.Algorithms = slices.Clone(rec.Algorithms)
+	rec.Keys = slices.Clone(rec.Keys)
+	return rec
+}

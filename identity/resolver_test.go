@@ -1,0 +1,263 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// resolverFixture resolves issuers from a mutable map and counts calls.
+type resolverFixture struct {
+	mu    sync.Mutex
+	recs  map[string]IssuerRecord
+	err   error
+	calls atomic.Int64
+	gate  chan struct{} // non-nil: calls wait for it
+}
+
+func (f *resolverFixture) ResolveIssuer(ctx context.Context, iss string) (IssuerRecord, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return IssuerRecord{}, f.err
+	}
+	rec, ok := f.recs[iss]
+	if !ok {
+		return IssuerRecord{}, fmt.Errorf("lookup %w", ErrUnknownIssuer)
+	}
+	return rec, nil
+}
+
+func (f *resolverFixture) set(iss string, rec IssuerRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.recs == nil {
+		f.recs = map[string]IssuerRecord{}
+	}
+	f.recs[iss] = rec
+}
+
+func newResolverAuth(tb testing.TB, clk *fakeClock, logs *logBuffer, res IssuerResolver, static ...IssuerRecord) *JWTAuthenticator {
+	tb.Helper()
+	a, err := NewJWTAuthenticator(JWTConfig{Issuers: static, Resolver: res, Now: clk.Now, clock: clk,
+		ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 3, Logger: logs.logger(), JWKS: JWKSOptions{MissWait: 2 * time.Second}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+func TestResolver(t *testing.T) {
+	k := getKeys(t)
+	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+	res := &resolverFixture{}
+	res.set(issC, IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+	static := IssuerRecord{Issuer: issA, Tenant: "acme", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+		Keys: []VerificationKey{{KID: "a", Key: k.ed.Public()}}}
+	clk := newFakeClock()
+	logs := &logBuffer{}
+	a := newResolverAuth(t, clk, logs, res, static)
+	tokC := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("exp", testNow.Add(48*time.Hour).Unix()))
+
+	t.Run("resolved and cached", func(t *testing.T) {
+		p := verifyOK(t, a, tokC)
+		if p.Tenant != "customer-c" || p.Issuer != issC {
+			t.Fatalf("%+v", p)
+		}
+		verifyOK(t, a, tokC)
+		if n := res.calls.Load(); n != 1 {
+			t.Fatalf("resolver calls = %d, want 1", n)
+		}
+	})
+	t.Run("static issuers never reach the resolver", func(t *testing.T) {
+		before := res.calls.Load()
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "a"}, baseClaims(issA)))
+		if res.calls.Load() != before {
+			t.Fatal("resolver consulted for a static issuer")
+		}
+	})
+	t.Run("unknown issuer is 401", func(t *testing.T) {
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://nobody.example/")), "token issuer is not accepted")
+	})
+	t.Run("resolved record's key never verifies a static issuer", func(t *testing.T) {
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "a"}, baseClaims(issA)), "token signature is invalid")
+	})
+	t.Run("record for another issuer is refused", func(t *testing.T) {
+		res.set("https://alias.example/", IssuerRecord{Issuer: issC, Tenant: "x", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://alias.example/")), "token issuer is not accepted")
+		if !strings.Contains(logs.String(), "record for another issuer") {
+			t.Fatal(logs)
+		}
+	})
+	t.Run("tenant of a static issuer is refused", func(t *testing.T) {
+		res.set("https://thief.example/", IssuerRecord{Issuer: "https://thief.example/", Tenant: "acme", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://thief.example/")), "token issuer is not accepted")
+		if !strings.Contains(logs.String(), "tenant another issuer vouches for") {
+			t.Fatal(logs)
+		}
+	})
+	t.Run("tenant of a resolved issuer is refused", func(t *testing.T) {
+		res.set("https://thief2.example/", IssuerRecord{Issuer: "https://thief2.example/", TenantClaim: "org", Tenants: []string{"customer-c"}, Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://thief2.example/").with("org", "customer-c")), "token issuer is not accepted")
+	})
+	t.Run("invalid record is 503", func(t *testing.T) {
+		res.set("https://broken.example/", IssuerRecord{Issuer: "https://broken.example/", Tenant: "b", Algorithms: []string{"none"}})
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://broken.example/")), "503")
+		if !strings.Contains(logs.String(), "invalid record") {
+			t.Fatal(logs)
+		}
+	})
+	t.Run("resolver down: old record kept, new issuers 503", func(t *testing.T) {
+		res.mu.Lock()
+		res.err = errors.New("database unreachable")
+		res.mu.Unlock()
+		clk.Advance(11 * time.Minute)
+		tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix()))
+		verifyOK(t, a, tok)
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://new.example/")), "503")
+		res.mu.Lock()
+		res.err = nil
+		res.mu.Unlock()
+	})
+	t.Run("deprovisioned issuer is dropped", func(t *testing.T) {
+		res.mu.Lock()
+		delete(res.recs, issC)
+		res.mu.Unlock()
+		clk.Advance(11 * time.Minute)
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())), "token issuer is not accepted")
+	})
+}
+
+// TestResolverSharesConcurrentCalls: a burst of tokens for one new issuer
+// makes one resolver call and one JWK Set.
+func TestResolverSharesConcurrentCalls(t *testing.T) {
+	k := getKeys(t)
+	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+	res := &resolverFixture{gate: make(chan struct{})}
+	res.set(issC, IssuerRecord{Issuer: issC, Tenant: "c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+	clk := newFakeClock()
+	a := newResolverAuth(t, clk, &logBuffer{}, res)
+	tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC))
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.Verify(tok)
+			errs <- err
+		}()
+	}
+	for res.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(res.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.calls.Load() != 1 || srv.hits.Load() != 1 {
+		t.Fatalf("resolver calls %d, fetches %d; want 1, 1", res.calls.Load(), srv.hits.Load())
+	}
+}
+
+// TestResolverBounded: at most MaxResolvedIssuers records are held; expired
+// ones make room.
+func TestResolverBounded(t *testing.T) {
+	k := getKeys(t)
+	res := &resolverFixture{}
+	for i := 0; i < 5; i++ {
+		iss := fmt.Sprintf("https://r%d.example/", i)
+		res.set(iss, IssuerRecord{Issuer: iss, Tenant: fmt.Sprint("t", i), Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+			Keys: []VerificationKey{{Key: k.ed.Public()}}})
+	}
+	clk := newFakeClock()
+	logs := &logBuffer{}
+	a := newResolverAuth(t, clk, logs, res)
+	for i := 0; i < 3; i++ {
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims(fmt.Sprintf("https://r%d.example/", i))))
+	}
+	verifyDesc(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/")), "503")
+	if !strings.Contains(logs.String(), "too many resolved issuers") {
+		t.Fatal(logs)
+	}
+	clk.Advance(11 * time.Minute)
+	verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/").with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix())))
+}
+
+func TestResolverOnlyConfig(t *testing.T) {
+	if _, err := NewJWTAuthenticator(JWTConfig{Resolver: &resolverFixture{}}); err != nil {
+		t.Fatalf("resolver without static issuers: %v", err)
+	}
+	if _, err := NewJWTAuthenticator(JWTConfig{}); err == nil || !strings.Contains(err.Error(), "no issuers") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestTyp pins the optional typ requirement (RFC 8725 §3.11, RFC 9068 §4).
+func TestTyp(t *testing.T) {
+	k := getKeys(t)
+	a, err := NewJWTAuthenticator(JWTConfig{Now: func() time.Time { return testNow }, Issuers: []IssuerRecord{
+		{Issuer: issA, Tenant: "a", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, Type: "at+jwt",
+			Keys: []VerificationKey{{Key: k.ed.Public()}}},
+		{Issuer: issB, Tenant: "b", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+			Keys: []VerificationKey{{Key: k.ed.Public()}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := func(iss string, typ any) string {
+		h := obj{"alg": "EdDSA"}
+		if typ != nil {
+			h["typ"] = typ
+		}
+		m, _ := SigningMethodFor("EdDSA")
+		return signRaw(t, m, k.ed, h.json(), baseClaims(iss).json())
+	}
+	for _, tc := range []struct {
+		iss  string
+		typ  any
+		desc string
+	}{
+		{issA, "at+jwt", ""},
+		{issA, "application/at+jwt", ""},
+		{issA, "AT+JWT", ""},
+		{issA, "JWT", "token type is not accepted"},
+		{issA, nil, "token type is not accepted"},
+		{issA, "application/jwt", "token type is not accepted"},
+		{issA, "at+jwt ", "token type is not accepted"},
+		{issA, 1, "token is malformed"},
+		{issB, "JWT", ""},
+		{issB, nil, ""},
+		{issB, "anything", ""},
+	} {
+		_, err := a.Verify(tok(tc.iss, tc.typ))
+		if tc.desc == "" {
+			if err != nil {
+				t.Errorf("%s typ %v: %v", tc.iss, tc.typ, err)
+			}
+			continue
+		}
+		var ae *AuthError
+		if !errors.As(err, &ae) || ae.Description != tc.desc {
+			t.Errorf("%s typ %v: err = %v, want %q", tc.iss, tc.typ, err, tc.desc)
+		}
+	}
+}
