@@ -28,7 +28,7 @@ func BenchmarkResolve(b *testing.B) {
 	h := http.Header{"X-Forwarded-For": {"203.0.113.7, 10.0.0.2, 10.0.0.3"}}
 	for _, n := range []int{3, 2000} {
 		r := mustNew(b, Config{Trusted: benchTrusted(n - 3), Header: "X-Forwarded-For"})
-		if got := len(r.set.Ranges()); got != n {
+		if got := len(r.TrustedSet(0).Ranges()); got != n {
 			b.Fatalf("set has %d ranges, want %d", got, n)
 		}
 		b.Run(fmt.Sprintf("xff3/trusted=%d", n), func(b *testing.B) {

@@ -1,11 +1,10 @@
 package trustedproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
-	"strings"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -18,18 +17,33 @@ const (
 	DefaultIPv6Prefix = 64 // one key per IPv6 subnet: a host usually owns a whole /64
 )
 
-// HeaderXForwardedFor is the only list header supported by v0. RFC 7239
-// Forwarded is refused by [New] until a later version parses its for=
-// parameters with the same walk.
-const HeaderXForwardedFor = "X-Forwarded-For"
+// The list headers. Every other header name configured in a rule is read as
+// a single-address header (X-Real-IP, CF-Connecting-IP, True-Client-IP,
+// Fly-Client-IP, ...).
+const (
+	// HeaderXForwardedFor is the de-facto X-Forwarded-For list: one address
+	// per comma-separated element, appended by each proxy.
+	HeaderXForwardedFor = "X-Forwarded-For"
+	// HeaderForwarded is the RFC 7239 list: the for= parameter of each
+	// forwarded-element. The same chain written as X-Forwarded-For or as
+	// Forwarded resolves to the same client.
+	HeaderForwarded = "Forwarded"
+)
 
 // Config describes which peers are trusted proxies and what they forward.
 // The zero value trusts nobody and reads no header: every request's client is
 // its TCP peer. A Config is only read by [New]; later changes to it (or to
-// its Trusted slice) do not affect a Resolver already built.
+// its slices) do not affect a Resolver already built.
+//
+// Two equivalent forms: Rules (an ordered list of [Rule]), or the v0 form
+// Trusted + Header, which means exactly Rules: []Rule{{From: Trusted,
+// Header: Header}} (and no rule at all when Trusted is empty). Using both
+// forms at once is an error.
 type Config struct {
-	// Trusted lists the trusted proxies as CIDR prefixes ("10.0.0.0/8",
-	// "2001:db8::/32") or single addresses ("127.0.0.1", "::1"). Entries are
+	// Trusted (v0 form) lists the trusted proxies, in the syntax of
+	// [Rule.From]: CIDR prefixes ("10.0.0.0/8", "2001:db8::/32"), single
+	// addresses ("127.0.0.1", "::1") and explicit shorthands
+	// ("private_ranges", "loopback", "link_local", "unix"). Entries are
 	// canonicalised: an IPv4-mapped entry ("::ffff:10.0.0.0/104",
 	// "::ffff:10.0.0.1") trusts the IPv4 addresses it maps, the zone of a
 	// single address is dropped, host bits right of a prefix length are
@@ -38,74 +52,148 @@ type Config struct {
 	// turns every LAN client into a "proxy" that can name any client: list
 	// the proxies themselves.
 	Trusted []string
-	// Header is the forwarding header a trusted peer's value is read from:
-	// "" (read nothing), "X-Forwarded-For" (a list, walked right to left) or
-	// the name of a header carrying exactly one address, such as "X-Real-IP",
-	// "CF-Connecting-IP" or "True-Client-IP". Canonicalised with
-	// http.CanonicalHeaderKey, so "x-forwarded-for" is the list header.
-	// "Forwarded" (RFC 7239) is refused in v0. The name must be an RFC 9110
-	// token.
+	// Header (v0 form) is the forwarding header trusted peers' values are
+	// read from, in the syntax of [Rule.Header].
 	Header string
+	// Rules is the ordered list of trust rules. For each request the first
+	// rule whose From set (or Sources) contains the TCP peer applies; when
+	// none does, the peer is the client and no header is read. Empty, with
+	// Trusted empty too, trusts nobody.
+	Rules []Rule
 	// IPv4Prefix is the network-key prefix length, in bits, for IPv4
 	// clients: 1..32; 0 means DefaultIPv4Prefix (32).
 	IPv4Prefix int
 	// IPv6Prefix is the network-key prefix length, in bits, for IPv6
 	// clients: 1..128; 0 means DefaultIPv6Prefix (64).
 	IPv6Prefix int
-	// AllowAll permits a trusted set that contains every IPv4 or every IPv6
-	// address (0.0.0.0/0, ::/0, ::ffff:0:0/96, ::/80, or several entries
-	// whose union covers a family). Refused by default: it lets any client
-	// name any address as itself.
+	// AllowAll permits a rule whose set contains every IPv4 or every IPv6
+	// address (0.0.0.0/0, ::/0, ::ffff:0:0/96, ::/80, or several entries or
+	// a Source whose union covers a family). Refused by default: it lets
+	// any client name any address as itself.
 	AllowAll bool
+	// MissingHeader says what a trusted peer that sent no value in its
+	// rule's header gets: "" or MissingHeaderPeer (the default: the client
+	// is the peer, reason trusted_peer_without_header, which keeps load
+	// balancer health checks working) or MissingHeaderReject (error
+	// ErrMissingHeader, same reason). Either way the Derivation reports it,
+	// so it can be counted.
+	MissingHeader MissingHeaderAction
+	// Aliases says what happens when a trusted peer's request carries a
+	// header whose name differs from its rule's header only by case or by
+	// '_' for '-' ("X_Forwarded_For", "X-Forwarded_For"): "" or
+	// AliasesIgnore (the default: aliases are never read, whatever they
+	// hold) or AliasesReject (error ErrHeaderAlias, reason header_alias).
+	// Aliases are never read in either mode.
+	Aliases AliasAction
 }
 
-// New validates cfg and builds an immutable [Resolver].
+// Rule is one trust rule: "when the TCP peer is in From (or one of
+// Sources), read Header, trusting Hops hops". Rules are evaluated in order
+// and the first whose set contains the peer wins.
+//
+// The walk of a list header (X-Forwarded-For, Forwarded), right to left: an
+// entry whose address is in the rule's set is a trusted proxy and is
+// skipped; every other entry uses up one of the rule's Hops; the entry that
+// uses up the last one is the client. So Hops 0 or 1 is the classic walk
+// (nginx real_ip_recursive, chi ClientIPFromXFF): the client is the first
+// entry not in the set. Hops n >= 2 additionally trusts n-1 proxies whose
+// addresses are not listed: with From listing nobody in the chain, the
+// client is the n-th entry from the right (Envoy xff_num_trusted_hops = n,
+// chi ClientIPFromXFFTrustedProxies(n)); with From listing your own load
+// balancers, it is "skip my known ranges, then trust n-1 more hops" (a CDN
+// whose ranges you do not maintain). See the package documentation for the
+// exact unit, empty elements and chains that run out.
+type Rule struct {
+	// From lists the peers this rule applies to, and the addresses the
+	// walk skips as trusted proxies: CIDR prefixes, single addresses, and
+	// shorthands used only when listed (ShorthandPrivateRanges "private_ranges",
+	// ShorthandLoopback "loopback", ShorthandLinkLocal "link_local", and
+	// ShorthandUnix "unix" for peers connected over a Unix-domain socket).
+	// Parsed as by [ParseSet].
+	From []string
+	// Sources add refreshable sets to From (see [Source],
+	// [Resolver.Refresh]). New loads each once and fails if a load fails.
+	Sources []Source
+	// Header is the forwarding header read from peers matching this rule:
+	// "" (read nothing: the peer is the client, reason
+	// no_header_configured), "X-Forwarded-For" or "Forwarded" (lists,
+	// walked right to left), or the name of a header carrying exactly one
+	// address ("X-Real-IP", "CF-Connecting-IP", ...: the last line wins and
+	// names the client). An RFC 9110 token, canonicalised with
+	// http.CanonicalHeaderKey, so "x-forwarded-for" is the list header.
+	Header string
+	// Hops is the number of trusted hops, 0..MaxHops, for list headers
+	// only: 0 and 1 mean the same (the first entry not in From is the
+	// client); n >= 2 trusts n-1 entries not in From as proxies, by count.
+	Hops int
+}
+
+// MissingHeaderAction is the value of [Config.MissingHeader].
+type MissingHeaderAction string
+
+// MissingHeader actions.
+const (
+	// MissingHeaderPeer: the client is the peer (reason
+	// trusted_peer_without_header). The default.
+	MissingHeaderPeer MissingHeaderAction = "peer"
+	// MissingHeaderReject: Resolve fails with ErrMissingHeader.
+	MissingHeaderReject MissingHeaderAction = "reject"
+)
+
+// AliasAction is the value of [Config.Aliases].
+type AliasAction string
+
+// Aliases actions.
+const (
+	// AliasesIgnore: header-name aliases are never read and do not affect
+	// the result. The default.
+	AliasesIgnore AliasAction = "ignore"
+	// AliasesReject: a trusted peer's request carrying an alias of its
+	// rule's header fails with ErrHeaderAlias.
+	AliasesReject AliasAction = "reject"
+)
+
+// New validates cfg and builds a [Resolver].
 //
 // Every problem is reported at once: the error is an errors.Join of one error
 // per problem, each naming the offending field and value (every malformed
-// Trusted entry, a refused catch-all range, an unsupported header, a prefix
-// length out of range). On error the Resolver is nil. The trusted set is a
-// netipx.IPSet built here once (O(log n) containment, so thousands of CDN
-// ranges cost nothing per request).
+// entry, a refused catch-all range, an invalid header name, Hops out of
+// range or on a header that is not a list, a prefix length out of range, an
+// unknown action, a Source that failed its first load). Field names are
+// Go's: "Trusted[2]", "Header", "Rules[1].From[0]", "Rules[1].Hops", ...
+// On error the Resolver is nil.
+//
+// New calls Load on every Source once, with context.Background(), before
+// returning; a failing or empty load is an error (no rule starts with a
+// set it cannot justify). Trusted sets are netipx.IPSet values compiled
+// here into a lookup table (O(log n) per lookup without allocation, so
+// thousands of CDN ranges cost nothing noticeable per request).
 func New(cfg Config) (*Resolver, error) {
 	var errs []error
-	r := &Resolver{}
+	r := &Resolver{allowAll: cfg.AllowAll}
 
-	var b netipx.IPSetBuilder
-	for i, s := range cfg.Trusted {
-		ranges, err := parseTrusted(s)
+	v0 := len(cfg.Trusted) > 0 || cfg.Header != ""
+	if v0 && len(cfg.Rules) > 0 {
+		errs = append(errs, errors.New("trustedproxy: Rules and the v0 form (Trusted, Header) cannot be combined: write the v0 form as one more Rule"))
+	}
+	switch {
+	case len(cfg.Rules) > 0:
+		for i, rc := range cfg.Rules {
+			ru, es := buildRule(rc, fmt.Sprintf("Rules[%d].", i), cfg.AllowAll)
+			errs = append(errs, es...)
+			r.rules = append(r.rules, ru)
+		}
+	case len(cfg.Trusted) > 0:
+		ru, es := buildRule(Rule{From: cfg.Trusted, Header: cfg.Header}, "", cfg.AllowAll)
+		errs = append(errs, es...)
+		r.rules = append(r.rules, ru)
+	case cfg.Header != "":
+		// v0: a header with nobody trusted is valid (and never read).
+		h, _, err := parseHeaderName(cfg.Header, "Header")
 		if err != nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: Trusted[%d] %q: %v", i, s, err))
-			continue
+			errs = append(errs, err)
 		}
-		if !cfg.AllowAll && coversFamily(ranges) {
-			errs = append(errs, fmt.Errorf("trustedproxy: Trusted[%d] %q trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", i, s))
-			continue
-		}
-		for _, rg := range ranges {
-			b.AddRange(rg)
-		}
-	}
-	set, err := b.IPSet()
-	if err != nil { // unreachable: every range added is valid
-		errs = append(errs, fmt.Errorf("trustedproxy: building trusted set: %v", err))
-	}
-	if !cfg.AllowAll && (set.ContainsPrefix(allV4) || set.ContainsPrefix(allV6)) {
-		errs = append(errs, fmt.Errorf("trustedproxy: Trusted: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", len(cfg.Trusted)))
-	}
-	r.set = set
-
-	if cfg.Header != "" {
-		h := http.CanonicalHeaderKey(cfg.Header)
-		switch {
-		case !httpguts.ValidHeaderFieldName(cfg.Header):
-			errs = append(errs, fmt.Errorf("trustedproxy: Header %q is not a valid header name", cfg.Header))
-		case h == "Forwarded":
-			errs = append(errs, fmt.Errorf("trustedproxy: Header %q (RFC 7239) is not supported yet; use %q or a single-address header", cfg.Header, HeaderXForwardedFor))
-		default:
-			r.header = h
-			r.list = h == HeaderXForwardedFor
-		}
+		r.header0 = h
 	}
 
 	r.v4bits = DefaultIPv4Prefix
@@ -123,76 +211,145 @@ func New(cfg Config) (*Resolver, error) {
 		r.v6bits = cfg.IPv6Prefix
 	}
 
+	switch cfg.MissingHeader {
+	case "", MissingHeaderPeer:
+	case MissingHeaderReject:
+		r.rejectMissing = true
+	default:
+		errs = append(errs, fmt.Errorf("trustedproxy: MissingHeader %q is not %q or %q", cfg.MissingHeader, MissingHeaderPeer, MissingHeaderReject))
+	}
+	switch cfg.Aliases {
+	case "", AliasesIgnore:
+	case AliasesReject:
+		r.rejectAliases = true
+	default:
+		errs = append(errs, fmt.Errorf("trustedproxy: Aliases %q is not %q or %q", cfg.Aliases, AliasesIgnore, AliasesReject))
+	}
+
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return r, nil
 }
 
-var (
-	allV4 = netip.MustParsePrefix("0.0.0.0/0")
-	allV6 = netip.MustParsePrefix("::/0")
-	// mapped is ::ffff:0:0/96, the IPv4-mapped IPv6 addresses.
-	mapped = netipx.IPRangeFrom(
-		netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff}),
-		netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff}),
-	)
-)
+// buildRule validates one rule. prefix is "Rules[i]." or "" for the v0 form,
+// whose fields are named Trusted and Header.
+func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
+	var errs []error
+	ru := &rule{hops: max(rc.Hops, 1), sources: append([]Source(nil), rc.Sources...)}
+	fromName, headerName := prefix+"From", prefix+"Header"
+	if prefix == "" {
+		fromName, headerName = "Trusted", "Header"
+	}
 
-// parseTrusted parses one Config.Trusted entry into the canonical ranges it
-// trusts.
-//
-// Canonicalisation, as for request addresses (see parseEntry): Resolve only
-// ever asks the set about unmapped addresses without zone. An entry written
-// in mapped form, or an IPv6 prefix overlapping ::ffff:0:0/96, would
-// otherwise be partly dead (never matched) while the operator believes it
-// trusts those hosts. So the part of an IPv6 entry that lies in the mapped
-// range is also added as the IPv4 range it maps. This is also what makes
-// "::ffff:0:0/96" (or "::/80") count as "every IPv4 address" for AllowAll.
-func parseTrusted(s string) ([]netipx.IPRange, error) {
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
+	var b netipx.IPSetBuilder
+	for i, s := range rc.From {
+		if s == ShorthandUnix {
+			ru.unix = true
+			continue
+		}
+		ranges, err := parseSetEntry(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %q: %v", fromName, i, s, err))
+			continue
+		}
+		if !allowAll && coversFamily(ranges) {
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %q trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, i, s))
+			continue
+		}
+		for _, rg := range ranges {
+			b.AddRange(rg)
+		}
+	}
+	static, err := b.IPSet()
+	if err != nil { // unreachable: every range added is valid
+		errs = append(errs, fmt.Errorf("trustedproxy: building %s: %v", fromName, err))
+	}
+	if !allowAll && setCoversFamily(static) {
+		errs = append(errs, fmt.Errorf("trustedproxy: %s: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, len(rc.From)))
+	}
+	ru.static = static
+	ru.label = prefix + "Sources"
+
+	set := static
+	if len(ru.sources) > 0 {
 		var err error
-		p, err = netip.ParsePrefix(s)
+		set, err = ru.load(context.Background(), allowAll)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
-	} else {
-		a, err := netip.ParseAddr(s)
+	}
+	if len(rc.From) == 0 && len(ru.sources) == 0 && prefix != "" {
+		errs = append(errs, fmt.Errorf("trustedproxy: %sFrom and %sSources are both empty: the rule would match no peer", prefix, prefix))
+	}
+	if set != nil {
+		ru.cur.Store(&ruleSet{set: set, tab: newTable(set)})
+	}
+
+	if rc.Header != "" {
+		h, kind, err := parseHeaderName(rc.Header, headerName)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
-		a = a.WithZone("") // a zone is not part of the address
-		p = netip.PrefixFrom(a, a.BitLen())
+		ru.header, ru.kind = h, kind
 	}
-	r := netipx.RangeOfPrefix(p.Masked())
-	if !r.From().Is6() {
-		return []netipx.IPRange{r}, nil
+	switch {
+	case rc.Hops < 0 || rc.Hops > MaxHops:
+		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d out of range 0..%d", prefix, rc.Hops, MaxHops))
+	case rc.Hops > 0 && ru.kind != kindXFF && ru.kind != kindForwarded:
+		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %q", prefix, rc.Hops, HeaderXForwardedFor, HeaderForwarded, rc.Header))
 	}
-	from, to := r.From(), r.To()
-	if from.Less(mapped.From()) {
-		from = mapped.From()
-	}
-	if mapped.To().Less(to) {
-		to = mapped.To()
-	}
-	if to.Less(from) { // no overlap with the mapped range
-		return []netipx.IPRange{r}, nil
-	}
-	v4 := netipx.IPRangeFrom(from.Unmap(), to.Unmap())
-	if from == r.From() && to == r.To() { // entirely mapped: IPv4 only
-		return []netipx.IPRange{v4}, nil
-	}
-	return []netipx.IPRange{r, v4}, nil
+	return ru, errs
 }
 
-// coversFamily reports whether the ranges of one entry contain every IPv4 or
-// every IPv6 address.
-func coversFamily(ranges []netipx.IPRange) bool {
-	for _, r := range ranges {
-		if r == netipx.RangeOfPrefix(allV4) || r == netipx.RangeOfPrefix(allV6) {
-			return true
+// parseHeaderName validates and canonicalises a configured header name.
+func parseHeaderName(name, field string) (string, headerKind, error) {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return "", kindNone, fmt.Errorf("trustedproxy: %s %q is not a valid header name", field, name)
+	}
+	h := http.CanonicalHeaderKey(name)
+	switch h {
+	case HeaderXForwardedFor:
+		return h, kindXFF, nil
+	case HeaderForwarded:
+		return h, kindForwarded, nil
+	}
+	return h, kindSingle, nil
+}
+
+// load builds the rule's set from its static part and a fresh load of every
+// Source. All or nothing: any failing, nil or empty load, or a union that
+// covers a family without allowAll, is an error and no set is returned.
+func (ru *rule) load(ctx context.Context, allowAll bool) (*netipx.IPSet, error) {
+	var b netipx.IPSetBuilder
+	if ru.static != nil {
+		b.AddSet(ru.static)
+	}
+	var errs []error
+	for i, src := range ru.sources {
+		if src == nil {
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] is nil", ru.label, i))
+			continue
+		}
+		s, err := src.Load(ctx)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d]: %w", ru.label, i, err))
+		case s == nil || len(s.Ranges()) == 0:
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d]: loaded an empty set (refused: more likely a broken source than a real change)", ru.label, i))
+		default:
+			b.AddSet(s)
 		}
 	}
-	return false
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	set, err := b.IPSet()
+	if err != nil {
+		return nil, fmt.Errorf("trustedproxy: %s: %v", ru.label, err)
+	}
+	if !allowAll && setCoversFamily(set) {
+		return nil, fmt.Errorf("trustedproxy: %s: the set trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", ru.label)
+	}
+	return set, nil
 }

@@ -17,6 +17,8 @@ func TestNewValid(t *testing.T) {
 		{"X-Real-IP", Config{Header: "X-Real-IP"}, "X-Real-Ip"},
 		{"CF-Connecting-IP", Config{Header: "CF-Connecting-IP"}, "Cf-Connecting-Ip"},
 		{"True-Client-IP", Config{Header: "True-Client-IP"}, "True-Client-Ip"},
+		{"Forwarded (RFC 7239, refused in v0)", Config{Header: "forwarded"}, "Forwarded"},
+		{"Forwarded with a trusted peer", Config{Trusted: []string{"10.0.0.0/8"}, Header: "FORWARDED"}, "Forwarded"},
 		{"prefix bounds", Config{IPv4Prefix: 1, IPv6Prefix: 128}, ""},
 		{"prefix bounds 2", Config{IPv4Prefix: 32, IPv6Prefix: 1}, ""},
 		{"all v4 with AllowAll", Config{Trusted: []string{"0.0.0.0/0"}, AllowAll: true}, ""},
@@ -86,11 +88,6 @@ func TestNewErrors(t *testing.T) {
 			want: []string{`union of the 2 entries trusts every`},
 		},
 		{
-			name: "Forwarded not supported in v0",
-			cfg:  Config{Header: "forwarded"},
-			want: []string{`Header "forwarded" (RFC 7239) is not supported yet`},
-		},
-		{
 			name: "header not a token",
 			cfg:  Config{Header: "X Real IP"},
 			want: []string{`Header "X Real IP" is not a valid header name`},
@@ -112,8 +109,8 @@ func TestNewErrors(t *testing.T) {
 		},
 		{
 			name: "all problems at once",
-			cfg:  Config{Trusted: []string{"bad", "0.0.0.0/0"}, Header: "Forwarded", IPv4Prefix: 40, IPv6Prefix: 200},
-			want: []string{`Trusted[0] "bad"`, `Trusted[1] "0.0.0.0/0"`, `Header "Forwarded"`, `IPv4Prefix 40`, `IPv6Prefix 200`},
+			cfg:  Config{Trusted: []string{"bad", "0.0.0.0/0"}, Header: "X Forwarded", IPv4Prefix: 40, IPv6Prefix: 200},
+			want: []string{`Trusted[0] "bad"`, `Trusted[1] "0.0.0.0/0"`, `Header "X Forwarded"`, `IPv4Prefix 40`, `IPv6Prefix 200`},
 		},
 	}
 	for _, tc := range tests {

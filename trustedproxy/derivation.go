@@ -20,9 +20,10 @@ type Result struct {
 }
 
 // Derivation explains one resolution: the peer seen, whether it is trusted,
-// the header consulted, every hop examined with its verdict, the hop chosen
-// and the reason. JSON field names are a public contract (the debug endpoint
-// prints them).
+// the rule that matched it, the header consulted, every hop examined with
+// its verdict, the hop chosen and the reason. JSON field names are a public
+// contract (the debug endpoint prints them): fields are added, never
+// renamed.
 //
 // Values copied from the request (Peer when unparsable, Hop.Value) are
 // attacker-controlled and truncated to 64 bytes.
@@ -30,10 +31,14 @@ type Derivation struct {
 	// Peer is the canonical TCP peer address without port, or the raw
 	// remoteAddr truncated to 64 bytes when it could not be parsed.
 	Peer string `json:"peer"`
-	// PeerTrusted reports whether Peer is in the trusted set.
+	// PeerTrusted reports whether Peer is in the trusted set of some rule
+	// (for the v0 form of Config, the Trusted set).
 	PeerTrusted bool `json:"peer_trusted"`
+	// Rule is the index into Config.Rules of the rule the peer matched (0
+	// for the v0 form), or -1 when no rule matched.
+	Rule int `json:"rule"`
 	// Header is the canonical name of the header consulted: set only when
-	// the peer is trusted and a header is configured.
+	// the peer is trusted and its rule names a header.
 	Header string `json:"header,omitempty"`
 	// Hops lists the header entries actually examined, in walk order
 	// (rightmost first for a list header; one entry for a single-address
@@ -41,7 +46,8 @@ type Derivation struct {
 	// never listed. nil (JSON null) when no header value was examined.
 	Hops []Hop `json:"hops"`
 	// Chosen is the index into Hops of the client, or -1 when the client
-	// is the peer or the resolution failed.
+	// is the peer or the resolution failed (or when Hops was not built:
+	// see [Resolver.ResolveAddr]).
 	Chosen int `json:"chosen"`
 	// Reason says why the client is what it is.
 	Reason Reason `json:"reason"`
@@ -52,12 +58,16 @@ type Derivation struct {
 // Hop is one forwarding-header entry examined by the walk.
 type Hop struct {
 	// Position is the 0-based position of the entry in the merged chain
-	// (all lines of the header joined in wire order, split on commas;
-	// leftmost = 0; header lines holding only spaces and tabs contribute
-	// no entry). For a single-address header, the index of the line read.
+	// (all lines of the header joined in wire order, split on the commas
+	// that separate list elements, which for Forwarded excludes commas
+	// inside quoted strings; leftmost = 0; header lines holding only spaces
+	// and tabs contribute no entry). For a single-address header, the
+	// index of the line read.
 	Position int `json:"position"`
 	// Value is the raw entry, spaces and tabs trimmed, truncated to 64
-	// bytes. Attacker-controlled.
+	// bytes: for Forwarded, the for= value as written (quotes included),
+	// or the whole element when the element is malformed.
+	// Attacker-controlled.
 	Value string `json:"value"`
 	// Address is the canonical address parsed from Value, "" when malformed.
 	Address string `json:"address,omitempty"`
@@ -70,13 +80,20 @@ type Verdict string
 
 // Verdicts.
 const (
-	// VerdictTrusted: the entry is a trusted proxy; the walk continued left.
+	// VerdictTrusted: the entry is in the rule's trusted set; the walk
+	// continued left.
 	VerdictTrusted Verdict = "trusted"
+	// VerdictCounted: the entry is not in the trusted set but the rule's
+	// Hops count vouches for it as a proxy; the walk continued left.
+	VerdictCounted Verdict = "counted"
 	// VerdictClient: the entry is the client (first untrusted address, or
 	// the value of a single-address header).
 	VerdictClient Verdict = "client"
 	// VerdictMalformed: the entry is not an address; the walk failed closed.
 	VerdictMalformed Verdict = "malformed"
+	// VerdictUnknown: the entry is "unknown" or an obfuscated node
+	// (RFC 7239 §6); the walk failed closed.
+	VerdictUnknown Verdict = "unknown"
 )
 
 // Reason says why a [Derivation] chose its client (or failed).
@@ -84,23 +101,29 @@ type Reason string
 
 // Reasons.
 const (
-	// ReasonPeerUntrusted: the peer is not trusted, it is the client; no
+	// ReasonPeerUntrusted: no rule matches the peer, it is the client; no
 	// header was read.
 	ReasonPeerUntrusted Reason = "peer_untrusted"
-	// ReasonNoHeaderConfigured: the peer is trusted but Config.Header is
-	// empty; the client is the peer.
+	// ReasonNoHeaderConfigured: the peer is trusted but its rule names no
+	// header; the client is the peer.
 	ReasonNoHeaderConfigured Reason = "no_header_configured"
-	// ReasonHeaderAbsent: the peer is trusted but sent no value in the
-	// configured header (no line, or only lines of spaces and tabs); the
-	// client is the peer. Reported rather than hidden: a trusted proxy that
-	// forwards without the header is usually a misconfiguration.
+	// ReasonHeaderAbsent: the peer is trusted but sent no value in its
+	// rule's header (no line, or only lines of spaces and tabs). With
+	// Config.MissingHeader "peer" (the default) the client is the peer;
+	// with "reject" Resolve returns [ErrMissingHeader]. Reported either
+	// way: a trusted proxy that forwards without the header is usually a
+	// misconfiguration (or a health check) and should be counted.
 	ReasonHeaderAbsent Reason = "trusted_peer_without_header"
-	// ReasonFirstUntrustedHop: the client is the first untrusted entry of
-	// the list header, walking right to left.
+	// ReasonFirstUntrustedHop: the client is the first entry of the list
+	// header, walking right to left, that is not in the rule's trusted set.
 	ReasonFirstUntrustedHop Reason = "first_untrusted_hop"
-	// ReasonAllHopsTrusted: every entry of the list header is trusted; the
-	// client is the peer (documented choice: never the leftmost entry,
-	// which nobody vouches for being anything but another proxy).
+	// ReasonHopCount: the rule has Hops n >= 2 and the client is the n-th
+	// entry, walking right to left, that is not in the rule's trusted set;
+	// the n-1 before it were trusted by count ([VerdictCounted]).
+	ReasonHopCount Reason = "hop_count"
+	// ReasonAllHopsTrusted: every entry of the list header is trusted (by
+	// address or by count); the client is the peer (documented choice:
+	// never the leftmost entry; see the package documentation).
 	ReasonAllHopsTrusted Reason = "all_hops_trusted"
 	// ReasonSingleAddressHeader: the client is the value of the
 	// single-address header sent by the trusted peer.
@@ -108,10 +131,22 @@ const (
 	// ReasonMalformedEntry: a header entry reached by the walk is not an
 	// address; Resolve returned a *ChainError wrapping ErrMalformedEntry.
 	ReasonMalformedEntry Reason = "malformed_entry"
+	// ReasonUnknownNode: a header entry reached by the walk is "unknown" or
+	// an obfuscated node; Resolve returned a *ChainError wrapping
+	// ErrUnknownNode.
+	ReasonUnknownNode Reason = "unknown_node"
+	// ReasonHeaderAlias: Config.Aliases is "reject" and the trusted peer's
+	// request carries an alias of its rule's header; Resolve returned an
+	// error wrapping ErrHeaderAlias.
+	ReasonHeaderAlias Reason = "header_alias"
 	// ReasonChainTooLong: more than MaxHops entries would have had to be
 	// examined; Resolve returned a *ChainError wrapping ErrChainTooLong.
 	ReasonChainTooLong Reason = "chain_too_long"
 	// ReasonMalformedPeer: remoteAddr is not an address; Resolve returned
 	// an error wrapping ErrMalformedPeer.
 	ReasonMalformedPeer Reason = "malformed_peer"
+	// ReasonUnixPeerUntrusted: remoteAddr is a Unix-domain socket ("",
+	// "@..." or "/...") and no rule lists "unix"; Resolve returned an
+	// error wrapping ErrUnixPeer and ErrMalformedPeer.
+	ReasonUnixPeerUntrusted Reason = "unix_peer_untrusted"
 )

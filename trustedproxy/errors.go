@@ -6,27 +6,62 @@ import (
 )
 
 // ErrMalformedPeer is returned by [Resolver.Resolve] when remoteAddr is not
-// an address in one of the forms documented on [Resolver.Resolve] (for
-// example "" or "@" from a Unix socket listener). The returned error wraps
-// it, so test with errors.Is. Nothing is read from the headers in that case.
+// an address in one of the forms documented on [Resolver.Resolve]. The
+// returned error wraps it, so test with errors.Is. Nothing is read from the
+// headers in that case. A Unix-socket peer ("", "@..." or "/...") that no
+// rule accepts gets an error wrapping both ErrMalformedPeer and
+// [ErrUnixPeer].
 var ErrMalformedPeer = errors.New("trustedproxy: malformed peer address")
 
+// ErrUnixPeer is returned, together with [ErrMalformedPeer] (one error wraps
+// both), when the peer is a Unix-domain socket and either no rule lists
+// "unix" in its From (Unix-socket peers are trusted only by explicit opt-in),
+// or a rule accepted it but the resolution would have chosen the peer itself
+// as the client (no forwarding header, every hop trusted): a socket has no
+// address to key a client by. Derivation.Reason tells the cases apart.
+var ErrUnixPeer = errors.New("trustedproxy: Unix-socket peer")
+
 // ErrMalformedEntry is the [ChainError.Err] of a forwarding-header entry that
-// is not a single IP address (empty element, host name, "unknown", port
-// without brackets on IPv6, a comma in a single-address header, ...). The
-// walk fails closed on it: the entry is never skipped and the resolver never
-// falls back to the peer. errors.Is(err, ErrMalformedEntry) works through
-// [*ChainError].
+// is not a single IP address (empty element, host name, port without
+// brackets on IPv6, a comma in a single-address header, an RFC 7239
+// forwarded-element that breaks the grammar, repeats a parameter or has no
+// for parameter, ...). The walk fails closed on it: the entry is never
+// skipped and the resolver never falls back to the peer.
+// errors.Is(err, ErrMalformedEntry) works through [*ChainError], and also
+// matches [ErrUnknownNode].
 var ErrMalformedEntry = errors.New("trustedproxy: malformed forwarding entry")
+
+// ErrUnknownNode is the [ChainError.Err] of an entry that names no address on
+// purpose: RFC 7239 §6 "unknown" or an obfuscated node "_xyz" (in Forwarded
+// for= values and, with the same spelling, in X-Forwarded-For). The walk
+// cannot tell whether such a hop is trusted, so it stops with this error. It
+// wraps [ErrMalformedEntry], so code that only knows v0 errors treats it as a
+// malformed entry.
+var ErrUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEntry)
 
 // ErrChainTooLong is the [ChainError.Err] when the walk would have to examine
 // more than [MaxHops] entries of a list header, all of them trusted so far.
 // The resolver fails closed rather than pick a client.
 var ErrChainTooLong = errors.New("trustedproxy: forwarding chain too long")
 
+// ErrMissingHeader is returned when a trusted peer sent no value in its
+// rule's forwarding header and [Config.MissingHeader] is
+// [MissingHeaderReject]. With the default ([MissingHeaderPeer]) the peer is
+// the client and Derivation.Reason is [ReasonHeaderAbsent] instead.
+var ErrMissingHeader = errors.New("trustedproxy: trusted peer sent no forwarding header")
+
+// ErrHeaderAlias is returned when [Config.Aliases] is [AliasesReject] and a
+// trusted peer's request carries a header whose name differs from the
+// rule's forwarding header only by case or by '_' in place of '-'
+// ("X_Forwarded_For", "X-Forwarded_For", a non-canonical key in a
+// hand-built http.Header). Such aliases are never read; this error lets an
+// operator refuse requests that some other component (CGI-style stacks fold
+// '_' and '-' together) might read differently.
+var ErrHeaderAlias = errors.New("trustedproxy: forwarding header alias")
+
 // ChainError reports a forwarding header written by a trusted peer that
-// cannot be resolved to a client. Err is [ErrMalformedEntry] or
-// [ErrChainTooLong]; Unwrap returns it.
+// cannot be resolved to a client. Err is [ErrMalformedEntry],
+// [ErrUnknownNode] or [ErrChainTooLong]; Unwrap returns it.
 //
 // Value is attacker-controlled: it holds at most 64 bytes of the offending
 // entry, after trimming spaces and tabs, and is quoted by Error.
@@ -37,15 +72,25 @@ type ChainError struct {
 	// (leftmost = 0); for a single-address header, the index of the header
 	// line that was read.
 	Position int
-	// Value is the offending entry, truncated to 64 bytes.
+	// Value is the offending entry, truncated to 64 bytes: the raw for=
+	// value of an RFC 7239 element, or the whole element when the element
+	// itself is malformed.
 	Value string
-	// Err is ErrMalformedEntry or ErrChainTooLong.
+	// Detail says what is wrong when the entry's text alone does not (RFC
+	// 7239 syntax errors, repeated parameters, a missing for parameter);
+	// "" otherwise. Fixed text, never request bytes.
+	Detail string
+	// Err is ErrMalformedEntry, ErrUnknownNode or ErrChainTooLong.
 	Err error
 }
 
 // Error returns e.g.
-// `trustedproxy: malformed forwarding entry: X-Forwarded-For position 1 "garbage"`.
+// `trustedproxy: malformed forwarding entry: X-Forwarded-For position 1 "garbage"`,
+// followed by ": " and Detail when Detail is set.
 func (e *ChainError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%v: %s position %d %q: %s", e.Err, e.Header, e.Position, e.Value, e.Detail)
+	}
 	return fmt.Sprintf("%v: %s position %d %q", e.Err, e.Header, e.Position, e.Value)
 }
 

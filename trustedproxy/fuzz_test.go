@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,14 @@ func refParse(s string) (netip.Addr, bool) {
 	return ap.Addr().Unmap().WithZone(""), true
 }
 
+// refUnknown reports whether v is RFC 7239's "unknown" (any case) or an
+// obfuscated node, by regular expression.
+func refUnknown(v string) bool {
+	return refUnknownRE.MatchString(v)
+}
+
+var refUnknownRE = regexp.MustCompile(`^(?i:unknown)$|^_[A-Za-z0-9._-]+$`)
+
 func refTrusted(a netip.Addr) bool {
 	for _, p := range fuzzTrustedCanonical {
 		if p.Contains(a) {
@@ -61,6 +70,9 @@ type refResult struct {
 func refResolve(header, peer string, lines []string) refResult {
 	p, ok := refParse(peer)
 	if !ok {
+		if peer == "" || peer[0] == '@' || peer[0] == '/' {
+			return refResult{reason: ReasonUnixPeerUntrusted, err: ErrUnixPeer, pos: -1}
+		}
 		return refResult{reason: ReasonMalformedPeer, err: ErrMalformedPeer, pos: -1}
 	}
 	if !refTrusted(p) {
@@ -83,6 +95,9 @@ func refResolve(header, peer string, lines []string) refResult {
 		v := strings.Trim(lines[last], " \t")
 		a, ok := refParse(v)
 		if strings.Contains(v, ",") || !ok {
+			if !strings.Contains(v, ",") && refUnknown(v) {
+				return refResult{reason: ReasonUnknownNode, err: ErrUnknownNode, pos: last}
+			}
 			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: last}
 		}
 		return refResult{client: a, reason: ReasonSingleAddressHeader, pos: last}
@@ -94,8 +109,12 @@ func refResolve(header, peer string, lines []string) refResult {
 			return refResult{reason: ReasonChainTooLong, err: ErrChainTooLong, pos: i}
 		}
 		examined++
-		a, ok := refParse(strings.Trim(entries[i], " \t"))
+		v := strings.Trim(entries[i], " \t")
+		a, ok := refParse(v)
 		if !ok {
+			if refUnknown(v) {
+				return refResult{reason: ReasonUnknownNode, err: ErrUnknownNode, pos: i}
+			}
 			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: i}
 		}
 		if !refTrusted(a) {
@@ -170,7 +189,7 @@ func FuzzResolve(f *testing.F) {
 			if i > 0 && hop.Position >= d.Hops[i-1].Position {
 				t.Fatalf("hops not in walk order: %+v", d.Hops)
 			}
-			if (hop.Verdict == VerdictMalformed) != (hop.Address == "") {
+			if (hop.Verdict == VerdictMalformed || hop.Verdict == VerdictUnknown) != (hop.Address == "") {
 				t.Fatalf("hop %+v: address and verdict disagree", hop)
 			}
 		}

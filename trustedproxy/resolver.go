@@ -1,10 +1,15 @@
 package trustedproxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"go4.org/netipx"
 )
@@ -14,217 +19,269 @@ import (
 // [ErrChainTooLong]. Real deployments have a handful of proxies (CDN, load
 // balancer, ingress); 32 leaves ample room while bounding the work and the
 // size of a [Derivation] per request. Entries left of the client are never
-// examined and do not count.
+// examined and do not count. It is also the largest [Rule.Hops].
 const MaxHops = 32
 
-// Resolver derives client addresses. Build it with [New]; it is immutable
-// after construction and safe for concurrent use by any number of
-// goroutines. To reload configuration, build a new Resolver and swap a
-// pointer to it atomically.
+// Resolver derives client addresses. Build it with [New]. Its configuration
+// (rules, headers, prefix lengths, actions) is immutable after
+// construction; the trusted sets of rules with Sources are replaced
+// atomically by [Resolver.Refresh]. Every method is safe for concurrent use
+// by any number of goroutines, Refresh included: a resolution sees, per
+// rule, either the old or the new set, never a mix. To change the
+// configuration itself, build a new Resolver and swap a pointer to it
+// atomically.
 //
 // The zero Resolver, and a nil *Resolver, behave as New(Config{}): they trust
 // nobody and read no header, so every client is its TCP peer.
 type Resolver struct {
-	set    *netipx.IPSet // canonical trusted addresses; nil trusts nobody
-	header string        // canonical header name, "" for none
-	list   bool          // header is X-Forwarded-For
-	v4bits int           // network-key prefix lengths; 0 means default
-	v6bits int
+	rules         []*rule
+	header0       string // v0 form with no Trusted entry: the Header, never read
+	v4bits        int    // network-key prefix lengths; 0 means default
+	v6bits        int
+	rejectMissing bool
+	rejectAliases bool
+	allowAll      bool
+	refreshMu     sync.Mutex // serialises Refresh
+}
+
+// headerKind says how a rule's header is read.
+type headerKind uint8
+
+const (
+	kindNone      headerKind = iota // no header: the peer is the client
+	kindXFF                         // X-Forwarded-For list
+	kindForwarded                   // RFC 7239 Forwarded list
+	kindSingle                      // single-address header
+)
+
+// rule is a compiled Rule.
+type rule struct {
+	header  string
+	kind    headerKind
+	hops    int  // >= 1
+	unix    bool // accepts Unix-socket peers
+	static  *netipx.IPSet
+	sources []Source
+	label   string                  // "Rules[i].Sources", for errors
+	cur     atomic.Pointer[ruleSet] // current set: static ∪ sources
+}
+
+// ruleSet is one immutable version of a rule's trusted set.
+type ruleSet struct {
+	set *netipx.IPSet
+	tab table
 }
 
 var zeroResolver Resolver
 
-// Header returns the canonical name of the configured forwarding header, or
-// "" when none is read.
+// Header returns the canonical name of the forwarding header of the first
+// rule (for the v0 form, the configured Header), or "" when none is read.
 func (r *Resolver) Header() string {
 	if r == nil {
 		return ""
 	}
-	return r.header
+	if len(r.rules) > 0 {
+		return r.rules[0].header
+	}
+	return r.header0
 }
 
 // Trusts reports whether a, canonicalised first (unmapped, zone dropped), is
-// in the trusted set. An invalid address is never trusted. So
-// Trusts(::ffff:10.0.0.1) == Trusts(10.0.0.1) and Trusts(fe80::1%eth0) ==
-// Trusts(fe80::1), whatever form the configuration used.
+// in the current trusted set of some rule, that is, whether a peer with
+// that address would be treated as a trusted proxy. An invalid address is
+// never trusted. So Trusts(::ffff:10.0.0.1) == Trusts(10.0.0.1) and
+// Trusts(fe80::1%eth0) == Trusts(fe80::1), whatever form the configuration
+// used.
 func (r *Resolver) Trusts(a netip.Addr) bool {
-	if r == nil || r.set == nil || !a.IsValid() {
+	if r == nil || !a.IsValid() {
 		return false
 	}
 	// netipx.IPSet.Contains is false for zoned and mapped forms (the set
 	// holds canonical ranges only); canonicalise or aliases escape.
-	return r.set.Contains(canonical(a))
+	a = canonical(a)
+	for _, ru := range r.rules {
+		if rs := ru.cur.Load(); rs != nil && rs.tab.contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
-// Resolve derives the client of a request from its TCP peer and headers.
+// TrustedSet returns the current trusted set of rule i (index into
+// Config.Rules; 0 for the v0 form), or nil when there is no such rule. The
+// set is immutable; a later Refresh replaces it rather than changing it.
+func (r *Resolver) TrustedSet(i int) *netipx.IPSet {
+	if r == nil || i < 0 || i >= len(r.rules) {
+		return nil
+	}
+	if rs := r.rules[i].cur.Load(); rs != nil {
+		return rs.set
+	}
+	return nil
+}
+
+// Refresh reloads every [Source] of every rule and swaps in the new sets.
+// Per rule it is all or nothing: when one of the rule's sources fails,
+// returns a nil or empty set, or the union covers every address of a
+// family without Config.AllowAll, that rule keeps its last good set.
+// Requests are never failed by a refresh and never wait for one. The error
+// is an errors.Join of one error per failing source, each naming its rule
+// (nil when every rule with sources was refreshed, including when there
+// are none).
+//
+// Refresh serialises with itself; run it from a timer ([Resolver.RefreshLoop])
+// or on a signal. ctx bounds the loads.
+func (r *Resolver) Refresh(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	var errs []error
+	for _, ru := range r.rules {
+		if len(ru.sources) == 0 {
+			continue
+		}
+		set, err := ru.load(ctx, r.allowAll)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ru.cur.Store(&ruleSet{set: set, tab: newTable(set)})
+	}
+	return errors.Join(errs...)
+}
+
+// RefreshLoop calls Refresh(ctx) on every value received from tick until
+// ctx is done or tick is closed, passing each non-nil error to report (when
+// report is not nil). Typical use, in its own goroutine:
+//
+//	t := time.NewTicker(time.Hour)
+//	defer t.Stop()
+//	go res.RefreshLoop(ctx, t.C, func(err error) { logger.Warn("trusted ranges", "err", err) })
+//
+// Taking the tick channel rather than a period keeps the timing in the
+// caller's hands (and tests free of sleeps).
+func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, report func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-tick:
+			if !ok {
+				return
+			}
+			if err := r.Refresh(ctx); err != nil && report != nil {
+				report(err)
+			}
+		}
+	}
+}
+
+// Resolve derives the client of a request from its TCP peer and headers,
+// with the full [Derivation].
 //
 // remoteAddr is the peer as in http.Request.RemoteAddr ("192.0.2.1:5678",
 // "[2001:db8::1]:443"); a bare address ("192.0.2.1", "2001:db8::1",
-// "[2001:db8::1]") is accepted too. h is the request header; it is only read
-// when the peer is trusted, and never modified.
+// "[2001:db8::1]") is accepted too, and so are Unix-socket peers ("",
+// "@...", "/...") for rules listing "unix". h is the request header; it is
+// only read when the peer matches a rule, and never modified.
 //
 // The rules, in order (see the package documentation):
-//   - peer unparsable: error wrapping [ErrMalformedPeer] ([ReasonMalformedPeer]);
-//   - peer untrusted: client = peer ([ReasonPeerUntrusted]), no header read;
-//   - no header configured: client = peer ([ReasonNoHeaderConfigured]);
-//   - header absent or only spaces/tabs: client = peer ([ReasonHeaderAbsent]);
-//   - X-Forwarded-For: lines merged in wire order, walked right to left;
-//     the first untrusted entry is the client ([ReasonFirstUntrustedHop]);
-//     every entry trusted: client = peer ([ReasonAllHopsTrusted]); a
-//     malformed entry reached, including an empty element ("a,,b", a
-//     trailing comma): [*ChainError] wrapping [ErrMalformedEntry]; more than
-//     [MaxHops] entries to examine: [*ChainError] wrapping [ErrChainTooLong];
+//   - peer unparsable: error wrapping [ErrMalformedPeer]
+//     ([ReasonMalformedPeer]); a Unix-socket peer no rule accepts: error
+//     wrapping [ErrUnixPeer] and ErrMalformedPeer ([ReasonUnixPeerUntrusted]);
+//   - no rule matches the peer: client = peer ([ReasonPeerUntrusted]), no
+//     header read;
+//   - the first matching rule names no header: client = peer
+//     ([ReasonNoHeaderConfigured]);
+//   - Config.Aliases "reject" and an alias of the header present: error
+//     wrapping [ErrHeaderAlias] ([ReasonHeaderAlias]);
+//   - header absent or only spaces/tabs ([ReasonHeaderAbsent]): client =
+//     peer, or error [ErrMissingHeader] with Config.MissingHeader "reject";
+//   - list header (X-Forwarded-For, Forwarded): lines merged in wire order,
+//     walked right to left; entries in the rule's set are skipped; the
+//     client is the entry that uses up the rule's Hops
+//     ([ReasonFirstUntrustedHop], or [ReasonHopCount] when Hops >= 2);
+//     every entry trusted: client = peer ([ReasonAllHopsTrusted]); an entry
+//     that is not an address reached, including an empty element and an
+//     RFC 7239 element breaking the grammar: [*ChainError] wrapping
+//     [ErrMalformedEntry] ([ErrUnknownNode] for "unknown" and obfuscated
+//     nodes); more than [MaxHops] entries to examine: [*ChainError]
+//     wrapping [ErrChainTooLong];
 //   - single-address header: the last line, which must be exactly one
 //     address (a comma or empty value is a [*ChainError] wrapping
 //     [ErrMalformedEntry]), is the client ([ReasonSingleAddressHeader]).
 //
-// Empty elements: RFC 9110 §5.6.1 lets recipients ignore empty list
-// elements, but an empty element reached in a chain that trusted proxies
-// wrote is a corrupted chain, and skipping it would let the walk step over a
-// hop, so it fails closed. Lines holding only spaces and tabs are a
-// different matter: they carry no element at all and are ignored.
+// When a rule accepting a Unix-socket peer ends in "client = peer", the
+// result is instead an error wrapping [ErrUnixPeer]: a socket has no
+// address.
 //
 // On success, Result.Client is canonical and Result.Network contains it. On
 // error, Result.Client and Result.Network are zero and Result.Derivation
 // explains the failure (Error set, Chosen -1); the caller must fail closed
 // (for instance answer 400), never fall back to the peer.
 //
-// The common path allocates only the Hops slice when a list header is
-// walked, plus one string per examined address written in a non-canonical
-// form (port, brackets, mapped, upper case, zone).
+// Cost: when a list header is walked, Resolve allocates the Hops slice,
+// plus one string per examined address written in a non-canonical form
+// (port, brackets, mapped, upper case, zone), and counts the header's
+// elements to number them (one pass, vectorised for X-Forwarded-For and
+// quote-free Forwarded lines). [Resolver.ResolveBuf] avoids the slice
+// allocation; [Resolver.ResolveAddr] builds no Derivation at all.
 func (r *Resolver) Resolve(remoteAddr string, h http.Header) (Result, error) {
+	return r.ResolveBuf(remoteAddr, h, nil)
+}
+
+// ResolveBuf is [Resolver.Resolve] with a caller-provided buffer for the
+// hop list: Derivation.Hops is buf[:n] when n hops were examined (nil when
+// none), so with cap(buf) >= MaxHops no hop list is ever allocated, and
+// when every examined address is written canonically ResolveBuf allocates
+// nothing on success. Results, reasons and errors are exactly those of
+// Resolve. The returned Derivation aliases buf: reuse buf only once the
+// Result is no longer needed.
+func (r *Resolver) ResolveBuf(remoteAddr string, h http.Header, buf []Hop) (Result, error) {
 	if r == nil {
 		r = &zeroResolver
 	}
-	d := Derivation{Chosen: -1}
-
-	peer, text, ok := parseEntry(remoteAddr)
-	if !ok {
-		d.Peer = truncate(remoteAddr)
-		return fail(d, ReasonMalformedPeer, fmt.Errorf("%w %q", ErrMalformedPeer, d.Peer))
+	d := Derivation{Chosen: -1, Rule: -1, Hops: buf[:0:cap(buf)]}
+	if buf == nil {
+		d.Hops = nil
 	}
-	d.Peer = addrText(peer, text)
-
-	// Gate on the TCP peer: the only address the client cannot choose.
-	d.PeerTrusted = r.Trusts(peer)
-	if !d.PeerTrusted {
-		d.Reason = ReasonPeerUntrusted
-		return r.result(peer, d), nil
+	c, err := r.resolve(remoteAddr, h, &d, true)
+	if len(d.Hops) == 0 {
+		d.Hops = nil
 	}
-	if r.header == "" {
-		d.Reason = ReasonNoHeaderConfigured
-		return r.result(peer, d), nil
+	if err != nil {
+		d.Chosen = -1
+		d.Error = err.Error()
+		return Result{Derivation: d}, err
 	}
-	d.Header = r.header
-	// r.header is canonical, so indexing the map finds exactly what
-	// h.Values(r.header) would, without re-canonicalising the key.
-	lines := h[r.header]
-	if r.list {
-		return r.walk(peer, lines, d)
-	}
-	return r.single(peer, lines, d)
+	return Result{Client: c, Network: r.network(c), Derivation: d}, nil
 }
 
-// walk resolves a list header (X-Forwarded-For) sent by a trusted peer.
-//
-// The lines are one list in wire order (RFC 9110 §5.3: several field lines
-// are equivalent to one line joined with commas), so line k's elements are
-// left of line k+1's. Lines holding only spaces and tabs contribute no
-// element. The elements are parsed in place from the right: no split, no
-// copy. Positions count from the left, so they are computed from a first
-// pass that counts elements.
-func (r *Resolver) walk(peer netip.Addr, lines []string, d Derivation) (Result, error) {
-	total := 0
-	for _, l := range lines {
-		if l = trimOWS(l); l != "" {
-			total += strings.Count(l, ",") + 1
-		}
+// ResolveAddr is the fast path: the client and network key that
+// [Resolver.Resolve] would return, and the same errors (errors.Is and
+// errors.As behave identically), without building a Derivation. It does no
+// work proportional to the part of a header left of the client (Resolve
+// counts a list header's elements to number them; ResolveAddr only does so
+// to fill in [ChainError.Position] on failure), and it allocates nothing on
+// success. Errors allocate.
+func (r *Resolver) ResolveAddr(remoteAddr string, h http.Header) (client netip.Addr, network netip.Prefix, err error) {
+	if r == nil {
+		r = &zeroResolver
 	}
-	if total == 0 {
-		d.Reason = ReasonHeaderAbsent
-		return r.result(peer, d), nil
+	d := Derivation{Chosen: -1, Rule: -1}
+	c, err := r.resolve(remoteAddr, h, &d, false)
+	if err != nil {
+		return netip.Addr{}, netip.Prefix{}, err
 	}
-	d.Hops = make([]Hop, 0, min(total, 8))
-
-	pos := total
-	for li := len(lines) - 1; li >= 0; li-- {
-		rest := trimOWS(lines[li])
-		if rest == "" {
-			continue
-		}
-		for {
-			pos--
-			comma := strings.LastIndexByte(rest, ',')
-			raw := trimOWS(rest[comma+1:])
-			if len(d.Hops) == MaxHops {
-				return fail(d, ReasonChainTooLong, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Err: ErrChainTooLong})
-			}
-			a, text, ok := parseEntry(raw)
-			if !ok {
-				// Fail closed: skipping the entry would let whoever wrote
-				// it choose the next one as the client, and falling back
-				// to the peer would key every client of the proxy alike.
-				d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Verdict: VerdictMalformed})
-				return fail(d, ReasonMalformedEntry, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Err: ErrMalformedEntry})
-			}
-			hop := Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text)}
-			if !r.set.Contains(a) { // a is canonical (parseEntry)
-				hop.Verdict = VerdictClient
-				d.Hops = append(d.Hops, hop)
-				d.Chosen = len(d.Hops) - 1
-				d.Reason = ReasonFirstUntrustedHop
-				return r.result(a, d), nil
-			}
-			hop.Verdict = VerdictTrusted
-			d.Hops = append(d.Hops, hop)
-			if comma < 0 {
-				break
-			}
-			rest = rest[:comma]
-		}
-	}
-	// Every entry is a trusted proxy. The leftmost entry is no more than
-	// another proxy's claim, so the documented choice is the peer.
-	d.Reason = ReasonAllHopsTrusted
-	return r.result(peer, d), nil
+	return c, r.network(c), nil
 }
 
-// single resolves a single-address header sent by a trusted peer: the last
-// line wins (a proxy that appends rather than replaces puts its value last),
-// and must hold exactly one address. Its trust is not checked: it names the
-// client.
-func (r *Resolver) single(peer netip.Addr, lines []string, d Derivation) (Result, error) {
-	present := false
-	for _, l := range lines {
-		if trimOWS(l) != "" {
-			present = true
-			break
-		}
-	}
-	if !present {
-		d.Reason = ReasonHeaderAbsent
-		return r.result(peer, d), nil
-	}
-	pos := len(lines) - 1
-	raw := trimOWS(lines[pos])
-	a, text, ok := netip.Addr{}, "", false
-	if strings.IndexByte(raw, ',') < 0 { // a list here is malformed, even via a zone
-		a, text, ok = parseEntry(raw)
-	}
-	if !ok {
-		d.Hops = []Hop{{Position: pos, Value: truncate(raw), Verdict: VerdictMalformed}}
-		return fail(d, ReasonMalformedEntry, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Err: ErrMalformedEntry})
-	}
-	d.Hops = []Hop{{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: VerdictClient}}
-	d.Chosen = 0
-	d.Reason = ReasonSingleAddressHeader
-	return r.result(a, d), nil
-}
-
-// result returns the successful Result for the canonical client c. The
-// network key is taken after unmapping (c is canonical), so an IPv4 client
-// reached over a dual-stack socket keys as IPv4/32, not as ::/64.
-func (r *Resolver) result(c netip.Addr, d Derivation) Result {
+// network returns the network key of the canonical client c. The key is
+// taken after unmapping (c is canonical), so an IPv4 client reached over a
+// dual-stack socket keys as IPv4/32, not as ::/64.
+func (r *Resolver) network(c netip.Addr) netip.Prefix {
 	bits := r.v6bits
 	if bits == 0 {
 		bits = DefaultIPv6Prefix
@@ -235,14 +292,333 @@ func (r *Resolver) result(c netip.Addr, d Derivation) Result {
 			bits = DefaultIPv4Prefix
 		}
 	}
-	return Result{Client: c, Network: netip.PrefixFrom(c, bits).Masked(), Derivation: d}
+	return netip.PrefixFrom(c, bits).Masked()
 }
 
-// fail returns the failed Result for err: no client, the derivation so far
-// with its reason and error text.
-func fail(d Derivation, reason Reason, err error) (Result, error) {
+// isUnixPeer reports whether remoteAddr is how net/http reports a peer on a
+// Unix-domain socket: "" (unnamed), "@" or "@name" (Linux abstract), or a
+// filesystem path.
+func isUnixPeer(remoteAddr string) bool {
+	return remoteAddr == "" || remoteAddr[0] == '@' || remoteAddr[0] == '/'
+}
+
+// unixPeerError is the error for Unix-socket peers; it matches both
+// ErrUnixPeer and ErrMalformedPeer.
+type unixPeerError struct{ peer, why string }
+
+func (e *unixPeerError) Error() string {
+	return fmt.Sprintf("%v %q %s", ErrUnixPeer, e.peer, e.why)
+}
+
+func (e *unixPeerError) Is(target error) bool {
+	return target == ErrUnixPeer || target == ErrMalformedPeer
+}
+
+// resolve runs the rules. It always sets d's scalar fields (except Peer,
+// set only when explain) and, when explain, appends the examined hops to
+// d.Hops with their positions; without explain it skips everything that
+// only serves the Derivation.
+func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, explain bool) (netip.Addr, error) {
+	var (
+		ru   *rule
+		rs   *ruleSet
+		unix bool
+	)
+	peer, text, ok := parseEntry(remoteAddr)
+	switch {
+	case ok:
+		if explain {
+			d.Peer = addrText(peer, text)
+		}
+		for i, x := range r.rules {
+			if s := x.cur.Load(); s != nil && s.tab.contains(peer) { // peer is canonical
+				ru, rs, d.Rule = x, s, i
+				break
+			}
+		}
+		if ru == nil {
+			// Gate on the TCP peer: the only address the client cannot
+			// choose. No header is read.
+			d.Reason = ReasonPeerUntrusted
+			return peer, nil
+		}
+	case isUnixPeer(remoteAddr):
+		d.Peer = truncate(remoteAddr)
+		unix = true
+		for i, x := range r.rules {
+			if x.unix {
+				ru, rs, d.Rule = x, x.cur.Load(), i
+				break
+			}
+		}
+		if ru == nil {
+			d.Reason = ReasonUnixPeerUntrusted
+			return netip.Addr{}, &unixPeerError{peer: d.Peer, why: `is trusted by no rule (list "unix" in a rule's From to accept it)`}
+		}
+	default:
+		d.Peer = truncate(remoteAddr)
+		d.Reason = ReasonMalformedPeer
+		return netip.Addr{}, fmt.Errorf("%w %q", ErrMalformedPeer, d.Peer)
+	}
+	d.PeerTrusted = true
+	if ru.kind == kindNone {
+		d.Reason = ReasonNoHeaderConfigured
+		return usePeer(peer, unix, d)
+	}
+	d.Header = ru.header
+	if r.rejectAliases {
+		if alias := findAlias(h, ru.header); alias != "" {
+			d.Reason = ReasonHeaderAlias
+			return netip.Addr{}, fmt.Errorf("%w: %q present while reading %s", ErrHeaderAlias, truncate(alias), ru.header)
+		}
+	}
+	// ru.header is canonical, so indexing the map finds exactly what
+	// h.Values(ru.header) would, without re-canonicalising the key.
+	lines := h[ru.header]
+	if ru.kind == kindSingle {
+		return r.single(peer, unix, lines, d, explain)
+	}
+	return r.walk(ru, rs, peer, unix, lines, d, explain)
+}
+
+// usePeer returns the peer as the client; a Unix-socket peer has no
+// address, so that is an error.
+func usePeer(peer netip.Addr, unix bool, d *Derivation) (netip.Addr, error) {
+	if unix {
+		return netip.Addr{}, &unixPeerError{peer: d.Peer, why: "has no address to use as the client (reason " + string(d.Reason) + ")"}
+	}
+	return peer, nil
+}
+
+// absent handles a trusted peer that sent no value in its rule's header.
+func (r *Resolver) absent(peer netip.Addr, unix bool, d *Derivation) (netip.Addr, error) {
+	d.Reason = ReasonHeaderAbsent
+	if r.rejectMissing {
+		return netip.Addr{}, fmt.Errorf("%w: %s", ErrMissingHeader, d.Header)
+	}
+	return usePeer(peer, unix, d)
+}
+
+// present reports whether some line holds more than spaces and tabs.
+func present(lines []string) bool {
+	for _, l := range lines {
+		if trimOWS(l) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// countElems returns the number of list elements in the lines of a list
+// header, as the walk splits them. Lines holding only spaces and tabs
+// contribute none.
+func countElems(lines []string, fwd bool) int {
+	total := 0
+	for _, l := range lines {
+		if l = trimOWS(l); l == "" {
+			continue
+		}
+		if fwd {
+			total += forwardedSeparators(l) + 1
+		} else {
+			total += strings.Count(l, ",") + 1
+		}
+	}
+	return total
+}
+
+// walk resolves a list header sent by a trusted peer.
+//
+// The lines are one list in wire order (RFC 9110 §5.3: several field lines
+// are equivalent to one line joined with commas), so line k's elements are
+// left of line k+1's. Lines holding only spaces and tabs contribute no
+// element. Elements are split off from the right in place: no split, no
+// copy. Positions count from the left; k counts elements from the right,
+// and the position is total-1-k, total being counted up front when
+// explaining and only on failure otherwise.
+func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines []string, d *Derivation, explain bool) (netip.Addr, error) {
+	if !present(lines) {
+		return r.absent(peer, unix, d)
+	}
+	fwd := ru.kind == kindForwarded
+	total := -1
+	if explain {
+		total = countElems(lines, fwd)
+		if cap(d.Hops) == 0 {
+			d.Hops = make([]Hop, 0, min(total, 8))
+		}
+	}
+	budget := ru.hops
+	k, examined := 0, 0
+	for li := len(lines) - 1; li >= 0; li-- {
+		rest := trimOWS(lines[li])
+		if rest == "" {
+			continue
+		}
+		for more := true; more; k++ {
+			var elem string
+			if fwd {
+				elem, rest, more = lastForwardedElem(rest)
+			} else {
+				comma := strings.LastIndexByte(rest, ',')
+				elem, more = rest[comma+1:], comma >= 0
+				if more {
+					rest = rest[:comma]
+				}
+			}
+			elem = trimOWS(elem)
+			if examined == MaxHops {
+				if total < 0 {
+					total = countElems(lines, fwd)
+				}
+				return fail(d, ReasonChainTooLong, &ChainError{Header: d.Header, Position: total - 1 - k, Value: truncate(elem), Err: ErrChainTooLong})
+			}
+			examined++
+
+			value, detail := elem, ""
+			var (
+				a    netip.Addr
+				text string
+				kind nodeKind
+			)
+			if fwd {
+				raw, det := forwardedFor(elem)
+				switch {
+				case det != "":
+					detail = det
+				default:
+					value = raw
+					if node, ok := unquoteNode(raw); ok {
+						a, text, kind = parseNode(node)
+					} else {
+						detail = "node too long"
+					}
+				}
+			} else {
+				a, text, kind = classifyXFF(elem)
+			}
+			if kind != nodeAddr {
+				// Fail closed: skipping the entry would let whoever wrote
+				// it choose the next one as the client, and falling back
+				// to the peer would key every client of the proxy alike.
+				if total < 0 {
+					total = countElems(lines, fwd)
+				}
+				pos := total - 1 - k
+				verdict, reason, sentinel := VerdictMalformed, ReasonMalformedEntry, ErrMalformedEntry
+				if kind == nodeUnknown {
+					verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
+				}
+				if explain {
+					d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(value), Verdict: verdict})
+				}
+				return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(value), Detail: detail, Err: sentinel})
+			}
+
+			verdict := VerdictTrusted
+			if !rs.tab.contains(a) { // a is canonical
+				budget--
+				verdict = VerdictCounted
+				if budget == 0 {
+					verdict = VerdictClient
+				}
+			}
+			if explain {
+				d.Hops = append(d.Hops, Hop{Position: total - 1 - k, Value: truncate(value), Address: addrText(a, text), Verdict: verdict})
+			}
+			if verdict == VerdictClient {
+				if explain {
+					d.Chosen = len(d.Hops) - 1
+				}
+				d.Reason = ReasonFirstUntrustedHop
+				if ru.hops > 1 {
+					d.Reason = ReasonHopCount
+				}
+				return a, nil
+			}
+		}
+	}
+	// Every entry is a trusted proxy (by address or by count). The
+	// documented choice is the peer, never the leftmost entry.
+	d.Reason = ReasonAllHopsTrusted
+	return usePeer(peer, unix, d)
+}
+
+// single resolves a single-address header sent by a trusted peer: the last
+// line wins (a proxy that appends rather than replaces puts its value last),
+// and must hold exactly one address. Its trust is not checked: it names the
+// client.
+func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivation, explain bool) (netip.Addr, error) {
+	if !present(lines) {
+		return r.absent(peer, unix, d)
+	}
+	pos := len(lines) - 1
+	raw := trimOWS(lines[pos])
+	a, text, kind := netip.Addr{}, "", nodeMalformed
+	if strings.IndexByte(raw, ',') < 0 { // a list here is malformed, even via a zone
+		a, text, kind = classifyXFF(raw)
+	}
+	if kind != nodeAddr {
+		verdict, reason, sentinel := VerdictMalformed, ReasonMalformedEntry, ErrMalformedEntry
+		if kind == nodeUnknown {
+			verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
+		}
+		if explain {
+			d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Verdict: verdict})
+		}
+		return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Err: sentinel})
+	}
+	if explain {
+		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: VerdictClient})
+		d.Chosen = len(d.Hops) - 1
+	}
+	d.Reason = ReasonSingleAddressHeader
+	return a, nil
+}
+
+// fail records reason and returns err.
+func fail(d *Derivation, reason Reason, err error) (netip.Addr, error) {
 	d.Reason = reason
 	d.Chosen = -1
-	d.Error = err.Error()
-	return Result{Derivation: d}, err
+	return netip.Addr{}, err
+}
+
+// findAlias returns the smallest (for a deterministic report) key of h other
+// than canonical that equals canonical once both are lower-cased with '_'
+// read as '-', or "" when there is none.
+func findAlias(h http.Header, canonical string) string {
+	alias := ""
+	for k := range h {
+		if len(k) != len(canonical) || k == canonical || !foldHeader(k, canonical) {
+			continue
+		}
+		if alias == "" || k < alias {
+			alias = k
+		}
+	}
+	return alias
+}
+
+// foldHeader compares equal-length header names ignoring ASCII case and
+// the difference between '_' and '-'.
+func foldHeader(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }

@@ -157,11 +157,13 @@ var resolveCases = []resolveCase{
 			Hops: []Hop{malformed(1, "")}},
 	},
 	{
+		// "unknown" (RFC 7239 §6 spelling, also written by Squid) is
+		// ErrUnknownNode, which is still errors.Is ErrMalformedEntry.
 		name: "malformed/unknown right of a trusted hop",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4, unknown"),
-		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "unknown", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
-			Hops: []Hop{malformed(1, "unknown")}},
+		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "unknown", Err: ErrUnknownNode},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonUnknownNode,
+			Hops: []Hop{{Position: 1, Value: "unknown", Verdict: VerdictUnknown}}},
 	},
 	{
 		name: "malformed/IPv4 with zone",
@@ -277,16 +279,18 @@ var resolveCases = []resolveCase{
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
 	},
 	{
-		name: "gate/malformed peer",
+		// Unix-socket peers are still ErrMalformedPeer (v0) and now also
+		// ErrUnixPeer, with their own reason.
+		name: "gate/unix peer @ without opt-in",
 		cfg:  cfgXFF10, peer: "@", h: xff("1.2.3.4"),
-		err:  ErrMalformedPeer,
-		want: Derivation{Peer: "@", Chosen: -1, Reason: ReasonMalformedPeer},
+		err:  ErrUnixPeer,
+		want: Derivation{Peer: "@", Chosen: -1, Reason: ReasonUnixPeerUntrusted},
 	},
 	{
-		name: "gate/empty peer",
+		name: "gate/empty (unnamed unix) peer without opt-in",
 		cfg:  cfgXFF10, peer: "", h: xff("1.2.3.4"),
 		err:  ErrMalformedPeer,
-		want: Derivation{Peer: "", Chosen: -1, Reason: ReasonMalformedPeer},
+		want: Derivation{Peer: "", Chosen: -1, Reason: ReasonUnixPeerUntrusted},
 	},
 	{
 		name: "gate/host name peer",
@@ -448,13 +452,19 @@ func checkResolve(t *testing.T, r *Resolver, tc resolveCase) {
 	}
 	d := got.Derivation
 	d.Error = ""
-	if !reflect.DeepEqual(d, tc.want) {
-		t.Errorf("Derivation\n got %+v\nwant %+v", d, tc.want)
+	want := tc.want
+	if want.Rule == 0 && !want.PeerTrusted {
+		// The cases use the v0 form, one rule: Rule is 0 when the peer is
+		// trusted and -1 otherwise, unless the case says.
+		want.Rule = -1
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Derivation\n got %+v\nwant %+v", d, want)
 	}
 }
 
 func TestResolveNilAndZeroResolver(t *testing.T) {
-	want := Derivation{Peer: "10.0.0.1", Chosen: -1, Reason: ReasonPeerUntrusted}
+	want := Derivation{Peer: "10.0.0.1", Rule: -1, Chosen: -1, Reason: ReasonPeerUntrusted}
 	for name, r := range map[string]*Resolver{"nil": nil, "zero": {}} {
 		got, err := r.Resolve("10.0.0.1:80", xff("1.2.3.4"))
 		if err != nil || got.Client != netip.MustParseAddr("10.0.0.1") || got.Network != netip.MustParsePrefix("10.0.0.1/32") || !reflect.DeepEqual(got.Derivation, want) {
@@ -540,7 +550,7 @@ func TestDerivationJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"peer":"10.0.0.9","peer_trusted":true,"header":"X-Forwarded-For","hops":[` +
+	const want = `{"peer":"10.0.0.9","peer_trusted":true,"rule":0,"header":"X-Forwarded-For","hops":[` +
 		`{"position":2,"value":"10.0.0.1","address":"10.0.0.1","verdict":"trusted"},` +
 		`{"position":1,"value":"[::ffff:10.1.2.3]:80","address":"10.1.2.3","verdict":"trusted"},` +
 		`{"position":0,"value":"203.0.113.7","address":"203.0.113.7","verdict":"client"}],` +
@@ -554,7 +564,7 @@ func TestDerivationJSON(t *testing.T) {
 		t.Fatal("want error")
 	}
 	b, _ = json.Marshal(res.Derivation)
-	const wantErr = `{"peer":"10.0.0.9","peer_trusted":true,"header":"X-Forwarded-For","hops":[` +
+	const wantErr = `{"peer":"10.0.0.9","peer_trusted":true,"rule":0,"header":"X-Forwarded-For","hops":[` +
 		`{"position":0,"value":"bad","verdict":"malformed"}],"chosen":-1,"reason":"malformed_entry",` +
 		`"error":"trustedproxy: malformed forwarding entry: X-Forwarded-For position 0 \"bad\""}`
 	if string(b) != wantErr {
