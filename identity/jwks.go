@@ -268,20 +268,20 @@ func (s *jwksSet) loop() {
 	}
 }
 
-// finish records the end of an attempt and wakes the requests waiting on it.
+// finish records the end of an attempt and wakes the requests waiting on
+// it (after logging, so that whoever waits sees the log line).
 func (s *jwksSet) finish(err error) {
+	if err != nil && s.env.ctx.Err() == nil {
+		s.env.logger.Warn("ratekey: JWK Set fetch failed",
+			"issuer", s.issuer, "url", s.shown, "error", err.Error(), "kept_last_good_set", s.snap.Load() != nil)
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.inflight = false
 	s.attempts++
 	s.lastErr = err
 	close(s.done)
 	s.done = make(chan struct{})
-	kept := s.snap.Load() != nil
-	s.mu.Unlock()
-	if err != nil && s.env.ctx.Err() == nil {
-		s.env.logger.Warn("ratekey: JWK Set fetch failed",
-			"issuer", s.issuer, "url", s.shown, "error", err.Error(), "kept_last_good_set", kept)
-	}
 }
 
 // Errors of one fetch (their text names no token and no key material).
