@@ -1,0 +1,303 @@
+// Package redistest starts throw-away redis-server processes for tests: on a
+// free loopback port, with no persistence (--save "" --appendonly no), in a
+// temporary directory, stopped when the test ends.
+//
+// When redis-server is not on PATH the test is skipped with a message, unless
+// the environment has CI=true, in which case it fails: CI must run the Redis
+// tests (.ci/run installs redis-server).
+//
+// A [Server] is safe for concurrent use by multiple goroutines; its methods
+// other than Addr and URL must not be called concurrently with each other.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long Start waits for a new server to answer PING.
+const startTimeout = 10 * time.Second
+
+// Server is a redis-server process started by [Start] or [StartCluster].
+type Server struct {
+	// Addr is the server's "127.0.0.1:port" address. It stays the same
+	// across [Server.Restart].
+	Addr string
+
+	bin     string
+	dir     string
+	cluster bool
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	logs *lockedWriter
+}
+
+// Start starts a redis-server on a free 127.0.0.1 port, waits until it
+// answers, and registers t.Cleanup to kill it. It skips t when redis-server
+// is missing (fails it when CI=true). Extra arguments are passed to
+// redis-server as "--name value" pairs, e.g. "--maxmemory", "10mb".
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, false, args)
+}
+
+// StartCluster starts a one-node Redis Cluster (cluster-enabled, every hash
+// slot assigned to the node) on a free 127.0.0.1 port and waits until the
+// cluster state is ok. Like a real cluster, it refuses commands whose keys
+// span several hash slots (CROSSSLOT). Skips and cleans up like [Start].
+func StartCluster(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := start(t, true, args)
+	if _, err := s.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := s.Do("CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: cluster not ok after %v: %q, %v", startTimeout, info, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func start(t testing.TB, cluster bool, args []string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redistest: redis-server not found (CI=true, so this fails instead of skipping): %v", err)
+		}
+		t.Skipf("redistest: redis-server not installed (apt-get install redis-server); skipping: %v", err)
+	}
+	s := &Server{bin: bin, dir: t.TempDir(), cluster: cluster}
+	var lastErr error
+	for range 5 { // the free port may be taken between probe and bind
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if lastErr = s.launch(args); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts the process on s.Addr and waits for PING.
+func (s *Server) launch(extra []string) error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", "",
+		"--protected-mode", "no", "--daemonize", "no",
+	}
+	if s.cluster {
+		args = append(args, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes-"+port+".conf"))
+	}
+	args = append(args, extra...)
+	cmd := exec.Command(s.bin, args...)
+	logs := &lockedWriter{}
+	cmd.Stdout = logs
+	cmd.Stderr = logs
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if _, err := s.Do("PING"); err == nil {
+			break
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server exited at start (%v): %s", waitErr, logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server did not answer PING within %v: %s", startTimeout, logs.String())
+		}
+	}
+	s.mu.Lock()
+	s.cmd, s.done, s.logs = cmd, done, logs
+	s.mu.Unlock()
+	return nil
+}
+
+// URL returns "redis://127.0.0.1:port/0", for redis.ParseURL.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Stop kills the server (SIGKILL: a crash, not a shutdown; a paused server
+// too) and waits until the process has exited, so its port refuses
+// connections. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts a fresh server (empty: nothing was persisted) on the same
+// address after [Server.Stop]. It fails t if the port cannot be bound again.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	var err error
+	for range 50 {
+		if err = s.launch(nil); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redistest: restart on %s: %v", s.Addr, err)
+}
+
+// Pause stops the server process with SIGSTOP: connections stay open and
+// commands hang, as with a stalled server or a network partition.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a server paused by [Server.Pause].
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// Logs returns what the server has written to its log so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs == nil {
+		return ""
+	}
+	return s.logs.String()
+}
+
+// Do sends one command on a fresh connection and returns its reply in a
+// simple text form: a status or bulk string as is, an integer in decimal,
+// an array as its elements joined by newlines, nil as "". A Redis error
+// reply is returned as an error. It is meant for test set-up and checks
+// (FLUSHALL, PTTL, CLUSTER INFO), not for load.
+func (s *Server) Do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+// readReply reads one RESP2 reply.
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("redistest: empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		parts := make([]string, n)
+		for i := range parts {
+			if parts[i], err = readReply(r); err != nil {
+				return "", err
+			}
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("redistest: unexpected reply %q", line)
+}
+
+// lockedWriter is a log buffer that stdout, stderr and readers share.
+type lockedWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
