@@ -1,0 +1,67 @@
+package limitertest
+
+import (
+	"time"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// bucketID names a bucket as the contract does: key and limit shape.
+type bucketID struct {
+	key      string
+	interval time.Duration
+	burst    int64
+}
+
+func idOf(r *limiter.Request) bucketID {
+	return bucketID{r.Key, r.Limit.Rate.Interval(), r.Limit.Burst}
+}
+
+// model is the reference: the [limiter.Limiter] contract written as
+// plainly as possible on top of [limiter.Decide], with unbounded maps and
+// no concurrency.
+type model struct {
+	tats map[bucketID]int64
+}
+
+func newModel() *model { return &model{tats: map[bucketID]int64{}} }
+
+// call decides reqs at now as Take (charge) or Peek would.
+func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.Decision {
+	out := make([]limiter.Decision, len(reqs))
+	pass := func(in func(i int) bool) (bool, map[bucketID]int64) {
+		work := map[bucketID]int64{}
+		all := true
+		for i := range reqs {
+			if !in(i) {
+				continue
+			}
+			id := idOf(&reqs[i])
+			tat, ok := work[id]
+			if !ok {
+				if tat, ok = m.tats[id]; !ok {
+					tat = now // an unknown bucket is full
+				}
+			}
+			d, next := limiter.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
+			out[i] = d
+			work[id] = next
+			all = all && d.Allowed
+		}
+		return all, work
+	}
+	all, work := pass(func(int) bool { return true })
+	anyDry := false
+	for i := range reqs {
+		anyDry = anyDry || reqs[i].DryRun
+	}
+	if !all && anyDry {
+		all, work = pass(func(i int) bool { return !reqs[i].DryRun })
+	}
+	if all && charge {
+		for id, tat := range work {
+			m.tats[id] = tat
+		}
+	}
+	return out
+}
