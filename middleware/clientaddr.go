@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -18,9 +19,29 @@ import (
 // let one client exhaust everybody's budget. res is immutable, so the
 // middleware is safe for concurrent use.
 func ClientAddress(res *trustedproxy.Resolver) func(http.Handler) http.Handler {
+	return ClientAddressWith(res, ClientAddressOptions{})
+}
+
+// ClientAddressOptions configures [ClientAddressWith].
+type ClientAddressOptions struct {
+	// Metrics counts trusted-proxy anomalies (ratekey_trusted_proxy_anomalies_total
+	// by derivation reason): failed derivations, trusted peers that sent no
+	// forwarding header, chains whose every hop is trusted. nil counts nothing.
+	Metrics *metrics.Metrics
+}
+
+// ClientAddressWith is [ClientAddress] with options. It also fills the
+// client-address part of the request's [Record], when there is one.
+func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			result, err := res.Resolve(r.RemoteAddr, r.Header)
+			if rec := RecordFrom(r.Context()); rec != nil {
+				rec.recordDerivation(r.RemoteAddr, &result, err)
+			}
+			if opts.Metrics != nil && (err != nil || anomalous(result.Derivation.Reason)) {
+				opts.Metrics.ProxyAnomaly(string(result.Derivation.Reason))
+			}
 			if err != nil {
 				writeProblem(w, forwardingProblem(err))
 				return
@@ -28,6 +49,13 @@ func ClientAddress(res *trustedproxy.Resolver) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(withClient(r.Context(), &result)))
 		})
 	}
+}
+
+// anomalous reports whether a successful derivation is one a well-configured
+// proxy should not produce: a trusted peer that sent no forwarding header
+// (keyed as the proxy itself), or a chain whose every hop is trusted.
+func anomalous(reason trustedproxy.Reason) bool {
+	return reason == trustedproxy.ReasonHeaderAbsent || reason == trustedproxy.ReasonAllHopsTrusted
 }
 
 // forwardingProblem describes a failed derivation without echoing header

@@ -12,6 +12,7 @@ type ctxKey int
 const (
 	clientKey ctxKey = iota
 	principalKey
+	recordKey
 )
 
 // ClientFrom returns the client address resolved by [ClientAddress] for this

@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"go4.org/netipx"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -31,38 +33,13 @@ type DebugConfig struct {
 	// policies, so the endpoint never claims a limit that does not apply.
 	Limited func(r *http.Request) bool
 	// Allow holds the admin networks. A request is answered only when its
-	// derived client address is in Allow; when the derivation fails it is
+	// own derived client address is in Allow (the live request's, never a
+	// simulated one's); when the derivation fails it is
 	// answered only when the TCP peer is (a failure can only be produced by
 	// a trusted peer or a client the chain recorded at a trusted address, see
 	// README). Everyone else gets 404, as if the endpoint did not exist. nil
 	// answers nobody.
 	Allow *netipx.IPSet
-}
-
-// DebugView is the JSON the debug endpoint returns. Field names are a public
-// contract. It never holds a token, signature, API key or other secret.
-type DebugView struct {
-	// Peer is the TCP peer as the server saw it (http.Request.RemoteAddr).
-	Peer string `json:"peer"`
-	// Client is the derived client address, null when the derivation failed.
-	Client *string `json:"client"`
-	// Network is the client's network key (address masked to the prefix), null on failure.
-	Network *string `json:"network"`
-	// Derivation explains how the client was chosen: header read, hops
-	// walked with their verdicts, the reason, and the error if any.
-	Derivation trustedproxy.Derivation `json:"derivation"`
-	// Principal is the verified principal, null when none was established
-	// (anonymous requests included: Authentication says "anonymous").
-	Principal *identity.Principal `json:"principal"`
-	// Authentication is the credential check's outcome.
-	Authentication DebugAuthentication `json:"authentication"`
-	// Operation is the request's operation (method and route template).
-	Operation string `json:"operation"`
-	// Limited is false when the rate limiter does not run for this route
-	// (see DebugConfig.Limited); Policies is then empty.
-	Limited bool `json:"limited"`
-	// Policies holds each applicable policy's key and would-be decision.
-	Policies []DebugPolicy `json:"policies"`
 }
 
 // DebugAuthentication is the outcome of the credential check in a [DebugView].
@@ -98,6 +75,12 @@ type DebugPolicy struct {
 	// RetryAfterSeconds is the Retry-After a rejection would carry, null when
 	// passed or never satisfiable.
 	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
+	// Store names the limiter store that decided ("memory", "redis", ...).
+	Store string `json:"store"`
+	// FailMode is the path taken on a store error: "deny" (503), "allow"
+	// (let through and counted) or "dry_run" (a dry-run policy never
+	// fails a request); null unless Decision is ERROR.
+	FailMode *string `json:"fail_mode"`
 	// DelayAfter is the tokens of the burst admitted without delay
 	// (equal to burst for nodelay).
 	DelayAfter int64 `json:"delay_after"`
@@ -110,13 +93,26 @@ type DebugPolicy struct {
 	Error *string `json:"error"`
 }
 
-// Debug returns the handler of the operators' debug endpoint: for the request
-// it receives, it shows the whole derivation (peer, client, network, hops,
-// principal, operation) and each policy's key and would-be decision, without
-// spending any budget. The optional query parameters "method" and "path"
-// describe another request to compute the operation and policies for (GET
-// /debug/ratekey?method=GET&path=/v1/reports/1). Mount it outside [ClientAddress] so that failed
-// derivations can be shown. Safe for concurrent use.
+// Debug returns the handler of the operators' debug endpoint. For the
+// request it describes, it answers with its [Record]: the whole derivation
+// (peer, client, network, hops), the principal, the operation and each
+// policy's key and would-be decision, without spending any budget. Mount it
+// outside [ClientAddress] so that failed derivations can be shown.
+//
+//   - GET (or HEAD) describes the request it receives; the optional query
+//     parameters "method" and "path" describe another method and path with
+//     the same peer, headers and credential (GET
+//     /debug/ratekey?method=GET&path=/v1/reports/1).
+//   - POST with Content-Type application/json simulates a described request
+//     (at most 64 KiB, unknown fields refused): {"peer": "10.0.0.5:1234",
+//     "method": "GET", "path": "/v1/reports/1", "headers":
+//     {"X-Forwarded-For": ["198.51.100.7, 10.0.0.1"]}}. Its credential is
+//     verified like a real one, then dropped; nothing of it is echoed.
+//   - The answer is JSON, or an HTML page with one table per stage when the
+//     request's Accept names text/html (rendered server-side; no script).
+//
+// Admission is decided on the live request, never on a simulated peer: see
+// [DebugConfig].Allow. Other methods get 405. Safe for concurrent use.
 func Debug(cfg DebugConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
@@ -124,46 +120,159 @@ func Debug(cfg DebugConfig) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		view := DebugView{Peer: r.RemoteAddr, Derivation: res.Derivation, Policies: []DebugPolicy{}}
-		ctx := r.Context()
-		if err == nil {
-			c, n := res.Client.String(), res.Network.String()
-			view.Client, view.Network = &c, &n
-			ctx = withClient(ctx, &res)
-		}
-		view.Authentication.Outcome = "not_configured"
-		if cfg.Authenticator != nil {
-			out := authenticate(cfg.Authenticator, cfg.Auth, r)
-			view.Authentication = describeAuth(out)
-			if out.principal != nil {
-				ctx = withPrincipal(ctx, out.principal)
-				if out.principal.Method != identity.MethodAnonymous {
-					view.Principal = out.principal
-				}
+		var target *http.Request
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			var ok bool
+			if target, ok = describedRequest(r); !ok {
+				writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusBadRequest,
+					Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
+				return
 			}
-		}
-		described, ok := describedRequest(r.WithContext(ctx))
-		if !ok {
-			writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusBadRequest,
-				Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
+		case http.MethodPost:
+			var p *problem
+			if target, p = simulatedRequest(w, r); p != nil {
+				writeProblem(w, *p)
+				return
+			}
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusMethodNotAllowed,
+				Detail: "the debug endpoint answers GET (a live request) and POST (a simulated one)"})
 			return
 		}
-		if cfg.RateLimiter != nil {
-			ev := cfg.RateLimiter.Check(described, false)
-			view.Operation = ev.Operation
-			view.Limited = cfg.Limited == nil || cfg.Limited(described)
-			if view.Limited {
-				for i := range ev.Policies {
-					view.Policies = append(view.Policies, debugPolicy(&ev.Policies[i]))
-				}
-			}
+		rec := cfg.describe(target)
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if wantsHTML(r) {
+			writeDebugHTML(w, rec)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(view)
+		_ = enc.Encode(rec)
 	})
+}
+
+// describe computes the Record of r as the live chain would, charging
+// nothing.
+func (cfg *DebugConfig) describe(r *http.Request) *Record {
+	rec := &Record{Policies: []DebugPolicy{}}
+	res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
+	rec.recordDerivation(r.RemoteAddr, &res, err)
+	ctx := r.Context()
+	if err == nil {
+		ctx = withClient(ctx, &res)
+	}
+	rec.Authentication.Outcome = "not_configured"
+	if cfg.Authenticator != nil {
+		out := authenticate(cfg.Authenticator, cfg.Auth, r)
+		rec.recordAuth(out)
+		if out.principal != nil {
+			ctx = withPrincipal(ctx, out.principal)
+		}
+	}
+	if cfg.RateLimiter != nil {
+		st := cfg.RateLimiter.state.Load()
+		r = r.WithContext(ctx)
+		ev := st.check(r, false)
+		if cfg.Limited == nil || cfg.Limited(r) {
+			rec.recordEvaluation(&ev, st.store)
+		}
+		rec.Operation = ev.Operation
+	}
+	return rec
+}
+
+// maxSimulation bounds a simulated request's JSON body, in bytes.
+const maxSimulation = 64 << 10
+
+// simulation is the JSON body of a simulated request.
+type simulation struct {
+	Peer    string              `json:"peer"`
+	Method  string              `json:"method"`
+	Path    string              `json:"path"`
+	Headers map[string][]string `json:"headers"`
+}
+
+// simulatedRequest decodes a POSTed simulation into a request, or returns
+// the problem to answer with. The request has the live request's context
+// and Host.
+func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *problem) {
+	bad := func(status int, detail string) (*http.Request, *problem) {
+		return nil, &problem{Type: ProblemInvalidRequest, Status: status, Detail: detail}
+	}
+	if mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+		return bad(http.StatusUnsupportedMediaType, "a simulated request is posted as application/json")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSimulation))
+	dec.DisallowUnknownFields()
+	var sim simulation
+	if err := dec.Decode(&sim); err != nil {
+		return bad(http.StatusBadRequest, `the body must be one JSON object {"peer", "method", "path", "headers"} of at most 64 KiB`)
+	}
+	if dec.More() {
+		return bad(http.StatusBadRequest, "the body must hold exactly one JSON object")
+	}
+	if sim.Peer == "" {
+		return bad(http.StatusBadRequest, `"peer" is required: the TCP peer as host:port, e.g. "10.0.0.5:1234"`)
+	}
+	if sim.Method == "" {
+		sim.Method = http.MethodGet
+	}
+	if !httpguts.ValidHeaderFieldName(sim.Method) { // a method is an RFC 9110 token
+		return bad(http.StatusBadRequest, `"method" must be an HTTP method token such as GET`)
+	}
+	u, err := url.ParseRequestURI(sim.Path)
+	if err != nil || !strings.HasPrefix(u.Path, "/") {
+		return bad(http.StatusBadRequest, `"path" must be an absolute path such as /v1/reports/1`)
+	}
+	h := make(http.Header, len(sim.Headers))
+	for name, values := range sim.Headers {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return bad(http.StatusBadRequest, "a header name is not an RFC 9110 token")
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return bad(http.StatusBadRequest, "a header value holds characters RFC 9110 forbids")
+			}
+			h.Add(name, v)
+		}
+	}
+	target := r.Clone(r.Context())
+	target.Method, target.RemoteAddr, target.Header = sim.Method, sim.Peer, h
+	target.URL = &url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+	target.RequestURI = u.RequestURI()
+	target.Body, target.ContentLength = http.NoBody, 0
+	return target, nil
+}
+
+// zeroQuality reports whether media-range parameters carry q=0 (RFC 9110
+// §12.4.2: "not acceptable").
+func zeroQuality(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(k, "q") {
+			q, err := strconv.ParseFloat(v, 64)
+			return err == nil && q == 0
+		}
+	}
+	return false
+}
+
+// wantsHTML reports whether the request's Accept names text/html (a
+// browser); anything else, */* included, gets JSON.
+func wantsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, params, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/html") && !zeroQuality(params) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // describedRequest applies the optional query parameters "method" and
@@ -216,9 +325,16 @@ func describeAuth(out authOutcome) DebugAuthentication {
 	return DebugAuthentication{Outcome: "missing", Status: out.status, Detail: out.detail}
 }
 
-func debugPolicy(res *PolicyResult) DebugPolicy {
+func debugPolicy(res *PolicyResult, store string) DebugPolicy {
 	d := DebugPolicy{Name: res.Policy, Decision: res.Decision, Cost: res.Cost, Rate: res.Limit.Rate.String(),
-		Burst: res.Limit.Burst, Remaining: max(res.Remaining, 0)}
+		Burst: res.Limit.Burst, Remaining: max(res.Remaining, 0), Store: store}
+	if res.Decision == DecisionError {
+		mode := string(res.onStore)
+		if res.DryRun {
+			mode = "dry_run"
+		}
+		d.FailMode = &mode
+	}
 	if res.Key != "" {
 		k := res.Key
 		d.Key = &k

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -193,10 +194,19 @@ func (st *rateLimitState) check(r *http.Request, charge bool) Evaluation {
 		var buf [8]limiter.Decision
 		var decs []limiter.Decision
 		var err error
+		var start time.Time
+		if st.metrics != nil {
+			start = time.Now()
+		}
+		op := "peek"
 		if charge {
+			op = "take"
 			decs, err = st.limiter.Take(r.Context(), buf[:0], reqs)
 		} else {
 			decs, err = st.limiter.Peek(r.Context(), buf[:0], reqs)
+		}
+		if st.metrics != nil {
+			st.metrics.StoreCall(st.store, op, time.Since(start), err)
 		}
 		allEnforcing, all := true, true
 		for j := range decs {
@@ -348,12 +358,15 @@ func missingReason(d identity.Dimension, authenticated bool) string {
 // DELAYED, the dry-run decisions and ERROR at Info or Warn, SKIPPED at
 // Debug. Field names match the debug JSON.
 func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
+	sampled := st.samplePassed > 0 && rand.Float64() < st.samplePassed
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		level := slog.LevelInfo
 		switch {
 		case res.Decision == DecisionPassed:
-			continue
+			if !sampled {
+				continue
+			}
 		case res.Decision == DecisionSkipped:
 			level = slog.LevelDebug
 		case res.Decision == DecisionError:
@@ -369,19 +382,29 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			slog.String("decision", string(res.Decision)),
 			slog.String("key", res.Key),
 			slog.String("operation", ev.Operation),
+			slog.Int64("cost", res.Cost),
+			slog.Int64("remaining", max(res.Remaining, 0)),
+			slog.String("store", st.store),
+		}
+		if res.DryRun {
+			attrs = append(attrs, slog.Bool("dry_run", true))
 		}
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
-			attrs = append(attrs, slog.String("network", c.Network.String()))
+			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
 		switch {
 		case res.SkippedReason != "":
-			attrs = append(attrs, slog.String("reason", res.SkippedReason))
+			attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
 		case res.Err != nil:
-			attrs = append(attrs, slog.String("reason", "limiter error"), slog.String("error", safeError(res.Err)))
+			mode := string(res.onStore)
+			if res.DryRun {
+				mode = "dry_run"
+			}
+			attrs = append(attrs, slog.String("error", safeError(res.Err)), slog.String("fail_mode", mode))
 		case res.Never:
-			attrs = append(attrs, slog.String("reason", "cost exceeds burst"))
+			attrs = append(attrs, slog.String("error", "cost exceeds burst"))
 		case res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun:
-			attrs = append(attrs, slog.Float64("retry_after_seconds", res.RetryAfter.Seconds()))
+			attrs = append(attrs, slog.Int64("retry_after_seconds", max(ceilSeconds(res.RetryAfter), 1))) // as in the debug JSON and Retry-After
 		case res.Delay > 0:
 			attrs = append(attrs, slog.Float64("delay_seconds", res.Delay.Seconds()))
 			if res.Decision == DecisionDelayed && ev.Abandoned {
@@ -389,6 +412,21 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			}
 		}
 		st.logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
+	}
+}
+
+// observe counts ev's decisions, and its fail-open store errors, in the
+// metrics.
+func (st *rateLimitState) observe(ev *Evaluation) {
+	if st.metrics == nil {
+		return
+	}
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		st.metrics.Decision(res.Policy, string(res.Decision))
+		if res.Decision == DecisionError && res.onStore == OnStoreErrorAllow && !res.DryRun {
+			st.metrics.FailOpen(res.Policy)
+		}
 	}
 }
 

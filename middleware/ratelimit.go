@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/metrics"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -46,6 +49,13 @@ type RateLimitConfig struct {
 	// latter case; the Handler uses it for DELAYED requests. nil means a
 	// timer on the monotonic clock. Tests inject an instant one.
 	Wait func(ctx context.Context, d time.Duration) error
+	// Metrics receives decisions, store latencies and errors, and fail-open
+	// counts; nil records nothing.
+	Metrics *metrics.Metrics
+	// SamplePassed is the fraction (0 to 1) of requests whose PASSED
+	// decisions are logged too, at Info level with the same fields as the
+	// others; 0 (the default) logs none of them.
+	SamplePassed float64
 }
 
 // RateLimiter applies a set of policies to requests. Its configuration is
@@ -66,6 +76,9 @@ type rateLimitState struct {
 	dryRun         bool
 	decisionHeader bool
 	wait           func(context.Context, time.Duration) error
+	metrics        *metrics.Metrics
+	samplePassed   float64
+	store          string // the limiter store's name, for records, logs and metrics
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -90,7 +103,11 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
 	}
 	st := &rateLimitState{limiter: cfg.Limiter, operation: cfg.Operation, logger: cfg.Logger, custom: map[identity.Dimension]DimensionFunc{},
-		dryRun: cfg.DryRun, decisionHeader: cfg.DecisionHeader, wait: cfg.Wait}
+		dryRun: cfg.DryRun, decisionHeader: cfg.DecisionHeader, wait: cfg.Wait, metrics: cfg.Metrics,
+		samplePassed: cfg.SamplePassed, store: storeName(cfg.Limiter)}
+	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
+		errs = append(errs, fmt.Errorf("rate limit: sample_passed %v must be between 0 and 1", cfg.SamplePassed))
+	}
 	for d, f := range cfg.Custom {
 		st.custom[d] = f
 	}
@@ -117,6 +134,17 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// storeName names a limiter store after its implementation's package
+// ("memory" for *memory.Limiter, "redis" for *redis.Limiter).
+func storeName(l limiter.Limiter) string {
+	if l == nil {
+		return ""
+	}
+	name := strings.TrimLeft(reflect.TypeOf(l).String(), "*")
+	pkg, _, _ := strings.Cut(name, ".")
+	return pkg
 }
 
 // timerWait is the default Wait.
@@ -191,6 +219,10 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 			}
 		}
 		st.log(r, &ev)
+		st.observe(&ev)
+		if rec := RecordFrom(r.Context()); rec != nil {
+			rec.recordEvaluation(&ev, st.store)
+		}
 		setRateLimitFields(w.Header(), &ev)
 		if st.decisionHeader && ev.Decision != "" {
 			w.Header().Set("RateLimit-Decision", string(ev.Decision))

@@ -1,0 +1,138 @@
+// Package metrics exposes ratekey's decisions and anomalies to Prometheus
+// (github.com/prometheus/client_golang).
+//
+// Every metric name starts with "ratekey_". Labels carry only values from
+// bounded, operator-controlled sets: policy names, decisions, store names,
+// fixed reason strings, issuer identifiers from the configuration. They
+// never carry a key, an address, a subject, a tenant or a token, so neither
+// cardinality nor secrets depend on client input.
+//
+// The middleware package calls these methods when given a *Metrics; a nil
+// *Metrics records nothing, so every method is safe to call on nil.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds ratekey's collectors. Create it with [New]; it is safe for
+// concurrent use by multiple goroutines, and a nil *Metrics is a valid,
+// silent recorder.
+type Metrics struct {
+	decisions      *prometheus.CounterVec
+	storeErrors    *prometheus.CounterVec
+	storeLatency   *prometheus.HistogramVec
+	failOpen       *prometheus.CounterVec
+	proxyAnomalies *prometheus.CounterVec
+	authFailures   *prometheus.CounterVec
+	jwksRefreshes  *prometheus.CounterVec
+}
+
+// New creates ratekey's collectors and registers them with reg
+// (prometheus.DefaultRegisterer, or a prometheus.NewRegistry() of your
+// own). It returns the registration error (for instance when another
+// Metrics was already registered with reg) and nil then.
+//
+// The collectors:
+//
+//	ratekey_decisions_total{policy,decision}           counter: one per policy per request
+//	ratekey_store_errors_total{store}                  counter: limiter calls that failed
+//	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek)
+//	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
+//	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
+//	                                                   without a header, all hops trusted, ...
+//	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
+//	ratekey_jwks_refreshes_total{issuer,outcome}       counter: key set fetches (ok, error)
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_decisions_total",
+			Help: "Rate-limit decisions by policy and decision (PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED, ERROR).",
+		}, []string{"policy", "decision"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_store_errors_total",
+			Help: "Limiter store calls that returned an error (the outcome is unknown; on_store_error applies).",
+		}, []string{"store"}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekey_store_duration_seconds",
+			Help:    "Latency of limiter store calls, in seconds.",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"store", "operation"}),
+		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_fail_open_total",
+			Help: "Requests let through despite a store error because the policy's on_store_error is allow.",
+		}, []string{"policy"}),
+		proxyAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_trusted_proxy_anomalies_total",
+			Help: "Client-address derivations that failed or that a trusted proxy should not produce, by reason.",
+		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_authentication_failures_total",
+			Help: "Refused credentials, by reason (invalid_request, invalid_token, missing, unsupported_scheme, unavailable).",
+		}, []string{"reason"}),
+		jwksRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_jwks_refreshes_total",
+			Help: "JWKS fetches by issuer and outcome (ok, error).",
+		}, []string{"issuer", "outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Decision counts one policy's decision for one request.
+func (m *Metrics) Decision(policy, decision string) {
+	if m != nil {
+		m.decisions.WithLabelValues(policy, decision).Inc()
+	}
+}
+
+// StoreCall records one limiter call: its latency under operation ("take"
+// or "peek") and, if err is not nil, an error for store.
+func (m *Metrics) StoreCall(store, operation string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.storeLatency.WithLabelValues(store, operation).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(store).Inc()
+	}
+}
+
+// FailOpen counts a request let through by policy despite a store error.
+func (m *Metrics) FailOpen(policy string) {
+	if m != nil {
+		m.failOpen.WithLabelValues(policy).Inc()
+	}
+}
+
+// ProxyAnomaly counts a trusted-proxy anomaly; reason is a trustedproxy
+// derivation reason such as "malformed_entry" or
+// "trusted_peer_without_header".
+func (m *Metrics) ProxyAnomaly(reason string) {
+	if m != nil {
+		m.proxyAnomalies.WithLabelValues(reason).Inc()
+	}
+}
+
+// AuthFailure counts a refused credential; reason is a fixed string such as
+// an RFC 6750 error code ("invalid_token", "invalid_request"), "missing",
+// "unsupported_scheme" or "unavailable".
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// JWKSRefresh counts one key-set fetch for issuer (its configured
+// identifier) with outcome "ok" or "error".
+func (m *Metrics) JWKSRefresh(issuer, outcome string) {
+	if m != nil {
+		m.jwksRefreshes.WithLabelValues(issuer, outcome).Inc()
+	}
+}

@@ -1,0 +1,119 @@
+package middleware
+
+import (
+	"html/template"
+	"net/http"
+	"strconv"
+)
+
+// debugPage renders a Record for people: one table per stage, server-side,
+// no script. html/template escapes every value (keys and header entries are
+// client-influenced text).
+var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
+	"str": func(p *string) string {
+		if p == nil {
+			return "—"
+		}
+		return *p
+	},
+	"secs": func(p any) string {
+		switch v := p.(type) {
+		case *int64:
+			if v != nil {
+				return strconv.FormatInt(*v, 10) + " s"
+			}
+		case *float64:
+			if v != nil {
+				return strconv.FormatFloat(*v, 'f', -1, 64) + " s"
+			}
+		}
+		return "—"
+	},
+}).Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>ratekey debug: {{.Operation}}</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #222; }
+h1 { font-size: 1.3rem; } h2 { font-size: 1.1rem; margin-top: 1.5rem; }
+table { border-collapse: collapse; margin: .5rem 0; }
+th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } code { font-family: ui-monospace, monospace; }
+.PASSED { background: #e6f4e6; } .DELAYED, .DELAYED_DRY_RUN { background: #fff6d6; }
+.REJECTED, .ERROR { background: #fbe3e3; } .REJECTED_DRY_RUN { background: #fdeede; } .SKIPPED { background: #eee; }
+form { margin: 1rem 0; } input { font: inherit; }
+</style>
+</head>
+<body>
+<h1>ratekey: whose budget does this request spend?</h1>
+<form method="get">
+<label>method <input name="method" value="GET" size="7"></label>
+<label>path <input name="path" value="/" size="40"></label>
+<button type="submit">describe</button>
+</form>
+
+<h2>1. Client address</h2>
+<table>
+<tr><th>peer</th><td><code>{{.Peer}}</code></td></tr>
+<tr><th>peer trusted</th><td>{{.Derivation.PeerTrusted}}</td></tr>
+<tr><th>header read</th><td>{{if .Derivation.Header}}<code>{{.Derivation.Header}}</code>{{else}}—{{end}}</td></tr>
+<tr><th>reason</th><td><code>{{.Derivation.Reason}}</code></td></tr>
+<tr><th>client</th><td><code>{{str .Client}}</code></td></tr>
+<tr><th>network key</th><td><code>{{str .Network}}</code></td></tr>
+{{if .Derivation.Error}}<tr><th>error</th><td class="REJECTED">{{.Derivation.Error}}</td></tr>{{end}}
+</table>
+{{if .Derivation.Hops}}
+<table>
+<tr><th>position</th><th>entry</th><th>address</th><th>verdict</th></tr>
+{{range .Derivation.Hops}}<tr><td>{{.Position}}</td><td><code>{{.Value}}</code></td><td><code>{{.Address}}</code></td><td>{{.Verdict}}</td></tr>
+{{end}}</table>
+{{end}}
+
+<h2>2. Credential</h2>
+<table>
+<tr><th>outcome</th><td>{{.Authentication.Outcome}}</td></tr>
+{{if .Authentication.Status}}<tr><th>status</th><td>{{.Authentication.Status}}</td></tr>{{end}}
+{{if .Authentication.Detail}}<tr><th>detail</th><td>{{.Authentication.Detail}}</td></tr>{{end}}
+{{with .Principal}}
+<tr><th>issuer</th><td><code>{{.Issuer}}</code></td></tr>
+<tr><th>tenant</th><td><code>{{.Tenant}}</code></td></tr>
+<tr><th>account</th><td><code>{{.Account}}</code></td></tr>
+<tr><th>credential id</th><td><code>{{.CredentialID}}</code></td></tr>
+<tr><th>method</th><td>{{.Method}}</td></tr>
+{{end}}
+</table>
+
+<h2>3. Operation</h2>
+<table>
+<tr><th>operation</th><td><code>{{.Operation}}</code></td></tr>
+<tr><th>rate limited</th><td>{{.Limited}}</td></tr>
+<tr><th>decision</th><td class="{{.Decision}}">{{if .Decision}}{{.Decision}}{{else}}—{{end}}</td></tr>
+<tr><th>delay</th><td>{{secs .DelaySeconds}}</td></tr>
+</table>
+
+<h2>4. Policies</h2>
+{{if .Policies}}
+<table>
+<tr><th>policy</th><th>key</th><th>decision</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th><th>remaining</th><th>retry after</th><th>delay</th><th>store</th><th>note</th></tr>
+{{range .Policies}}<tr class="{{.Decision}}">
+<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td>
+<td>{{.Cost}}</td><td>{{.Rate}}</td><td>{{.Burst}}</td><td>{{.DelayAfter}}</td><td>{{.Remaining}}</td>
+<td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td><td>{{.Store}}</td>
+<td>{{with .SkippedReason}}{{.}}{{end}}{{with .Error}}{{.}}{{end}}{{with .FailMode}} (fail mode: {{.}}){{end}}</td>
+</tr>
+{{end}}</table>
+{{else}}<p>No policy applies{{if not .Limited}}: the rate limiter does not run for this route{{end}}.</p>{{end}}
+<p>Computed without spending any budget.</p>
+</body>
+</html>
+`))
+
+// writeDebugHTML renders rec with debugPage. The page loads nothing and runs
+// nothing: its CSP forbids every source but inline style.
+func writeDebugHTML(w http.ResponseWriter, rec *Record) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	_ = debugPage.Execute(w, rec)
+}

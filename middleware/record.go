@@ -1,0 +1,123 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// Record is the decision record of one request: how its client address was
+// derived, which principal it carries (never a credential), its operation
+// and, per policy, its key, cost, decision, remaining tokens, retry-after,
+// limit, store and fail-mode path. The debug endpoint answers with the same
+// value (so its JSON field names are the same public contract), and the
+// rate limiter's log lines use the same names.
+//
+// A Record exists for a request only when [Recorder] (or [WithRecord]) put
+// one in its context; [ClientAddress], [Authenticate] and [RateLimiter]
+// then fill their parts as the request passes them. A Record is written by
+// the request's own goroutine as it passes the middlewares; read it after
+// the handler returns (an access logger) or from the handler itself.
+type Record struct {
+	// Peer is the TCP peer as the server saw it (http.Request.RemoteAddr).
+	Peer string `json:"peer"`
+	// Client is the derived client address, null when the derivation failed
+	// or did not run.
+	Client *string `json:"client"`
+	// Network is the client's network key (address masked to the prefix), null on failure.
+	Network *string `json:"network"`
+	// Derivation explains how the client was chosen: header read, hops
+	// walked with their verdicts, the reason, and the error if any.
+	Derivation trustedproxy.Derivation `json:"derivation"`
+	// Principal is the verified principal, null when none was established
+	// (anonymous requests included: Authentication says "anonymous").
+	Principal *identity.Principal `json:"principal"`
+	// Authentication is the credential check's outcome.
+	Authentication DebugAuthentication `json:"authentication"`
+	// Operation is the request's operation (method and route template).
+	Operation string `json:"operation"`
+	// Limited is false when the rate limiter does not run for this route;
+	// Policies is then empty.
+	Limited bool `json:"limited"`
+	// Decision sums up the request's decision (see [Evaluation.Decision]);
+	// "" when no policy applies.
+	Decision Decision `json:"decision"`
+	// DelaySeconds is how long the request waited (or would wait) before
+	// proceeding, for DELAYED; null otherwise.
+	DelaySeconds *float64 `json:"delay_seconds"`
+	// Outcome is "client_timeout" when the request ended during its delay
+	// (see [Evaluation.Abandoned]); empty otherwise.
+	Outcome string `json:"outcome,omitempty"`
+	// Policies holds each applicable policy's key and decision.
+	Policies []DebugPolicy `json:"policies"`
+}
+
+// DebugView is the JSON the debug endpoint returns: the [Record] of the
+// request it describes. Field names are a public contract. It never holds a
+// token, signature, API key or other secret.
+type DebugView = Record
+
+// Recorder is middleware that puts an empty [Record] in the request context
+// for the ratekey middlewares after it to fill; handlers read it with
+// [RecordFrom]. Mount it first. A logger that wraps the whole chain creates
+// the Record itself with [WithRecord] instead, so it can read it after the
+// handler returns. Safe for concurrent use.
+func Recorder(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, _ := WithRecord(r.Context())
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// WithRecord returns a context holding a new, empty Record (its Policies a
+// non-nil empty slice), and the Record.
+func WithRecord(ctx context.Context) (context.Context, *Record) {
+	rec := &Record{Policies: []DebugPolicy{}}
+	return context.WithValue(ctx, recordKey, rec), rec
+}
+
+// RecordFrom returns the request's Record, or nil when no [Recorder] or
+// [WithRecord] put one in ctx.
+func RecordFrom(ctx context.Context) *Record {
+	rec, _ := ctx.Value(recordKey).(*Record)
+	return rec
+}
+
+// recordDerivation fills the client-address part of rec.
+func (rec *Record) recordDerivation(peer string, res *trustedproxy.Result, err error) {
+	rec.Peer = peer
+	rec.Derivation = res.Derivation
+	if err == nil {
+		c, n := res.Client.String(), res.Network.String()
+		rec.Client, rec.Network = &c, &n
+	}
+}
+
+// recordAuth fills the authentication part of rec.
+func (rec *Record) recordAuth(out authOutcome) {
+	rec.Authentication = describeAuth(out)
+	if out.principal != nil && out.principal.Method != identity.MethodAnonymous {
+		p := *out.principal
+		rec.Principal = &p
+	}
+}
+
+// recordEvaluation fills the rate-limit part of rec.
+func (rec *Record) recordEvaluation(ev *Evaluation, store string) {
+	rec.Operation = ev.Operation
+	rec.Limited = true
+	rec.Decision = ev.Decision
+	if ev.Delay > 0 {
+		s := ev.Delay.Seconds()
+		rec.DelaySeconds = &s
+	}
+	if ev.Abandoned {
+		rec.Outcome = "client_timeout"
+	}
+	rec.Policies = rec.Policies[:0]
+	for i := range ev.Policies {
+		rec.Policies = append(rec.Policies, debugPolicy(&ev.Policies[i], store))
+	}
+}
