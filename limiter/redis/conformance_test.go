@@ -1,0 +1,62 @@
+package redis_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratekey/ratekey/internal/redistest"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/limitertest"
+	"github.com/ratekey/ratekey/limiter/memory"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
+)
+
+// newClient returns a client for addr with ContextTimeoutEnabled, closed
+// when the test ends.
+func newClient(t testing.TB, addr string, opts ...func(*goredis.Options)) *goredis.Client {
+	o := &goredis.Options{Addr: addr, ContextTimeoutEnabled: true}
+	for _, f := range opts {
+		f(o)
+	}
+	c := goredis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestConformance runs the limiter contract's conformance suite on the
+// Redis store, one real redis-server for the whole suite and a fresh key
+// prefix per subtest, on a test clock (NewWithTestClock: the script takes
+// its time from the call instead of the server's TIME).
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	client := newClient(t, srv.Addr)
+	var n atomic.Int64
+	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+		clk := memory.NewManualClock()
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1))}, clk.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, clk
+	})
+}
+
+// TestConformanceCluster runs the suite through a ClusterClient on a
+// one-node Redis Cluster, with the hash-tagged prefix New requires there.
+func TestConformanceCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	var n atomic.Int64
+	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+		clk := memory.NewManualClock()
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf:{rl%d}:", n.Add(1))}, clk.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, clk
+	})
+}

@@ -1,0 +1,91 @@
+// Package redis is a [limiter.Limiter] whose buckets live in Redis, so that
+// every process of a service spends one shared budget per key. It runs on
+// github.com/redis/go-redis/v9 with the caller's client (single node,
+// Sentinel failover, Cluster, Ring), so TLS, authentication and pooling
+// stay the caller's. It needs Redis 6.2 or later (SET ... PXAT).
+//
+// # One script per call
+//
+// Take and Peek make one round trip: EVALSHA of one Lua script (EVAL, which
+// also loads it, when the server answers NOSCRIPT, e.g. after a restart).
+// The script reads the server's clock with TIME, reads the state of every
+// bucket of the call, decides every request with the GCRA rule of
+// [limiter.Decide] (rate, burst, cost, delay_after, max_delay, Never) and
+// the dry-run two-pass rule of the [limiter.Limiter] contract, and, for a
+// Take whose decisions say so, writes the new states with their expiry, all
+// in one atomic step: no other client sees a partial charge, there is no
+// GET-then-SET race, no client clock and no separate EXPIRE. All the
+// policies of one HTTP request are one call, so they are decided and
+// charged all-or-nothing. A rejected request writes nothing: it neither
+// spends budget nor extends the expiry.
+//
+// The script returns, per request, the debt (TAT minus now, in ns) the
+// request was decided against; the Go side computes the [limiter.Decision]
+// with [limiter.Decide] itself, so decisions are those of limiter/memory
+// bit for bit (the conformance suite in limiter/limitertest checks it).
+//
+// # Keys and values
+//
+// A bucket is named by its Key and its limit shape (emission interval and
+// burst; see [limiter.Request]), both in the Redis key:
+//
+//	<Prefix><Burst>x<Interval in ns>ns:<key part>
+//	ratekey:3x500000000ns:per-account|tenant=acme|account=alice
+//
+// The key part is the request's Key itself when it has at most
+// [Options.MaxKeyLen] bytes (default 256). A longer Key becomes its first
+// MaxKeyLen-64 bytes, "#", and the 64 hex digits of HMAC-SHA256(HashSecret,
+// Key): exactly MaxKeyLen+1 bytes, so a hashed key part never equals a raw
+// one, and a Redis key never exceeds len(Prefix) + 41 + MaxKeyLen+1 bytes.
+// The shape segment is all digits between fixed separators, so the name is
+// injective. Keys come from identity.Key encodings, which never hold a
+// secret; this package stores them as given.
+//
+// The value is a string: the bucket's theoretical arrival time (TAT) in
+// decimal nanoseconds since the Unix epoch on the Redis server's clock, e.g.
+// "1796021755172450000". Its expiry is set in the same SET, with PXAT = the
+// TAT rounded up to a whole millisecond: the key disappears exactly when
+// the bucket is full again (a missing key and a full bucket decide alike),
+// never earlier. (PXAT is "PX = time until the bucket is full, rounded up"
+// written as an absolute time: a relative PX would be added to Redis's own
+// millisecond clock, which is truncated and, in recent versions, sampled when the
+// script starts, and could expire a state up to a millisecond early.)
+//
+// # Exact arithmetic
+//
+// Lua numbers are doubles, exact on integers up to 2^53. The script never
+// holds an absolute time in one number: TIME gives seconds and
+// microseconds, a stored TAT is split at its ninth digit from the right,
+// and only differences (debts, at most the window) are computed as single
+// numbers; integer division uses math.fmod, which is exact. Charges
+// (Cost × Interval) and ceilings ([limiter.Limit.Ceiling]) are computed in
+// Go in int64. So every value is an exact integer as long as the window
+// Burst × Interval is at most 2^53 ns ([MaxWindow], about 104 days): Take
+// and Peek refuse a larger window with [limiter.ErrInvalidRequest] (the
+// memory store accepts up to 292 years). A debt above 2^53 ns, which a
+// server clock stepping far backwards could produce, is clamped to 2^53:
+// the request is still rejected, with a RetryAfter computed from the clamp.
+// Server time has microsecond resolution; decisions are exact at it.
+//
+// # Cluster and Ring
+//
+// A script may only touch keys of one hash slot. On a *redis.ClusterClient
+// or *redis.Ring, [New] therefore requires a Prefix with a hash tag (e.g.
+// "ratekey:{rl}:"), which puts every bucket in one slot: every call then
+// works, all-or-nothing, at the price of serving all rate-limit traffic
+// from one shard (with its replicas for failover). The tests run the
+// conformance suite through a ClusterClient on a one-node cluster; Ring is
+// accepted on the same rule but not tested.
+//
+// # Errors and time-outs
+//
+// Each call runs under context.WithTimeout([Options.Timeout], default
+// 100ms), which bounds the wait for a pooled connection, the write and the
+// read; for the read to honour it, go-redis needs ContextTimeoutEnabled
+// (New checks). Any Redis error or time-out returns a non-nil error and
+// never a decision: the outcome is unknown (the script may have run), and
+// the caller applies its fail mode (on_store_error in the middleware). A
+// Take is never replayed by go-redis after a failed attempt (a replay could
+// charge twice); a Peek may be. The script fails, and writes nothing, if a
+// bucket key holds something other than a decimal TAT.
+package redis

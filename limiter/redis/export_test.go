@@ -1,0 +1,28 @@
+package redis
+
+import (
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// testTTLSlack is added (ms) to every expiry under a test clock: the test
+// clock and Redis's real expiry clock move at unrelated speeds, so a state
+// must outlive the real time a test takes. An expired and a merely full
+// state decide alike (debt 0), so the slack changes no decision.
+const testTTLSlack = int64(time.Hour / time.Millisecond)
+
+// NewWithTestClock is New with the script's time taken from now (>= 0,
+// nanoseconds on an arbitrary origin) instead of the server's TIME, for the
+// conformance suite. Only this package's tests can reach it.
+func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() time.Duration) (*Limiter, error) {
+	l, err := New(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.now, l.ttlSlack = now, testTTLSlack
+	return l, nil
+}
+
+// ScriptSHA is the SHA-1 EVALSHA names the script by.
+var ScriptSHA = scriptSHA

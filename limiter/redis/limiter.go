@@ -1,0 +1,291 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+const (
+	// DefaultPrefix is the key prefix when [Options.Prefix] is empty.
+	DefaultPrefix = "ratekey:"
+	// DefaultTimeout is the per-call timeout when [Options.Timeout] is 0.
+	DefaultTimeout = 100 * time.Millisecond
+	// DefaultMaxKeyLen is the key-part bound when [Options.MaxKeyLen] is 0.
+	DefaultMaxKeyLen = 256
+	// MinMaxKeyLen is the smallest [Options.MaxKeyLen] accepted: a hashed
+	// key part keeps MaxKeyLen-64 readable bytes, at least 32.
+	MinMaxKeyLen = hashHexLen + 32
+	// MaxPrefixLen bounds [Options.Prefix], in bytes.
+	MaxPrefixLen = 128
+	// MaxWindow is the largest [limiter.Limit.Window] (Burst × Interval)
+	// the Redis store accepts: 2^53 ns, about 104 days and 6 hours. Larger
+	// windows are refused with [limiter.ErrInvalidRequest], because the
+	// script's arithmetic (Lua numbers are doubles) is exact only up to
+	// 2^53; see the package documentation.
+	MaxWindow time.Duration = 1 << 53
+)
+
+// ErrTimeout is wrapped by the error of a call that got no answer from
+// Redis within [Options.Timeout] (while the caller's context was still
+// live). The outcome of a Take is then unknown: it may have charged. Test
+// with errors.Is.
+var ErrTimeout = errors.New("limiter/redis: no reply within the timeout")
+
+// Options configures [New]. The zero value is usable (single node or
+// Sentinel; a Cluster or Ring client needs a Prefix with a hash tag). Every
+// process that shares budgets must use the same Prefix, MaxKeyLen and
+// HashSecret, or its keys name other buckets.
+type Options struct {
+	// Prefix starts every Redis key; "" means [DefaultPrefix]. At most
+	// [MaxPrefixLen] bytes. On a Redis Cluster (or Ring) client it must
+	// contain a hash tag, e.g. "ratekey:{rl}:", so that every key of a
+	// call hashes to one slot: see the package documentation.
+	Prefix string
+	// Timeout bounds each Take and Peek (context.WithTimeout around the one
+	// round trip, including waiting for a pooled connection); 0 means
+	// [DefaultTimeout]; negative is an error. A call that times out
+	// returns an error wrapping [ErrTimeout]. For the bound to hold, the
+	// client must be built with ContextTimeoutEnabled: New refuses a
+	// *redis.Client, *redis.ClusterClient or *redis.Ring without it.
+	Timeout time.Duration
+	// MaxKeyLen bounds the key part of a Redis key (the request's Key),
+	// in bytes; 0 means [DefaultMaxKeyLen]; otherwise at least
+	// [MinMaxKeyLen]. A longer Key is replaced by its first MaxKeyLen-64
+	// bytes (readable in redis-cli), "#", and the hex HMAC-SHA256 of the
+	// whole Key under HashSecret.
+	MaxKeyLen int
+	// HashSecret keys the HMAC-SHA256 of over-long keys. nil (the
+	// default) is the empty HMAC key: names stay collision-resistant
+	// (SHA-256) and identical in every process, but anyone can compute
+	// them; set a secret shared by the processes to keep hashed keys
+	// unguessable. (A random per-process secret would split the shared
+	// budget of every long key, so there is none.) New copies it.
+	HashSecret []byte
+}
+
+// Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
+// every process that uses the same Redis, [Options.Prefix], MaxKeyLen and
+// HashSecret. Each Take or Peek is one round trip: one Lua script, run by
+// EVALSHA (EVAL when the server does not have it yet), that reads the
+// server's TIME, decides every request of the call with the GCRA rule of
+// [limiter.Decide] including the dry-run two-pass rule, and writes the new
+// states with their expiry in the same atomic step.
+//
+// Decisions equal those of the memory store for the same state and time:
+// the script returns, per request, the debt (TAT minus now, ns) the request
+// was decided against, and the Go side computes the Decision with
+// [limiter.Decide] itself.
+//
+// A Limiter holds no per-key state in the process and starts no goroutine.
+// Create it with [New]. It is safe for concurrent use by multiple
+// goroutines; concurrent calls are serialised by Redis.
+type Limiter struct {
+	client  goredis.UniversalClient
+	names   keyNamer
+	timeout time.Duration
+
+	// Test clock (export_test.go): now, when set, replaces the server's
+	// TIME; ttlSlack (ms) is then added to each relative expiry.
+	now      func() time.Duration
+	ttlSlack int64
+}
+
+// New returns a Limiter that keeps its buckets in the Redis behind client
+// (a *redis.Client, including a Sentinel failover client, a
+// *redis.ClusterClient or a *redis.Ring). New does no I/O: an unreachable
+// server shows up as errors from Take and Peek, never at start-up. The
+// caller keeps ownership of client (closing it is the caller's job).
+//
+// New fails if client is nil; if opts is invalid (see [Options]); if the
+// client is a *redis.Client, *redis.ClusterClient or *redis.Ring whose
+// options lack ContextTimeoutEnabled (go-redis would then ignore the
+// per-call deadline while reading, and Timeout would bound nothing); or if
+// the client is a *redis.ClusterClient or *redis.Ring and Prefix has no hash
+// tag.
+func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
+	if client == nil {
+		return nil, errors.New("limiter/redis: nil client")
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if len(prefix) > MaxPrefixLen {
+		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), MaxPrefixLen)
+	}
+	timeout := opts.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultTimeout
+	case timeout < 0:
+		return nil, fmt.Errorf("limiter/redis: timeout %v, want > 0 (or 0 for the default %v)", timeout, DefaultTimeout)
+	}
+	maxKey := opts.MaxKeyLen
+	switch {
+	case maxKey == 0:
+		maxKey = DefaultMaxKeyLen
+	case maxKey < MinMaxKeyLen:
+		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, MinMaxKeyLen, DefaultMaxKeyLen)
+	}
+	var ctxTimeout, sharded bool
+	switch c := client.(type) {
+	case *goredis.Client:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		ctxTimeout, sharded = c.Options().ContextTimeoutEnabled, true
+	case *goredis.Ring:
+		ctxTimeout, sharded = c.Options().ContextTimeoutEnabled, true
+	default:
+		ctxTimeout = true // unknown client type: cannot check, documented
+	}
+	if !ctxTimeout {
+		return nil, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
+	}
+	if sharded && !hashTag(prefix) {
+		return nil, fmt.Errorf("limiter/redis: prefix %q has no hash tag: on a Cluster or Ring client every key of a call must share one slot, e.g. prefix %q", prefix, "ratekey:{rl}:")
+	}
+	return &Limiter{
+		client:  client,
+		names:   keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...)},
+		timeout: timeout,
+	}, nil
+}
+
+// Take decides reqs at the Redis server's current time, appends their
+// decisions to dst and charges as the [limiter.Limiter] contract says, in
+// one atomic script. Besides ctx.Err() and [limiter.ErrInvalidRequest]
+// (which it also returns for a limit whose window exceeds [MaxWindow]), it
+// fails with an error wrapping [ErrTimeout] when Redis does not answer
+// within [Options.Timeout], and with the go-redis error (connection
+// refused, READONLY, OOM, ...) otherwise; after any of these the outcome is
+// unknown (the script may have run) and go-redis does not replay the call.
+// No requests: no round trip. Safe for concurrent use.
+func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return l.run(ctx, dst, reqs, true)
+}
+
+// Peek appends the decisions Take would return now to dst, by the same
+// script in a mode that writes nothing: it charges nothing, creates no
+// state and extends no expiry. Its errors are those of Take; go-redis may
+// retry a Peek that failed (it is read-only). Safe for concurrent use.
+func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return l.run(ctx, dst, reqs, false)
+}
+
+// RedisKey returns the name of the Redis key that holds the state of r's
+// bucket (see the package documentation for the layout), for operators and
+// tests. r must pass [limiter.ValidateRequests].
+func (l *Limiter) RedisKey(r limiter.Request) string {
+	return l.names.name(&r)
+}
+
+// Argument layout of the script call: "evalsha", sha, numkeys, KEYS, then
+// ARGV: mode, seconds, nanoseconds, ttl slack, and argsPerReq per request.
+const (
+	headArgs   = 3
+	fixedArgv  = 4
+	argsPerReq = 3
+)
+
+func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := limiter.ValidateRequests(reqs); err != nil {
+		return nil, err
+	}
+	for i := range reqs {
+		if w := reqs[i].Limit.Window(); w > MaxWindow {
+			return nil, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+		}
+	}
+	if dst == nil {
+		dst = []limiter.Decision{} // non-nil, without allocating
+	}
+	if len(reqs) == 0 {
+		return dst, nil
+	}
+
+	n := len(reqs)
+	args := make([]any, headArgs+n+fixedArgv+argsPerReq*n)
+	args[2] = int64(n)
+	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
+	argv[0] = "0"
+	if take {
+		argv[0] = "1"
+	}
+	argv[1], argv[2], argv[3] = "", "", int64(0)
+	if l.now != nil {
+		now := int64(l.now())
+		argv[1], argv[2], argv[3] = now/1e9, now%1e9, l.ttlSlack
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		keys[i] = l.names.name(r)
+		charge := int64(-1) // never fits
+		ceiling := int64(r.Limit.Ceiling())
+		if t := int64(r.Limit.Rate.Interval()); r.Cost <= r.Limit.Burst && r.Cost*t <= ceiling {
+			charge = r.Cost * t
+		}
+		a := argv[fixedArgv+argsPerReq*i:]
+		a[0], a[1], a[2] = charge, ceiling, "0"
+		if r.DryRun {
+			a[2] = "1"
+		}
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cmd, err := run(tctx, l.client, args, !take)
+	if err != nil {
+		return nil, l.fail(ctx, tctx, err)
+	}
+	vals, err := cmd.Slice()
+	if err != nil || len(vals) != n+1 {
+		return nil, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), n, err)
+	}
+
+	n0 := len(dst)
+	dst = append(dst, make([]limiter.Decision, n)...) // no allocation when dst has room
+	out := dst[n0:]
+	enforcingOK := true
+	for i := range reqs {
+		debt, ok := vals[i+1].(int64)
+		if !ok || debt < 0 {
+			return nil, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
+		}
+		out[i], _ = limiter.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
+		if !reqs[i].DryRun && !out[i].Allowed {
+			enforcingOK = false
+		}
+	}
+	// The script charges exactly when every enforcing decision it reports
+	// is allowed (see the contract); a disagreement would mean a script and
+	// a Go side out of step, so nothing it says can be trusted.
+	if charged, _ := vals[0].(int64); (charged == 1) != enforcingOK {
+		return nil, errors.New("limiter/redis: the script's charge disagrees with limiter.Decide; outcome unknown")
+	}
+	return dst, nil
+}
+
+// fail turns a go-redis error into the error Take and Peek return.
+func (l *Limiter) fail(ctx, tctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return fmt.Errorf("limiter/redis: %w (outcome unknown)", cerr)
+		}
+		return fmt.Errorf("limiter/redis: %w (outcome unknown): %w", cerr, err)
+	}
+	var ne net.Error
+	if tctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w (%v; outcome unknown): %w", ErrTimeout, l.timeout, err)
+	}
+	return fmt.Errorf("limiter/redis: outcome unknown: %w", err)
+}

@@ -1,0 +1,189 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// gcraScript decides every request of one call in one atomic step. It is
+// the store side of [Limiter.Take] and [Limiter.Peek]; the Go side turns the
+// debts it returns into Decisions with [limiter.Decide].
+//
+// Lua numbers are IEEE doubles, exact on integers up to 2^53. Every
+// quantity the script adds or compares is an integer number of
+// nanoseconds no larger than 2^53: charge = Cost·Interval and ceiling =
+// Limit.Ceiling() are computed in Go (int64) and bounded by the window,
+// which Take refuses above 2^53 ns; debts are clamped to 2^53. Absolute
+// times (about 1.8·10^18 ns since 1970) are never held in one number: they
+// travel as (seconds, nanoseconds) pairs, and a stored TAT is split at its
+// ninth digit from the right before any arithmetic. Integer division uses
+// math.fmod, which is exact.
+//
+//	KEYS[i]          the bucket of request i (duplicates allowed)
+//	ARGV[1]          "1": take (charge if the rule says so); "0": peek (write nothing)
+//	ARGV[2], ARGV[3] "" "": now is the server's TIME; otherwise now is
+//	                 ARGV[2] seconds + ARGV[3] nanoseconds (test clock)
+//	ARGV[4]          "0": expire at the TAT (SET ... PXAT); otherwise a test
+//	                 clock's expiry: SET ... PX (debt rounded up to ms) + ARGV[4]
+//	ARGV[5+3(i-1)]   request i's charge in ns, or -1 if it can never fit
+//	ARGV[6+3(i-1)]   request i's ceiling in ns
+//	ARGV[7+3(i-1)]   "1" if request i is a dry run, else "0"
+//
+// It returns {charged, debt_1, ..., debt_n}: charged is 1 if the call
+// charges (for a peek: would charge), and debt_i is the bucket's debt in
+// ns (TAT - now, at least 0) that request i was decided against, in the
+// pass whose Decision the contract reports for it.
+const gcraScript = `
+local take = ARGV[1] == '1'
+local sec, nsec
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  sec = tonumber(t[1])
+  nsec = tonumber(t[2]) * 1000
+else
+  sec = tonumber(ARGV[2])
+  nsec = tonumber(ARGV[3])
+end
+local slack = tonumber(ARGV[4])
+local n = #KEYS
+local MAXD = 9007199254740992 -- 2^53
+
+local base = {}
+local function debt(k)
+  local d = base[k]
+  if d then return d end
+  d = 0
+  local v = redis.call('GET', k)
+  if v then
+    local l = #v
+    local ts, tn
+    if l > 9 then
+      ts = tonumber(string.sub(v, 1, l - 9))
+      tn = tonumber(string.sub(v, l - 8))
+    else
+      ts = 0
+      tn = tonumber(v)
+    end
+    if not ts or not tn then
+      error('ratekey: bucket state is not a decimal TAT')
+    end
+    d = (ts - sec) * 1e9 + (tn - nsec)
+    if d < 0 then d = 0 elseif d > MAXD then d = MAXD end
+  end
+  base[k] = d
+  return d
+end
+
+local out = {0}
+local dry = false
+local inpass = {}
+for i = 1, n do
+  inpass[i] = true
+  if ARGV[4 + 3 * i] == '1' then dry = true end
+end
+
+local function pass()
+  local work = {}
+  local all = true
+  for i = 1, n do
+    if inpass[i] then
+      local k = KEYS[i]
+      local d = work[k]
+      if not d then d = debt(k) end
+      out[i + 1] = d
+      local charge = tonumber(ARGV[2 + 3 * i])
+      local ceiling = tonumber(ARGV[3 + 3 * i])
+      if charge >= 0 and d <= ceiling - charge then
+        work[k] = d + charge
+      else
+        work[k] = d
+        all = false
+      end
+    end
+  end
+  return all, work
+end
+
+local all, work = pass()
+if not all and dry then
+  for i = 1, n do
+    inpass[i] = ARGV[4 + 3 * i] ~= '1'
+  end
+  all, work = pass()
+end
+
+if all then
+  out[1] = 1
+  if take then
+    for k, d in pairs(work) do
+      local r = math.fmod(d, 1e9)
+      local ts = sec + (d - r) / 1e9
+      local tn = nsec + r
+      if tn >= 1e9 then
+        tn = tn - 1e9
+        ts = ts + 1
+      end
+      local v = string.format('%d%09d', ts, tn)
+      if slack == 0 then
+        local rm = math.fmod(tn, 1e6)
+        local ms = ts * 1000 + (tn - rm) / 1e6
+        if rm > 0 then ms = ms + 1 end
+        redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
+      else
+        local rm = math.fmod(d, 1e6)
+        local ms = (d - rm) / 1e6 + slack
+        if rm > 0 then ms = ms + 1 end
+        redis.call('SET', k, v, 'PX', string.format('%d', ms))
+      end
+    end
+  end
+end
+return out
+`
+
+// scriptSHA is the SHA-1 of gcraScript, as EVALSHA names it.
+var scriptSHA = func() string {
+	sum := sha1.Sum([]byte(gcraScript))
+	return hex.EncodeToString(sum[:])
+}()
+
+// noRetryCmd is a go-redis command that the client must not replay after
+// a failed attempt: a Take whose reply was lost may have charged, and a
+// replay would charge again. (go-redis still retries an attempt that never
+// reached the wire.)
+type noRetryCmd struct{ *goredis.Cmd }
+
+// NoRetry tells go-redis not to retry the command.
+func (noRetryCmd) NoRetry() bool { return true }
+
+// run executes the script with args = the EVALSHA arguments after the SHA
+// (numkeys, keys..., argv...) in cmdArgs[2:], by EVALSHA and, if the
+// server does not know the script (NOSCRIPT: a restarted or new server),
+// by EVAL, which also loads it. cmdArgs[0] and [1] are overwritten.
+func run(ctx context.Context, c goredis.UniversalClient, cmdArgs []any, retry bool) (*goredis.Cmd, error) {
+	cmdArgs[0], cmdArgs[1] = "evalsha", scriptSHA
+	cmd, err := process(ctx, c, cmdArgs, retry)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmdArgs[0], cmdArgs[1] = "eval", gcraScript
+		cmd, err = process(ctx, c, cmdArgs, retry)
+	}
+	return cmd, err
+}
+
+func process(ctx context.Context, c goredis.UniversalClient, args []any, retry bool) (*goredis.Cmd, error) {
+	cmd := goredis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3) // KEYS[1]: the Cluster slot
+	var err error
+	if retry {
+		err = c.Process(ctx, cmd)
+	} else {
+		err = c.Process(ctx, noRetryCmd{cmd})
+	}
+	if err == nil {
+		err = cmd.Err()
+	}
+	return cmd, err
+}
