@@ -1,0 +1,80 @@
+package middleware_test
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireChromium returns Debian's chromium, skipping (or, with CI=true,
+// failing) when it is not installed.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed; .ci/run must apt-get install chromium")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+// TestDebugPageInChromium loads the debug endpoint's HTML view in a real
+// headless browser: the browser's own Accept header selects the page, the
+// rendered DOM holds one table per stage, and a screenshot is taken
+// (kept in $RATEKEY_SCREENSHOT_DIR when set).
+func TestDebugPageInChromium(t *testing.T) {
+	chromium := requireChromium(t)
+	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(), admins: []string{"127.0.0.1/32"}})
+	srv := httptest.NewServer(s.handler)
+	defer srv.Close()
+	url := srv.URL + "/debug/ratekey?method=GET&path=/v1/reports/7"
+
+	dir := t.TempDir()
+	if d := os.Getenv("RATEKEY_SCREENSHOT_DIR"); d != "" {
+		dir = d
+	}
+	shot := filepath.Join(dir, "debug-page.png")
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--no-first-run", "--user-data-dir=" + t.TempDir(), "--window-size=1280,1400"}
+		cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("chromium %v: %v\n%s", args, err, errb.String())
+		}
+		return out.String()
+	}
+	dom := run("--dump-dom", url)
+	for _, want := range []string{"1. Client address", "2. Credential", "3. Operation", "4. Policies",
+		"GET /v1/reports/{id}", "per-network|network=127.0.0.1/32", "PASSED"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+	if n := strings.Count(dom, "<table"); n < 4 {
+		t.Errorf("rendered page has %d tables; want one per stage (4+)", n)
+	}
+	run("--screenshot="+shot, url)
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 10_000 {
+		t.Errorf("screenshot is not a plausible PNG (%d bytes)", len(png))
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+}
