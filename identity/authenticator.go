@@ -9,6 +9,9 @@ import (
 // returns the [Principal] it proves. It is defined here, by its consumer's
 // contract, so that JWT, API-key and test authenticators are interchangeable.
 //
+// Authenticators that also read the query string implement
+// [RequestAuthenticator].
+//
 // Contract for implementations:
 //   - No credential present: return (Principal{}, [ErrNoCredential]) and
 //     nothing else; the caller decides between a 401 challenge and anonymous.
@@ -16,6 +19,9 @@ import (
 //     [*AuthError] ([CodeInvalidRequest] for malformed requests,
 //     [CodeInvalidToken] for failed verification, RFC 6750 §3.1). Never
 //     ErrNoCredential, never an anonymous Principal.
+//   - The credential cannot be checked now (key source unreachable with
+//     nothing cached, store down): an error wrapping
+//     [ErrKeySourceUnavailable] (503). Never 401, never anonymous.
 //   - Success: a Principal built only from verified data, with Method set.
 //   - Errors never contain the credential or any part of it.
 //   - Safe for concurrent use by multiple goroutines.
@@ -23,7 +29,9 @@ import (
 //     implementations with static keys may ignore it.
 type Authenticator interface {
 	// Authenticate verifies the credential in h. Returns ErrNoCredential
-	// when none is present, *AuthError otherwise on failure. Safe for
-	// concurrent use.
+	// when none is present, ErrUnsupportedScheme for another
+	// Authorization scheme, an error wrapping ErrKeySourceUnavailable when
+	// the keys cannot be obtained, *AuthError otherwise on failure. Safe
+	// for concurrent use.
 	Authenticate(ctx context.Context, h http.Header) (Principal, error)
 }

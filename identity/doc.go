@@ -12,13 +12,25 @@
 //   - [BearerToken]: strict extraction of an RFC 6750 §2.1 bearer token from
 //     the Authorization header.
 //   - [Authenticator] and [JWTAuthenticator]: JWT verification that is strict by
-//     construction (per-issuer keys, algorithms and audiences; exp required;
-//     crit, jku, x5u, jwk and x5c refused; token length capped before decoding;
-//     signature checked before claims).
-//   - [AuthError] and [ErrNoCredential]: the RFC 6750 §3.1 error taxonomy.
+//     construction (per-issuer keys, algorithms, audiences and type; one
+//     algorithm per key; exp required; crit, jku, x5u, jwk and x5c refused;
+//     token length capped before decoding; signature checked before claims).
+//     Keys are static or come from a JWK Set per issuer record ([JWKSOptions]:
+//     own cache, background refresh, last good set kept, unknown-kid
+//     refreshes rate-limited per issuer); issuers may be added at run time by
+//     an [IssuerResolver].
+//   - [APIKeyAuthenticator]: API keys rk_<id>_<secret><checksum> ([NewAPIKey]),
+//     checked against HMAC-SHA256(pepper, secret) held by an [APIKeyStore]
+//     (a JSON Lines file for the demo: [LoadAPIKeyFile]).
+//   - [CombinedAuthenticator]: one credential per request from the configured
+//     [Source]s (Authorization header by default; query string and cookie
+//     opt-in), dispatched to the JWT or API-key authenticator.
+//   - [AuthError], [ErrNoCredential], [ErrUnsupportedScheme] and
+//     [ErrKeySourceUnavailable]: the RFC 6750 §3.1 error taxonomy plus 503.
 //
 // Threat model: every byte of a request is attacker-controlled. Claims are
 // believed only after signature, issuer, audience and expiry checks pass, and
-// only for the issuer record whose keys verified them. No error text produced
-// by this package contains a token or any part of one.
+// only for the issuer record whose keys verified them. No error text or log
+// line produced by this package contains a token, an API key, a secret or
+// any part of one; only [NewAPIKey] returns a secret, once.
 package identity

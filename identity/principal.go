@@ -8,8 +8,8 @@ const (
 	// MethodJWT: a bearer JWT verified by a [JWTAuthenticator].
 	MethodJWT Method = "jwt"
 	// MethodAPIKey: an API key of the form rk_<id>_<secret><checksum>,
-	// checked against a keyed hash of its secret. Reserved: no authenticator
-	// in this version produces it.
+	// checked by an [APIKeyAuthenticator] against a keyed hash of its
+	// secret.
 	MethodAPIKey Method = "api_key"
 	// MethodAnonymous: no credential was presented and the deployment
 	// configured anonymous access. Never the result of an invalid credential.
@@ -26,11 +26,13 @@ const (
 // may be logged and used as [Key] values.
 //
 // Fields:
-//   - Issuer: the exact `iss` of the issuer record that verified the token.
+//   - Issuer: the exact `iss` of the issuer record that verified the token
+//     (for API keys, APIKeyConfig.Issuer, by default [DefaultAPIKeyIssuer]).
 //   - Tenant: the record's fixed tenant, or the value of the record's tenant
-//     claim after it was checked against the record's tenant list.
-//   - Account: the verified subject (`sub`, RFC 7519 §4.1.2); never empty
-//     for MethodJWT.
+//     claim after it was checked against the record's tenant list (for API
+//     keys, the stored record's tenant).
+//   - Account: the verified subject (`sub`, RFC 7519 §4.1.2), or the stored
+//     account of an API key; never empty for MethodJWT and MethodAPIKey.
 //   - CredentialID: a public credential identifier (`client_id`, else
 //     `azp`, for JWTs; the key id for API keys); "" when the token names
 //     none. Never a secret.

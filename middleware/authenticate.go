@@ -30,9 +30,20 @@ type authOutcome struct {
 }
 
 func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) authOutcome {
-	p, err := a.Authenticate(r.Context(), r.Header)
+	var p identity.Principal
+	var err error
+	if ra, ok := a.(identity.RequestAuthenticator); ok {
+		p, err = ra.AuthenticateRequest(r)
+	} else {
+		p, err = a.Authenticate(r.Context(), r.Header)
+	}
 	if err == nil {
 		return authOutcome{principal: &p}
+	}
+	if errors.Is(err, identity.ErrKeySourceUnavailable) {
+		// The credential could not be checked (JWK Set never fetched,
+		// resolver or API key store down): 503, never 401, never anonymous.
+		return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now"}
 	}
 	if errors.Is(err, identity.ErrUnsupportedScheme) {
 		// RFC 6750 §3.1: an unsupported method is answered like a missing
@@ -56,17 +67,22 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 
 // Authenticate returns middleware that verifies the request's credential with
 // a and stores the resulting [identity.Principal] in the context (read it with
-// [PrincipalFrom]).
+// [PrincipalFrom]). When a implements [identity.RequestAuthenticator] (as
+// [identity.CombinedAuthenticator] does, for query-string credentials) it is
+// given the whole request; otherwise only its headers.
 //
 // Outcomes follow RFC 6750 §3.1: no credential → anonymous (if
 // opts.Anonymous) or 401 with a bare `WWW-Authenticate: Bearer` challenge;
 // another scheme (Basic, ...) → the same bare 401, even when anonymous
 // access is on; malformed credential (two Authorization lines, empty
-// header) → 400
-// `invalid_request`; any failed verification → 401 `invalid_token`; a key
-// source that cannot be reached → 503. Every rejection carries an RFC 9457
-// problem body whose detail never contains the credential. Safe for
-// concurrent use if a is.
+// header, credentials in two places such as a bearer token and an API key)
+// → 400 `invalid_request`; any failed verification → 401 `invalid_token`; a
+// key source that cannot be reached (an error wrapping
+// [identity.ErrKeySourceUnavailable], or any error that is not an
+// [identity.AuthError]) → 503 with `Retry-After: 5` and no challenge. Every
+// 400 and 401 carries a `WWW-Authenticate: Bearer` challenge (RFC 6750 §3)
+// and every rejection an RFC 9457 problem body whose detail is a fixed text
+// that never contains the credential. Safe for concurrent use if a is.
 func Authenticate(a identity.Authenticator, opts AuthOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,330 @@
+package identity
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/http"
+	"time"
+	"unicode/utf8"
+)
+
+// API key shape: rk_<id>_<secret><checksum>, every part base62
+// (0-9A-Za-z). See [NewAPIKey].
+const (
+	// APIKeyPrefix starts every API key; it tells an API key from a JWT
+	// (whose compact serialization starts with "ey") in the same
+	// Authorization header.
+	APIKeyPrefix = "rk_"
+	// APIKeyIDLen is the length of the public id, in base62 characters
+	// (71 bits of randomness).
+	APIKeyIDLen = 12
+	// APIKeySecretLen is the length of the secret, in base62 characters
+	// (190 bits of randomness).
+	APIKeySecretLen = 32
+	// APIKeyChecksumLen is the length of the checksum: the CRC-32 (IEEE) of
+	// everything before it, in base62, left-padded with '0'.
+	APIKeyChecksumLen = 6
+	// APIKeyLen is the length of a whole key: 54 bytes.
+	APIKeyLen = len(APIKeyPrefix) + APIKeyIDLen + 1 + APIKeySecretLen + APIKeyChecksumLen
+	// APIKeyHeader is the header an API key may be presented in (besides
+	// `Authorization: Bearer rk_...`).
+	APIKeyHeader = "X-API-Key"
+	// MinPepperBytes is the shortest accepted pepper (the HMAC-SHA256 key
+	// the stored hashes are computed with), in bytes.
+	MinPepperBytes = 32
+	// DefaultAPIKeyIssuer is the [Principal].Issuer of API-key principals
+	// when APIKeyConfig.Issuer is empty.
+	DefaultAPIKeyIssuer = "urn:ratekey:api-key"
+)
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// Sentinels of API-key failures (wrapped in AuthError.Err).
+var (
+	errAPIKeyMalformed = errors.New("identity: API key is malformed")
+	errAPIKeyInvalid   = errors.New("identity: API key is invalid")
+)
+
+// APIKeyRecord is what an [APIKeyStore] keeps about one API key: the public
+// id, who the key speaks for, and HMAC-SHA256(pepper, secret). The secret
+// itself is never stored, so a leaked store (without the pepper, which
+// lives elsewhere) does not yield usable keys, and a leaked store with the
+// pepper still needs a 190-bit brute force per key.
+//
+//   - ID: the public id, [APIKeyIDLen] base62 characters; it becomes the
+//     principal's CredentialID.
+//   - Tenant, Account: the principal's tenant and account; non-empty valid
+//     UTF-8 without control characters, at most 256 bytes each.
+//   - Hash: HMAC-SHA256 keyed with the pepper, over the secret's bytes.
+//   - Created: informational (UTC, second precision); zero if unknown.
+type APIKeyRecord struct {
+	ID      string
+	Tenant  string
+	Account string
+	Hash    [sha256.Size]byte
+	Created time.Time
+}
+
+// Validate checks the record's shape (id alphabet and length, tenant and
+// account text). It never reports the hash.
+func (r APIKeyRecord) Validate() error {
+	if len(r.ID) != APIKeyIDLen || !isBase62(r.ID) {
+		return fmt.Errorf("identity: API key record: id must be %d base62 characters", APIKeyIDLen)
+	}
+	for _, f := range []struct{ name, v string }{{"tenant", r.Tenant}, {"account", r.Account}} {
+		if err := checkLabel(f.v); err != nil {
+			return fmt.Errorf("identity: API key record %s: %s %v", r.ID, f.name, err)
+		}
+	}
+	return nil
+}
+
+// checkLabel validates a tenant or account name.
+func checkLabel(s string) error {
+	if s == "" {
+		return errors.New("is empty")
+	}
+	if len(s) > 256 {
+		return errors.New("is longer than 256 bytes")
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}
+
+// NewAPIKey creates an API key for (tenant, account): a random id and a
+// random secret from crypto/rand, with their checksum. It returns the whole
+// key, to be shown to its owner once and never stored or logged, and the
+// record to store (which holds only HMAC-SHA256(pepper, secret)).
+//
+// pepper must be at least [MinPepperBytes] bytes, the same pepper the
+// [APIKeyAuthenticator] is configured with. Errors: short pepper, invalid
+// tenant or account (see [APIKeyRecord]), or a failure of crypto/rand; none
+// contains the key. Safe for concurrent use.
+func NewAPIKey(pepper []byte, tenant, account string) (key string, rec APIKeyRecord, err error) {
+	if len(pepper) < MinPepperBytes {
+		return "", APIKeyRecord{}, fmt.Errorf("identity: pepper is %d bytes, need at least %d", len(pepper), MinPepperBytes)
+	}
+	id, err := randomBase62(APIKeyIDLen)
+	if err != nil {
+		return "", APIKeyRecord{}, err
+	}
+	secret, err := randomBase62(APIKeySecretLen)
+	if err != nil {
+		return "", APIKeyRecord{}, err
+	}
+	rec = APIKeyRecord{ID: id, Tenant: tenant, Account: account, Hash: hashSecret(pepper, secret),
+		Created: time.Now().UTC().Truncate(time.Second)}
+	if err := rec.Validate(); err != nil {
+		return "", APIKeyRecord{}, err
+	}
+	body := APIKeyPrefix + id + "_" + secret
+	return body + checksum(body), rec, nil
+}
+
+// APIKeyID returns the public id of key after checking its shape and
+// checksum, without any lookup: for tooling that revokes or describes a
+// key. The error never contains the key. Safe for concurrent use.
+func APIKeyID(key string) (string, error) {
+	id, _, err := parseAPIKey(key)
+	return id, err
+}
+
+// parseAPIKey splits rk_<id>_<secret><checksum> and verifies the checksum.
+// It reads only the key's bytes, in constant structure: fixed length,
+// prefix, separator, base62 alphabet, CRC-32.
+func parseAPIKey(key string) (id, secret string, err error) {
+	const idAt = len(APIKeyPrefix)
+	const sepAt = idAt + APIKeyIDLen
+	const secretAt = sepAt + 1
+	const sumAt = secretAt + APIKeySecretLen
+	if len(key) != APIKeyLen || key[:idAt] != APIKeyPrefix || key[sepAt] != '_' {
+		return "", "", errAPIKeyMalformed
+	}
+	if !isBase62(key[idAt:sepAt]) || !isBase62(key[secretAt:]) {
+		return "", "", errAPIKeyMalformed
+	}
+	if checksum(key[:sumAt]) != key[sumAt:] {
+		return "", "", errAPIKeyMalformed
+	}
+	return key[idAt:sepAt], key[secretAt:sumAt], nil
+}
+
+// checksum is the CRC-32 (IEEE) of s in base62, 6 characters, left-padded.
+func checksum(s string) string {
+	v := crc32.ChecksumIEEE([]byte(s))
+	var b [APIKeyChecksumLen]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = base62[v%62]
+		v /= 62
+	}
+	return string(b[:])
+}
+
+func isBase62(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// randomBase62 returns n uniformly random base62 characters.
+func randomBase62(n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, n*2)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("identity: reading random bytes: %w", err)
+		}
+		for _, b := range buf {
+			if b < 248 && len(out) < n { // 248 = 4·62: no modulo bias
+				out = append(out, base62[b%62])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// hashSecret is HMAC-SHA256(pepper, secret).
+func hashSecret(pepper []byte, secret string) [sha256.Size]byte {
+	m := hmac.New(sha256.New, pepper)
+	m.Write([]byte(secret))
+	var out [sha256.Size]byte
+	m.Sum(out[:0])
+	return out
+}
+
+// APIKeyStore looks API key records up by public id. It is defined here, by
+// its consumer, so that a file, a database or a cache can back it.
+//
+// Contract: LookupAPIKey returns (record, true, nil) when id is known,
+// (zero, false, nil) when it is not, and a non-nil error only when the
+// store cannot answer (then the request gets 503, never 401 and never
+// anonymous). id is attacker-controlled but always [APIKeyIDLen] base62
+// characters (the key's checksum was verified). Implementations should
+// answer known and unknown ids in similar time; the authenticator does
+// the same HMAC work in both cases. Safe for concurrent use.
+type APIKeyStore interface {
+	LookupAPIKey(ctx context.Context, id string) (rec APIKeyRecord, ok bool, err error)
+}
+
+// APIKeyConfig configures [NewAPIKeyAuthenticator].
+//
+//   - Store: where records are looked up. Required.
+//   - Pepper: the HMAC-SHA256 key of the stored hashes, at least
+//     [MinPepperBytes] bytes; keep it outside the store (see
+//     [ReadPepperFile]). Copied.
+//   - Issuer: the Principal.Issuer of API-key principals; "" means
+//     [DefaultAPIKeyIssuer].
+type APIKeyConfig struct {
+	Store  APIKeyStore
+	Pepper []byte
+	Issuer string
+}
+
+// APIKeyAuthenticator verifies API keys of the form
+// rk_<id>_<secret><checksum> (see [NewAPIKey]) and returns the [Principal]
+// of the stored record: Tenant and Account from the record, CredentialID the
+// public id, Method [MethodAPIKey].
+//
+// Verification: the key's length, alphabet and checksum are checked first
+// (a typo or a random string costs no lookup); then the record is looked up
+// by id; HMAC-SHA256(pepper, secret) is computed and compared in constant
+// time (crypto/subtle) with the stored hash, or, for an unknown id, with a
+// dummy hash, so unknown ids and wrong secrets do the same work and get the
+// same answer (401 invalid_token "API key is invalid").
+//
+// Immutable after construction; safe for concurrent use.
+type APIKeyAuthenticator struct {
+	store  APIKeyStore
+	pepper []byte
+	issuer string
+	dummy  [sha256.Size]byte
+}
+
+var _ Authenticator = (*APIKeyAuthenticator)(nil)
+
+// NewAPIKeyAuthenticator validates cfg (Store set, Pepper long enough) and
+// returns the authenticator.
+func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
+	var errs []error
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("identity: api keys: no store"))
+	}
+	if len(cfg.Pepper) < MinPepperBytes {
+		errs = append(errs, fmt.Errorf("identity: api keys: pepper is %d bytes, need at least %d", len(cfg.Pepper), MinPepperBytes))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	a := &APIKeyAuthenticator{store: cfg.Store, pepper: append([]byte(nil), cfg.Pepper...), issuer: cfg.Issuer}
+	if a.issuer == "" {
+		a.issuer = DefaultAPIKeyIssuer
+	}
+	// A hash no secret is known to match: HMAC of fresh random bytes.
+	noise, err := randomBase62(APIKeySecretLen)
+	if err != nil {
+		return nil, err
+	}
+	a.dummy = hashSecret(a.pepper, noise)
+	return a, nil
+}
+
+// Authenticate reads an API key from the `X-API-Key` header or from
+// `Authorization: Bearer rk_...` and verifies it with
+// [APIKeyAuthenticator.Verify]. No credential: [ErrNoCredential]; both
+// headers, two lines of either, or an empty X-API-Key: 400 invalid_request;
+// a bearer token that is not an API key, or a failed check: 401
+// invalid_token; store failure: an error wrapping [ErrKeySourceUnavailable].
+// Use [CombinedAuthenticator] to accept JWTs as well. Safe for concurrent use.
+func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
+	c, err := headerExtractor(true).extract(h, nil)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !c.isAPIKey() {
+		return Principal{}, invalidToken("bearer token is not an API key", errAPIKeyMalformed)
+	}
+	return a.Verify(ctx, c.value)
+}
+
+// Verify checks one API key as described on [APIKeyAuthenticator]. Errors:
+// [*AuthError] invalid_token "API key is malformed" (shape or checksum) or
+// "API key is invalid" (unknown id or wrong secret, indistinguishable), or
+// an error wrapping [ErrKeySourceUnavailable] when the store fails. No
+// error contains the key or its secret. Safe for concurrent use.
+func (a *APIKeyAuthenticator) Verify(ctx context.Context, key string) (Principal, error) {
+	id, secret, err := parseAPIKey(key)
+	if err != nil {
+		return Principal{}, invalidToken("API key is malformed", errAPIKeyMalformed)
+	}
+	rec, found, err := a.store.LookupAPIKey(ctx, id)
+	if err != nil {
+		return Principal{}, fmt.Errorf("identity: API key store: %w: %w", ErrKeySourceUnavailable, err)
+	}
+	want := &a.dummy
+	if found {
+		want = &rec.Hash
+	}
+	got := hashSecret(a.pepper, secret)
+	match := subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	if !match || !found || rec.ID != id {
+		return Principal{}, invalidToken("API key is invalid", errAPIKeyInvalid)
+	}
+	return Principal{Issuer: a.issuer, Tenant: rec.Tenant, Account: rec.Account, CredentialID: id, Method: MethodAPIKey}, nil
+}

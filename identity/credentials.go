@@ -1,0 +1,294 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// RequestAuthenticator is an [Authenticator] that may need more of the
+// request than its headers (a query parameter). Consumers that hold the
+// *http.Request (middleware.Authenticate) call AuthenticateRequest when
+// the authenticator implements it, and Authenticate otherwise. The
+// contract is that of Authenticator; r is only read, and r.Context()
+// bounds any I/O.
+type RequestAuthenticator interface {
+	Authenticator
+	AuthenticateRequest(r *http.Request) (Principal, error)
+}
+
+// Source names a place a credential is read from (see [CombinedConfig]).
+type Source string
+
+// Credential sources.
+const (
+	// SourceHeader: `Authorization: Bearer <token>` (RFC 6750 §2.1) and,
+	// when API keys are configured, `X-API-Key: rk_...`. The default and
+	// the recommended source.
+	SourceHeader Source = "header"
+	// SourceQuery: a URI query parameter, "access_token" by default
+	// (RFC 6750 §2.3). Risky: URLs end up in access logs, proxy logs,
+	// browser history and Referer headers, so the credential leaks (RFC
+	// 6750 §5.3 says not to). ratekey never logs it, but it does not
+	// remove it from the request either. Opt-in only.
+	SourceQuery Source = "query"
+	// SourceCookie: a named cookie. Risky: browsers attach cookies to
+	// cross-site requests, so another site can make a victim's browser
+	// spend (or exhaust) the victim's budget and act with its credential
+	// (CSRF); use it only with SameSite cookies and CSRF protection.
+	// Opt-in only.
+	SourceCookie Source = "cookie"
+)
+
+// DefaultQueryParameter is the query parameter read by [SourceQuery] when
+// CombinedConfig.QueryParameter is empty (RFC 6750 §2.3).
+const DefaultQueryParameter = "access_token"
+
+// ParseSource parses "header", "query" or "cookie" (exact, lower case).
+func ParseSource(s string) (Source, error) {
+	switch Source(s) {
+	case SourceHeader, SourceQuery, SourceCookie:
+		return Source(s), nil
+	}
+	return "", fmt.Errorf("identity: unknown credential source %q (want header, query or cookie)", s)
+}
+
+// Sentinels of credential extraction (wrapped in AuthError.Err).
+var (
+	errMultipleCredentials = errors.New("identity: credentials presented in more than one place")
+	errMultipleValues      = errors.New("identity: a credential field appears more than once")
+	errNotAccepted         = errors.New("identity: this kind of credential is not accepted")
+)
+
+// CombinedConfig configures [NewCombinedAuthenticator].
+//
+//   - JWT: verifies bearer tokens that are not API keys; nil refuses them
+//     (401 invalid_token).
+//   - APIKeys: verifies API keys (`rk_` prefix); nil refuses them and
+//     leaves X-API-Key unread. At least one of JWT and APIKeys is required.
+//   - Sources: where credentials are read from; nil or empty means
+//     [SourceHeader] only. Each at most once.
+//   - QueryParameter: the parameter of [SourceQuery]; "" means
+//     [DefaultQueryParameter]. Must be an RFC 9110 token.
+//   - CookieName: the cookie of [SourceCookie]; required with it, an RFC
+//     6265 cookie-name.
+type CombinedConfig struct {
+	JWT            *JWTAuthenticator
+	APIKeys        *APIKeyAuthenticator
+	Sources        []Source
+	QueryParameter string
+	CookieName     string
+}
+
+// CombinedAuthenticator reads one credential from the configured sources
+// and dispatches it: an API key (`X-API-Key`, or any value starting with
+// [APIKeyPrefix]) to the [APIKeyAuthenticator], anything else to the
+// [JWTAuthenticator].
+//
+// Extraction rules (decided; tests pin each one), following RFC 6750 §2
+// ("clients MUST NOT use more than one method to transmit the token"):
+//   - Authorization is parsed by [BearerToken] (scheme case-insensitive,
+//     two lines → 400 invalid_request, another scheme → the bare 401 of
+//     [ErrUnsupportedScheme]).
+//   - X-API-Key (only with APIKeys), the query parameter and the cookie:
+//     more than one occurrence or an empty value → 400 invalid_request;
+//     longer than [MaxTokenBytes] → 401 invalid_token; bytes outside the
+//     b64token set → 400 invalid_request.
+//   - Credentials in two places (a bearer token and an API key, a header
+//     and a query parameter, another-scheme Authorization and an API key,
+//     ...) → 400 invalid_request, whatever their validity.
+//   - None at all → [ErrNoCredential]. Sources that are not enabled are
+//     not read: a token in the query string of a header-only deployment is
+//     no credential.
+//
+// Errors are those of the authenticators (401 invalid_token, or
+// [ErrKeySourceUnavailable] for 503); none contains the credential.
+// Immutable; safe for concurrent use.
+type CombinedAuthenticator struct {
+	jwt     *JWTAuthenticator
+	apiKeys *APIKeyAuthenticator
+	x       extractor
+}
+
+var _ RequestAuthenticator = (*CombinedAuthenticator)(nil)
+
+// NewCombinedAuthenticator validates cfg and returns the authenticator.
+func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error) {
+	var errs []error
+	if cfg.JWT == nil && cfg.APIKeys == nil {
+		errs = append(errs, errors.New("identity: credentials: neither a JWT nor an API key authenticator"))
+	}
+	x := extractor{apiKeyHeader: cfg.APIKeys != nil, param: cfg.QueryParameter, cookieName: cfg.CookieName}
+	sources := cfg.Sources
+	if len(sources) == 0 {
+		sources = []Source{SourceHeader}
+	}
+	seen := map[Source]bool{}
+	for _, s := range sources {
+		if seen[s] {
+			errs = append(errs, fmt.Errorf("identity: credentials: source %q listed twice", s))
+		}
+		seen[s] = true
+		switch s {
+		case SourceHeader:
+			x.header = true
+		case SourceQuery:
+			x.query = true
+		case SourceCookie:
+			x.cookie = true
+		default:
+			errs = append(errs, fmt.Errorf("identity: credentials: unknown source %q (want header, query or cookie)", s))
+		}
+	}
+	if x.param == "" {
+		x.param = DefaultQueryParameter
+	}
+	if !httpguts.ValidHeaderFieldName(x.param) {
+		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %q is not a token", x.param))
+	}
+	switch {
+	case x.cookie && x.cookieName == "":
+		errs = append(errs, errors.New("identity: credentials: the cookie source needs CookieName"))
+	case x.cookieName != "" && !httpguts.ValidHeaderFieldName(x.cookieName):
+		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %q is not a token", x.cookieName))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &CombinedAuthenticator{jwt: cfg.JWT, apiKeys: cfg.APIKeys, x: x}, nil
+}
+
+// AuthenticateRequest reads the credential from r (headers, and the query
+// string or cookie if enabled) and verifies it. See [CombinedAuthenticator].
+func (c *CombinedAuthenticator) AuthenticateRequest(r *http.Request) (Principal, error) {
+	var q url.Values
+	if c.x.query && r.URL != nil {
+		q = r.URL.Query()
+	}
+	cred, err := c.x.extract(r.Header, q)
+	if err != nil {
+		return Principal{}, err
+	}
+	return c.dispatch(r.Context(), cred)
+}
+
+// Authenticate is AuthenticateRequest for callers holding only headers: the
+// query source, if enabled, sees nothing.
+func (c *CombinedAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
+	cred, err := c.x.extract(h, nil)
+	if err != nil {
+		return Principal{}, err
+	}
+	return c.dispatch(ctx, cred)
+}
+
+func (c *CombinedAuthenticator) dispatch(ctx context.Context, cred credential) (Principal, error) {
+	if cred.isAPIKey() {
+		if c.apiKeys == nil {
+			return Principal{}, invalidToken("API keys are not accepted", errNotAccepted)
+		}
+		return c.apiKeys.Verify(ctx, cred.value)
+	}
+	if c.jwt == nil {
+		return Principal{}, invalidToken("bearer tokens are not accepted", errNotAccepted)
+	}
+	return c.jwt.VerifyContext(ctx, cred.value)
+}
+
+// extractor reads at most one credential from the enabled sources.
+type extractor struct {
+	header, query, cookie bool
+	apiKeyHeader          bool // read X-API-Key (with the header source)
+	param, cookieName     string
+}
+
+// headerExtractor reads Authorization and, if apiKeys, X-API-Key.
+func headerExtractor(apiKeys bool) extractor {
+	return extractor{header: true, apiKeyHeader: apiKeys}
+}
+
+// credential is one extracted, shape-checked, unverified credential.
+type credential struct {
+	value string
+	from  string // "authorization", "x-api-key", "query" or "cookie"
+}
+
+// isAPIKey: X-API-Key only carries API keys; elsewhere the prefix decides
+// (a JWT starts with "ey", the base64url of `{"`).
+func (c credential) isAPIKey() bool {
+	return c.from == "x-api-key" || strings.HasPrefix(c.value, APIKeyPrefix)
+}
+
+// extract applies the rules documented on CombinedAuthenticator. q is nil
+// when the query string is not to be read.
+func (x extractor) extract(h http.Header, q url.Values) (credential, error) {
+	var found []credential
+	unsupported := false
+	add := func(from string, vals []string) error {
+		switch len(vals) {
+		case 0:
+			return nil
+		case 1:
+		default:
+			return invalidRequest("a credential field appears more than once", errMultipleValues)
+		}
+		v := vals[0]
+		switch {
+		case v == "":
+			return invalidRequest("credential is empty", errEmptyToken)
+		case len(v) > MaxTokenBytes:
+			return invalidToken("token is too long", errTokenTooLong)
+		case !isB64Token(v):
+			return invalidRequest("credential contains invalid characters", errTokenCharset)
+		}
+		found = append(found, credential{value: v, from: from})
+		return nil
+	}
+	if x.header {
+		tok, err := BearerToken(h)
+		switch {
+		case err == nil:
+			found = append(found, credential{value: tok, from: "authorization"})
+		case errors.Is(err, ErrNoCredential):
+		case errors.Is(err, ErrUnsupportedScheme):
+			unsupported = true
+		default:
+			return credential{}, err
+		}
+		if x.apiKeyHeader {
+			if err := add("x-api-key", h.Values(APIKeyHeader)); err != nil {
+				return credential{}, err
+			}
+		}
+	}
+	if x.query && q != nil {
+		if err := add("query", q[x.param]); err != nil {
+			return credential{}, err
+		}
+	}
+	if x.cookie {
+		var vals []string
+		for _, c := range (&http.Request{Header: h}).Cookies() {
+			if c.Name == x.cookieName {
+				vals = append(vals, c.Value)
+			}
+		}
+		if err := add("cookie", vals); err != nil {
+			return credential{}, err
+		}
+	}
+	switch {
+	case len(found) > 1, len(found) == 1 && unsupported:
+		return credential{}, invalidRequest("credentials presented in more than one place", errMultipleCredentials)
+	case len(found) == 1:
+		return found[0], nil
+	case unsupported:
+		return credential{}, ErrUnsupportedScheme
+	}
+	return credential{}, ErrNoCredential
+}
