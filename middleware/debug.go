@@ -3,7 +3,6 @@ package middleware
 import (
 	"encoding/json"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -115,8 +114,7 @@ type DebugPolicy struct {
 // [DebugConfig].Allow. Other methods get 405. Safe for concurrent use.
 func Debug(cfg DebugConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
-		if !debugAllowed(cfg.Allow, res, err) {
+		if !adminAllowed(cfg.Resolver, cfg.Allow, r) {
 			http.NotFound(w, r)
 			return
 		}
@@ -298,17 +296,6 @@ func describedRequest(r *http.Request) (*http.Request, bool) {
 		r2.URL.Path, r2.URL.RawPath = u.Path, u.RawPath
 	}
 	return r2, true
-}
-
-func debugAllowed(allow *netipx.IPSet, res trustedproxy.Result, err error) bool {
-	if allow == nil {
-		return false
-	}
-	if err == nil {
-		return allow.Contains(res.Client)
-	}
-	peer, perr := netip.ParseAddr(res.Derivation.Peer)
-	return perr == nil && allow.Contains(peer.Unmap().WithZone(""))
 }
 
 func describeAuth(out authOutcome) DebugAuthentication {

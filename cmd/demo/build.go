@@ -15,24 +15,32 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // app is a validated, wired configuration.
 type app struct {
-	cfg      *Config
-	resolver *trustedproxy.Resolver
-	auth     *identity.JWTAuthenticator // nil when no issuer is configured
-	authOpts middleware.AuthOptions
-	limiter  limiter.Limiter
-	policies []middleware.Policy
-	debug    *netipx.IPSet // nil when the debug endpoint is off
+	cfg          *Config
+	resolver     *trustedproxy.Resolver
+	auth         *identity.JWTAuthenticator // nil when no issuer is configured
+	authOpts     middleware.AuthOptions
+	limiter      limiter.Limiter
+	policies     []middleware.Policy
+	debug        *netipx.IPSet // nil when the debug endpoint is off
+	metricsAllow *netipx.IPSet // nil when the metrics endpoint is off
+	// registry and metrics live as long as the process: a reload keeps them.
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 }
 
 // build validates cfg and returns the wired app, or every error found. When
@@ -93,6 +101,37 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		a.limiter = memory.New(memory.Options{MaxKeys: int(cfg.Limiter.MaxKeys)})
 	default:
 		errs = append(errs, fmt.Errorf("limiter.store: %q is not supported (memory)", cfg.Limiter.Store))
+	}
+
+	if prev != nil {
+		a.registry, a.metrics = prev.registry, prev.metrics
+	} else {
+		a.registry = prometheus.NewRegistry()
+		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m, err := metrics.New(a.registry)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		a.metrics = m
+	}
+	if cfg.Metrics.Enabled {
+		if err := checkDebugPath(cfg.Metrics.Path); err != nil {
+			errs = append(errs, errors.New(strings.Replace(err.Error(), "debug.path", "metrics.path", 1)))
+		}
+		if cfg.Debug.Enabled && cfg.Metrics.Path == cfg.Debug.Path {
+			errs = append(errs, fmt.Errorf("metrics.path: %q is also debug.path", cfg.Metrics.Path))
+		}
+		set, err := ipSet(cfg.Metrics.Allow)
+		if err != nil {
+			errs = append(errs, prefixErrors("metrics.allow", err)...)
+		}
+		if len(cfg.Metrics.Allow) == 0 {
+			errs = append(errs, errors.New("metrics.allow: list the admin networks that may scrape the metrics"))
+		}
+		a.metricsAllow = set
+	}
+	if cfg.Log.SamplePassed < 0 || cfg.Log.SamplePassed > 1 {
+		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", cfg.Log.SamplePassed))
 	}
 
 	if cfg.Debug.Enabled {
@@ -163,6 +202,8 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		Logger:         logger,
 		DryRun:         a.cfg.DryRun,
 		DecisionHeader: a.cfg.DecisionHeader,
+		Metrics:        a.metrics,
+		SamplePassed:   min(max(a.cfg.Log.SamplePassed, 0), 1), // out of range is reported by build
 	})
 }
 
@@ -414,6 +455,10 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	if a.auth != nil {
 		authn = a.auth
 	}
+	if a.cfg.Metrics.Enabled {
+		r.With(middleware.AdminOnly(a.resolver, a.metricsAllow)).Handle(a.cfg.Metrics.Path,
+			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
+	}
 	if a.cfg.Debug.Enabled {
 		r.Handle(a.cfg.Debug.Path, middleware.Debug(middleware.DebugConfig{
 			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.debug,
@@ -421,7 +466,8 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		}))
 	}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(middleware.ClientAddress(a.resolver))
+		v.Use(middleware.Recorder)
+		v.Use(middleware.ClientAddressWith(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
 		if authn != nil {
 			v.Use(middleware.Authenticate(authn, a.authOpts))
 		}

@@ -21,6 +21,8 @@ type Config struct {
 	Auth           AuthConfig           `yaml:"auth"`
 	Policies       []PolicyConfig       `yaml:"policies"`
 	Debug          DebugConfig          `yaml:"debug"`
+	Metrics        MetricsConfig        `yaml:"metrics"`
+	Log            LogConfig            `yaml:"log"`
 	Limiter        LimiterConfig        `yaml:"limiter"`
 	// DryRun puts every policy in dry run (nginx limit_req_dry_run on).
 	DryRun bool `yaml:"dry_run"`
@@ -94,6 +96,20 @@ type DebugConfig struct {
 	Allow   []string `yaml:"allow"`
 }
 
+// MetricsConfig configures the Prometheus endpoint.
+type MetricsConfig struct {
+	Enabled bool     `yaml:"enabled"`
+	Path    string   `yaml:"path"`  // default /metrics
+	Allow   []string `yaml:"allow"` // admin networks, required when enabled
+}
+
+// LogConfig configures the decision log.
+type LogConfig struct {
+	// SamplePassed is the fraction of requests whose PASSED decisions are
+	// logged too (0 to 1; default 0: only non-PASSED decisions).
+	SamplePassed float64 `yaml:"sample_passed"`
+}
+
 // LimiterConfig selects the limiter store.
 type LimiterConfig struct {
 	Store   string  `yaml:"store"` // memory (default)
@@ -141,6 +157,9 @@ func parseConfig(data []byte, dir string) (*Config, error) {
 	}
 	if c.Debug.Path == "" {
 		c.Debug.Path = "/debug/ratekey"
+	}
+	if c.Metrics.Path == "" {
+		c.Metrics.Path = "/metrics"
 	}
 	return &c, nil
 }

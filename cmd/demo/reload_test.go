@@ -161,3 +161,32 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Errorf("change not logged:\n%s", logs)
 	}
 }
+
+// TestMetricsEndpoint: /metrics answers admins only, exposes ratekey_*
+// series, and survives a reload (one registry per process).
+func TestMetricsEndpoint(t *testing.T) {
+	cfg := reloadBase + "metrics: {enabled: true, allow: [192.0.2.0/24]}\n"
+	s, _, _ := reloadServer(t, cfg)
+	hit(s, http.MethodGet, "/v1/reports/1")
+	scrape := func(peer string) (int, string) {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = peer
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	if code, _ := scrape("203.0.113.9:1"); code != http.StatusNotFound {
+		t.Errorf("outsider: %d; want 404", code)
+	}
+	code, body := scrape("192.0.2.1:1")
+	if code != 200 || !strings.Contains(body, `ratekey_decisions_total{decision="PASSED",policy="kept"} 1`) {
+		t.Fatalf("admin scrape: %d\n%s", code, body)
+	}
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	hit(s, http.MethodGet, "/v1/reports/1")
+	if _, body := scrape("192.0.2.1:1"); !strings.Contains(body, `ratekey_decisions_total{decision="PASSED",policy="kept"} 2`) {
+		t.Errorf("after a reload the counters restarted:\n%s", body)
+	}
+}
