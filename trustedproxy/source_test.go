@@ -1,0 +1,307 @@
+package trustedproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go4.org/netipx"
+)
+
+func TestParseSet(t *testing.T) {
+	s, err := ParseSet([]string{"10.0.0.0/8", "192.0.2.1", "::ffff:172.16.0.0/108", "fe80::1%eth0", "2001:DB8::/32", "loopback", "link_local", "private_ranges"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"10.255.0.1", true}, {"192.0.2.1", true}, {"192.0.2.2", false}, {"172.31.0.1", true},
+		{"fe80::1", true}, {"fe80::99", true /* link_local */}, {"2001:db8::1", true},
+		{"127.0.0.1", true}, {"::1", true}, {"169.254.1.1", true}, {"192.168.1.1", true}, {"fd00::1", true}, {"fc00::1", true},
+		{"100.64.0.1", false /* CGNAT is not private_ranges */}, {"8.8.8.8", false}, {"2001:db9::1", false},
+	} {
+		if got := s.Contains(netip.MustParseAddr(tc.addr)); got != tc.want {
+			t.Errorf("Contains(%s) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+	if s, err := ParseSet(nil); err != nil || len(s.Ranges()) != 0 {
+		t.Errorf("ParseSet(nil) = %v, %v", s, err)
+	}
+	// Catch-alls parse (New refuses them, not ParseSet).
+	if s, err := ParseSet([]string{"0.0.0.0/0"}); err != nil || !s.ContainsPrefix(allV4) {
+		t.Errorf("ParseSet(0.0.0.0/0) = %v, %v", s, err)
+	}
+	_, err = ParseSet([]string{"10.0.0.0/8", "unix", "nope", " 10.0.0.1", "PRIVATE_RANGES"})
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || len(joined.Unwrap()) != 4 {
+		t.Fatalf("ParseSet errors = %v", err)
+	}
+	for i, w := range []string{`[1] "unix": "unix" names Unix-socket peers`, `[2] "nope"`, `[3] " 10.0.0.1"`, `[4] "PRIVATE_RANGES"`} {
+		if !strings.Contains(joined.Unwrap()[i].Error(), w) {
+			t.Errorf("error %d = %q, want %q", i, joined.Unwrap()[i], w)
+		}
+	}
+}
+
+func TestFileSource(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.txt")
+	os.WriteFile(good, []byte("# Cloudflare\r\n173.245.48.0/20\r\n\r\n  2400:cb00::/32\t\nloopback\n"), 0o644)
+	s, err := FileSource{Path: good}.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"173.245.48.1", "2400:cb00::1", "127.0.0.1"} {
+		if !s.Contains(netip.MustParseAddr(a)) {
+			t.Errorf("file set lacks %s", a)
+		}
+	}
+	bad := filepath.Join(dir, "bad.txt")
+	os.WriteFile(bad, []byte("10.0.0.0/8\nnot-a-range\n192.0.2.0/33\n"), 0o644)
+	_, err = FileSource{Path: bad}.Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `line 2 "not-a-range"`) || !strings.Contains(err.Error(), `line 3 "192.0.2.0/33"`) {
+		t.Errorf("bad file: %v", err)
+	}
+	if _, err := (FileSource{Path: good, MaxBytes: 10}).Load(context.Background()); err == nil || !strings.Contains(err.Error(), "larger than 10 bytes") {
+		t.Errorf("over-size file: %v", err)
+	}
+	if _, err := (FileSource{Path: filepath.Join(dir, "missing")}).Load(context.Background()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (FileSource{Path: good}).Load(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func TestURLSource(t *testing.T) {
+	var body atomic.Value
+	body.Store("203.0.113.0/24\n2001:db8:cd::/48\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ranges":
+			fmt.Fprint(w, body.Load().(string))
+		case "/redirect":
+			http.Redirect(w, r, "/ranges", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	s, err := URLSource{URL: srv.URL + "/ranges"}.Load(ctx)
+	if err != nil || !s.Contains(netip.MustParseAddr("203.0.113.9")) || !s.Contains(netip.MustParseAddr("2001:db8:cd::9")) {
+		t.Fatalf("Load = %v, %v", s, err)
+	}
+	if s, err := (URLSource{URL: srv.URL + "/redirect"}).Load(ctx); err != nil || !s.Contains(netip.MustParseAddr("203.0.113.9")) {
+		t.Errorf("redirect: %v, %v", s, err)
+	}
+	if _, err := (URLSource{URL: srv.URL + "/missing"}).Load(ctx); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("404: %v", err)
+	}
+	if _, err := (URLSource{URL: srv.URL + "/ranges", MaxBytes: 8}).Load(ctx); err == nil || !strings.Contains(err.Error(), "larger than 8 bytes") {
+		t.Errorf("over-size: %v", err)
+	}
+	body.Store("203.0.113.0/24\nbogus\n")
+	if _, err := (URLSource{URL: srv.URL + "/ranges"}).Load(ctx); err == nil || !strings.Contains(err.Error(), `line 2 "bogus"`) {
+		t.Errorf("bad body: %v", err)
+	}
+	for _, u := range []string{"file:///etc/hosts", "ftp://example.com/x", "://", "http://"} {
+		if _, err := (URLSource{URL: u}).Load(ctx); err == nil || !strings.Contains(err.Error(), "not an http or https URL") {
+			t.Errorf("URL %q: %v", u, err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := (URLSource{URL: srv.URL + "/ranges"}).Load(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// switchable is a Source whose next result the test sets.
+type switchable struct {
+	mu    sync.Mutex
+	set   *netipx.IPSet
+	err   error
+	loads int
+}
+
+func (s *switchable) Load(context.Context) (*netipx.IPSet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loads++
+	return s.set, s.err
+}
+
+func (s *switchable) next(set *netipx.IPSet, err error) {
+	s.mu.Lock()
+	s.set, s.err = set, err
+	s.mu.Unlock()
+}
+
+func TestRefresh(t *testing.T) {
+	src := &switchable{set: mustSet(t, "192.0.2.0/24")}
+	r := mustNew(t, Config{Rules: []Rule{
+		{From: []string{"10.0.0.0/8"}, Sources: []Source{src}, Header: "X-Forwarded-For"},
+		{From: []string{"127.0.0.1"}}, // no sources: untouched by Refresh
+	}})
+	ctx := context.Background()
+	client := func(peer string) string {
+		t.Helper()
+		c, _, err := r.ResolveAddr(peer, xff("203.0.113.7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.String()
+	}
+	if client("192.0.2.5:1") != "203.0.113.7" || client("198.51.100.5:1") != "198.51.100.5" || client("10.0.0.1:1") != "203.0.113.7" {
+		t.Fatal("initial set not in use")
+	}
+
+	// A good load replaces the source part; From stays.
+	src.next(mustSet(t, "198.51.100.0/24"), nil)
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if client("192.0.2.5:1") != "192.0.2.5" || client("198.51.100.5:1") != "203.0.113.7" || client("10.0.0.1:1") != "203.0.113.7" {
+		t.Fatal("refreshed set not in use")
+	}
+	good := r.TrustedSet(0)
+
+	// Failures keep the last good set and are reported, naming the rule.
+	for name, tc := range map[string]struct {
+		set  *netipx.IPSet
+		err  error
+		want string
+	}{
+		"error":     {nil, errors.New("upstream down"), "Rules[0].Sources[0]: upstream down"},
+		"nil set":   {nil, nil, "Rules[0].Sources[0]: loaded an empty set"},
+		"empty set": {&netipx.IPSet{}, nil, "loaded an empty set"},
+		"catch-all": {mustSet(t, "::/0"), nil, "Rules[0].Sources: the set trusts every"},
+	} {
+		src.next(tc.set, tc.err)
+		err := r.Refresh(ctx)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Refresh error %v, want %q", name, err, tc.want)
+		}
+		if r.TrustedSet(0) != good || client("198.51.100.5:1") != "203.0.113.7" {
+			t.Errorf("%s: last good set not kept", name)
+		}
+	}
+	if r.TrustedSet(1) == nil || !r.TrustedSet(1).Contains(netip.MustParseAddr("127.0.0.1")) {
+		t.Error("rule without sources changed")
+	}
+	if err := (*Resolver)(nil).Refresh(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRefreshAllowAll(t *testing.T) {
+	src := &switchable{set: mustSet(t, "192.0.2.0/24")}
+	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}}}, AllowAll: true})
+	src.next(mustSet(t, "0.0.0.0/0"), nil)
+	if err := r.Refresh(context.Background()); err != nil || !r.Trusts(netip.MustParseAddr("8.8.8.8")) {
+		t.Errorf("AllowAll refresh: %v", err)
+	}
+}
+
+func TestRefreshLoop(t *testing.T) {
+	src := &switchable{set: mustSet(t, "192.0.2.0/24")}
+	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}, Header: "X-Real-IP"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	tick := make(chan time.Time)
+	reports := make(chan error)
+	done := make(chan struct{})
+	go func() {
+		r.RefreshLoop(ctx, tick, func(err error) { reports <- err })
+		close(done)
+	}()
+
+	src.next(nil, errors.New("down"))
+	tick <- time.Time{}
+	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("report = %v", err)
+	}
+	src.next(mustSet(t, "198.51.100.0/24"), nil)
+	tick <- time.Time{} // a successful refresh reports nothing...
+	src.next(nil, errors.New("down again"))
+	tick <- time.Time{} // ...so the next report is this one, and the loop has applied the good set.
+	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down again") {
+		t.Errorf("report = %v", err)
+	}
+	if !r.Trusts(netip.MustParseAddr("198.51.100.1")) || r.Trusts(netip.MustParseAddr("192.0.2.1")) {
+		t.Error("loop did not apply the good set")
+	}
+	cancel()
+	<-done
+
+	// A closed tick channel also ends the loop; a nil report is allowed.
+	tick2 := make(chan time.Time)
+	done2 := make(chan struct{})
+	go func() { r.RefreshLoop(context.Background(), tick2, nil); close(done2) }()
+	tick2 <- time.Time{}
+	close(tick2)
+	<-done2
+}
+
+// TestRefreshConcurrentWithResolve: resolutions racing with refreshes see
+// either the old or the new set, never a failure (run with -race).
+func TestRefreshConcurrentWithResolve(t *testing.T) {
+	a, b := mustSet(t, "192.0.2.0/24"), mustSet(t, "198.51.100.0/24")
+	src := &switchable{set: a}
+	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}, Header: "X-Forwarded-For"}}})
+	h := xff("203.0.113.7")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, peer := range []string{"192.0.2.1:1", "198.51.100.1:1"} {
+					res, err := r.Resolve(peer, h)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					c := res.Client.String()
+					if c != "203.0.113.7" && c != strings.TrimSuffix(peer, ":1") {
+						t.Errorf("client %s for peer %s", c, peer)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		if i%2 == 0 {
+			src.next(b, nil)
+		} else {
+			src.next(a, nil)
+		}
+		if err := r.Refresh(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
