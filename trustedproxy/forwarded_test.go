@@ -23,7 +23,7 @@ func TestForwardedFor(t *testing.T) {
 		{`;;for=192.0.2.1;;`, `192.0.2.1`, ""},
 		{`for=192.0.2.1;x-y=z;ext="a;b,c"`, `192.0.2.1`, ""},
 		{`host="example.com:8080";for=192.0.2.1`, `192.0.2.1`, ""},
-		{`for=""`, `""`, ""}, // empty quoted value: grammar-valid, not a node
+		{`for=""`, `""`, ""},                           // empty quoted value: grammar-valid, not a node
 		{`ext=1;ext=2;for=192.0.2.1`, `192.0.2.1`, ""}, // extension repeats are not looked for
 		{`for="a\"b"`, `"a\"b"`, ""},
 		{"for=\"tab\there\"", "\"tab\there\"", ""},
