@@ -109,11 +109,14 @@ func validPort(p string) bool {
 
 // addrText returns the canonical text of a. When text (the form a was read
 // from) is already canonical, which is the common case for addresses written
-// by proxies, text itself is returned and nothing is allocated.
+// by proxies, or ends with the canonical text (an IPv4-mapped address such
+// as ::ffff:192.0.2.1), a substring of text is returned and nothing is
+// allocated.
 func addrText(a netip.Addr, text string) string {
 	var buf [64]byte // longest canonical IPv6 text is 39 bytes
-	if string(a.AppendTo(buf[:0])) == text {
-		return text
+	c := a.AppendTo(buf[:0])
+	if len(text) >= len(c) && text[len(text)-len(c):] == string(c) {
+		return text[len(text)-len(c):]
 	}
 	return a.String()
 }

@@ -223,8 +223,9 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 // (for instance answer 400), never fall back to the peer.
 //
 // Cost: when a list header is walked, Resolve allocates the Hops slice,
-// plus one string per examined address written in a non-canonical form
-// (port, brackets, mapped, upper case, zone), and counts the header's
+// plus one string per examined address whose canonical text is not a
+// substring of what was written (upper-case or zero-padded IPv6; ports,
+// brackets, zones and the ::ffff: prefix cost nothing), and counts the header's
 // elements to number them (one pass, vectorised for X-Forwarded-For and
 // quote-free Forwarded lines). [Resolver.ResolveBuf] avoids the slice
 // allocation; [Resolver.ResolveAddr] builds no Derivation at all.
@@ -235,8 +236,9 @@ func (r *Resolver) Resolve(remoteAddr string, h http.Header) (Result, error) {
 // ResolveBuf is [Resolver.Resolve] with a caller-provided buffer for the
 // hop list: Derivation.Hops is buf[:n] when n hops were examined (nil when
 // none), so with cap(buf) >= MaxHops no hop list is ever allocated, and
-// when every examined address is written canonically ResolveBuf allocates
-// nothing on success. Results, reasons and errors are exactly those of
+// when every examined address is written in canonical text (give or take
+// brackets, port, zone and ::ffff:) ResolveBuf allocates nothing on
+// success. Results, reasons and errors are exactly those of
 // Resolve. The returned Derivation aliases buf: reuse buf only once the
 // Result is no longer needed.
 func (r *Resolver) ResolveBuf(remoteAddr string, h http.Header, buf []Hop) (Result, error) {
@@ -324,7 +326,14 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 		rs   *ruleSet
 		unix bool
 	)
-	peer, text, ok := parseEntry(remoteAddr)
+	var (
+		peer netip.Addr
+		text string
+		ok   bool
+	)
+	if !isUnixPeer(remoteAddr) { // none of those forms is an address; skip netip's error
+		peer, text, ok = parseEntry(remoteAddr)
+	}
 	switch {
 	case ok:
 		if explain {
