@@ -214,7 +214,14 @@ func parseDate(value, v string, received time.Time) (time.Time, error) {
 	if reason = p.validate(); reason != "" {
 		return time.Time{}, syntaxError(value, reason)
 	}
-	return time.Date(p.year, p.month, p.day, p.hour, p.min, p.sec, 0, time.UTC), nil
+	t := time.Date(p.year, p.month, p.day, p.hour, p.min, min(p.sec, 59), 0, time.UTC)
+	if t.Weekday() != p.weekday {
+		return time.Time{}, syntaxError(value, "weekday does not match the date")
+	}
+	if p.sec == 60 {
+		t = t.Add(time.Second) // leap second: second 0 of the next minute
+	}
+	return t, nil
 }
 
 // imfFixdate parses "Sun, 06 Nov 1994 08:49:37 GMT" (length already checked).
@@ -337,15 +344,13 @@ func (p *dateParts) timeOfDay(v string) string {
 	return ""
 }
 
-// validate checks ranges and the weekday once the year is known.
+// validate checks field ranges once the year is known.
 func (p *dateParts) validate() string {
 	switch {
 	case p.hour > 23 || p.min > 59 || p.sec > 60:
 		return "time of day out of range (00:00:00 to 23:59:60)"
 	case p.day < 1 || p.day > daysIn(p.month, p.year):
 		return "day out of range for its month"
-	case time.Date(p.year, p.month, p.day, 0, 0, 0, 0, time.UTC).Weekday() != p.weekday:
-		return "weekday does not match the date"
 	}
 	return ""
 }

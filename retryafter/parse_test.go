@@ -318,6 +318,15 @@ func TestParseDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// BenchmarkNetHTTPParseTime is the standard library's lenient parser, for
+// comparison with BenchmarkParse/IMF-fixdate.
+func BenchmarkNetHTTPParseTime(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = http.ParseTime("Sun, 01 Mar 2026 00:02:00 GMT")
+	}
+}
+
 func BenchmarkParse(b *testing.B) {
 	for _, bc := range []struct{ name, in string }{
 		{"seconds", "120"},
