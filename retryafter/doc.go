@@ -23,7 +23,9 @@
 //	Sun Nov  6 08:49:37 1994         ; obsolete asctime form (UTC)
 //
 // The wait is the date minus the time the response was received; a date in
-// the past means zero. A two-digit RFC 850 year is placed in the century that
+// the past means zero. Such a wait is only as good as the agreement between
+// the client's wall clock and the server's; delay-seconds does not depend on
+// either clock. A two-digit RFC 850 year is placed in the century that
 // puts the timestamp no more than 50 years after the receipt time (§5.6.7);
 // net/http's ParseTime instead fixes the pivot at 1969, so it is not used.
 // ParseTime is also more lenient than the grammar (any-case names, one-digit

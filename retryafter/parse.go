@@ -38,6 +38,8 @@ type SyntaxError struct {
 	Reason string // what is wrong, e.g. "sign not allowed in delay-seconds"
 }
 
+// Error returns "retryafter: invalid Retry-After value " followed by the
+// quoted (and possibly truncated) value and the reason.
 func (e *SyntaxError) Error() string {
 	q := strconv.Quote(e.Value)
 	if e.Len > len(e.Value) {

@@ -54,6 +54,7 @@ type WaitTooLongError struct {
 	Deadline bool
 }
 
+// Error names the status, the requested wait and the limit it exceeds.
 func (e *WaitTooLongError) Error() string {
 	limit := "the transport's MaxWait of " + e.Remaining.String()
 	if e.Deadline {
