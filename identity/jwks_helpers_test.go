@@ -235,7 +235,7 @@ func jwksRecord(iss, tenant string, srv *jwksServer, algs ...string) IssuerRecor
 func newJWKSAuth(tb testing.TB, clk *fakeClock, logs io.Writer, opts JWKSOptions, recs ...IssuerRecord) *JWTAuthenticator {
 	tb.Helper()
 	if opts.MissWait == 0 {
-		opts.MissWait = 2 * time.Second
+		opts.MissWait = 5 * time.Second // generous: only a hung fetch reaches it
 	}
 	if logs == nil {
 		logs = io.Discard
