@@ -1,11 +1,17 @@
 package middleware_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -70,5 +76,64 @@ func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
 	basic := http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1", headers: basic}); w.Code != 401 || w.Header().Get("WWW-Authenticate") != "Bearer" {
 		t.Fatalf("Basic credential with anonymous allowed: %d %q, want 401 Bearer", w.Code, w.Header().Get("WWW-Authenticate"))
+	}
+}
+
+// authFunc adapts a function to identity.Authenticator.
+type authFunc func(ctx context.Context, h http.Header) (identity.Principal, error)
+
+func (f authFunc) Authenticate(ctx context.Context, h http.Header) (identity.Principal, error) {
+	return f(ctx, h)
+}
+
+// requestAuth is an identity.RequestAuthenticator that reads the query.
+type requestAuth struct{ authFunc }
+
+func (requestAuth) AuthenticateRequest(r *http.Request) (identity.Principal, error) {
+	if r.URL.Query().Get("who") == "" {
+		return identity.Principal{}, identity.ErrNoCredential
+	}
+	return identity.Principal{Tenant: "t", Account: r.URL.Query().Get("who"), Method: identity.MethodAPIKey}, nil
+}
+
+func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target string) *httptest.ResponseRecorder {
+	h := middleware.Authenticate(a, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := middleware.PrincipalFrom(r.Context())
+		_, _ = io.WriteString(w, p.Account)
+	}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", target, nil))
+	return w
+}
+
+// TestAuthenticateKeySourceUnavailable: an error wrapping
+// identity.ErrKeySourceUnavailable is 503 with Retry-After and no challenge,
+// never 401 and never anonymous.
+func TestAuthenticateKeySourceUnavailable(t *testing.T) {
+	down := authFunc(func(context.Context, http.Header) (identity.Principal, error) {
+		return identity.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
+	})
+	for _, anon := range []bool{false, true} {
+		w := serveAuth(down, middleware.AuthOptions{Anonymous: anon}, "/")
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || w.Header().Get("WWW-Authenticate") != "" {
+			t.Fatalf("anonymous=%v: %d %v", anon, w.Code, w.Header())
+		}
+		if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemKeySourceUnavailable {
+			t.Fatalf("type = %q", p.Type)
+		}
+	}
+}
+
+// TestAuthenticateRequestAuthenticator: an authenticator implementing
+// identity.RequestAuthenticator gets the whole request.
+func TestAuthenticateRequestAuthenticator(t *testing.T) {
+	a := requestAuth{authFunc(func(context.Context, http.Header) (identity.Principal, error) {
+		return identity.Principal{}, errors.New("headers-only path must not be used")
+	})}
+	if w := serveAuth(a, middleware.AuthOptions{}, "/?who=alice"); w.Code != 200 || w.Body.String() != "alice" {
+		t.Fatalf("%d %q", w.Code, w.Body)
+	}
+	if w := serveAuth(a, middleware.AuthOptions{}, "/"); w.Code != 401 || w.Header().Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("%d %v", w.Code, w.Header())
 	}
 }
