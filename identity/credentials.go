@@ -45,9 +45,15 @@ const (
 	SourceCookie Source = "cookie"
 )
 
-// DefaultQueryParameter is the query parameter read by [SourceQuery] when
-// CombinedConfig.QueryParameter is empty (RFC 6750 §2.3).
-const DefaultQueryParameter = "access_token"
+// Default names of the opt-in sources.
+const (
+	// DefaultQueryParameter is the query parameter read by [SourceQuery]
+	// when CombinedConfig.QueryParameter is empty (RFC 6750 §2.3).
+	DefaultQueryParameter = "access_token"
+	// DefaultCookieName is the cookie read by [SourceCookie] when
+	// CombinedConfig.CookieName is empty.
+	DefaultCookieName = "access_token"
+)
 
 // ParseSource parses "header", "query" or "cookie" (exact, lower case).
 func ParseSource(s string) (Source, error) {
@@ -75,8 +81,8 @@ var (
 //     [SourceHeader] only. Each at most once.
 //   - QueryParameter: the parameter of [SourceQuery]; "" means
 //     [DefaultQueryParameter]. Must be an RFC 9110 token.
-//   - CookieName: the cookie of [SourceCookie]; required with it, an RFC
-//     6265 cookie-name.
+//   - CookieName: the cookie of [SourceCookie]; "" means
+//     [DefaultCookieName]. Must be an RFC 6265 cookie-name (a token).
 type CombinedConfig struct {
 	JWT            *JWTAuthenticator
 	APIKeys        *APIKeyAuthenticator
@@ -151,10 +157,10 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 	if !httpguts.ValidHeaderFieldName(x.param) {
 		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %q is not a token", x.param))
 	}
-	switch {
-	case x.cookie && x.cookieName == "":
-		errs = append(errs, errors.New("identity: credentials: the cookie source needs CookieName"))
-	case x.cookieName != "" && !httpguts.ValidHeaderFieldName(x.cookieName):
+	if x.cookieName == "" {
+		x.cookieName = DefaultCookieName
+	}
+	if !httpguts.ValidHeaderFieldName(x.cookieName) {
 		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %q is not a token", x.cookieName))
 	}
 	if len(errs) > 0 {

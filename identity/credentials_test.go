@@ -110,7 +110,6 @@ func TestCombinedConfig(t *testing.T) {
 		{CombinedConfig{}, "neither a JWT nor an API key"},
 		{CombinedConfig{JWT: jwtA, Sources: []Source{"form"}}, `unknown source "form"`},
 		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceHeader, SourceHeader}}, "listed twice"},
-		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}}, "needs CookieName"},
 		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}, CookieName: "a b"}, "not a token"},
 		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceQuery}, QueryParameter: "a=b"}, "not a token"},
 	} {
@@ -122,6 +121,12 @@ func TestCombinedConfig(t *testing.T) {
 		if got, err := ParseSource(s); err != nil || string(got) != s {
 			t.Errorf("ParseSource(%q) = %q, %v", s, got, err)
 		}
+	}
+	c := newCombined(t, CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Cookie", "access_token=x.y.z")
+	if _, err := c.AuthenticateRequest(r); !isDesc(err, "token is malformed") {
+		t.Errorf("default cookie name: %v", err)
 	}
 	if _, err := ParseSource("Header"); err == nil {
 		t.Error("ParseSource is case-sensitive")

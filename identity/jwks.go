@@ -170,8 +170,10 @@ type clock interface {
 
 type realClock struct{ now func() time.Time }
 
+// Now returns JWTConfig.Now().
 func (c realClock) Now() time.Time { return c.now() }
 
+// Timer is time.NewTimer(d) as a channel and a stop function.
 func (realClock) Timer(d time.Duration) (<-chan time.Time, func()) {
 	t := time.NewTimer(d)
 	return t.C, func() { t.Stop() }

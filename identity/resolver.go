@@ -131,13 +131,13 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 	case err != nil:
 		if old != nil {
 			c.extend(iss, old, now.Add(c.ttl))
-			log.Warn("ratekey: issuer resolver failed; keeping the previous record", "issuer", iss, "error", err.Error())
+			log.Warn("ratekey: issuer resolver failed; keeping the previous record", "issuer", logIssuer(iss), "error", err.Error())
 			return old.st, nil
 		}
-		log.Warn("ratekey: issuer resolver failed", "issuer", iss, "error", err.Error())
+		log.Warn("ratekey: issuer resolver failed", "issuer", logIssuer(iss), "error", err.Error())
 		return nil, ErrKeySourceUnavailable
 	case rec.Issuer != iss:
-		log.Warn("ratekey: issuer resolver returned a record for another issuer", "issuer", iss)
+		log.Warn("ratekey: issuer resolver returned a record for another issuer", "issuer", logIssuer(iss))
 		return nil, ErrUnknownIssuer
 	}
 	if old != nil && reflect.DeepEqual(old.rec, rec) {
@@ -147,7 +147,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 	rec = cloneRecord(rec)
 	st, errs := compileRecord(fmt.Sprintf("issuer %q", iss), rec, a.env)
 	if len(errs) > 0 {
-		log.Warn("ratekey: issuer resolver returned an invalid record", "issuer", iss, "error", errors.Join(errs...).Error())
+		log.Warn("ratekey: issuer resolver returned an invalid record", "issuer", logIssuer(iss), "error", errors.Join(errs...).Error())
 		if st != nil && st.jwks != nil {
 			st.jwks.close()
 		}
@@ -163,7 +163,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 			}
 		}
 		if ok && owner != iss {
-			log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", iss, "tenant", t, "owner", owner)
+			log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", logIssuer(iss), "tenant", t, "owner", owner)
 			return nil, ErrUnknownIssuer
 		}
 	}
@@ -177,7 +177,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 			}
 		}
 		if len(c.entries) >= c.max {
-			log.Warn("ratekey: too many resolved issuers; refusing a new one", "issuer", iss, "max", c.max)
+			log.Warn("ratekey: too many resolved issuers; refusing a new one", "issuer", logIssuer(iss), "max", c.max)
 			return nil, ErrKeySourceUnavailable
 		}
 	}
@@ -215,4 +215,14 @@ func cloneRecord(rec IssuerRecord) IssuerRecord {
 	rec.Algorithms = slices.Clone(rec.Algorithms)
 	rec.Keys = slices.Clone(rec.Keys)
 	return rec
+}
+
+// logIssuer bounds an unverified issuer for a log line: an attacker chooses
+// it (up to MaxTokenBytes), and resolver failures are logged per request.
+func logIssuer(iss string) string {
+	const max = 200
+	if len(iss) <= max {
+		return iss
+	}
+	return iss[:max] + "...(truncated)"
 }
