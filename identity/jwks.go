@@ -37,6 +37,26 @@ const (
 	MinJWKSInterval = time.Second
 )
 
+// Why not keyfunc/v3, and how jwkset is used (checked against keyfunc
+// v3.9.2 and jwkset v0.11.4):
+//   - keyfunc.NewDefault* pools every URL into one storage, so one issuer's
+//     key verifies another issuer's tokens; ratekey keeps one set per
+//     issuer record.
+//   - jwkset's unknown-kid refresh (HTTPClientOptions.RefreshUnknownKID)
+//     calls rate.Limiter.Wait on the request path (up to RateLimitWaitMax,
+//     one minute by default) and then fetches synchronously; its timing uses
+//     the wall clock. Here a miss only signals the background loop and waits
+//     at most MissWait, and the cooldown runs on JWTConfig.Now.
+//   - jwkset decodes the response with json.NewDecoder(resp.Body) without
+//     a size cap, and NewStorageFromHTTP fetches synchronously at
+//     construction. Here the body is read through io.LimitReader(MaxBytes+1)
+//     whatever http.Client is configured, and nothing is fetched before use.
+//   - jwkset keeps the last good set when a refresh fails, as this does.
+//
+// So jwkset is used only to convert one JWK into a public key
+// (NewJWKFromMarshal, Private false, x5u/x5c stripped first); fetching,
+// caching, scheduling and the cooldown are this file's.
+
 // ErrKeySourceUnavailable reports that a credential could not be checked
 // because the source of its keys cannot be reached right now: a JWK Set
 // never fetched successfully (nothing cached), an [IssuerResolver] or an
