@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 	var n atomic.Int64
 	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
 		clk := memory.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1))}, clk.Now)
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1)), Timeout: testTimeout}, clk.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestConformanceCluster(t *testing.T) {
 	var n atomic.Int64
 	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
 		clk := memory.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf:{rl%d}:", n.Add(1))}, clk.Now)
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf:{rl%d}:", n.Add(1)), Timeout: testTimeout}, clk.Now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -187,11 +187,10 @@ func (l *Limiter) RedisKey(r limiter.Request) string {
 }
 
 // Argument layout of the script call: "evalsha", sha, numkeys, KEYS, then
-// ARGV: mode, seconds, nanoseconds, ttl slack, and argsPerReq per request.
+// ARGV: the mode, and argsPerReq per request (see gcraScript).
 const (
 	headArgs   = 3
-	fixedArgv  = 4
-	argsPerReq = 3
+	argsPerReq = 2
 )
 
 func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, error) {
@@ -214,17 +213,17 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	}
 
 	n := len(reqs)
-	args := make([]any, headArgs+n+fixedArgv+argsPerReq*n)
+	args := make([]any, headArgs+n+1+argsPerReq*n)
 	args[2] = int64(n)
 	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
-	argv[0] = "0"
+	mode := "0"
 	if take {
-		argv[0] = "1"
+		mode = "1"
 	}
-	argv[1], argv[2], argv[3] = "", "", int64(0)
+	argv[0] = mode
 	if l.now != nil {
 		now := int64(l.now())
-		argv[1], argv[2], argv[3] = now/1e9, now%1e9, l.ttlSlack
+		argv[0] = fmt.Sprintf("%s %d %d %d", mode, now/1e9, now%1e9, l.ttlSlack)
 	}
 	for i := range reqs {
 		r := &reqs[i]
@@ -234,11 +233,10 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		if t := int64(r.Limit.Rate.Interval()); r.Cost <= r.Limit.Burst && r.Cost*t <= ceiling {
 			charge = r.Cost * t
 		}
-		a := argv[fixedArgv+argsPerReq*i:]
-		a[0], a[1], a[2] = charge, ceiling, "0"
 		if r.DryRun {
-			a[2] = "1"
+			ceiling = -ceiling
 		}
+		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = charge, ceiling
 	}
 
 	tctx, cancel := context.WithTimeout(ctx, l.timeout)

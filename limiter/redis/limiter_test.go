@@ -21,6 +21,11 @@ var _ limiter.Limiter = (*rkredis.Limiter)(nil)
 
 const ms = time.Millisecond
 
+// testTimeout is the per-call timeout of tests that are not about
+// time-outs: generous, for a loaded machine (16 new connections at once
+// under -race on 2 shared cores can take more than the 100ms default).
+const testTimeout = 10 * time.Second
+
 func lim(count int64, per time.Duration, b int64) limiter.Limit {
 	return limiter.Limit{Rate: limiter.Rate{Count: count, Per: per}, Burst: b}
 }
@@ -182,7 +187,7 @@ func TestRedisKey(t *testing.T) {
 // share the bucket of a hashed key.
 func TestLongKeysShareBudget(t *testing.T) {
 	srv := redistest.Start(t)
-	o := rkredis.Options{MaxKeyLen: 100, HashSecret: []byte("shared secret of the deployment!")}
+	o := rkredis.Options{Timeout: testTimeout, MaxKeyLen: 100, HashSecret: []byte("shared secret of the deployment!")}
 	a := mustNew(t, newClient(t, srv.Addr), o)
 	b := mustNew(t, newClient(t, srv.Addr), o)
 	r := limiter.Request{Key: strings.Repeat("x", 500), Limit: lim(1, time.Minute, 2), Cost: 1}
@@ -205,53 +210,62 @@ func TestLongKeysShareBudget(t *testing.T) {
 // bucket is full, and the key never expires before its TAT.
 func TestExpiryAndValue(t *testing.T) {
 	srv := redistest.Start(t)
-	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{})
-	li := lim(20, time.Second, 2) // T = 50ms, window 100ms
-	r := limiter.Request{Key: "k", Limit: li, Cost: 1}
-	key := l.RedisKey(r)
-
-	peek(t, l, r)
-	if n := doInt(t, srv, "DBSIZE"); n != 0 {
-		t.Fatalf("Peek wrote %d keys", n)
-	}
-	before := serverNow(t, srv)
-	d1 := take(t, l, r)[0]
-	after := serverNow(t, srv)
-	tat := doInt(t, srv, "GET", key)
-	if tat < before+int64(50*ms) || tat > after+int64(50*ms) || d1 != (limiter.Decision{Allowed: true, Remaining: 1, ResetAfter: 50 * ms}) {
-		t.Fatalf("after one take: TAT %d not in [%d, %d] + 50ms, or decision %+v", tat, before, after, d1)
-	}
-	checkExpiry := func(step string) {
+	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
+	checkExpiry := func(step, key string, tat int64) {
 		t.Helper()
 		want := (tat + 999_999) / 1_000_000 // ceil to ms
 		if got := doInt(t, srv, "PEXPIRETIME", key); got != want {
 			t.Errorf("%s: PEXPIRETIME %d; want the TAT %d rounded up to ms, %d", step, got, tat, want)
 		}
 	}
-	checkExpiry("first take")
-	d2 := take(t, l, r)[0]
-	if !d2.Allowed || d2.Remaining != 0 {
-		t.Fatalf("second take: %+v", d2)
+
+	// A slow bucket (1/min): no token comes back while the test runs.
+	slow := limiter.Request{Key: "slow", Limit: lim(1, time.Minute, 2), Cost: 1}
+	key := l.RedisKey(slow)
+	peek(t, l, slow)
+	if n := doInt(t, srv, "DBSIZE"); n != 0 {
+		t.Fatalf("Peek wrote %d keys", n)
+	}
+	before := serverNow(t, srv)
+	d1 := take(t, l, slow)[0]
+	after := serverNow(t, srv)
+	tat := doInt(t, srv, "GET", key)
+	if tat < before+int64(time.Minute) || tat > after+int64(time.Minute) || d1 != (limiter.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Minute}) {
+		t.Fatalf("after one take: TAT %d not in [%d, %d] + 1m, or decision %+v", tat, before, after, d1)
+	}
+	checkExpiry("first take", key, tat)
+	if d := take(t, l, slow)[0]; !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("second take: %+v", d)
 	}
 	tat = doInt(t, srv, "GET", key)
-	checkExpiry("second take")
+	checkExpiry("second take", key, tat)
 	pttl := doInt(t, srv, "PTTL", key)
 	for i := range 5 {
-		if d := take(t, l, r)[0]; d.Allowed {
+		if d := take(t, l, slow)[0]; d.Allowed {
 			t.Fatalf("take %d over the burst allowed: %+v", i+3, d)
 		}
 		if got := doInt(t, srv, "GET", key); got != tat {
 			t.Fatalf("a rejection changed the TAT from %d to %d", tat, got)
 		}
-		checkExpiry("after a rejection")
-		if p := doInt(t, srv, "PTTL", key); p > pttl {
+		checkExpiry("after a rejection", key, tat)
+		p := doInt(t, srv, "PTTL", key)
+		if p > pttl {
 			t.Fatalf("a rejection extended the PTTL from %d to %d", pttl, p)
 		}
+		pttl = p
 	}
-	peek(t, l, r)
-	checkExpiry("after a Peek")
+	peek(t, l, slow)
+	checkExpiry("after a Peek", key, tat)
 
-	// Wait for the key to expire (real time: at most the 100ms window).
+	// A fast bucket (20/s, burst 2: full again 100ms after being emptied):
+	// wait for real expiry.
+	fast := limiter.Request{Key: "fast", Limit: lim(20, time.Second, 2), Cost: 2}
+	key = l.RedisKey(fast)
+	if d := take(t, l, fast)[0]; !d.Allowed {
+		t.Fatalf("fast take: %+v", d)
+	}
+	tat = doInt(t, srv, "GET", key)
+	checkExpiry("fast take", key, tat)
 	deadline := time.Now().Add(5 * time.Second)
 	for doInt(t, srv, "EXISTS", key) == 1 {
 		if time.Now().After(deadline) {
@@ -262,7 +276,7 @@ func TestExpiryAndValue(t *testing.T) {
 	if now := serverNow(t, srv); now < tat {
 		t.Errorf("the key expired at %d, before its TAT %d", now, tat)
 	}
-	if d := take(t, l, r)[0]; d != (limiter.Decision{Allowed: true, Remaining: 1, ResetAfter: 50 * ms}) {
+	if d := take(t, l, fast)[0]; d != (limiter.Decision{Allowed: true, Remaining: 0, ResetAfter: 100 * ms}) {
 		t.Errorf("first take after expiry: %+v; want a full bucket", d)
 	}
 }
@@ -272,7 +286,7 @@ func TestExpiryAndValue(t *testing.T) {
 // nanosecond of window is refused.
 func TestServerTimeExact(t *testing.T) {
 	srv := redistest.Start(t)
-	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{})
+	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
 	edge := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: rkredis.MaxWindow}, Burst: 1}
 	r := limiter.Request{Key: "edge", Limit: edge, Cost: 1}
 	if d := take(t, l, r)[0]; d != (limiter.Decision{Allowed: true, ResetAfter: rkredis.MaxWindow}) {
@@ -299,7 +313,7 @@ func TestTestClockExactAtEdges(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	clk := memory.NewManualClock()
-	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{}, clk.Now)
+	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout}, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +359,7 @@ func TestTestClockExactAtEdges(t *testing.T) {
 // call (never a decision) and the script writes nothing.
 func TestStoreErrorsAreErrors(t *testing.T) {
 	srv := redistest.Start(t)
-	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{})
+	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
 	good := limiter.Request{Key: "good", Limit: lim(1, time.Minute, 5), Cost: 1}
 	bad := limiter.Request{Key: "bad", Limit: lim(1, time.Minute, 5), Cost: 1}
 	for name, setup := range map[string][]string{
@@ -370,7 +384,7 @@ func TestStoreErrorsAreErrors(t *testing.T) {
 // is loaded again by EVAL, transparently.
 func TestNoScriptReload(t *testing.T) {
 	srv := redistest.Start(t)
-	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{})
+	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
 	r := limiter.Request{Key: "k", Limit: lim(1, time.Minute, 3), Cost: 1}
 	take(t, l, r)
 	do(t, srv, "SCRIPT", "FLUSH")
@@ -407,7 +421,7 @@ func Test16Connections(t *testing.T) {
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		ls[i] = mustNew(t, c, rkredis.Options{Timeout: 5 * time.Second})
+		ls[i] = mustNew(t, c, rkredis.Options{Timeout: testTimeout})
 	}
 	li := lim(1, time.Minute, 5)
 	reps := 100

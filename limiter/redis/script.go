@@ -22,15 +22,19 @@ import (
 // ninth digit from the right before any arithmetic. Integer division uses
 // math.fmod, which is exact.
 //
-//	KEYS[i]          the bucket of request i (duplicates allowed)
-//	ARGV[1]          "1": take (charge if the rule says so); "0": peek (write nothing)
-//	ARGV[2], ARGV[3] "" "": now is the server's TIME; otherwise now is
-//	                 ARGV[2] seconds + ARGV[3] nanoseconds (test clock)
-//	ARGV[4]          "0": expire at the TAT (SET ... PXAT); otherwise a test
-//	                 clock's expiry: SET ... PX (debt rounded up to ms) + ARGV[4]
-//	ARGV[5+3(i-1)]   request i's charge in ns, or -1 if it can never fit
-//	ARGV[6+3(i-1)]   request i's ceiling in ns
-//	ARGV[7+3(i-1)]   "1" if request i is a dry run, else "0"
+//	KEYS[i]     the bucket of request i (duplicates allowed)
+//	ARGV[1]     "1": take (charge if the rule says so); "0": peek (write
+//	            nothing); now is the server's TIME and a state expires at
+//	            its TAT (SET ... PXAT). With a test clock: "1 s ns slack" or
+//	            "0 s ns slack": now is s seconds + ns nanoseconds, and a
+//	            state expires (SET ... PX) after its debt rounded up to ms
+//	            plus slack ms of real time.
+//	ARGV[2i]    request i's charge in ns, or -1 if it can never fit
+//	ARGV[2i+1]  request i's ceiling in ns, negated if request i is a dry run
+//	            (a ceiling is at least 1ns)
+//
+// (Two arguments per request and one per call: every argument is a string
+// the server creates for each call.)
 //
 // It returns {charged, debt_1, ..., debt_n}: charged is 1 if the call
 // charges (for a peek: would charge), and debt_i is the bucket's debt in
@@ -38,81 +42,84 @@ import (
 // pass whose Decision the contract reports for it.
 const gcraScript = `
 local take = ARGV[1] == '1'
-local sec, nsec
-if ARGV[2] == '' then
+local sec, nsec, slack
+if take or ARGV[1] == '0' then
   local t = redis.call('TIME')
   sec = tonumber(t[1])
   nsec = tonumber(t[2]) * 1000
 else
-  sec = tonumber(ARGV[2])
-  nsec = tonumber(ARGV[3])
+  local m, s, ns, sl = string.match(ARGV[1], '^([01]) (%d+) (%d+) (%d+)$')
+  take = m == '1'
+  sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
 end
-local slack = tonumber(ARGV[4])
 local n = #KEYS
-local MAXD = 9007199254740992 -- 2^53
 
+-- The debt of every bucket of the call, read once.
 local base = {}
-local function debt(k)
-  local d = base[k]
-  if d then return d end
-  d = 0
-  local v = redis.call('GET', k)
-  if v then
-    local l = #v
-    local ts, tn
-    if l > 9 then
-      ts = tonumber(string.sub(v, 1, l - 9))
-      tn = tonumber(string.sub(v, l - 8))
-    else
-      ts = 0
-      tn = tonumber(v)
-    end
-    if not ts or not tn then
-      error('ratekey: bucket state is not a decimal TAT')
-    end
-    d = (ts - sec) * 1e9 + (tn - nsec)
-    if d < 0 then d = 0 elseif d > MAXD then d = MAXD end
-  end
-  base[k] = d
-  return d
-end
-
-local out = {0}
-local dry = false
-local inpass = {}
 for i = 1, n do
-  inpass[i] = true
-  if ARGV[4 + 3 * i] == '1' then dry = true end
+  local k = KEYS[i]
+  if not base[k] then
+    local d = 0
+    local v = redis.call('GET', k)
+    if v then
+      local l = #v
+      local ts, tn = 0, nil
+      if l > 9 then
+        ts = tonumber(string.sub(v, 1, l - 9))
+        tn = tonumber(string.sub(v, l - 8))
+      else
+        tn = tonumber(v)
+      end
+      if not ts or not tn then
+        return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+      end
+      d = (ts - sec) * 1e9 + (tn - nsec)
+      if d < 0 then d = 0 elseif d > 9007199254740992 then d = 9007199254740992 end
+    end
+    base[k] = d
+  end
 end
 
-local function pass()
-  local work = {}
-  local all = true
+-- First pass: every request, in order.
+local out = {0}
+local work = {}
+local all, dry = true, false
+for i = 1, n do
+  local k = KEYS[i]
+  local d = work[k] or base[k]
+  out[i + 1] = d
+  local charge = tonumber(ARGV[2 * i])
+  local ceiling = tonumber(ARGV[2 * i + 1])
+  if ceiling < 0 then
+    ceiling = -ceiling
+    dry = true
+  end
+  if charge >= 0 and d <= ceiling - charge then
+    work[k] = d + charge
+  else
+    all = false
+  end
+end
+
+-- Second pass, if a request was rejected and some are dry runs: the
+-- enforcing requests alone.
+if not all and dry then
+  work = {}
+  all = true
   for i = 1, n do
-    if inpass[i] then
+    local ceiling = tonumber(ARGV[2 * i + 1])
+    if ceiling > 0 then
       local k = KEYS[i]
-      local d = work[k]
-      if not d then d = debt(k) end
+      local d = work[k] or base[k]
       out[i + 1] = d
-      local charge = tonumber(ARGV[2 + 3 * i])
-      local ceiling = tonumber(ARGV[3 + 3 * i])
+      local charge = tonumber(ARGV[2 * i])
       if charge >= 0 and d <= ceiling - charge then
         work[k] = d + charge
       else
-        work[k] = d
         all = false
       end
     end
   end
-  return all, work
-end
-
-local all, work = pass()
-if not all and dry then
-  for i = 1, n do
-    inpass[i] = ARGV[4 + 3 * i] ~= '1'
-  end
-  all, work = pass()
 end
 
 if all then
@@ -127,16 +134,16 @@ if all then
         ts = ts + 1
       end
       local v = string.format('%d%09d', ts, tn)
-      if slack == 0 then
+      if not slack then
         local rm = math.fmod(tn, 1e6)
         local ms = ts * 1000 + (tn - rm) / 1e6
         if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
+        redis.call('SET', k, v, 'PXAT', ms) -- 13 digits: exact in %.14g
       else
         local rm = math.fmod(d, 1e6)
         local ms = (d - rm) / 1e6 + slack
         if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PX', string.format('%d', ms))
+        redis.call('SET', k, v, 'PX', ms)
       end
     end
   end
