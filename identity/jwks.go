@@ -104,6 +104,10 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 //     [MinJWKSInterval]. They are measured with JWTConfig.Now.
 //   - MissWait: see above; zero means [DefaultJWKSMissWait]; at most 30s.
 //     Measured in real time, like Timeout (both bound request latency).
+//   - OnFetch, when set, is called after every fetch attempt with the
+//     issuer and the attempt's error (nil on success), from the fetching
+//     goroutine; it must be safe for concurrent use and must not block
+//     (the metrics package's JWKSRefresh counts them).
 type JWKSOptions struct {
 	Client   *http.Client
 	Timeout  time.Duration
@@ -113,6 +117,7 @@ type JWKSOptions struct {
 	Retry    time.Duration
 	Cooldown time.Duration
 	MissWait time.Duration
+	OnFetch  func(issuer string, err error)
 }
 
 // jwksOptions is JWKSOptions with defaults applied.
@@ -123,6 +128,7 @@ type jwksOptions struct {
 	maxKeys                  int
 	refresh, retry, cooldown time.Duration
 	missWait                 time.Duration
+	onFetch                  func(issuer string, err error)
 }
 
 // resolve applies defaults and validates o.
@@ -145,6 +151,7 @@ func (o JWKSOptions) resolve() (jwksOptions, []error) {
 		retry:    def(o.Retry, DefaultJWKSRetry),
 		cooldown: def(o.Cooldown, DefaultJWKSCooldown),
 		missWait: def(o.MissWait, DefaultJWKSMissWait),
+		onFetch:  o.OnFetch,
 	}
 	if r.maxBytes == 0 {
 		r.maxBytes = DefaultJWKSMaxBytes
@@ -293,6 +300,9 @@ func (s *jwksSet) loop() {
 // finish records the end of an attempt and wakes the requests waiting on
 // it (after logging, so that whoever waits sees the log line).
 func (s *jwksSet) finish(err error) {
+	if f := s.env.jwks.onFetch; f != nil && s.env.ctx.Err() == nil {
+		f(s.issuer, err)
+	}
 	if err != nil && s.env.ctx.Err() == nil {
 		s.env.logger.Warn("ratekey: JWK Set fetch failed",
 			"issuer", s.issuer, "url", s.shown, "error", err.Error(), "kept_last_good_set", s.snap.Load() != nil)

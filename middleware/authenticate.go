@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/metrics"
 )
 
 // AuthOptions configures [Authenticate].
@@ -18,6 +19,11 @@ type AuthOptions struct {
 	Anonymous bool
 	// Realm, when set, is sent as the challenge's realm parameter (RFC 6750 §3).
 	Realm string
+	// Metrics counts refused credentials by reason
+	// (ratekey_authentication_failures_total): the RFC 6750 code
+	// (invalid_request, invalid_token), missing, unsupported_scheme or
+	// unavailable. nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // authOutcome is the result of running an authenticator on a request, shared
@@ -27,6 +33,7 @@ type authOutcome struct {
 	status    int                 // 0 when admitted
 	code      string              // RFC 6750 error code, "" for a bare challenge
 	detail    string              // safe text: never the credential
+	reason    string              // fixed failure reason for metrics; "" when admitted
 }
 
 func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) authOutcome {
@@ -43,26 +50,26 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 	if errors.Is(err, identity.ErrKeySourceUnavailable) {
 		// The credential could not be checked (JWK Set never fetched,
 		// resolver or API key store down): 503, never 401, never anonymous.
-		return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now"}
+		return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now", reason: "unavailable"}
 	}
 	if errors.Is(err, identity.ErrUnsupportedScheme) {
 		// RFC 6750 §3.1: an unsupported method is answered like a missing
 		// credential, but a presented credential is never anonymous.
-		return authOutcome{status: http.StatusUnauthorized, detail: "the Authorization scheme is not Bearer"}
+		return authOutcome{status: http.StatusUnauthorized, detail: "the Authorization scheme is not Bearer", reason: "unsupported_scheme"}
 	}
 	if errors.Is(err, identity.ErrNoCredential) {
 		if opts.Anonymous {
 			return authOutcome{principal: &identity.Principal{Method: identity.MethodAnonymous}}
 		}
-		return authOutcome{status: http.StatusUnauthorized, detail: "no credential was presented"}
+		return authOutcome{status: http.StatusUnauthorized, detail: "no credential was presented", reason: "missing"}
 	}
 	var ae *identity.AuthError
 	if errors.As(err, &ae) {
-		return authOutcome{status: ae.Status(), code: ae.Code, detail: ae.Description}
+		return authOutcome{status: ae.Status(), code: ae.Code, detail: ae.Description, reason: ae.Code}
 	}
 	// Anything else means the credential could not be checked (a key source
 	// is down): 503, never 401, and never anonymous.
-	return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now"}
+	return authOutcome{status: http.StatusServiceUnavailable, detail: "credentials cannot be verified right now", reason: "unavailable"}
 }
 
 // Authenticate returns middleware that verifies the request's credential with
@@ -87,7 +94,11 @@ func Authenticate(a identity.Authenticator, opts AuthOptions) func(http.Handler)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			out := authenticate(a, opts, r)
+			if rec := RecordFrom(r.Context()); rec != nil {
+				rec.recordAuth(out)
+			}
 			if out.principal == nil {
+				opts.Metrics.AuthFailure(out.reason)
 				writeAuthFailure(w, opts, out)
 				return
 			}

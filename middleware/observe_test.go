@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/metrics"
@@ -309,6 +310,50 @@ func TestLogFieldsMatchDebugNames(t *testing.T) {
 		`"remaining":0`, `"store":"memory"`, `"retry_after_seconds":60`, `"client":"198.51.100.7"`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log lacks %s:\n%s", want, line)
+		}
+	}
+}
+
+// stubAuth fails every credential with err, or finds none.
+type stubAuth struct{ err error }
+
+func (a stubAuth) Authenticate(context.Context, http.Header) (identity.Principal, error) {
+	return identity.Principal{}, a.err
+}
+
+// TestAuthFailureMetricsAndRecord: refused credentials are counted by a
+// fixed reason and recorded in the request's Record.
+func TestAuthFailureMetricsAndRecord(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		err    error
+		reason string
+		status int
+	}{
+		{&identity.AuthError{Code: identity.CodeInvalidToken, Description: "bad signature"}, "invalid_token", 401},
+		{&identity.AuthError{Code: identity.CodeInvalidRequest, Description: "two credentials"}, "invalid_request", 400},
+		{identity.ErrNoCredential, "missing", 401},
+		{identity.ErrUnsupportedScheme, "unsupported_scheme", 401},
+		{identity.ErrKeySourceUnavailable, "unavailable", 503},
+	}
+	for _, tc := range tests {
+		h := middleware.Authenticate(stubAuth{tc.err}, middleware.AuthOptions{Metrics: m})(http.NotFoundHandler())
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		ctx, rec := middleware.WithRecord(r.Context())
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r.WithContext(ctx))
+		if w.Code != tc.status {
+			t.Errorf("%s: %d; want %d", tc.reason, w.Code, tc.status)
+		}
+		if got := series(t, reg, "ratekey_authentication_failures_total", "reason", tc.reason); got != 1 {
+			t.Errorf("%s counted %v times; want 1", tc.reason, got)
+		}
+		if rec.Authentication.Status != tc.status || rec.Principal != nil {
+			t.Errorf("%s: record %+v", tc.reason, rec.Authentication)
 		}
 	}
 }
