@@ -45,6 +45,17 @@ func parseEntry(s string) (a netip.Addr, text string, ok bool) {
 	if s == "" {
 		return netip.Addr{}, "", false
 	}
+	// Fast path for the common forms "a.b.c.d" and "a.b.c.d:port". Any
+	// other input, including near misses, takes the general path below, so
+	// the fast path only ever agrees with it.
+	if a4, n, ok := parseIPv4Head(s); ok {
+		if n == len(s) {
+			return netip.AddrFrom4(a4), s, true
+		}
+		if s[n] == ':' && validPort(s[n+1:]) {
+			return netip.AddrFrom4(a4), s[:n], true
+		}
+	}
 	host, bracketed := s, false
 	if s[0] == '[' {
 		bracketed = true
@@ -83,6 +94,42 @@ func parseEntry(s string) (a netip.Addr, text string, ok bool) {
 		return netip.Addr{}, "", false
 	}
 	return canonical(a), text, true
+}
+
+// parseIPv4Head parses the dotted-quad IPv4 address at the start of s with
+// netip.ParseAddr's rules (four decimal fields of one to three digits, each
+// at most 255, no leading zeros) and returns it with the number of bytes it
+// spans. ok is false when s does not start with one; what follows the
+// address is the caller's business.
+func parseIPv4Head(s string) (a [4]byte, n int, ok bool) {
+	field, digits, val := 0, 0, 0
+	for ; n < len(s); n++ {
+		c := s[n]
+		if c >= '0' && c <= '9' {
+			if digits == 1 && val == 0 { // leading zero
+				return a, 0, false
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return a, 0, false
+			}
+			continue
+		}
+		if c != '.' {
+			break
+		}
+		if digits == 0 || field == 3 {
+			return a, 0, false
+		}
+		a[field] = byte(val)
+		field, digits, val = field+1, 0, 0
+	}
+	if field != 3 || digits == 0 {
+		return a, 0, false
+	}
+	a[3] = byte(val)
+	return a, n, true
 }
 
 // canonical returns a unmapped and without zone: the only form in which

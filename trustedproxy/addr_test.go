@@ -1,6 +1,7 @@
 package trustedproxy
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -80,6 +81,36 @@ func TestParseEntry(t *testing.T) {
 		if got := addrText(a, text); got != tc.want {
 			t.Errorf("addrText(%v, %q) = %q, want %q", a, text, got, tc.want)
 		}
+	}
+}
+
+// TestParseIPv4Head: the fast path agrees with netip.ParseAddr on every
+// string of up to 8 bytes over digits, dots and a colon.
+func TestParseIPv4Head(t *testing.T) {
+	alphabet := "0129.:"
+	var rec func(s string)
+	rec = func(s string) {
+		a4, n, ok := parseIPv4Head(s)
+		want, err := netip.ParseAddr(s)
+		wantOK := err == nil && want.Is4()
+		if (ok && n == len(s)) != wantOK || (wantOK && netip.AddrFrom4(a4) != want) {
+			t.Fatalf("parseIPv4Head(%q) = %v, %d, %v; netip %v, %v", s, a4, n, ok, want, err)
+		}
+		if ok {
+			if w, err := netip.ParseAddr(s[:n]); err != nil || w != netip.AddrFrom4(a4) {
+				t.Fatalf("parseIPv4Head(%q) head %q = %v; netip %v, %v", s, s[:n], a4, w, err)
+			}
+		}
+		if len(s) >= 8 {
+			return
+		}
+		for i := 0; i < len(alphabet); i++ {
+			rec(s + alphabet[i:i+1])
+		}
+	}
+	rec("")
+	for _, s := range []string{"255.255.255.255", "256.1.1.1", "1.2.3.04", "0.0.0.0", "1.2.3.4.5", "01.2.3.4", "1..2.3"} {
+		rec(s)
 	}
 }
 
