@@ -174,7 +174,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	if cfg.RateLimiter != nil {
 		st := cfg.RateLimiter.state.Load()
 		r = r.WithContext(ctx)
-		ev := st.check(r, false)
+		ev := st.check(r, false, phaseAll)
 		if cfg.Limited == nil || cfg.Limited(r) {
 			rec.recordEvaluation(&ev, st.store)
 		}

@@ -137,10 +137,30 @@ type Evaluation struct {
 // stored in r's context, and the configuration current when it starts
 // (see [RateLimiter.Reload]). Safe for concurrent use.
 func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
-	return rl.state.Load().check(r, charge)
+	return rl.state.Load().check(r, charge, phaseAll)
 }
 
-func (st *rateLimitState) check(r *http.Request, charge bool) Evaluation {
+// phase selects the policies an evaluation covers.
+type phase int
+
+const (
+	phaseAll     phase = iota // every policy (Check, the debug endpoint)
+	phasePreAuth              // PreAuth policies only (RateLimiter.PreAuthHandler)
+	phaseMain                 // the others (RateLimiter.Handler)
+)
+
+// covers reports whether policy p is evaluated in phase ph.
+func (ph phase) covers(p *Policy) bool {
+	switch ph {
+	case phasePreAuth:
+		return p.PreAuth
+	case phaseMain:
+		return !p.PreAuth
+	}
+	return true
+}
+
+func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
 	op := st.operation(r)
 	ev := Evaluation{Operation: op, Allowed: true}
 	principal, hasPrincipal := PrincipalFrom(r.Context())
@@ -152,7 +172,7 @@ func (st *rateLimitState) check(r *http.Request, charge bool) Evaluation {
 	missingReject := false
 	for i := range st.policies {
 		p := &st.policies[i]
-		if !p.appliesTo(op) {
+		if !ph.covers(p) || !p.appliesTo(op) {
 			continue
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.dryRun,

@@ -357,3 +357,69 @@ func TestAuthFailureMetricsAndRecord(t *testing.T) {
 		}
 	}
 }
+
+// countingAuth counts verifications and refuses every credential.
+type countingAuth struct{ n *int }
+
+func (a countingAuth) Authenticate(context.Context, http.Header) (identity.Principal, error) {
+	*a.n++
+	return identity.Principal{}, &identity.AuthError{Code: identity.CodeInvalidToken, Description: "bad signature"}
+}
+
+// TestPreAuthLimitsBadTokenFloods: a pre-auth network policy runs before
+// the authenticator, so a flood of bad tokens is cut off without further
+// verification; its fields and decision combine with the main policies'.
+func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
+	pre := perNetwork("1/m", 3)
+	pre.Name, pre.PreAuth = "pre-network", true
+	main := perNetwork("1/m", 2)
+	res, err := trustedproxy.New(trustedproxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{pre, main}, Operation: middleware.RouteOperation(r), DecisionHeader: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified := 0
+	r.Use(middleware.ClientAddress(res), rl.PreAuthHandler, middleware.Authenticate(countingAuth{&verified}, middleware.AuthOptions{}), rl.Handler)
+	r.Get("/x", func(http.ResponseWriter, *http.Request) {})
+	codes := []int{}
+	for range 6 {
+		req := httptest.NewRequest(http.MethodGet, "/x", nil)
+		req.RemoteAddr = "198.51.100.7:1"
+		req.Header.Set("Authorization", "Bearer not.a.token")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		codes = append(codes, w.Code)
+	}
+	if want := []int{401, 401, 401, 429, 429, 429}; !equal(codes, want) {
+		t.Errorf("codes %v; want %v", codes, want)
+	}
+	if verified != 3 {
+		t.Errorf("%d verifications; want 3 (the flood is cut before the authenticator)", verified)
+	}
+	bad := pre
+	bad.Key = []identity.Dimension{identity.DimAccount}
+	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{bad}, Operation: middleware.RouteOperation(r)}); err == nil || !strings.Contains(err.Error(), "pre_auth") {
+		t.Errorf("a pre-auth account policy was accepted: %v", err)
+	}
+
+	// A good request passes both phases: two field lines, one list.
+	r2 := chi.NewRouter()
+	rl2, _ := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{pre, main}, Operation: middleware.RouteOperation(r2), DecisionHeader: true})
+	r2.Use(middleware.ClientAddress(res), rl2.PreAuthHandler, rl2.Handler)
+	r2.Get("/x", func(http.ResponseWriter, *http.Request) {})
+	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req.RemoteAddr = "198.51.100.7:1"
+	w := httptest.NewRecorder()
+	r2.ServeHTTP(w, req)
+	got := parseList(t, "RateLimit", w.Header().Values("RateLimit"))
+	if len(got) != 2 || got[0].name != "pre-network" || got[1].name != "per-network" || w.Header().Get("RateLimit-Decision") != "PASSED" {
+		t.Errorf("RateLimit %v, decision %q", got, w.Header().Get("RateLimit-Decision"))
+	}
+}

@@ -70,6 +70,10 @@ type Policy struct {
 	// error never fails the request closed, and clients are not sent its
 	// RateLimit fields.
 	DryRun bool
+	// PreAuth evaluates the policy in [RateLimiter.PreAuthHandler], before
+	// credentials are verified, instead of in [RateLimiter.Handler]. Its
+	// key may hold only network and operation: nothing verified exists yet.
+	PreAuth bool
 }
 
 // PolicyChangeKind says how a reload changed a policy.
@@ -134,6 +138,7 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		note("delay_after", o.Limit.DelayAfter, n.Limit.DelayAfter)
 		note("max_delay", o.Limit.MaxDelay, n.Limit.MaxDelay)
 		note("dry_run", o.DryRun, n.DryRun)
+		note("pre_auth", o.PreAuth, n.PreAuth)
 		note("status", o.Status, n.Status)
 		note("operations", o.Operations, n.Operations)
 		note("on_missing", o.OnMissing, n.OnMissing)
@@ -170,6 +175,13 @@ func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 		}
 		if !d.Builtin() && custom[d] == nil {
 			errs = append(errs, fmt.Errorf("policy %q: unknown dimension %q (built-in: tenant, account, credential, operation, network)", p.Name, d))
+		}
+	}
+	if p.PreAuth {
+		for _, d := range p.Key {
+			if d != identity.DimNetwork && d != identity.DimOperation {
+				errs = append(errs, fmt.Errorf("policy %q: pre_auth: dimension %q is not known before authentication (network and operation are)", p.Name, d))
+			}
 		}
 	}
 	if err := p.Limit.Validate(); err != nil {

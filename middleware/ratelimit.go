@@ -210,9 +210,23 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // client timeout), is not served, and gets a 503 problem if anyone is still
 // listening.
 func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
+	return rl.handler(next, phaseMain)
+}
+
+// PreAuthHandler is [RateLimiter.Handler] for the policies marked PreAuth
+// only (Handler then skips them). Mount it after [ClientAddress] and before
+// [Authenticate]: a flood of bad credentials is then limited by network
+// before any signature check or key-set fetch, and every request, with a
+// good credential or not, spends the pre-auth budget. Safe for concurrent
+// use.
+func (rl *RateLimiter) PreAuthHandler(next http.Handler) http.Handler {
+	return rl.handler(next, phasePreAuth)
+}
+
+func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
-		ev := st.check(r, true)
+		ev := st.check(r, true, ph)
 		if ev.Delay > 0 {
 			if err := st.wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
@@ -224,7 +238,8 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 			rec.recordEvaluation(&ev, st.store)
 		}
 		setRateLimitFields(w.Header(), &ev)
-		if st.decisionHeader && ev.Decision != "" {
+		if st.decisionHeader && weight(ev.Decision) > weight(Decision(w.Header().Get("RateLimit-Decision"))) {
+			// After PreAuthHandler, the weightier of the two decisions.
 			w.Header().Set("RateLimit-Decision", string(ev.Decision))
 		}
 		switch {
@@ -261,8 +276,10 @@ func setRateLimitFields(h http.Header, ev *Evaluation) {
 		fmt.Fprintf(&cur, "%s;r=%d;t=%d", name, remaining, ceilSeconds(reset))
 	}
 	if pol.Len() > 0 {
-		h.Set("RateLimit-Policy", pol.String())
-		h.Set("RateLimit", cur.String())
+		// Add, not Set: after PreAuthHandler the field has two lines, which
+		// RFC 9651 §4.2 combines into one list.
+		h.Add("RateLimit-Policy", pol.String())
+		h.Add("RateLimit", cur.String())
 	}
 }
 

@@ -104,20 +104,44 @@ func (rec *Record) recordAuth(out authOutcome) {
 	}
 }
 
-// recordEvaluation fills the rate-limit part of rec.
+// recordEvaluation fills the rate-limit part of rec. A second evaluation of
+// the same request (pre-auth policies, then the others) adds its policies
+// and keeps the weightier decision and the longer delay.
 func (rec *Record) recordEvaluation(ev *Evaluation, store string) {
 	rec.Operation = ev.Operation
+	if !rec.Limited || weight(ev.Decision) > weight(rec.Decision) {
+		rec.Decision = ev.Decision
+	}
 	rec.Limited = true
-	rec.Decision = ev.Decision
-	if ev.Delay > 0 {
+	if ev.Delay > 0 && (rec.DelaySeconds == nil || ev.Delay.Seconds() > *rec.DelaySeconds) {
 		s := ev.Delay.Seconds()
 		rec.DelaySeconds = &s
 	}
 	if ev.Abandoned {
 		rec.Outcome = "client_timeout"
 	}
-	rec.Policies = rec.Policies[:0]
 	for i := range ev.Policies {
 		rec.Policies = append(rec.Policies, debugPolicy(&ev.Policies[i], store))
 	}
+}
+
+// weight orders request decisions as [Evaluation.Decision] does.
+func weight(d Decision) int {
+	switch d {
+	case DecisionRejected:
+		return 7
+	case DecisionError:
+		return 6
+	case DecisionDelayed:
+		return 5
+	case DecisionRejectedDryRun:
+		return 4
+	case DecisionDelayedDryRun:
+		return 3
+	case DecisionPassed:
+		return 2
+	case DecisionSkipped:
+		return 1
+	}
+	return 0
 }
