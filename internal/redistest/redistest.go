@@ -37,9 +37,11 @@ type Server struct {
 	// across [Server.Restart].
 	Addr string
 
-	bin     string
-	dir     string
-	cluster bool
+	bin      string
+	dir      string
+	cluster  bool
+	sentinel string   // "name host:port": a Sentinel monitoring that master
+	extra    []string // arguments given to Start, reused by Restart
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -79,7 +81,21 @@ func StartCluster(t testing.TB, args ...string) *Server {
 	}
 }
 
+// StartSentinel starts a Redis Sentinel on a free 127.0.0.1 port that
+// monitors master under masterName (quorum 1), for go-redis's
+// NewFailoverClient with SentinelAddrs: []string{sentinel.Addr}. Skips and
+// cleans up like [Start].
+func StartSentinel(t testing.TB, masterName string, master *Server) *Server {
+	t.Helper()
+	return startServer(t, false, masterName+" "+master.Addr, nil)
+}
+
 func start(t testing.TB, cluster bool, args []string) *Server {
+	t.Helper()
+	return startServer(t, cluster, "", args)
+}
+
+func startServer(t testing.TB, cluster bool, sentinel string, args []string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -88,7 +104,7 @@ func start(t testing.TB, cluster bool, args []string) *Server {
 		}
 		t.Skipf("redistest: redis-server not installed (apt-get install redis-server); skipping: %v", err)
 	}
-	s := &Server{bin: bin, dir: t.TempDir(), cluster: cluster}
+	s := &Server{bin: bin, dir: t.TempDir(), cluster: cluster, sentinel: sentinel, extra: args}
 	var lastErr error
 	for range 5 { // the free port may be taken between probe and bind
 		port, err := freePort()
@@ -96,7 +112,7 @@ func start(t testing.TB, cluster bool, args []string) *Server {
 			t.Fatalf("redistest: %v", err)
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if lastErr = s.launch(args); lastErr == nil {
+		if lastErr = s.launch(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
 		}
@@ -116,7 +132,7 @@ func freePort() (int, error) {
 }
 
 // launch starts the process on s.Addr and waits for PING.
-func (s *Server) launch(extra []string) error {
+func (s *Server) launch() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{
 		"--port", port, "--bind", "127.0.0.1",
@@ -128,7 +144,19 @@ func (s *Server) launch(extra []string) error {
 		args = append(args, "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(s.dir, "nodes-"+port+".conf"))
 	}
-	args = append(args, extra...)
+	if s.sentinel != "" {
+		// Sentinel rewrites its configuration file: it must be a file.
+		name, master, _ := strings.Cut(s.sentinel, " ")
+		host, mport, _ := net.SplitHostPort(master)
+		conf := filepath.Join(s.dir, "sentinel-"+port+".conf")
+		text := fmt.Sprintf("port %s\nbind 127.0.0.1\nprotected-mode no\ndir %s\nsentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n",
+			port, s.dir, name, host, mport, name)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	}
+	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	logs := &lockedWriter{}
 	cmd.Stdout = logs
@@ -187,7 +215,7 @@ func (s *Server) Restart(t testing.TB) {
 	s.Stop()
 	var err error
 	for range 50 {
-		if err = s.launch(nil); err == nil {
+		if err = s.launch(); err == nil {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

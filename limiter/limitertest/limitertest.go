@@ -30,6 +30,8 @@ import (
 )
 
 // Clock sets the time at which the Limiter under test decides.
+// *memory.ManualClock is one; a store that reads its own clock needs a
+// test hook (limiter/redis has one for its tests).
 type Clock interface {
 	// Set moves the clock to read d: nanoseconds since the origin the
 	// Limiter was created at (its clock reads 0 then). The suite never
@@ -45,8 +47,9 @@ type Clock interface {
 // cleanups with t.Cleanup.
 //
 // Every limit the suite uses has a window (Burst × Interval) of at most 30
-// days and a rate of at most 1000 per second, so stores with narrower
-// arithmetic than int64 nanoseconds (limiter/redis: 2^53 ns) can run it.
+// days, so stores whose arithmetic is narrower than int64 nanoseconds
+// (limiter/redis: windows up to 2^53 ns) can run it; intervals go down to
+// 3ns and time steps up to hours.
 type Factory func(t *testing.T) (limiter.Limiter, Clock)
 
 // Run runs the conformance suite against the Limiters newLimiter returns,
@@ -88,8 +91,8 @@ type harness struct {
 	clk Clock
 }
 
-// D is a readable shorthand for limiter.Decision.
-type D = limiter.Decision
+// dec is a readable shorthand for limiter.Decision.
+type dec = limiter.Decision
 
 const ms = time.Millisecond
 
@@ -111,7 +114,7 @@ func dry(r limiter.Request) limiter.Request {
 
 func (h *harness) at(d time.Duration) { h.clk.Set(d) }
 
-func (h *harness) take(t *testing.T, reqs ...limiter.Request) []D {
+func (h *harness) take(t *testing.T, reqs ...limiter.Request) []dec {
 	t.Helper()
 	d, err := h.l.Take(context.Background(), nil, reqs)
 	if err != nil {
@@ -123,7 +126,7 @@ func (h *harness) take(t *testing.T, reqs ...limiter.Request) []D {
 	return d
 }
 
-func (h *harness) peek(t *testing.T, reqs ...limiter.Request) []D {
+func (h *harness) peek(t *testing.T, reqs ...limiter.Request) []dec {
 	t.Helper()
 	d, err := h.l.Peek(context.Background(), nil, reqs)
 	if err != nil {
@@ -148,7 +151,7 @@ func (h *harness) tokens(t *testing.T, r limiter.Request) int64 {
 }
 
 // expect checks got against want, naming the step.
-func expect(t *testing.T, step string, got, want []D) {
+func expect(t *testing.T, step string, got, want []dec) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d decisions %+v; want %d %+v", step, len(got), got, len(want), want)
@@ -164,7 +167,7 @@ func expect(t *testing.T, step string, got, want []D) {
 type step struct {
 	at   time.Duration
 	cost int64
-	want D
+	want dec
 }
 
 // runSteps takes key with li at each step's time and cost.
@@ -173,7 +176,7 @@ func runSteps(t *testing.T, h *harness, key string, li limiter.Limit, steps []st
 	for i, s := range steps {
 		h.at(s.at)
 		got := h.take(t, req(key, li, s.cost))
-		expect(t, fmt.Sprintf("step %d (t=%v cost=%d)", i+1, s.at, s.cost), got, []D{s.want})
+		expect(t, fmt.Sprintf("step %d (t=%v cost=%d)", i+1, s.at, s.cost), got, []dec{s.want})
 	}
 }
 
@@ -181,17 +184,17 @@ func runSteps(t *testing.T, h *harness, key string, li limiter.Limit, steps []st
 func testSeedTrace(t *testing.T, h *harness) {
 	li := lim(2, time.Second, 3)
 	runSteps(t, h, "k", li, []step{
-		{0, 1, D{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
-		{0, 1, D{Allowed: true, Remaining: 1, ResetAfter: 1000 * ms}},
-		{0, 1, D{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
-		{0, 1, D{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
-		{250 * ms, 1, D{Remaining: 0, RetryAfter: 250 * ms, ResetAfter: 1250 * ms}},
-		{500 * ms, 1, D{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
-		{1500 * ms, 2, D{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
-		{100 * time.Second, 1, D{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
-		{100 * time.Second, 1, D{Allowed: true, Remaining: 1, ResetAfter: 1000 * ms}},
-		{100 * time.Second, 1, D{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
-		{100 * time.Second, 1, D{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 1, ResetAfter: 1000 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
+		{0, 1, dec{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
+		{250 * ms, 1, dec{Remaining: 0, RetryAfter: 250 * ms, ResetAfter: 1250 * ms}},
+		{500 * ms, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
+		{1500 * ms, 2, dec{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
+		{100 * time.Second, 1, dec{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
+		{100 * time.Second, 1, dec{Allowed: true, Remaining: 1, ResetAfter: 1000 * ms}},
+		{100 * time.Second, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms}},
+		{100 * time.Second, 1, dec{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
 	})
 }
 
@@ -200,15 +203,15 @@ func testSeedTrace(t *testing.T, h *harness) {
 func testDecisionValues(t *testing.T, h *harness) {
 	const T = 333333334 * time.Nanosecond
 	runSteps(t, h, "k", lim(3, time.Second, 5), []step{
-		{0, 3, D{Allowed: true, Remaining: 2, ResetAfter: 3 * T}},
-		{0, 3, D{Remaining: 2, RetryAfter: T, ResetAfter: 3 * T}},
-		{0, 2, D{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
-		{T - 1, 1, D{Remaining: 0, RetryAfter: 1, ResetAfter: 4*T + 1}},
-		{T, 1, D{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
-		{T + T/2, 5, D{Remaining: 0, RetryAfter: 4*T + T/2, ResetAfter: 4*T + T/2}},
-		{6 * T, 6, D{Never: true, Remaining: 5, ResetAfter: 0}},
-		{6 * T, 5, D{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
-		{8*T + 1, 1, D{Allowed: true, Remaining: 1, ResetAfter: 4*T - 1}},
+		{0, 3, dec{Allowed: true, Remaining: 2, ResetAfter: 3 * T}},
+		{0, 3, dec{Remaining: 2, RetryAfter: T, ResetAfter: 3 * T}},
+		{0, 2, dec{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
+		{T - 1, 1, dec{Remaining: 0, RetryAfter: 1, ResetAfter: 4*T + 1}},
+		{T, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
+		{T + T/2, 5, dec{Remaining: 0, RetryAfter: 4*T + T/2, ResetAfter: 4*T + T/2}},
+		{6 * T, 6, dec{Never: true, Remaining: 5, ResetAfter: 0}},
+		{6 * T, 5, dec{Allowed: true, Remaining: 0, ResetAfter: 5 * T}},
+		{8*T + 1, 1, dec{Allowed: true, Remaining: 1, ResetAfter: 4*T - 1}},
 	})
 }
 
@@ -217,31 +220,31 @@ func testRejectedConsumesNothing(t *testing.T, h *harness) {
 	h.take(t, req("k", li, 2))
 	for i := range 5 {
 		expect(t, fmt.Sprintf("rejection %d", i), h.take(t, req("k", li, 2)),
-			[]D{{Remaining: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second}})
+			[]dec{{Remaining: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second}})
 	}
 	expect(t, "after rejections", h.take(t, req("k", li, 1)),
-		[]D{{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}})
+		[]dec{{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}})
 }
 
 // testNever: a cost above the burst gets Never, no RetryAfter, and charges
 // nothing, on a full bucket and on one in debt.
 func testNever(t *testing.T, h *harness) {
 	li := lim(2, time.Second, 3)
-	expect(t, "cost 4 on a full bucket", h.take(t, req("k", li, 4)), []D{{Never: true, Remaining: 3}})
+	expect(t, "cost 4 on a full bucket", h.take(t, req("k", li, 4)), []dec{{Never: true, Remaining: 3}})
 	if n := h.tokens(t, req("k", li, 1)); n != 3 {
 		t.Errorf("tokens after Never = %d; want 3", n)
 	}
 	h.take(t, req("k", li, 3))
 	h.at(250 * ms)
 	before := h.peek(t, req("k", li, 1))
-	expect(t, "Peek before", before, []D{{Remaining: 0, RetryAfter: 250 * ms, ResetAfter: 1250 * ms}})
-	expect(t, "cost 4 in debt", h.take(t, req("k", li, 4)), []D{{Never: true, Remaining: 0, ResetAfter: 1250 * ms}})
+	expect(t, "Peek before", before, []dec{{Remaining: 0, RetryAfter: 250 * ms, ResetAfter: 1250 * ms}})
+	expect(t, "cost 4 in debt", h.take(t, req("k", li, 4)), []dec{{Never: true, Remaining: 0, ResetAfter: 1250 * ms}})
 	expect(t, "Peek after", h.peek(t, req("k", li, 1)), before)
 	// A Never among other requests blocks the whole call.
 	h.at(time.Hour)
 	other := req("other", li, 1)
 	expect(t, "Never with another", h.take(t, other, req("k", li, 4)),
-		[]D{{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}, {Never: true, Remaining: 3}})
+		[]dec{{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}, {Never: true, Remaining: 3}})
 	if n := h.tokens(t, other); n != 3 {
 		t.Errorf("other charged by a call with a Never: %d tokens; want 3", n)
 	}
@@ -253,12 +256,12 @@ func testDelayAfter(t *testing.T, h *harness) {
 	li := lim(2, time.Second, 3)
 	li.DelayAfter = 1
 	runSteps(t, h, "k", li, []step{
-		{0, 1, D{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
-		{0, 1, D{Allowed: true, Remaining: 1, ResetAfter: time.Second, Delay: 500 * ms}},
-		{0, 1, D{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms, Delay: time.Second}},
-		{0, 1, D{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
-		{600 * ms, 1, D{Allowed: true, Remaining: 0, ResetAfter: 1400 * ms, Delay: 900 * ms}},
-		{10 * time.Second, 2, D{Allowed: true, Remaining: 1, ResetAfter: time.Second, Delay: 500 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 2, ResetAfter: 500 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 1, ResetAfter: time.Second, Delay: 500 * ms}},
+		{0, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 1500 * ms, Delay: time.Second}},
+		{0, 1, dec{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 1500 * ms}},
+		{600 * ms, 1, dec{Allowed: true, Remaining: 0, ResetAfter: 1400 * ms, Delay: 900 * ms}},
+		{10 * time.Second, 2, dec{Allowed: true, Remaining: 1, ResetAfter: time.Second, Delay: 500 * ms}},
 	})
 }
 
@@ -270,14 +273,14 @@ func testMaxDelay(t *testing.T, h *harness) {
 	li.DelayAfter, li.MaxDelay = 2, 1500*ms
 	s := time.Second
 	runSteps(t, h, "k", li, []step{
-		{0, 1, D{Allowed: true, Remaining: 4, ResetAfter: s}},
-		{0, 1, D{Allowed: true, Remaining: 3, ResetAfter: 2 * s}},
-		{0, 1, D{Allowed: true, Remaining: 2, ResetAfter: 3 * s, Delay: s}},
-		{0, 1, D{Remaining: 2, RetryAfter: 500 * ms, ResetAfter: 3 * s}},
-		{500 * ms, 1, D{Allowed: true, Remaining: 1, ResetAfter: 3500 * ms, Delay: 1500 * ms}},
-		{500 * ms, 4, D{Never: true, Remaining: 1, ResetAfter: 3500 * ms}},
-		{time.Hour, 4, D{Never: true, Remaining: 5}},
-		{time.Hour, 3, D{Allowed: true, Remaining: 2, ResetAfter: 3 * s, Delay: s}},
+		{0, 1, dec{Allowed: true, Remaining: 4, ResetAfter: s}},
+		{0, 1, dec{Allowed: true, Remaining: 3, ResetAfter: 2 * s}},
+		{0, 1, dec{Allowed: true, Remaining: 2, ResetAfter: 3 * s, Delay: s}},
+		{0, 1, dec{Remaining: 2, RetryAfter: 500 * ms, ResetAfter: 3 * s}},
+		{500 * ms, 1, dec{Allowed: true, Remaining: 1, ResetAfter: 3500 * ms, Delay: 1500 * ms}},
+		{500 * ms, 4, dec{Never: true, Remaining: 1, ResetAfter: 3500 * ms}},
+		{time.Hour, 4, dec{Never: true, Remaining: 5}},
+		{time.Hour, 3, dec{Allowed: true, Remaining: 2, ResetAfter: 3 * s, Delay: s}},
 	})
 }
 
@@ -287,13 +290,13 @@ func testAllOrNothing(t *testing.T, h *harness) {
 	account := req("account=a", lim(1, time.Second, 5), 1)
 	tenant := req("tenant=t", lim(10, time.Second, 10), 1)
 	op := req("op=GET /x", lim(1, time.Minute, 2), 1)
-	for i, want := range [][]D{
+	for i, want := range [][]dec{
 		{{Allowed: true, Remaining: 4, ResetAfter: time.Second}, {Allowed: true, Remaining: 9, ResetAfter: 100 * ms}, {Allowed: true, Remaining: 1, ResetAfter: time.Minute}},
 		{{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Second}, {Allowed: true, Remaining: 8, ResetAfter: 200 * ms}, {Allowed: true, Remaining: 0, ResetAfter: 2 * time.Minute}},
 	} {
 		expect(t, fmt.Sprintf("call %d", i+1), h.take(t, account, tenant, op), want)
 	}
-	want := []D{
+	want := []dec{
 		{Allowed: true, Remaining: 2, ResetAfter: 3 * time.Second},
 		{Allowed: true, Remaining: 7, ResetAfter: 300 * ms},
 		{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute},
@@ -324,17 +327,17 @@ func testDuplicateBuckets(t *testing.T, h *harness) {
 	tests := []struct {
 		name   string
 		costs  []int64
-		want   []D
+		want   []dec
 		tokens int64 // after the call
 	}{
 		{"both fit", []int64{1, 2},
-			[]D{{Allowed: true, Remaining: 2, ResetAfter: time.Second}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 0},
+			[]dec{{Allowed: true, Remaining: 2, ResetAfter: time.Second}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 0},
 		{"second does not fit after first", []int64{2, 2},
-			[]D{{Allowed: true, Remaining: 1, ResetAfter: 2 * time.Second}, {Remaining: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second}}, 3},
+			[]dec{{Allowed: true, Remaining: 1, ResetAfter: 2 * time.Second}, {Remaining: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second}}, 3},
 		{"first never, second sees no charge", []int64{4, 3},
-			[]D{{Remaining: 3, Never: true}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 3},
+			[]dec{{Remaining: 3, Never: true}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 3},
 		{"three times", []int64{1, 1, 1},
-			[]D{{Allowed: true, Remaining: 2, ResetAfter: time.Second}, {Allowed: true, Remaining: 1, ResetAfter: 2 * time.Second}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 0},
+			[]dec{{Allowed: true, Remaining: 2, ResetAfter: time.Second}, {Allowed: true, Remaining: 1, ResetAfter: 2 * time.Second}, {Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}}, 0},
 	}
 	for i, tc := range tests {
 		key := fmt.Sprintf("k%d", i)
@@ -364,15 +367,15 @@ func testDuplicateBuckets(t *testing.T, h *harness) {
 // another delay_after or max_delay keeps the state.
 func testShapeChange(t *testing.T, h *harness) {
 	big, small := lim(1, time.Second, 10), lim(1, time.Second, 2)
-	expect(t, "big", h.take(t, req("k", big, 10)), []D{{Allowed: true, ResetAfter: 10 * time.Second}})
+	expect(t, "big", h.take(t, req("k", big, 10)), []dec{{Allowed: true, ResetAfter: 10 * time.Second}})
 	h.at(3 * time.Second)
-	expect(t, "smaller burst", h.take(t, req("k", small, 1)), []D{{Allowed: true, Remaining: 1, ResetAfter: time.Second}})
-	expect(t, "faster rate", h.take(t, req("k", lim(2, time.Second, 10), 1)), []D{{Allowed: true, Remaining: 9, ResetAfter: 500 * ms}})
-	expect(t, "big's shape as 60/m", h.take(t, req("k", lim(60, time.Minute, 10), 3)), []D{{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}})
+	expect(t, "smaller burst", h.take(t, req("k", small, 1)), []dec{{Allowed: true, Remaining: 1, ResetAfter: time.Second}})
+	expect(t, "faster rate", h.take(t, req("k", lim(2, time.Second, 10), 1)), []dec{{Allowed: true, Remaining: 9, ResetAfter: 500 * ms}})
+	expect(t, "big's shape as 60/m", h.take(t, req("k", lim(60, time.Minute, 10), 3)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}})
 	delayed := big
 	delayed.DelayAfter, delayed.MaxDelay = 1, time.Hour
-	expect(t, "delay_after changed", h.take(t, req("k", delayed, 1)), []D{{RetryAfter: time.Second, ResetAfter: 10 * time.Second}})
-	expect(t, "other key", h.take(t, req("k2", big, 1)), []D{{Allowed: true, Remaining: 9, ResetAfter: time.Second}})
+	expect(t, "delay_after changed", h.take(t, req("k", delayed, 1)), []dec{{RetryAfter: time.Second, ResetAfter: 10 * time.Second}})
+	expect(t, "other key", h.take(t, req("k2", big, 1)), []dec{{Allowed: true, Remaining: 9, ResetAfter: time.Second}})
 }
 
 // testDryRun pins the two-pass rule.
@@ -380,14 +383,14 @@ func testDryRun(t *testing.T, h *harness) {
 	s := time.Second
 	e := req("e", lim(1, s, 2), 1)
 	d := dry(req("d", lim(1, s, 1), 1))
-	expect(t, "call 1", h.take(t, e, d), []D{{Allowed: true, Remaining: 1, ResetAfter: s}, {Allowed: true, Remaining: 0, ResetAfter: s}})
+	expect(t, "call 1", h.take(t, e, d), []dec{{Allowed: true, Remaining: 1, ResetAfter: s}, {Allowed: true, Remaining: 0, ResetAfter: s}})
 	// The dry-run request is rejected: the enforcing one is decided again
 	// alone and charged alone.
-	expect(t, "call 2", h.take(t, e, d), []D{{Allowed: true, Remaining: 0, ResetAfter: 2 * s}, {RetryAfter: s, ResetAfter: s}})
-	expect(t, "e after call 2", h.peek(t, e), []D{{RetryAfter: s, ResetAfter: 2 * s}})
-	expect(t, "d after call 2 (not charged)", h.peek(t, d), []D{{RetryAfter: s, ResetAfter: s}})
+	expect(t, "call 2", h.take(t, e, d), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * s}, {RetryAfter: s, ResetAfter: s}})
+	expect(t, "e after call 2", h.peek(t, e), []dec{{RetryAfter: s, ResetAfter: 2 * s}})
+	expect(t, "d after call 2 (not charged)", h.peek(t, d), []dec{{RetryAfter: s, ResetAfter: s}})
 	h.at(s)
-	expect(t, "call 3", h.take(t, e, d), []D{{Allowed: true, Remaining: 0, ResetAfter: 2 * s}, {Allowed: true, Remaining: 0, ResetAfter: s}})
+	expect(t, "call 3", h.take(t, e, d), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * s}, {Allowed: true, Remaining: 0, ResetAfter: s}})
 
 	// Same bucket: a dry-run charge earlier in the call makes an enforcing
 	// request fail the first pass; the second pass, without it, admits and
@@ -395,26 +398,26 @@ func testDryRun(t *testing.T, h *harness) {
 	h.at(time.Hour)
 	k := lim(1, s, 3)
 	expect(t, "dry then enforcing, same bucket", h.take(t, dry(req("k", k, 2)), req("k", k, 2)),
-		[]D{{Allowed: true, Remaining: 1, ResetAfter: 2 * s}, {Allowed: true, Remaining: 1, ResetAfter: 2 * s}})
+		[]dec{{Allowed: true, Remaining: 1, ResetAfter: 2 * s}, {Allowed: true, Remaining: 1, ResetAfter: 2 * s}})
 	if n := h.tokens(t, req("k", k, 1)); n != 1 {
 		t.Errorf("k tokens = %d; want 1 (the enforcing charge only)", n)
 	}
 	// Both rejected: the enforcing one in the second pass too.
 	expect(t, "dry then enforcing, both rejected", h.take(t, dry(req("k", k, 2)), req("k", k, 2)),
-		[]D{{Remaining: 1, RetryAfter: s, ResetAfter: 2 * s}, {Remaining: 1, RetryAfter: s, ResetAfter: 2 * s}})
+		[]dec{{Remaining: 1, RetryAfter: s, ResetAfter: 2 * s}, {Remaining: 1, RetryAfter: s, ResetAfter: 2 * s}})
 
 	// An enforcing rejection charges nobody, dry-run requests included.
 	x := req("x", lim(1, time.Minute, 1), 1)
 	y := dry(req("y", lim(1, time.Minute, 2), 1))
 	h.take(t, x)
-	expect(t, "enforcing rejected", h.take(t, x, y), []D{{RetryAfter: time.Minute, ResetAfter: time.Minute}, {Allowed: true, Remaining: 1, ResetAfter: time.Minute}})
+	expect(t, "enforcing rejected", h.take(t, x, y), []dec{{RetryAfter: time.Minute, ResetAfter: time.Minute}, {Allowed: true, Remaining: 1, ResetAfter: time.Minute}})
 	if n := h.tokens(t, y); n != 2 {
 		t.Errorf("dry-run y charged by a rejected call: %d tokens; want 2", n)
 	}
 	// Only dry-run requests, one rejected: nothing is charged, as in
 	// enforcing mode.
 	z := dry(req("z", lim(1, time.Minute, 1), 1))
-	expect(t, "all dry, one never", h.take(t, z, dry(req("z2", lim(1, time.Minute, 1), 2))), []D{{Allowed: true, Remaining: 0, ResetAfter: time.Minute}, {Never: true, Remaining: 1}})
+	expect(t, "all dry, one never", h.take(t, z, dry(req("z2", lim(1, time.Minute, 1), 2))), []dec{{Allowed: true, Remaining: 0, ResetAfter: time.Minute}, {Never: true, Remaining: 1}})
 	if n := h.tokens(t, z); n != 1 {
 		t.Errorf("dry-run z charged by a call that enforcing mode would reject: %d tokens; want 1", n)
 	}
@@ -430,7 +433,7 @@ func testDryRun(t *testing.T, h *harness) {
 func testPeekChargesNothing(t *testing.T, h *harness) {
 	a := req("a", lim(2, time.Second, 3), 1)
 	b := req("b", lim(1, time.Second, 1), 1)
-	want := []D{
+	want := []dec{
 		{Allowed: true, Remaining: 2, ResetAfter: 500 * ms},
 		{Allowed: true, Remaining: 0, ResetAfter: time.Second},
 		{Allowed: true, Remaining: 1, ResetAfter: time.Second},
@@ -455,26 +458,26 @@ func testPeekChargesNothing(t *testing.T, h *harness) {
 	for range 3 {
 		h.peek(t, c)
 	}
-	expect(t, "Take after Peeks of a new bucket", h.take(t, c), []D{{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Hour}})
+	expect(t, "Take after Peeks of a new bucket", h.take(t, c), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Hour}})
 }
 
 // testEmptyAndDst: no requests give a non-nil empty slice; decisions are
 // appended to dst.
 func testEmptyAndDst(t *testing.T, h *harness) {
-	for name, f := range map[string]func(context.Context, []D, []limiter.Request) ([]D, error){"Take": h.l.Take, "Peek": h.l.Peek} {
+	for name, f := range map[string]func(context.Context, []dec, []limiter.Request) ([]dec, error){"Take": h.l.Take, "Peek": h.l.Peek} {
 		d, err := f(context.Background(), nil, nil)
 		if err != nil || d == nil || len(d) != 0 {
 			t.Errorf("%s of no requests: %#v, %v; want an empty non-nil slice", name, d, err)
 		}
-		marker := D{Remaining: 42}
-		d, err = f(context.Background(), []D{marker}, []limiter.Request{})
+		marker := dec{Remaining: 42}
+		d, err = f(context.Background(), []dec{marker}, []limiter.Request{})
 		if err != nil || len(d) != 1 || d[0] != marker {
 			t.Errorf("%s of no requests with a dst: %#v, %v; want dst unchanged", name, d, err)
 		}
-		buf := make([]D, 1, 8)
+		buf := make([]dec, 1, 8)
 		buf[0] = marker
 		d, err = f(context.Background(), buf, []limiter.Request{req("dst-"+name, lim(1, time.Second, 2), 1)})
-		if err != nil || len(d) != 2 || d[0] != marker || d[1] != (D{Allowed: true, Remaining: 1, ResetAfter: time.Second}) {
+		if err != nil || len(d) != 2 || d[0] != marker || d[1] != (dec{Allowed: true, Remaining: 1, ResetAfter: time.Second}) {
 			t.Errorf("%s with a dst: %+v, %v; want the marker then one decision", name, d, err)
 		}
 		if &d[0] != &buf[0] {
@@ -499,8 +502,8 @@ func testInvalidRequests(t *testing.T, h *harness) {
 		{"negative max_delay", []limiter.Request{valid, {Key: "b", Limit: limiter.Limit{Rate: ok.Rate, Burst: 1, MaxDelay: -1}, Cost: 1}}},
 	}
 	for _, tc := range bad {
-		for name, f := range map[string]func(context.Context, []D, []limiter.Request) ([]D, error){"Take": h.l.Take, "Peek": h.l.Peek} {
-			d, err := f(context.Background(), make([]D, 0, 4), tc.reqs)
+		for name, f := range map[string]func(context.Context, []dec, []limiter.Request) ([]dec, error){"Take": h.l.Take, "Peek": h.l.Peek} {
+			d, err := f(context.Background(), make([]dec, 0, 4), tc.reqs)
 			if d != nil || !errors.Is(err, limiter.ErrInvalidRequest) {
 				t.Errorf("%s %s: got %v, %v; want nil and an error wrapping ErrInvalidRequest", name, tc.name, d, err)
 			}
@@ -515,7 +518,7 @@ func testCancelledContext(t *testing.T, h *harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := req("k", lim(1, time.Minute, 1), 1)
-	for name, f := range map[string]func(context.Context, []D, []limiter.Request) ([]D, error){"Take": h.l.Take, "Peek": h.l.Peek} {
+	for name, f := range map[string]func(context.Context, []dec, []limiter.Request) ([]dec, error){"Take": h.l.Take, "Peek": h.l.Peek} {
 		d, err := f(ctx, nil, []limiter.Request{r})
 		if d != nil || !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v, %v; want nil and an error wrapping context.Canceled", name, d, err)
@@ -617,7 +620,7 @@ func testConcurrentBurst(t *testing.T, h *harness) {
 		if n := admitted.Load(); n != 5 {
 			t.Fatalf("rep %d: %d admitted; want 5", rep, n)
 		}
-		expect(t, fmt.Sprintf("rep %d state", rep), h.peek(t, req(key, li, 1)), []D{{RetryAfter: time.Minute, ResetAfter: 5 * time.Minute}})
+		expect(t, fmt.Sprintf("rep %d state", rep), h.peek(t, req(key, li, 1)), []dec{{RetryAfter: time.Minute, ResetAfter: 5 * time.Minute}})
 	}
 }
 

@@ -60,3 +60,27 @@ func TestConformanceCluster(t *testing.T) {
 		return l, clk
 	})
 }
+
+// TestConformanceSentinel runs the suite through a Sentinel failover
+// client (go-redis NewFailoverClient: the master's address comes from the
+// Sentinel).
+func TestConformanceSentinel(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, "rk-master", master)
+	client := goredis.NewFailoverClient(&goredis.FailoverOptions{
+		MasterName: "rk-master", SentinelAddrs: []string{sentinel.Addr}, ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { client.Close() })
+	var n atomic.Int64
+	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+		clk := memory.NewManualClock()
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1)), Timeout: testTimeout}, clk.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, clk
+	})
+	if n, err := master.Do("DBSIZE"); err != nil || n == "0" {
+		t.Errorf("the master holds %s keys (%v): the failover client did not reach it", n, err)
+	}
+}

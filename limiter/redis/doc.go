@@ -36,7 +36,7 @@
 // [Options.MaxKeyLen] bytes (default 256). A longer Key becomes its first
 // MaxKeyLen-64 bytes, "#", and the 64 hex digits of HMAC-SHA256(HashSecret,
 // Key): exactly MaxKeyLen+1 bytes, so a hashed key part never equals a raw
-// one, and a Redis key never exceeds len(Prefix) + 41 + MaxKeyLen+1 bytes.
+// one, and a Redis key never exceeds len(Prefix) + 42 + MaxKeyLen+1 bytes.
 // The shape segment is all digits between fixed separators, so the name is
 // injective. Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
@@ -74,8 +74,22 @@
 // "ratekey:{rl}:"), which puts every bucket in one slot: every call then
 // works, all-or-nothing, at the price of serving all rate-limit traffic
 // from one shard (with its replicas for failover). The tests run the
-// conformance suite through a ClusterClient on a one-node cluster; Ring is
-// accepted on the same rule but not tested.
+// conformance suite through a ClusterClient on a one-node cluster (which
+// enforces slots like any cluster) and through a Sentinel failover client;
+// a multi-node cluster, failover itself, and Ring (accepted on the same
+// rule) are not tested.
+//
+// # Memory and eviction
+//
+// A key lives only while its bucket refills: at most the window, which is
+// also the bound on the number of keys (the buckets touched within one
+// window). If the server may reach maxmemory, prefer maxmemory-policy
+// volatile-ttl, which evicts the states closest to full first (those that
+// carry the least information, as in the memory store's eviction), or
+// noeviction, under which a Take fails with Redis's OOM error and the
+// caller's fail mode applies (a Peek, which writes nothing, still works).
+// An LRU or random policy may evict the state of a client in debt and hand
+// it a full bucket.
 //
 // # Errors and time-outs
 //
