@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ import (
 type app struct {
 	cfg          *Config
 	resolver     *trustedproxy.Resolver
-	auth         *identity.JWTAuthenticator // nil when no issuer is configured
+	auth         authSetup // authn nil when no issuer and no API key is configured
 	authOpts     middleware.AuthOptions
 	limiter      limiter.Limiter
 	policies     []middleware.Policy
@@ -71,17 +70,16 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	default:
 		errs = append(errs, fmt.Errorf("auth.anonymous: %q must be allow or reject", cfg.Auth.Anonymous))
 	}
-	if cfg.Auth.Anonymous == "reject" && len(cfg.Auth.Issuers) == 0 {
-		errs = append(errs, errors.New("auth.anonymous: reject needs at least one entry in auth.issuers (without issuers no credential is checked)"))
-	}
-	if auth, err := buildAuth(cfg); err != nil {
-		errs = append(errs, err...)
-	} else {
-		a.auth = auth
+	if cfg.Auth.Anonymous == "reject" && len(cfg.Auth.Issuers) == 0 && cfg.Auth.APIKeys == nil {
+		errs = append(errs, errors.New("auth.anonymous: reject needs auth.issuers or auth.api_keys (without them no credential is checked)"))
 	}
 
+	principals := len(cfg.Auth.Issuers)
+	if cfg.Auth.APIKeys != nil {
+		principals++ // API keys name tenants of their own
+	}
 	for i, pc := range cfg.Policies {
-		p, err := buildPolicy(pc, len(cfg.Auth.Issuers))
+		p, err := buildPolicy(pc, principals)
 		if err != nil {
 			errs = append(errs, prefixErrors(fmt.Sprintf("policies[%d]", i), err)...)
 		}
@@ -114,6 +112,14 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		}
 		a.metrics = m
 	}
+	a.authOpts.Metrics = a.metrics
+	// After the metrics: key-set fetches are counted.
+	if auth, err := buildAuth(cfg, logger, a.metrics); err != nil {
+		errs = append(errs, err...)
+	} else {
+		a.auth = auth
+	}
+
 	if cfg.Metrics.Enabled {
 		if err := checkDebugPath(cfg.Metrics.Path); err != nil {
 			errs = append(errs, errors.New(strings.Replace(err.Error(), "debug.path", "metrics.path", 1)))
@@ -159,6 +165,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	if err := errors.Join(errs...); err != nil {
+		a.auth.close()
 		return nil, err
 	}
 	return a, nil
@@ -207,102 +214,6 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 	})
 }
 
-func buildAuth(cfg *Config) (*identity.JWTAuthenticator, []error) {
-	var errs []error
-	jc := identity.JWTConfig{}
-	if cfg.Auth.Leeway != "" {
-		d, err := time.ParseDuration(cfg.Auth.Leeway)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a positive duration such as 30s (omit it for the %v default)", cfg.Auth.Leeway, identity.DefaultLeeway))
-		}
-		jc.Leeway = d
-	}
-	for i, ic := range cfg.Auth.Issuers {
-		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
-			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms}
-		complete := true
-		for j, kc := range ic.Keys {
-			k, err := loadKey(cfg, fmt.Sprintf("auth.issuers[%d].keys[%d]", i, j), kc)
-			if err != nil {
-				errs = append(errs, err...)
-				complete = false
-				continue
-			}
-			rec.Keys = append(rec.Keys, k)
-		}
-		// A record whose key file failed is reported once, above; checking
-		// it again would only add knock-on errors ("no keys").
-		if complete {
-			jc.Issuers = append(jc.Issuers, rec)
-		}
-	}
-	if len(jc.Issuers) == 0 {
-		return nil, errs
-	}
-	// Validate the records even when a key file failed, so that every
-	// problem is reported in one pass.
-	auth, err := identity.NewJWTAuthenticator(jc)
-	if err != nil {
-		for _, e := range prefixErrors("auth", err) {
-			errs = append(errs, errors.New(authYAMLNames.Replace(e.Error())))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return auth, nil
-}
-
-// authYAMLNames maps identity's field names in its errors to YAML names.
-var authYAMLNames = strings.NewReplacer("identity: ", "", "TenantClaim", "tenant_claim", "Tenants", "tenants",
-	"Tenant", "tenant", "Audiences", "audiences", "Algorithms", "algorithms")
-
-// loadKey reads one verification key; a private_key_file must be the
-// private half of the public key, or `demo token` would mint tokens the
-// server rejects.
-func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey, []error) {
-	fail := func(format string, a ...any) (identity.VerificationKey, []error) {
-		return identity.VerificationKey{}, []error{fmt.Errorf(where+format, a...)}
-	}
-	switch {
-	case kc.PublicKeyFile != "" && kc.SecretFile != "":
-		return fail(": set public_key_file or secret_file, not both")
-	case kc.SecretFile != "":
-		if kc.PrivateKeyFile != "" {
-			return fail(": private_key_file goes with public_key_file, not secret_file")
-		}
-		data, err := cfg.file(kc.SecretFile)
-		if err != nil {
-			return fail(".secret_file: %v", err)
-		}
-		return identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n"))}, nil
-	case kc.PublicKeyFile == "":
-		return fail(": public_key_file or secret_file is required")
-	}
-	data, err := cfg.file(kc.PublicKeyFile)
-	if err != nil {
-		return fail(".public_key_file: %v", err)
-	}
-	pub, err := identity.ParsePublicKeyPEM(data)
-	if err != nil {
-		return fail(".public_key_file %s: %v", kc.PublicKeyFile, err)
-	}
-	if kc.PrivateKeyFile != "" {
-		data, err := cfg.file(kc.PrivateKeyFile)
-		if err != nil {
-			return fail(".private_key_file: %v", err)
-		}
-		signer, err := identity.ParsePrivateKeyPEM(data)
-		if err != nil {
-			return fail(".private_key_file %s: %v", kc.PrivateKeyFile, err)
-		}
-		if eq, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(pub) {
-			return fail(".private_key_file %s: not the private half of public_key_file %s", kc.PrivateKeyFile, kc.PublicKeyFile)
-		}
-	}
-	return identity.VerificationKey{KID: kc.KID, Key: pub}, nil
-}
-
 func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	var errs []error
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
@@ -318,7 +229,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 			continue
 		}
 		if issuers == 0 && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
-			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but auth.issuers is empty", k))
+			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", k))
 		}
 		p.Key = append(p.Key, d)
 	}
@@ -353,6 +264,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 		p.Limit.MaxDelay = d
 	}
 	p.DryRun = pc.DryRun
+	p.PreAuth = pc.PreAuth
 	return p, errors.Join(errs...)
 }
 
@@ -451,10 +363,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	var authn identity.Authenticator
-	if a.auth != nil {
-		authn = a.auth
-	}
+	authn := a.auth.authn
 	if a.cfg.Metrics.Enabled {
 		r.With(middleware.AdminOnly(a.resolver, a.metricsAllow)).Handle(a.cfg.Metrics.Path,
 			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
@@ -468,6 +377,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	r.Route("/v1", func(v chi.Router) {
 		v.Use(middleware.Recorder)
 		v.Use(middleware.ClientAddressWith(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
+		v.Use(rl.PreAuthHandler) // policies with pre_auth: before any credential is checked
 		if authn != nil {
 			v.Use(middleware.Authenticate(authn, a.authOpts))
 		}

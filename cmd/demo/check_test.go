@@ -139,7 +139,7 @@ func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.auth.Verify(strings.TrimSpace(tok))
+	p, err := a.auth.jwt.Verify(strings.TrimSpace(tok))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ limiter:
 	}
 	for _, want := range []string{
 		"trusted_proxies: ipv4_prefix 40 out of range",
-		`policies[0]: key: dimension "account" comes from a verified credential, but auth.issuers is empty`,
+		`policies[0]: key: dimension "account" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
 		`policy "bad name": name must be`,
 		`dimension "account" listed twice`,
 		"status 200",
@@ -250,7 +250,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
 		{"dry_run not a bool", "dry_run: maybe\n", `dry_run`},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
-		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs at least one entry in auth.issuers"},
+		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs auth.issuers or auth.api_keys"},
 		{"zero leeway", "auth:\n  leeway: 0s\n  issuers:" + issuer("https://a.invalid", "a") + "\n", `auth.leeway: "0s" is not a positive duration`},
 		{"debug path pattern", "debug: {enabled: true, path: \"/v1/*\", allow: [127.0.0.1]}\n", `debug.path: "/v1/*" must be a literal absolute path`},
 		{"debug path param", "debug: {enabled: true, path: \"/debug/{x\", allow: [127.0.0.1]}\n", `must be a literal absolute path`},

@@ -48,6 +48,18 @@ type AuthConfig struct {
 	Anonymous string         `yaml:"anonymous"` // allow | reject (default reject)
 	Leeway    string         `yaml:"leeway"`    // Go duration, e.g. 30s
 	Issuers   []IssuerConfig `yaml:"issuers"`
+	// APIKeys enables rk_ API keys: the key file (JSON Lines of ids and
+	// HMACs, never secrets) and the pepper file.
+	APIKeys *APIKeysConfig `yaml:"api_keys"`
+	// Sources lists where credentials are read: header (default), query,
+	// cookie. query and cookie leak credentials into logs and are opt-in.
+	Sources []string `yaml:"sources"`
+}
+
+// APIKeysConfig locates the API key store.
+type APIKeysConfig struct {
+	File       string `yaml:"file"`
+	PepperFile string `yaml:"pepper_file"`
 }
 
 // IssuerConfig is one issuer record.
@@ -59,6 +71,9 @@ type IssuerConfig struct {
 	Audiences   []string    `yaml:"audiences"`
 	Algorithms  []string    `yaml:"algorithms"`
 	Keys        []KeyConfig `yaml:"keys"`
+	JWKSURL     string      `yaml:"jwks_url"`     // instead of keys: the issuer's JWK Set (https)
+	JWKSRefresh string      `yaml:"jwks_refresh"` // Go duration, default 1h
+	Typ         string      `yaml:"typ"`          // required JWT typ header, e.g. at+jwt (RFC 9068)
 }
 
 // KeyConfig is one verification key of an issuer record.
@@ -67,6 +82,7 @@ type KeyConfig struct {
 	PublicKeyFile  string `yaml:"public_key_file"`
 	SecretFile     string `yaml:"secret_file"`
 	PrivateKeyFile string `yaml:"private_key_file"`
+	Alg            string `yaml:"alg"` // the one algorithm this key verifies, when the record allows several
 }
 
 // PolicyConfig is one rate-limit policy.
@@ -84,6 +100,10 @@ type PolicyConfig struct {
 	// means burst (nginx nodelay). nginx burst=N delay=D is burst N+1,
 	// delay_after D+1; plain burst=N is delay_after 1.
 	DelayAfter *integer `yaml:"delay_after"`
+	// PreAuth runs the policy before credentials are verified, so a flood
+	// of bad tokens is limited before any signature check or JWKS fetch.
+	// Only network and operation may be in its key.
+	PreAuth bool `yaml:"pre_auth"`
 	// MaxDelay: a Go duration; a longer wait is a rejection up front.
 	MaxDelay string `yaml:"max_delay"`
 	DryRun   bool   `yaml:"dry_run"`

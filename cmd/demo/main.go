@@ -8,6 +8,7 @@
 //	demo check -config FILE                          validate a config, like nginx -t
 //	demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
 //	                                                 mint a dev token with a private key file named in the config
+//	demo apikey [-config FILE] -tenant T -account A  create an API key in auth.api_keys.file
 package main
 
 import (
@@ -37,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args, stdout, stderr)
 	case "token":
 		return cmdToken(args, stdout, stderr)
+	case "apikey":
+		return cmdAPIKey(args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -52,6 +55,7 @@ const usage = `usage:
   demo check [-config FILE]                        validate a config, like nginx -t
   demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
                                                    mint a dev token with a private_key_file from the config
+  demo apikey [-config FILE] -tenant T -account A  create an API key (printed once; only its hash is stored)
 `
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {

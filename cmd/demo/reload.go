@@ -55,6 +55,9 @@ func (s *server) reload() error {
 		h, err = a.router(s.logger)
 	}
 	if err != nil {
+		if a != nil {
+			a.auth.close()
+		}
 		var list []string
 		for _, e := range splitErrors(err) {
 			list = append(list, e.Error())
@@ -69,8 +72,10 @@ func (s *server) reload() error {
 	for _, c := range changes {
 		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
 	}
+	old := s.app
 	s.app = a
 	s.handler.Store(&h)
+	old.auth.close() // requests in flight keep verifying against cached keys
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)))
 	return nil
 }

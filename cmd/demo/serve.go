@@ -65,9 +65,15 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	h, err := newServer(*path, logger, a)
 	if err != nil {
+		a.auth.close()
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	defer func() { // stop key-set refreshes
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.app.auth.close()
+	}()
 	listen := cfg.Listen
 	if *addr != "" {
 		listen = *addr

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/metrics"
+)
+
+// authSetup is the demo's credential verification: JWTs of the configured
+// issuers and, optionally, API keys, read from the configured sources.
+type authSetup struct {
+	jwt   *identity.JWTAuthenticator // nil without issuers
+	authn identity.Authenticator     // nil when nothing is configured
+}
+
+// close stops the JWT authenticator's background key-set refreshes.
+func (s authSetup) close() {
+	if s.jwt != nil {
+		_ = s.jwt.Close()
+	}
+}
+
+// buildAuth validates the auth section and builds its authenticators,
+// reporting every problem found.
+func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup, []error) {
+	var errs []error
+	var out authSetup
+	jwtAuth, jerrs := buildJWT(cfg, logger, m)
+	errs = append(errs, jerrs...)
+	out.jwt = jwtAuth
+
+	var keys *identity.APIKeyAuthenticator
+	if ak := cfg.Auth.APIKeys; ak != nil {
+		var kerrs []error
+		keys, kerrs = buildAPIKeys(cfg, ak)
+		errs = append(errs, kerrs...)
+	}
+	var sources []identity.Source
+	for i, name := range cfg.Auth.Sources {
+		src, err := identity.ParseSource(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("auth.sources[%d]: %q is not header, query or cookie", i, name))
+			continue
+		}
+		sources = append(sources, src)
+	}
+	if len(errs) > 0 {
+		out.close()
+		return authSetup{}, errs
+	}
+	if jwtAuth == nil && keys == nil {
+		if len(sources) > 0 {
+			return authSetup{}, []error{errors.New("auth.sources: no issuers and no api_keys: there is no credential to read")}
+		}
+		return out, nil
+	}
+	authn, err := identity.NewCombinedAuthenticator(identity.CombinedConfig{JWT: jwtAuth, APIKeys: keys, Sources: sources})
+	if err != nil {
+		out.close()
+		return authSetup{}, prefixErrors("auth", err)
+	}
+	out.authn = authn
+	return out, nil
+}
+
+// buildJWT builds the issuer records' authenticator; nil without issuers.
+func buildJWT(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*identity.JWTAuthenticator, []error) {
+	var errs []error
+	jc := identity.JWTConfig{Logger: logger, JWKS: identity.JWKSOptions{OnFetch: func(issuer string, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		m.JWKSRefresh(issuer, outcome)
+	}}}
+	if cfg.Auth.Leeway != "" {
+		d, err := time.ParseDuration(cfg.Auth.Leeway)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a positive duration such as 30s (omit it for the %v default)", cfg.Auth.Leeway, identity.DefaultLeeway))
+		}
+		jc.Leeway = d
+	}
+	for i, ic := range cfg.Auth.Issuers {
+		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
+			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms, JWKSURL: ic.JWKSURL, Type: ic.Typ}
+		if ic.JWKSRefresh != "" {
+			d, err := time.ParseDuration(ic.JWKSRefresh)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("auth.issuers[%d].jwks_refresh: %q is not a positive duration such as 1h", i, ic.JWKSRefresh))
+			}
+			rec.JWKSRefresh = d
+		}
+		complete := true
+		for j, kc := range ic.Keys {
+			k, err := loadKey(cfg, fmt.Sprintf("auth.issuers[%d].keys[%d]", i, j), kc)
+			if err != nil {
+				errs = append(errs, err...)
+				complete = false
+				continue
+			}
+			rec.Keys = append(rec.Keys, k)
+		}
+		// A record whose key file failed is reported once, above; checking
+		// it again would only add knock-on errors ("no keys").
+		if complete {
+			jc.Issuers = append(jc.Issuers, rec)
+		}
+	}
+	if len(jc.Issuers) == 0 {
+		return nil, errs
+	}
+	// Validate the records even when a key file failed, so that every
+	// problem is reported in one pass. Nothing is fetched here: JWK Sets are
+	// fetched on first use.
+	auth, err := identity.NewJWTAuthenticator(jc)
+	if err != nil {
+		for _, e := range prefixErrors("auth", err) {
+			errs = append(errs, errors.New(authYAMLNames.Replace(e.Error())))
+		}
+	}
+	if len(errs) > 0 {
+		if auth != nil {
+			_ = auth.Close()
+		}
+		return nil, errs
+	}
+	return auth, nil
+}
+
+// buildAPIKeys loads the API key file and the pepper.
+func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator, []error) {
+	var errs []error
+	if ak.File == "" {
+		errs = append(errs, errors.New("auth.api_keys.file: required (JSON Lines written by `demo apikey`)"))
+	}
+	if ak.PepperFile == "" {
+		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: required (at least %d random bytes; `demo apikey` creates it)", identity.MinPepperBytes))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	pepper, err := identity.ReadPepperFile(cfg.path(ak.PepperFile))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
+	}
+	store, err := identity.LoadAPIKeyFile(cfg.path(ak.File))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("auth.api_keys.file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
+	if err != nil {
+		return nil, prefixErrors("auth.api_keys", err)
+	}
+	return keys, nil
+}
+
+// path resolves a file named in the config against its directory.
+func (c *Config) path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(c.dir, name)
+}
+
+// authYAMLNames maps identity's field names in its errors to YAML names.
+var authYAMLNames = strings.NewReplacer("identity: ", "", "TenantClaim", "tenant_claim", "Tenants", "tenants",
+	"Tenant", "tenant", "Audiences", "audiences", "Algorithms", "algorithms", "JWKSURL", "jwks_url",
+	"JWKSRefresh", "jwks_refresh", "set Algorithm", "set alg", `Algorithm "`, `alg "`, `Type "`, `typ "`, "Keys", "keys")
+
+// loadKey reads one verification key; a private_key_file must be the
+// private half of the public key, or `demo token` would mint tokens the
+// server rejects.
+func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey, []error) {
+	fail := func(format string, a ...any) (identity.VerificationKey, []error) {
+		return identity.VerificationKey{}, []error{fmt.Errorf(where+format, a...)}
+	}
+	switch {
+	case kc.PublicKeyFile != "" && kc.SecretFile != "":
+		return fail(": set public_key_file or secret_file, not both")
+	case kc.SecretFile != "":
+		if kc.PrivateKeyFile != "" {
+			return fail(": private_key_file goes with public_key_file, not secret_file")
+		}
+		data, err := cfg.file(kc.SecretFile)
+		if err != nil {
+			return fail(".secret_file: %v", err)
+		}
+		return identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n")), Algorithm: kc.Alg}, nil
+	case kc.PublicKeyFile == "":
+		return fail(": public_key_file or secret_file is required")
+	}
+	data, err := cfg.file(kc.PublicKeyFile)
+	if err != nil {
+		return fail(".public_key_file: %v", err)
+	}
+	pub, err := identity.ParsePublicKeyPEM(data)
+	if err != nil {
+		return fail(".public_key_file %s: %v", kc.PublicKeyFile, err)
+	}
+	if kc.PrivateKeyFile != "" {
+		data, err := cfg.file(kc.PrivateKeyFile)
+		if err != nil {
+			return fail(".private_key_file: %v", err)
+		}
+		signer, err := identity.ParsePrivateKeyPEM(data)
+		if err != nil {
+			return fail(".private_key_file %s: %v", kc.PrivateKeyFile, err)
+		}
+		if eq, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(pub) {
+			return fail(".private_key_file %s: not the private half of public_key_file %s", kc.PrivateKeyFile, kc.PublicKeyFile)
+		}
+	}
+	return identity.VerificationKey{KID: kc.KID, Key: pub, Algorithm: kc.Alg}, nil
+}
