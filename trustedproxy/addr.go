@@ -160,6 +160,11 @@ func validPort(p string) bool {
 // as ::ffff:192.0.2.1), a substring of text is returned and nothing is
 // allocated.
 func addrText(a netip.Addr, text string) string {
+	if a.Is4() && strings.IndexByte(text, ':') < 0 {
+		// The only IPv4 text parseEntry and parseNode accept, besides the
+		// mapped form, is the dotted quad without leading zeros: canonical.
+		return text
+	}
 	var buf [64]byte // longest canonical IPv6 text is 39 bytes
 	c := a.AppendTo(buf[:0])
 	if len(text) >= len(c) && text[len(text)-len(c):] == string(c) {

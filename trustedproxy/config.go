@@ -33,7 +33,8 @@ const (
 // Config describes which peers are trusted proxies and what they forward.
 // The zero value trusts nobody and reads no header: every request's client is
 // its TCP peer. A Config is only read by [New]; later changes to it (or to
-// its slices) do not affect a Resolver already built.
+// its slices) do not affect a Resolver already built. The Sources in its
+// rules are kept and reloaded by [Resolver.Refresh].
 //
 // Two equivalent forms: Rules (an ordered list of [Rule]), or the v0 form
 // Trusted + Header, which means exactly Rules: []Rule{{From: Trusted,

@@ -26,7 +26,9 @@ type Result struct {
 // renamed.
 //
 // Values copied from the request (Peer when unparsable, Hop.Value) are
-// attacker-controlled and truncated to 64 bytes.
+// attacker-controlled and truncated to 64 bytes. A Derivation is a plain
+// value owned by the caller (its Hops alias the buffer given to
+// [Resolver.ResolveBuf], if any); nothing in the Resolver keeps it.
 type Derivation struct {
 	// Peer is the canonical TCP peer address without port, or the raw
 	// remoteAddr truncated to 64 bytes when it could not be parsed.

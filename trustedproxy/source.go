@@ -36,13 +36,15 @@ type Source interface {
 	Load(ctx context.Context) (*netipx.IPSet, error)
 }
 
-// SourceFunc adapts a function to [Source].
+// SourceFunc adapts a function to [Source]; the function carries the
+// Source contract (complete set or error, may block, honours ctx).
 type SourceFunc func(ctx context.Context) (*netipx.IPSet, error)
 
 // Load calls f(ctx).
 func (f SourceFunc) Load(ctx context.Context) (*netipx.IPSet, error) { return f(ctx) }
 
-// StaticSource returns a [Source] whose Load always returns set. It lets
+// StaticSource returns a [Source] whose Load always returns set (safe for
+// concurrent use; set must not be nil or empty, or New refuses it). It lets
 // code that builds sets itself (with [ParseSet] or netipx) use the same
 // Rule.Sources plumbing as refreshable sources.
 func StaticSource(set *netipx.IPSet) Source {
@@ -72,7 +74,8 @@ type FileSource struct {
 	MaxBytes int64
 }
 
-// Load reads and parses the file. It honours ctx only before reading.
+// Load reads and parses the file. It honours ctx only before reading. A
+// FileSource holds no state: Load is safe for concurrent use.
 func (s FileSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -123,7 +126,9 @@ var defaultSourceClient = &http.Client{
 	},
 }
 
-// Load fetches and parses the document.
+// Load fetches and parses the document, within Timeout and ctx. A
+// URLSource holds no state of its own: Load is safe for concurrent use as
+// long as Client is.
 func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
