@@ -1,13 +1,20 @@
 // Package redistest starts throw-away redis-server processes for tests: on a
 // free loopback port, with no persistence (--save "" --appendonly no), in a
-// temporary directory, stopped when the test ends.
+// temporary directory, killed when the test ends (and, on Linux, when the
+// test process dies). [Start] gives a single node, [StartCluster] a one-node
+// Redis Cluster, [StartSentinel] a Sentinel monitoring a node; a [Server]
+// can be stopped (a crash), restarted empty on the same address, paused and
+// resumed, to test fail modes.
+//
+//	srv := redistest.Start(t)
+//	opt, _ := redis.ParseURL(srv.URL()) // or redis.Options{Addr: srv.Addr}
 //
 // When redis-server is not on PATH the test is skipped with a message, unless
 // the environment has CI=true, in which case it fails: CI must run the Redis
 // tests (.ci/run installs redis-server).
 //
-// A [Server] is safe for concurrent use by multiple goroutines; its methods
-// other than Addr and URL must not be called concurrently with each other.
+// Addr, URL, Do and Logs may be used from any goroutine; Stop, Restart,
+// Pause and Resume must not run concurrently with each other.
 package redistest
 
 import (
