@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -135,8 +136,9 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		dst = []limiter.Decision{} // non-nil, without allocating
 	}
 	n0 := len(dst)
-	dst = append(dst, make([]limiter.Decision, len(reqs))...) // no allocation when dst has room
+	dst = slices.Grow(dst, len(reqs))[:n0+len(reqs)] // no allocation when dst has room
 	out := dst[n0:]
+	clear(out)
 	if len(reqs) == 0 {
 		return dst, nil
 	}
