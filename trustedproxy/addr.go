@@ -100,35 +100,31 @@ func parseEntry(s string) (a netip.Addr, text string, ok bool) {
 // netip.ParseAddr's rules (four decimal fields of one to three digits, each
 // at most 255, no leading zeros) and returns it with the number of bytes it
 // spans. ok is false when s does not start with one; what follows the
-// address is the caller's business.
+// address (a fifth digit, a port, anything) is the caller's business.
 func parseIPv4Head(s string) (a [4]byte, n int, ok bool) {
-	field, digits, val := 0, 0, 0
-	for ; n < len(s); n++ {
-		c := s[n]
-		if c >= '0' && c <= '9' {
-			if digits == 1 && val == 0 { // leading zero
+	for f := 0; f < 4; f++ {
+		if f > 0 {
+			if n >= len(s) || s[n] != '.' {
 				return a, 0, false
 			}
-			val = val*10 + int(c-'0')
-			digits++
-			if val > 255 {
-				return a, 0, false
-			}
-			continue
+			n++
 		}
-		if c != '.' {
-			break
-		}
-		if digits == 0 || field == 3 {
+		if n >= len(s) || s[n]-'0' > 9 {
 			return a, 0, false
 		}
-		a[field] = byte(val)
-		field, digits, val = field+1, 0, 0
+		v := uint(s[n] - '0')
+		n++
+		if v != 0 { // a leading 0 is the whole field
+			for i := 0; i < 2 && n < len(s) && s[n]-'0' <= 9; i++ {
+				v = v*10 + uint(s[n]-'0')
+				n++
+			}
+			if v > 255 {
+				return a, 0, false
+			}
+		}
+		a[f] = byte(v)
 	}
-	if field != 3 || digits == 0 {
-		return a, 0, false
-	}
-	a[3] = byte(val)
 	return a, n, true
 }
 
