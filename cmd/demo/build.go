@@ -33,6 +33,7 @@ type app struct {
 	resolver     *trustedproxy.Resolver
 	auth         authSetup // authn nil when no issuer and no API key is configured
 	authOpts     middleware.AuthOptions
+	store        store // kept across reloads
 	limiter      limiter.Limiter
 	policies     []middleware.Policy
 	debug        *netipx.IPSet // nil when the debug endpoint is off
@@ -90,16 +91,13 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	case prev != nil && cfg.Limiter != prev.cfg.Limiter:
 		errs = append(errs, errors.New("limiter: the store settings changed; a reload keeps the running store and its budgets, so restart the demo to apply them"))
 	case prev != nil:
-		a.limiter = prev.limiter
-	case cfg.Limiter.Store == "" || cfg.Limiter.Store == "memory":
-		if cfg.Limiter.MaxKeys < 0 {
-			errs = append(errs, fmt.Errorf("limiter.max_keys: %d must be >= 0 (0 means the default)", cfg.Limiter.MaxKeys))
-			break
-		}
-		a.limiter = memory.New(memory.Options{MaxKeys: int(cfg.Limiter.MaxKeys)})
+		a.store = prev.store
 	default:
-		errs = append(errs, fmt.Errorf("limiter.store: %q is not supported (memory)", cfg.Limiter.Store))
+		st, serrs := buildStore(cfg.Limiter)
+		errs = append(errs, serrs...)
+		a.store = st
 	}
+	a.limiter = a.store.limiter
 
 	if prev != nil {
 		a.registry, a.metrics = prev.registry, prev.metrics
@@ -164,8 +162,12 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	} else if len(errs) == 0 { // the router needs a valid config
 		errs = append(errs, a.checkOperations(logger)...)
 	}
+	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
 	if err := errors.Join(errs...); err != nil {
 		a.auth.close()
+		if prev == nil && a.store.close != nil {
+			a.store.close()
+		}
 		return nil, err
 	}
 	return a, nil

@@ -249,6 +249,12 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
 		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
 		{"dry_run not a bool", "dry_run: maybe\n", `dry_run`},
+		{"redis without url", "limiter: {store: redis}\n", "limiter.redis.url: required"},
+		{"redis with max_keys", "limiter: {store: redis, max_keys: 5, redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.max_keys: applies to the memory store only"},
+		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a redis://"},
+		{"redis bad timeout", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", timeout: 5}}\n", `limiter.redis.timeout: "5" is not a positive duration`},
+		{"redis window too long", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\"}}\npolicies:\n  - {name: p, key: [network], rate: 1/h, burst: 5000}\n", "longer than the Redis store's"},
+		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
 		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs auth.issuers or auth.api_keys"},
 		{"zero leeway", "auth:\n  leeway: 0s\n  issuers:" + issuer("https://a.invalid", "a") + "\n", `auth.leeway: "0s" is not a positive duration`},
@@ -267,6 +273,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, tt.config))
 			if code != 1 || !strings.Contains(errOut, tt.want) {
 				t.Fatalf("exit %d, want 1 and %q in:\n%s", code, tt.want, errOut)
+			}
+			if strings.Contains(errOut, "hunter2") {
+				t.Errorf("error output shows a password:\n%s", errOut)
 			}
 			if strings.Contains(errOut, ".go:") {
 				t.Errorf("error output carries Go source positions:\n%s", errOut)

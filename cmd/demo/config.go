@@ -132,8 +132,16 @@ type LogConfig struct {
 
 // LimiterConfig selects the limiter store.
 type LimiterConfig struct {
-	Store   string  `yaml:"store"` // memory (default)
-	MaxKeys integer `yaml:"max_keys"`
+	Store   string      `yaml:"store"` // memory (default) | redis
+	MaxKeys integer     `yaml:"max_keys"`
+	Redis   RedisConfig `yaml:"redis"`
+}
+
+// RedisConfig locates the Redis store shared by every demo process.
+type RedisConfig struct {
+	URL     string `yaml:"url"`     // redis://[user:password@]host:port/db, rediss://..., unix://...
+	Prefix  string `yaml:"prefix"`  // key prefix, default "ratekey:"; with a {hash tag} on a cluster
+	Timeout string `yaml:"timeout"` // per-decision bound, Go duration, default 100ms
 }
 
 // integer is a YAML integer written in decimal. Go's YAML decoders turn
@@ -203,6 +211,14 @@ func loadConfig(path string) (*Config, error) {
 		return nil, err
 	}
 	return parseConfig(data, filepath.Dir(abs))
+}
+
+// useRedis applies the -redis flag: the Redis store at url, whatever the
+// file says (its redis prefix and timeout are kept). "" changes nothing.
+func (c *Config) useRedis(url string) {
+	if url != "" {
+		c.Limiter.Store, c.Limiter.MaxKeys, c.Limiter.Redis.URL = "redis", 0, url
+	}
 }
 
 // file resolves a path named in the config and reads it.

@@ -134,7 +134,7 @@ func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
 
 // startDemoProcess is startDemo that also returns the process, for tests
 // that signal it. The config is written to dir/ratekey.yaml.
-func startDemoProcess(t *testing.T, dir, cfg string) (string, *syncBuffer, *exec.Cmd) {
+func startDemoProcess(t *testing.T, dir, cfg string, args ...string) (string, *syncBuffer, *exec.Cmd) {
 	t.Helper()
 	bin := filepath.Join(dir, "demo")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -145,7 +145,7 @@ func startDemoProcess(t *testing.T, dir, cfg string) (string, *syncBuffer, *exec
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "-config", cfgPath)
+	cmd := exec.Command(bin, append([]string{"serve", "-config", cfgPath}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -14,11 +14,12 @@ import (
 // swapped atomically by reload. A request runs entirely on the handler it
 // started with.
 type server struct {
-	path    string // config file; "" is the embedded default
-	logger  *slog.Logger
-	mu      sync.Mutex // serialises reloads; guards app
-	app     *app
-	handler atomic.Pointer[http.Handler]
+	path     string // config file; "" is the embedded default
+	redisURL string // the -redis flag, applied to every reloaded config
+	logger   *slog.Logger
+	mu       sync.Mutex // serialises reloads; guards app
+	app      *app
+	handler  atomic.Pointer[http.Handler]
 }
 
 // newServer wraps a built app.
@@ -48,6 +49,7 @@ func (s *server) reload() error {
 	cfg, err := loadConfig(s.path)
 	var a *app
 	if err == nil {
+		cfg.useRedis(s.redisURL)
 		a, err = build(cfg, s.logger, s.app)
 	}
 	var h http.Handler

@@ -49,6 +49,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "config file (default: the embedded default)")
 	addr := fs.String("addr", "", "listen address, overrides the config's listen (port 0 picks a free port)")
+	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): use the shared Redis store instead of the config's limiter.store")
 	if !parseFlags(fs, args) {
 		return 2
 	}
@@ -58,6 +59,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	cfg.useRedis(*redisURL)
 	a, err := build(cfg, logger, nil)
 	if err != nil {
 		printConfigErrors(stderr, err)
@@ -66,6 +68,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	h, err := newServer(*path, logger, a)
 	if err != nil {
 		a.auth.close()
+		a.store.close()
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -73,7 +76,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.app.auth.close()
+		h.app.store.close()
 	}()
+	h.redisURL = *redisURL
 	listen := cfg.Listen
 	if *addr != "" {
 		listen = *addr

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// store is the demo's limiter store and how to release it.
+type store struct {
+	limiter limiter.Limiter
+	close   func() // closes the Redis client; a no-op for memory
+}
+
+// buildStore creates the store the limiter section names. Nothing connects
+// here: a Redis client dials on first use, so `demo check` does no I/O.
+func buildStore(lc LimiterConfig) (store, []error) {
+	switch lc.Store {
+	case "", "memory":
+		if lc.MaxKeys < 0 {
+			return store{}, []error{fmt.Errorf("limiter.max_keys: %d must be >= 0 (0 means the default)", lc.MaxKeys)}
+		}
+		if lc.Redis != (RedisConfig{}) {
+			return store{}, []error{errors.New("limiter.redis: set only with store: redis")}
+		}
+		return store{limiter: memory.New(memory.Options{MaxKeys: int(lc.MaxKeys)}), close: func() {}}, nil
+	case "redis":
+		return buildRedis(lc)
+	}
+	return store{}, []error{fmt.Errorf("limiter.store: %q is not supported (memory, redis)", lc.Store)}
+}
+
+func buildRedis(lc LimiterConfig) (store, []error) {
+	var errs []error
+	rc := lc.Redis
+	if lc.MaxKeys != 0 {
+		errs = append(errs, errors.New("limiter.max_keys: applies to the memory store only (Redis bounds memory with its own maxmemory)"))
+	}
+	if rc.URL == "" {
+		errs = append(errs, errors.New("limiter.redis.url: required, e.g. redis://127.0.0.1:6379/0 (or the -redis flag)"))
+	}
+	var timeout time.Duration
+	if rc.Timeout != "" {
+		d, err := time.ParseDuration(rc.Timeout)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("limiter.redis.timeout: %q is not a positive duration such as 100ms", rc.Timeout))
+		}
+		timeout = d
+	}
+	var opt *goredis.Options
+	if rc.URL != "" {
+		var err error
+		// The parser's error may quote the URL, password included: never show it.
+		if opt, err = goredis.ParseURL(rc.URL); err != nil {
+			errs = append(errs, errors.New("limiter.redis.url: not a redis://, rediss:// or unix:// URL"))
+		}
+	}
+	if len(errs) > 0 {
+		return store{}, errs
+	}
+	opt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
+	client := goredis.NewClient(opt)
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout})
+	if err != nil {
+		_ = client.Close()
+		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
+	}
+	return store{limiter: lim, close: func() { _ = client.Close() }}, nil
+}
+
+// checkWindows refuses limits the Redis store cannot hold exactly: a window
+// (burst × interval) above 2^53 ns, about 104 days.
+func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
+	if lc.Store != "redis" {
+		return nil
+	}
+	var errs []error
+	for i, p := range policies {
+		if w := p.Limit.Window(); w > rkredis.MaxWindow {
+			errs = append(errs, fmt.Errorf("policies[%d]: burst %d at %v refills in %v, longer than the Redis store's %v", i, p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
+		}
+	}
+	return errs
+}
