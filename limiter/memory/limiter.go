@@ -20,7 +20,7 @@ import (
 // A bucket is named by a 64-bit keyed hash (hash/maphash, a random seed per
 // Limiter) of the request's Key and limit shape (emission interval and
 // burst); the key string itself is not kept, which is what makes a state
-// cost about 32 bytes. Two distinct buckets share a state only if their
+// cost 20 to 30 bytes. Two distinct buckets share a state only if their
 // hashes collide: with n tracked buckets the chance that any pair does is
 // about n²/2⁶⁵ (3·10⁻⁸ for a million), and since the seed is secret and
 // per process, a client cannot choose keys that collide.
@@ -248,7 +248,7 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 			// Same bucket earlier in this pass: continue from its outcome.
 			tat, known = sl[p].tat, sl[p].known
 		} else {
-			tat, known = s.tats[sl[i].hash]
+			tat, known = s.tats.get(sl[i].hash)
 			sl[i].existed = known
 		}
 		if !known {
@@ -320,7 +320,7 @@ func (l *Limiter) commit(sl []slot, now int64) error {
 		need = 0
 		for i := range sl {
 			if sl[i].in && sl[i].prev < 0 {
-				if _, ok := l.shards[sl[i].shard].tats[sl[i].hash]; !ok {
+				if _, ok := l.shards[sl[i].shard].tats.get(sl[i].hash); !ok {
 					need++
 				}
 			}

@@ -1,8 +1,8 @@
 package memory
 
 // DefaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0:
-// one million. At roughly 38 bytes per tracked bucket (see
-// BenchmarkMemoryPerKey) that is on the order of 40 MB.
+// one million. At 20 to 30 bytes per tracked bucket (see
+// BenchmarkMemoryPerKey) that is at most about 30 MB.
 const DefaultMaxKeys = 1_000_000
 
 // Options configures [New]. The zero value is usable: DefaultMaxKeys keys on

@@ -12,7 +12,7 @@ type shard struct {
 	// tats maps a bucket (the keyed hash of key and limit shape) to its
 	// theoretical arrival time, in nanoseconds on the limiter's clock.
 	// Guarded by mu.
-	tats map[uint64]int64
+	tats table
 	// hint is a lower bound of every TAT in tats (math.MaxInt64 when
 	// empty): no state of this shard can be evicted before the clock
 	// reaches it, so a store full of clients in debt refuses new keys
@@ -24,7 +24,6 @@ type shard struct {
 }
 
 func (s *shard) init() {
-	s.tats = make(map[uint64]int64)
 	s.hint.Store(math.MaxInt64)
 }
 
@@ -32,10 +31,9 @@ func (s *shard) init() {
 // charge only raises a TAT, so the hint stays a lower bound without it).
 // Callers hold s.mu.
 func (s *shard) put(bucket uint64, tat int64) {
-	if _, ok := s.tats[bucket]; !ok && tat < s.hint.Load() {
+	if s.tats.put(bucket, tat) && tat < s.hint.Load() {
 		s.hint.Store(tat)
 	}
-	s.tats[bucket] = tat
 }
 
 // sweep evicts every state whose bucket is full again (TAT <= now: it
@@ -48,16 +46,7 @@ func (s *shard) sweep(now int64) int64 {
 	if now < s.hint.Load() {
 		return 0
 	}
-	var evicted int64
-	low := int64(math.MaxInt64)
-	for k, tat := range s.tats {
-		if tat <= now {
-			delete(s.tats, k)
-			evicted++
-		} else if tat < low {
-			low = tat
-		}
-	}
+	evicted, low := s.tats.evict(now)
 	s.hint.Store(low)
-	return evicted
+	return int64(evicted)
 }
