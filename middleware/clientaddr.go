@@ -65,10 +65,22 @@ func forwardingProblem(err error) problem {
 	switch {
 	case errors.Is(err, trustedproxy.ErrChainTooLong):
 		p.Detail = fmt.Sprintf("the forwarding chain needs more than %d entries examined", trustedproxy.MaxHops)
+	case errors.Is(err, trustedproxy.ErrUnixPeer):
+		// A Unix-socket peer without a rule that trusts it: server wiring.
+		p.Status, p.Title = http.StatusInternalServerError, "Unusable peer address"
+		p.Detail = "the connection came over a Unix socket that no trusted-proxy rule lists"
 	case errors.Is(err, trustedproxy.ErrMalformedPeer):
 		// The server's own RemoteAddr is unusable: not the client's fault.
 		p.Status, p.Title = http.StatusInternalServerError, "Unusable peer address"
 		p.Detail = "the connection's peer address is not an IP address"
+	case errors.Is(err, trustedproxy.ErrMissingHeader):
+		p.Title = "Missing forwarding header"
+		p.Detail = "a trusted proxy forwarded the request without the forwarding header its rule requires"
+	case errors.Is(err, trustedproxy.ErrHeaderAlias):
+		p.Title = "Forwarding header alias"
+		p.Detail = "the request carries a look-alike of the forwarding header (such as X_Forwarded_For), which is refused"
+	case errors.Is(err, trustedproxy.ErrUnknownNode):
+		p.Detail = "the forwarding chain reaches an unknown or obfuscated node before an untrusted address"
 	default:
 		p.Detail = "the forwarding header written by a trusted proxy holds an entry that is not an IP address"
 	}

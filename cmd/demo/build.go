@@ -33,7 +33,8 @@ type app struct {
 	resolver     *trustedproxy.Resolver
 	auth         authSetup // authn nil when no issuer and no API key is configured
 	authOpts     middleware.AuthOptions
-	store        store // kept across reloads
+	store        store         // kept across reloads
+	refresh      time.Duration // how often rules' file and URL sources are re-read; 0: never
 	limiter      limiter.Limiter
 	policies     []middleware.Policy
 	debug        *netipx.IPSet // nil when the debug endpoint is off
@@ -54,15 +55,9 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen: %q is not host:port (e.g. 127.0.0.1:8080)", cfg.Listen))
 	}
-	tp := cfg.TrustedProxies
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
-		IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll})
-	if err != nil {
-		for _, e := range prefixErrors("trusted_proxies", err) {
-			errs = append(errs, errors.New(yamlNames.Replace(e.Error())))
-		}
-	}
-	a.resolver = res
+	res, refresh, rerrs := buildResolver(cfg.TrustedProxies, cfg.path)
+	errs = append(errs, rerrs...)
+	a.resolver, a.refresh = res, refresh
 
 	switch cfg.Auth.Anonymous {
 	case "", "reject":
@@ -173,10 +168,57 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	return a, nil
 }
 
+// buildResolver maps the trusted_proxies section onto trustedproxy.Config:
+// the v0 form (cidrs + header) is one rule, rules are evaluated in order.
+// Rules' file and URL sources are loaded once here (a failed first load is
+// an error) and then every refresh.
+func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedproxy.Resolver, time.Duration, []error) {
+	var errs []error
+	tpc := trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
+		IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll,
+		MissingHeader: trustedproxy.MissingHeaderAction(tp.MissingHeader), Aliases: trustedproxy.AliasAction(tp.Aliases)}
+	sources := false
+	for _, rc := range tp.Rules {
+		rule := trustedproxy.Rule{From: rc.From, Header: rc.Header, Hops: int(rc.Hops)}
+		for _, f := range rc.Files {
+			rule.Sources = append(rule.Sources, trustedproxy.FileSource{Path: path(f)}) // relative to the config file
+		}
+		for _, u := range rc.URLs {
+			rule.Sources = append(rule.Sources, trustedproxy.URLSource{URL: u})
+		}
+		sources = sources || len(rule.Sources) > 0
+		tpc.Rules = append(tpc.Rules, rule)
+	}
+	var refresh time.Duration
+	if tp.Refresh != "" {
+		d, err := time.ParseDuration(tp.Refresh)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("trusted_proxies.refresh: %q is not a duration of at least 1s such as 5m", tp.Refresh))
+		}
+		refresh = d
+	} else if sources {
+		refresh = 5 * time.Minute
+	}
+	if !sources {
+		refresh = 0
+	}
+	res, err := trustedproxy.New(tpc) // loads file and URL sources once (URLSource has its own timeout)
+	if err != nil {
+		for _, e := range prefixErrors("trusted_proxies", err) {
+			errs = append(errs, errors.New(yamlNames.Replace(e.Error())))
+		}
+	}
+	return res, refresh, errs
+}
+
 // yamlNames maps trustedproxy.Config field names in its errors to the YAML
 // names the operator wrote.
-var yamlNames = strings.NewReplacer("trustedproxy: ", "", "Trusted[", "cidrs[", "Trusted:", "cidrs:",
-	"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix", "Header ", "header ")
+var yamlNames = strings.NewReplacer("trustedproxy: ", "",
+	"Rules and the v0 form (Trusted, Header) cannot be combined: write the v0 form as one more Rule",
+	"rules and the v0 form (cidrs, header) cannot be combined: write the v0 form as one more rule", "Trusted[", "cidrs[", "Trusted:", "cidrs:",
+	"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix", "Header ", "header ",
+	"Rules[", "rules[", "].From[", "].from[", "].Header", "].header", "].Hops", "].hops", "].Sources[", "].sources[",
+	"MissingHeader", "missing_header", "Aliases", "aliases")
 
 // checkOperations refuses policy operations that no demo route serves: such
 // a policy would silently never apply.

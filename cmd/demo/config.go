@@ -34,13 +34,36 @@ type Config struct {
 	dir string
 }
 
-// TrustedProxiesConfig maps onto trustedproxy.Config.
+// TrustedProxiesConfig maps onto trustedproxy.Config. The v0 form (cidrs +
+// header) is one rule; rules lists several, evaluated in order.
 type TrustedProxiesConfig struct {
-	CIDRs      []string `yaml:"cidrs"`
-	Header     string   `yaml:"header"`
-	IPv4Prefix integer  `yaml:"ipv4_prefix"`
-	IPv6Prefix integer  `yaml:"ipv6_prefix"`
-	AllowAll   bool     `yaml:"allow_all"`
+	CIDRs  []string     `yaml:"cidrs"`
+	Header string       `yaml:"header"`
+	Rules  []RuleConfig `yaml:"rules"`
+	// MissingHeader: what a trusted peer that sent no forwarding header
+	// gets: peer (keyed as the peer, reported; default) or reject (400).
+	MissingHeader string `yaml:"missing_header"`
+	// Aliases: header names some stacks fold into the real one
+	// (X_Forwarded_For, X-Forwarded_For): ignore (default; never read) or
+	// reject (400).
+	Aliases string `yaml:"aliases"`
+	// Refresh re-reads rules' file and url sources this often (Go duration).
+	Refresh    string  `yaml:"refresh"`
+	IPv4Prefix integer `yaml:"ipv4_prefix"`
+	IPv6Prefix integer `yaml:"ipv6_prefix"`
+	AllowAll   bool    `yaml:"allow_all"`
+}
+
+// RuleConfig is one trusted-proxy rule: when the peer is in from, read
+// header (a list header like X-Forwarded-For or Forwarded, skipping trusted
+// hops and then trusting hops more; or a single-address header such as
+// CF-Connecting-IP).
+type RuleConfig struct {
+	From   []string `yaml:"from"`   // CIDRs, addresses, or private_ranges, loopback, link_local, unix
+	Files  []string `yaml:"files"`  // more trusted ranges, one per line, re-read every refresh
+	URLs   []string `yaml:"urls"`   // more trusted ranges from URLs (one per line), re-read every refresh
+	Header string   `yaml:"header"` // empty: the peer is the client
+	Hops   integer  `yaml:"hops"`   // trust this many more hops after skipping from's ranges
 }
 
 // AuthConfig configures credential verification.

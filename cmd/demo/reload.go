@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ratekey/ratekey/middleware"
 )
@@ -17,9 +19,41 @@ type server struct {
 	path     string // config file; "" is the embedded default
 	redisURL string // the -redis flag, applied to every reloaded config
 	logger   *slog.Logger
-	mu       sync.Mutex // serialises reloads; guards app
+	mu       sync.Mutex // serialises reloads; guards app and stop
 	app      *app
+	stop     context.CancelFunc // ends the active app's trust-set refresh loop
 	handler  atomic.Pointer[http.Handler]
+}
+
+// activate starts a's trust-set refresh loop (when a's rules have file or
+// URL sources) and stops the previous app's. Callers hold s.mu (or own s).
+func (s *server) activate(a *app) {
+	if s.stop != nil {
+		s.stop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	if a.refresh <= 0 {
+		return
+	}
+	t := time.NewTicker(a.refresh)
+	go func() {
+		defer t.Stop()
+		a.resolver.RefreshLoop(ctx, t.C, func(err error) {
+			s.logger.Warn("ratekey: trusted proxy ranges not refreshed; the last good ones stay", slog.String("error", err.Error()))
+		})
+	}()
+}
+
+// close stops the refresh loop and releases the active app's resources.
+func (s *server) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+	}
+	s.app.auth.close()
+	s.app.store.close()
 }
 
 // newServer wraps a built app.
@@ -30,6 +64,7 @@ func newServer(path string, logger *slog.Logger, a *app) (*server, error) {
 	}
 	s := &server{path: path, logger: logger, app: a}
 	s.handler.Store(&h)
+	s.activate(a)
 	return s, nil
 }
 
@@ -77,6 +112,7 @@ func (s *server) reload() error {
 	old := s.app
 	s.app = a
 	s.handler.Store(&h)
+	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)))
 	return nil

@@ -72,12 +72,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	defer func() { // stop key-set refreshes
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.app.auth.close()
-		h.app.store.close()
-	}()
+	defer h.close() // stop refresh loops, close the Redis client
 	h.redisURL = *redisURL
 	listen := cfg.Listen
 	if *addr != "" {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTrustedProxyRules: trusted_proxies.rules are evaluated in order (a
+// CDN's single-address header, a load balancer's X-Forwarded-For with one
+// more trusted hop, anyone else keyed by the peer), missing_header and
+// aliases can refuse requests, and rules read ranges from files.
+func TestTrustedProxyRules(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cdn.txt"), []byte("# CDN egress ranges\n192.0.2.0/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `
+trusted_proxies:
+  rules:
+    - {from: [198.51.100.0/24], files: [cdn.txt], header: CF-Connecting-IP}
+    - {from: [10.0.0.0/8], header: X-Forwarded-For, hops: 2}
+  missing_header: reject
+  aliases: reject
+  refresh: 1m
+auth: {anonymous: allow}
+policies:
+  - {name: per-network, key: [network], rate: 1/s, burst: 5}
+debug: {enabled: true, allow: [0.0.0.0/0]}
+`
+	h := serveConfig(t, dir, cfg)
+	tests := []struct {
+		name    string
+		peer    string
+		headers map[string]string
+		status  int
+		client  string
+		reason  string
+	}{
+		{"CDN single-address header", "198.51.100.1:1", map[string]string{"CF-Connecting-IP": "203.0.113.5"}, 200, "203.0.113.5", "single_address_header"},
+		{"CDN range from the file", "192.0.2.9:1", map[string]string{"CF-Connecting-IP": "203.0.113.6"}, 200, "203.0.113.6", "single_address_header"},
+		{"load balancer, one more hop", "10.0.0.1:1", map[string]string{"X-Forwarded-For": "6.6.6.6, 1.1.1.1, 203.0.113.9, 10.0.0.2"}, 200, "1.1.1.1", "hop_count"},
+		{"anyone else: the peer", "203.0.113.50:1", map[string]string{"X-Forwarded-For": "1.2.3.4", "CF-Connecting-IP": "1.2.3.4"}, 200, "203.0.113.50", "peer_untrusted"},
+		{"trusted peer without its header", "10.0.0.1:1", nil, 400, "", "trusted_peer_without_header"},
+		{"header alias", "10.0.0.1:1", map[string]string{"X-Forwarded-For": "1.1.1.1, 10.0.0.2", "X_Forwarded_For": "9.9.9.9"}, 400, "", "header_alias"},
+	}
+	for _, tt := range tests {
+		if w := call(h, tt.peer, "/v1/reports/1", tt.headers); w.Code != tt.status {
+			t.Errorf("%s: %d; want %d (%s)", tt.name, w.Code, tt.status, w.Body)
+		}
+		w := call(h, tt.peer, "/debug/ratekey", tt.headers)
+		var view struct {
+			Client     *string `json:"client"`
+			Derivation struct {
+				Reason string `json:"reason"`
+			} `json:"derivation"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &view); err != nil {
+			t.Fatalf("%s: debug %d %s", tt.name, w.Code, w.Body)
+		}
+		client := ""
+		if view.Client != nil {
+			client = *view.Client
+		}
+		if client != tt.client || view.Derivation.Reason != tt.reason {
+			t.Errorf("%s: client %q reason %q; want %q %q", tt.name, client, view.Derivation.Reason, tt.client, tt.reason)
+		}
+	}
+	// The v0 form and rules together are refused, naming YAML fields.
+	code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, "trusted_proxies:\n  cidrs: [10.0.0.0/8]\n  rules: [{from: [10.0.0.0/8], header: X-Forwarded-For, hops: 0}]\n"))
+	if code != 1 || !strings.Contains(errOut, "trusted_proxies: rules and the v0 form (cidrs, header) cannot be combined") {
+		t.Errorf("v0 and rules together: %d %s", code, errOut)
+	}
+}
