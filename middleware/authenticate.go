@@ -29,11 +29,12 @@ type AuthOptions struct {
 // authOutcome is the result of running an authenticator on a request, shared
 // by the middleware and the debug endpoint.
 type authOutcome struct {
-	principal *identity.Principal // nil when rejected
-	status    int                 // 0 when admitted
-	code      string              // RFC 6750 error code, "" for a bare challenge
-	detail    string              // safe text: never the credential
-	reason    string              // fixed failure reason for metrics; "" when admitted
+	principal identity.Principal // valid when ok
+	ok        bool               // admitted (verified or anonymous)
+	status    int                // 0 when admitted
+	code      string             // RFC 6750 error code, "" for a bare challenge
+	detail    string             // safe text: never the credential
+	reason    string             // fixed failure reason for metrics; "" when admitted
 }
 
 func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) authOutcome {
@@ -45,7 +46,7 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 		p, err = a.Authenticate(r.Context(), r.Header)
 	}
 	if err == nil {
-		return authOutcome{principal: &p}
+		return authOutcome{principal: p, ok: true}
 	}
 	if errors.Is(err, identity.ErrKeySourceUnavailable) {
 		// The credential could not be checked (JWK Set never fetched,
@@ -59,7 +60,7 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 	}
 	if errors.Is(err, identity.ErrNoCredential) {
 		if opts.Anonymous {
-			return authOutcome{principal: &identity.Principal{Method: identity.MethodAnonymous}}
+			return authOutcome{principal: identity.Principal{Method: identity.MethodAnonymous}, ok: true}
 		}
 		return authOutcome{status: http.StatusUnauthorized, detail: "no credential was presented", reason: "missing"}
 	}
@@ -94,15 +95,17 @@ func Authenticate(a identity.Authenticator, opts AuthOptions) func(http.Handler)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			out := authenticate(a, opts, r)
-			if rec := RecordFrom(r.Context()); rec != nil {
-				rec.recordAuth(out)
+			r, st := ensureState(r)
+			if st.record != nil {
+				st.record.recordAuth(&out)
 			}
-			if out.principal == nil {
+			if !out.ok {
 				opts.Metrics.AuthFailure(out.reason)
 				writeAuthFailure(w, opts, out)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), out.principal)))
+			st.principal, st.hasPrincipal = out.principal, true
+			next.ServeHTTP(w, r)
 		})
 	}
 }

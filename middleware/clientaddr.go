@@ -35,9 +35,10 @@ type ClientAddressOptions struct {
 func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			result, err := res.Resolve(r.RemoteAddr, r.Header)
-			if rec := RecordFrom(r.Context()); rec != nil {
-				rec.recordDerivation(r.RemoteAddr, &result, err)
+			r, st := ensureState(r)
+			result, err := res.ResolveBuf(r.RemoteAddr, r.Header, st.hops[:0])
+			if st.record != nil {
+				st.record.recordDerivation(r.RemoteAddr, &result, err)
 			}
 			if opts.Metrics != nil && (err != nil || anomalous(result.Derivation.Reason)) {
 				opts.Metrics.ProxyAnomaly(string(result.Derivation.Reason))
@@ -46,7 +47,8 @@ func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) fu
 				writeProblem(w, forwardingProblem(err))
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(withClient(r.Context(), &result)))
+			st.client, st.hasClient = result, true
+			next.ServeHTTP(w, r)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -9,21 +10,68 @@ import (
 
 type ctxKey int
 
-const (
-	clientKey ctxKey = iota
-	principalKey
-	recordKey
-)
+// stateKey is the context key of a request's *requestState.
+const stateKey ctxKey = 0
+
+// requestState is everything ratekey keeps about one request, in one
+// allocation behind one context value: the client address (with room for
+// the hops of its derivation), the principal, and the Record. The first
+// ratekey middleware a request meets adds it; the others fill it in place,
+// so a request costs one context layer whatever the chain. It is written by
+// the request's goroutine only, as it passes the middlewares.
+type requestState struct {
+	client       trustedproxy.Result
+	hasClient    bool
+	principal    identity.Principal
+	hasPrincipal bool
+	record       *Record
+	hops         [8]trustedproxy.Hop // backing array of client.Derivation.Hops
+	sc           scratch             // the first evaluation's working memory
+	scUsed       bool
+}
+
+// takeScratch returns the state's scratch the first time, a new one after
+// (a second evaluation must not overwrite the first's results).
+func (st *requestState) takeScratch() *scratch {
+	if st == nil || st.scUsed {
+		return newScratch()
+	}
+	st.scUsed = true
+	st.sc.b = st.sc.buf[:0]
+	return &st.sc
+}
+
+// stateFrom returns ctx's request state, or nil.
+func stateFrom(ctx context.Context) *requestState {
+	st, _ := ctx.Value(stateKey).(*requestState)
+	return st
+}
+
+// withState returns ctx with a new, empty request state, and the state.
+func withState(ctx context.Context) (context.Context, *requestState) {
+	st := &requestState{}
+	return context.WithValue(ctx, stateKey, st), st
+}
+
+// ensureState returns r's request state, first giving r one (and so
+// returning a new *http.Request) when it has none.
+func ensureState(r *http.Request) (*http.Request, *requestState) {
+	if st := stateFrom(r.Context()); st != nil {
+		return r, st
+	}
+	ctx, st := withState(r.Context())
+	return r.WithContext(ctx), st
+}
 
 // ClientFrom returns the client address resolved by [ClientAddress] for this
 // request, and false when that middleware did not run. The Result is a value
 // copy; its Derivation's Hops slice must not be modified.
 func ClientFrom(ctx context.Context) (trustedproxy.Result, bool) {
-	res, ok := ctx.Value(clientKey).(*trustedproxy.Result)
-	if !ok {
+	st := stateFrom(ctx)
+	if st == nil || !st.hasClient {
 		return trustedproxy.Result{}, false
 	}
-	return *res, true
+	return st.client, true
 }
 
 // PrincipalFrom returns the principal established by [Authenticate], and false
@@ -31,17 +79,9 @@ func ClientFrom(ctx context.Context) (trustedproxy.Result, bool) {
 // [AuthOptions].Anonymous) yields a Principal whose Method is
 // identity.MethodAnonymous and whose other fields are empty.
 func PrincipalFrom(ctx context.Context) (identity.Principal, bool) {
-	p, ok := ctx.Value(principalKey).(*identity.Principal)
-	if !ok {
+	st := stateFrom(ctx)
+	if st == nil || !st.hasPrincipal {
 		return identity.Principal{}, false
 	}
-	return *p, true
-}
-
-func withClient(ctx context.Context, res *trustedproxy.Result) context.Context {
-	return context.WithValue(ctx, clientKey, res)
-}
-
-func withPrincipal(ctx context.Context, p *identity.Principal) context.Context {
-	return context.WithValue(ctx, principalKey, p)
+	return st.principal, true
 }

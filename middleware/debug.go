@@ -157,23 +157,25 @@ func Debug(cfg DebugConfig) http.Handler {
 // nothing.
 func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	rec := &Record{Policies: []DebugPolicy{}}
+	// A fresh request state: the described request shares nothing with the
+	// live one's (which may carry a Recorder's record).
+	ctx, rs := withState(r.Context())
+	r = r.WithContext(ctx)
 	res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
 	rec.recordDerivation(r.RemoteAddr, &res, err)
-	ctx := r.Context()
 	if err == nil {
-		ctx = withClient(ctx, &res)
+		rs.client, rs.hasClient = res, true
 	}
 	rec.Authentication.Outcome = "not_configured"
 	if cfg.Authenticator != nil {
 		out := authenticate(cfg.Authenticator, cfg.Auth, r)
-		rec.recordAuth(out)
-		if out.principal != nil {
-			ctx = withPrincipal(ctx, out.principal)
+		rec.recordAuth(&out)
+		if out.ok {
+			rs.principal, rs.hasPrincipal = out.principal, true
 		}
 	}
 	if cfg.RateLimiter != nil {
 		st := cfg.RateLimiter.state.Load()
-		r = r.WithContext(ctx)
 		ev := st.check(r, false, phaseAll)
 		if cfg.Limited == nil || cfg.Limited(r) {
 			rec.recordEvaluation(&ev, st.store)
@@ -298,11 +300,11 @@ func describedRequest(r *http.Request) (*http.Request, bool) {
 	return r2, true
 }
 
-func describeAuth(out authOutcome) DebugAuthentication {
+func describeAuth(out *authOutcome) DebugAuthentication {
 	switch {
-	case out.principal != nil && out.principal.Method == identity.MethodAnonymous:
+	case out.ok && out.principal.Method == identity.MethodAnonymous:
 		return DebugAuthentication{Outcome: "anonymous"}
-	case out.principal != nil:
+	case out.ok:
 		return DebugAuthentication{Outcome: "verified"}
 	case out.code != "":
 		return DebugAuthentication{Outcome: out.code, Status: out.status, Detail: out.detail}

@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -161,14 +160,30 @@ func (ph phase) covers(p *Policy) bool {
 }
 
 func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
+	ev, _ := st.checkScratch(r, charge, ph)
+	return ev
+}
+
+// checkScratch is check, also returning the scratch memory the evaluation
+// lives in (for the response fields).
+func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (Evaluation, *scratch) {
+	rs := stateFrom(r.Context())
+	sc := rs.takeScratch()
 	op := st.operation(r)
-	ev := Evaluation{Operation: op, Allowed: true}
-	principal, hasPrincipal := PrincipalFrom(r.Context())
-	client, hasClient := ClientFrom(r.Context())
+	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
+	var principal identity.Principal
+	var client *trustedproxy.Result
+	hasPrincipal := false
+	if rs != nil {
+		principal, hasPrincipal = rs.principal, rs.hasPrincipal
+		if rs.hasClient {
+			client = &rs.client
+		}
+	}
 	authenticated := hasPrincipal && principal.Method != identity.MethodAnonymous
 
-	var reqs []limiter.Request
-	var idx []int // index into ev.Policies for each request
+	reqs := sc.reqs[:0]
+	idx := sc.idx[:0] // index into ev.Policies for each request
 	missingReject := false
 	for i := range st.policies {
 		p := &st.policies[i]
@@ -177,9 +192,9 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.dryRun,
 			status: p.Status, onStore: p.OnStoreError, principal: authenticated}
-		key := identity.Key{Policy: p.Name, Parts: make([]identity.Part, 0, len(p.Key))}
+		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
-			v, ok := st.dimension(r, d, op, principal, client, hasClient)
+			v, ok := st.dimension(r, sc, d, op, &principal, client)
 			if !ok {
 				res.Missing = d
 				break
@@ -200,7 +215,9 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 			ev.Policies = append(ev.Policies, res)
 			continue
 		}
-		res.Key = key.String()
+		start := len(sc.b)
+		sc.b = key.AppendTo(sc.b)
+		res.Key = sc.str(start)
 		ev.Policies = append(ev.Policies, res)
 		idx = append(idx, len(ev.Policies)-1)
 		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: p.Limit, Cost: p.Cost, DryRun: res.DryRun})
@@ -211,7 +228,6 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 		charge = false
 	}
 	if len(reqs) > 0 {
-		var buf [8]limiter.Decision
 		var decs []limiter.Decision
 		var err error
 		var start time.Time
@@ -221,9 +237,9 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 		op := "peek"
 		if charge {
 			op = "take"
-			decs, err = st.limiter.Take(r.Context(), buf[:0], reqs)
+			decs, err = st.limiter.Take(r.Context(), sc.decs[:0], reqs)
 		} else {
-			decs, err = st.limiter.Peek(r.Context(), buf[:0], reqs)
+			decs, err = st.limiter.Peek(r.Context(), sc.decs[:0], reqs)
 		}
 		if st.metrics != nil {
 			st.metrics.StoreCall(st.store, op, time.Since(start), err)
@@ -264,7 +280,7 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 		ev.Delay = 0
 		ev.Charged = false
 	}
-	return ev
+	return ev, sc
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and
@@ -332,16 +348,18 @@ func (res *PolicyResult) admitted() bool {
 // the request does not carry it. Only verified principal fields and the
 // resolved client network are used; an empty value counts as missing (p is
 // the zero Principal when no principal was established, so its fields are).
-func (st *rateLimitState) dimension(r *http.Request, d identity.Dimension, op string, p identity.Principal, c trustedproxy.Result, hasC bool) (string, bool) {
+func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d identity.Dimension, op string, p *identity.Principal, c *trustedproxy.Result) (string, bool) {
 	var v string
 	switch d {
 	case identity.DimOperation:
 		v = op
 	case identity.DimNetwork:
-		if !hasC || !c.Network.IsValid() {
+		if c == nil || !c.Network.IsValid() {
 			return "", false
 		}
-		v = c.Network.String()
+		start := len(sc.b)
+		sc.b = c.Network.AppendTo(sc.b)
+		v = sc.str(start)
 	case identity.DimTenant:
 		v = p.Tenant
 	case identity.DimAccount:
@@ -362,16 +380,23 @@ func (st *rateLimitState) dimension(r *http.Request, d identity.Dimension, op st
 }
 
 func missingReason(d identity.Dimension, authenticated bool) string {
-	switch d {
-	case identity.DimNetwork:
+	switch {
+	case d == identity.DimNetwork:
 		return "no client address was resolved"
-	case identity.DimTenant, identity.DimAccount, identity.DimCredential:
-		if !authenticated {
-			return fmt.Sprintf("no verified principal carries a %s", d)
-		}
-		return fmt.Sprintf("the verified principal carries no %s", d)
+	case d == identity.DimTenant && !authenticated:
+		return "no verified principal carries a tenant"
+	case d == identity.DimTenant:
+		return "the verified principal carries no tenant"
+	case d == identity.DimAccount && !authenticated:
+		return "no verified principal carries an account"
+	case d == identity.DimAccount:
+		return "the verified principal carries no account"
+	case d == identity.DimCredential && !authenticated:
+		return "no verified principal carries a credential"
+	case d == identity.DimCredential:
+		return "the verified principal carries no credential"
 	}
-	return fmt.Sprintf("the request carries no %s", d)
+	return "the request carries no " + string(d)
 }
 
 // log writes one line per non-PASSED decision of the request: REJECTED,

@@ -29,18 +29,23 @@ const UnmatchedOperation = "UNMATCHED"
 // those, so the answer is checked against the routes chi.Walk lists.
 //
 // The route list is read on first use: register every route before serving.
-// The returned function is safe for concurrent use; it allocates a chi
-// routing context per call.
+// The returned function is safe for concurrent use. It reuses chi routing
+// contexts from a pool and the operation strings of the walked routes, so
+// it allocates only what chi's own lookup does.
 func RouteOperation(root chi.Routes) func(*http.Request) string {
+	type route struct{ method, pattern string }
 	var (
-		once   sync.Once
-		routes map[string]bool // "METHOD pattern", "* pattern" for every method
+		once sync.Once
+		// ops maps a walked route to its operation string, computed once;
+		// {"*", pattern} marks a route that serves every method.
+		ops  map[route]string
+		pool = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 	)
 	return func(r *http.Request) string {
 		once.Do(func() {
-			routes = map[string]bool{}
-			_ = chi.Walk(root, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-				routes[method+" "+route] = true
+			ops = map[route]string{}
+			_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+				ops[route{method, pattern}] = method + " " + pattern
 				return nil
 			})
 		})
@@ -51,14 +56,19 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 		if path == "" {
 			path = "/"
 		}
-		pattern := root.Find(chi.NewRouteContext(), r.Method, path)
+		rctx := pool.Get().(*chi.Context)
+		rctx.Reset()
+		pattern := root.Find(rctx, r.Method, path)
+		pool.Put(rctx)
 		if pattern == "" {
 			return UnmatchedOperation
 		}
-		op := r.Method + " " + pattern
-		if !routes[op] && !routes["* "+pattern] {
-			return UnmatchedOperation
+		if op, ok := ops[route{r.Method, pattern}]; ok {
+			return op
 		}
-		return op
+		if _, ok := ops[route{"*", pattern}]; ok {
+			return r.Method + " " + pattern
+		}
+		return UnmatchedOperation
 	}
 }

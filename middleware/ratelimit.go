@@ -226,7 +226,7 @@ func (rl *RateLimiter) PreAuthHandler(next http.Handler) http.Handler {
 func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
-		ev := st.check(r, true, ph)
+		ev, sc := st.checkScratch(r, true, ph)
 		if ev.Delay > 0 {
 			if err := st.wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
@@ -237,10 +237,12 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		if rec := RecordFrom(r.Context()); rec != nil {
 			rec.recordEvaluation(&ev, st.store)
 		}
-		setRateLimitFields(w.Header(), &ev)
-		if st.decisionHeader && weight(ev.Decision) > weight(Decision(w.Header().Get("RateLimit-Decision"))) {
+		h := w.Header()
+		setRateLimitFields(h, &ev, sc)
+		if st.decisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
 			// After PreAuthHandler, the weightier of the two decisions.
-			w.Header().Set("RateLimit-Decision", string(ev.Decision))
+			delete(h, "Ratelimit-Decision")
+			addField(h, "Ratelimit-Decision", string(ev.Decision), &sc.fields[2])
 		}
 		switch {
 		case ev.Abandoned:
@@ -259,28 +261,49 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 // order (a dry-run policy limits nothing, so clients are not told about it):
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
 // left, t = seconds until the bucket is full again (both rounded up).
-func setRateLimitFields(h http.Header, ev *Evaluation) {
-	var pol, cur strings.Builder
+func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch) {
+	polStart := len(sc.b)
+	n := 0
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		if res.DryRun || res.Key == "" || res.Decision != DecisionPassed && res.Decision != DecisionDelayed && res.Decision != DecisionRejected {
 			continue
 		}
-		if pol.Len() > 0 {
-			pol.WriteString(", ")
-			cur.WriteString(", ")
+		if n > 0 {
+			sc.b = append(sc.b, ", "...)
 		}
-		name := strconv.Quote(res.Policy) // names are [A-Za-z0-9._-]: a valid sf-string
-		fmt.Fprintf(&pol, "%s;q=%d;w=%d", name, res.Limit.Burst, ceilSeconds(res.Limit.Window()))
+		n++
+		// Names are [A-Za-z0-9._-]: a valid sf-string as they are.
+		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";q=`...)
+		sc.b = strconv.AppendInt(sc.b, res.Limit.Burst, 10)
+		sc.b = append(sc.b, ";w="...)
+		sc.b = strconv.AppendInt(sc.b, ceilSeconds(res.Limit.Window()), 10)
+	}
+	if n == 0 {
+		return
+	}
+	pol := sc.str(polStart)
+	curStart := len(sc.b)
+	n = 0
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		if res.DryRun || res.Key == "" || res.Decision != DecisionPassed && res.Decision != DecisionDelayed && res.Decision != DecisionRejected {
+			continue
+		}
+		if n > 0 {
+			sc.b = append(sc.b, ", "...)
+		}
+		n++
 		remaining, reset := res.Current()
-		fmt.Fprintf(&cur, "%s;r=%d;t=%d", name, remaining, ceilSeconds(reset))
+		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";r=`...)
+		sc.b = strconv.AppendInt(sc.b, remaining, 10)
+		sc.b = append(sc.b, ";t="...)
+		sc.b = strconv.AppendInt(sc.b, ceilSeconds(reset), 10)
 	}
-	if pol.Len() > 0 {
-		// Add, not Set: after PreAuthHandler the field has two lines, which
-		// RFC 9651 §4.2 combines into one list.
-		h.Add("RateLimit-Policy", pol.String())
-		h.Add("RateLimit", cur.String())
-	}
+	// Added, not set: after PreAuthHandler each field has two lines, which
+	// RFC 9651 §4.2 combines into one list.
+	addField(h, "Ratelimit-Policy", pol, &sc.fields[0])
+	addField(h, "Ratelimit", sc.str(curStart), &sc.fields[1])
 }
 
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {

@@ -72,17 +72,22 @@ func Recorder(next http.Handler) http.Handler {
 }
 
 // WithRecord returns a context holding a new, empty Record (its Policies a
-// non-nil empty slice), and the Record.
+// non-nil empty slice), and the Record. The ratekey middlewares after it
+// fill it.
 func WithRecord(ctx context.Context) (context.Context, *Record) {
 	rec := &Record{Policies: []DebugPolicy{}}
-	return context.WithValue(ctx, recordKey, rec), rec
+	ctx, st := withState(ctx)
+	st.record = rec
+	return ctx, rec
 }
 
 // RecordFrom returns the request's Record, or nil when no [Recorder] or
 // [WithRecord] put one in ctx.
 func RecordFrom(ctx context.Context) *Record {
-	rec, _ := ctx.Value(recordKey).(*Record)
-	return rec
+	if st := stateFrom(ctx); st != nil {
+		return st.record
+	}
+	return nil
 }
 
 // recordDerivation fills the client-address part of rec.
@@ -96,10 +101,10 @@ func (rec *Record) recordDerivation(peer string, res *trustedproxy.Result, err e
 }
 
 // recordAuth fills the authentication part of rec.
-func (rec *Record) recordAuth(out authOutcome) {
+func (rec *Record) recordAuth(out *authOutcome) {
 	rec.Authentication = describeAuth(out)
-	if out.principal != nil && out.principal.Method != identity.MethodAnonymous {
-		p := *out.principal
+	if out.ok && out.principal.Method != identity.MethodAnonymous {
+		p := out.principal
 		rec.Principal = &p
 	}
 }
