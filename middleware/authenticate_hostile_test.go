@@ -30,10 +30,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -59,6 +62,7 @@ var hb64 = base64.RawURLEncoding
 
 // hostile is the fixture shared by every case.
 type hostile struct {
+	regs                []*prometheus.Registry // the stacks' metrics, scanned too
 	now                 time.Time
 	rsa                 *rsa.PrivateKey
 	es                  *ecdsa.PrivateKey
@@ -212,8 +216,15 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.regs = append(f.regs, reg)
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Metrics: m,
 		Limiter: memory.New(memory.Options{MaxKeys: 10000}),
 		Policies: []middleware.Policy{{Name: "per-credential", DryRun: true, OnMissing: middleware.OnMissingSkip,
 			Key:   []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimCredential},
@@ -227,9 +238,9 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 	var admins netipx.IPSetBuilder
 	admins.AddPrefix(mustPrefix("192.0.2.0/24"))
 	adminSet, _ := admins.IPSet()
-	opts := middleware.AuthOptions{Realm: hRealm}
+	opts := middleware.AuthOptions{Realm: hRealm, Metrics: m}
 	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: res, Authenticator: a, Auth: opts, RateLimiter: rl, Allow: adminSet}))
-	r.With(middleware.ClientAddress(res), middleware.Authenticate(a, opts), rl.Handler).Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
+	r.With(middleware.ClientAddressWith(res, middleware.ClientAddressOptions{Metrics: m}), middleware.Authenticate(a, opts), rl.Handler).Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p, _ := middleware.PrincipalFrom(r.Context())
 		_ = json.NewEncoder(w).Encode(p)
 	})
@@ -580,7 +591,8 @@ func hostileCases() []hostileCase {
 	}
 }
 
-// TestHostileInputs runs the suite and then the secrets scan.
+// TestHostileInputs runs the suite and then the secrets scan (responses,
+// debug output, logs, keys, error texts and the metrics).
 func TestHostileInputs(t *testing.T) {
 	f := newHostile(t)
 	var out bytes.Buffer // everything the suite produced
@@ -652,6 +664,14 @@ func TestHostileInputs(t *testing.T) {
 	t.Logf("hostile cases per category: %v (total %d)", counts, len(cases))
 
 	out.WriteString(f.logs.String())
+	for _, reg := range f.regs { // the metrics, as a scrape would see them
+		w := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if !strings.Contains(w.Body.String(), "ratekey_authentication_failures_total") {
+			t.Error("expected authentication failures in the scanned metrics")
+		}
+		out.WriteString(w.Body.String())
+	}
 	if !strings.Contains(f.logs.String(), "REJECTED_DRY_RUN") || !strings.Contains(f.logs.String(), "JWK Set fetch failed") {
 		t.Errorf("expected rate-limit and JWKS log lines to scan; logs:\n%s", f.logs.String())
 	}
@@ -663,7 +683,7 @@ func TestHostileInputs(t *testing.T) {
 	for _, s := range hits {
 		t.Errorf("secret of %d bytes found in the suite's output (prefix %q)", len(s), s[:8])
 	}
-	t.Logf("secrets scan: %d secrets over %d bytes of responses, debug output, logs, keys and error texts: %d hits", len(secrets), len(scanned), len(hits))
+	t.Logf("secrets scan: %d secrets over %d bytes of responses, debug output, logs, keys, error texts and metrics: %d hits", len(secrets), len(scanned), len(hits))
 }
 
 // scanSecrets returns the secrets (each at least 12 bytes) that occur in
