@@ -88,7 +88,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	case prev != nil:
 		a.store = prev.store
 	default:
-		st, serrs := buildStore(cfg.Limiter)
+		st, serrs := buildStore(cfg.Limiter, cfg.path)
 		errs = append(errs, serrs...)
 		a.store = st
 	}

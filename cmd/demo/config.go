@@ -165,6 +165,9 @@ type RedisConfig struct {
 	URL     string `yaml:"url"`     // redis://[user:password@]host:port/db, rediss://..., unix://...
 	Prefix  string `yaml:"prefix"`  // key prefix, default "ratekey:"; with a {hash tag} on a cluster
 	Timeout string `yaml:"timeout"` // per-decision bound, Go duration, default 100ms
+	// HashSecretFile keys the HMAC that shortens over-long keys; every
+	// process sharing budgets must use the same secret.
+	HashSecretFile string `yaml:"hash_secret_file"`
 }
 
 // integer is a YAML integer written in decimal. Go's YAML decoders turn

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -22,7 +24,7 @@ type store struct {
 
 // buildStore creates the store the limiter section names. Nothing connects
 // here: a Redis client dials on first use, so `demo check` does no I/O.
-func buildStore(lc LimiterConfig) (store, []error) {
+func buildStore(lc LimiterConfig, path func(string) string) (store, []error) {
 	switch lc.Store {
 	case "", "memory":
 		if lc.MaxKeys < 0 {
@@ -33,12 +35,12 @@ func buildStore(lc LimiterConfig) (store, []error) {
 		}
 		return store{limiter: memory.New(memory.Options{MaxKeys: int(lc.MaxKeys)}), close: func() {}}, nil
 	case "redis":
-		return buildRedis(lc)
+		return buildRedis(lc, path)
 	}
 	return store{}, []error{fmt.Errorf("limiter.store: %q is not supported (memory, redis)", lc.Store)}
 }
 
-func buildRedis(lc LimiterConfig) (store, []error) {
+func buildRedis(lc LimiterConfig, path func(string) string) (store, []error) {
 	var errs []error
 	rc := lc.Redis
 	if lc.MaxKeys != 0 {
@@ -63,12 +65,23 @@ func buildRedis(lc LimiterConfig) (store, []error) {
 			errs = append(errs, errors.New("limiter.redis.url: not a redis://, rediss:// or unix:// URL"))
 		}
 	}
+	var secret []byte
+	if rc.HashSecretFile != "" {
+		b, err := os.ReadFile(path(rc.HashSecretFile))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("limiter.redis.hash_secret_file: %v", err))
+		case len(bytes.TrimSpace(b)) < 16:
+			errs = append(errs, errors.New("limiter.redis.hash_secret_file: holds fewer than 16 bytes"))
+		}
+		secret = bytes.TrimSpace(b)
+	}
 	if len(errs) > 0 {
 		return store{}, errs
 	}
 	opt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
 	client := goredis.NewClient(opt)
-	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout})
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret})
 	if err != nil {
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
