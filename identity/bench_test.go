@@ -89,3 +89,63 @@ func BenchmarkAPIKey(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkVerifyRepeated: one client presenting the same token on every
+// request, with the verification cache disabled (every request pays the
+// full path of BenchmarkVerify) and enabled (the default: two SHA-256
+// computations, a read-locked map lookup and the validity checks).
+// "cached-parallel" runs the cached case from GOMAXPROCS goroutines.
+func BenchmarkVerifyRepeated(b *testing.B) {
+	k := getKeys(b)
+	cases := []struct {
+		name string
+		tok  string
+	}{
+		{"ES256", mint(b, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "cli-1"))},
+		{"RS256", mint(b, "RS256", k.rsa, obj{"kid": "b-rsa"}, baseClaims(issB).with("tenant", "t1"))},
+		{"EdDSA", mint(b, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))},
+	}
+	build := func(size int) *JWTAuthenticator {
+		cfg := testConfig(k)
+		cfg.CacheSize = size
+		a, err := NewJWTAuthenticator(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
+	}
+	uncached, cached := build(-1), build(0)
+	ctx := context.Background()
+	for _, c := range cases {
+		for _, v := range []struct {
+			name string
+			a    *JWTAuthenticator
+		}{{"uncached", uncached}, {"cached", cached}} {
+			b.Run(c.name+"/"+v.name, func(b *testing.B) {
+				if _, err := v.a.VerifyContext(ctx, c.tok); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := v.a.VerifyContext(ctx, c.tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(c.name+"/cached-parallel", func(b *testing.B) {
+			if _, err := cached.VerifyContext(ctx, c.tok); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := cached.VerifyContext(ctx, c.tok); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

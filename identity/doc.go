@@ -18,7 +18,9 @@
 //     Keys are static or come from a JWK Set per issuer record ([JWKSOptions]:
 //     own cache, background refresh, last good set kept, unknown-kid
 //     refreshes rate-limited per issuer); issuers may be added at run time by
-//     an [IssuerResolver].
+//     an [IssuerResolver]. Successful verifications are cached (bounded,
+//     keyed by the token's SHA-256, never past exp or a key rotation), so a
+//     repeated token costs a hash instead of a signature check.
 //   - [APIKeyAuthenticator]: API keys rk_<id>_<secret><checksum> ([NewAPIKey]),
 //     checked against HMAC-SHA256(pepper, secret) held by an [APIKeyStore]
 //     (a JSON Lines file for the demo: [LoadAPIKeyFile]).

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -211,6 +212,45 @@ type keySnapshot struct {
 	byKID    map[string]boundKey
 	unusable map[string]struct{} // kids present in the set but not usable here
 	only     *boundKey           // the single usable key, for tokens without kid
+
+	// gen numbers the distinct contents of the set (1 for the first
+	// fetch). A refresh that returns the same keys keeps the number; any
+	// difference (a kid added, removed or bound to another key or
+	// algorithm) takes the next one. The verification cache records the
+	// gen of the snapshot whose key verified a token and serves the entry
+	// only while the set still has that gen.
+	gen uint64
+}
+
+// sameKeys reports whether a and b hold the same kids, each bound to an
+// equal key and the same algorithm, the same unusable kids and the same
+// key for tokens without kid.
+func sameKeys(a, b *keySnapshot) bool {
+	if len(a.byKID) != len(b.byKID) || len(a.unusable) != len(b.unusable) {
+		return false
+	}
+	for kid, ka := range a.byKID {
+		kb, ok := b.byKID[kid]
+		if !ok || !sameBoundKey(ka, kb) {
+			return false
+		}
+	}
+	for kid := range a.unusable {
+		if _, ok := b.unusable[kid]; !ok {
+			return false
+		}
+	}
+	if (a.only == nil) != (b.only == nil) {
+		return false
+	}
+	return a.only == nil || sameBoundKey(*a.only, *b.only)
+}
+
+// sameBoundKey compares two public keys of a JWK Set with their Equal
+// methods (every type parseJWK returns has one) and their algorithms.
+func sameBoundKey(a, b boundKey) bool {
+	k, ok := a.key.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && a.alg == b.alg && k.Equal(b.key)
 }
 
 // jwksSet is the key set of one issuer record: the last good snapshot, the
@@ -355,48 +395,68 @@ func (s *jwksSet) fetch() error {
 	if err != nil {
 		return err
 	}
+	// Only this set's loop goroutine stores snapshots, so reading the
+	// previous one and numbering the new one cannot race.
+	switch prev := s.snap.Load(); {
+	case prev == nil:
+		snap.gen = 1
+	case sameKeys(prev, snap):
+		snap.gen = prev.gen
+	default:
+		snap.gen = prev.gen + 1
+	}
 	s.snap.Store(snap)
 	return nil
 }
 
-// find looks kid up in the current snapshot. ok is false when the answer
-// may change with a refresh (nothing cached, or the kid is unknown).
-func (s *jwksSet) find(kid string, hasKID bool) (bk boundKey, err error, ok bool) {
+// find looks kid up in the current snapshot and returns the key with the
+// snapshot's generation. ok is false when the answer may change with a
+// refresh (nothing cached, or the kid is unknown).
+func (s *jwksSet) find(kid string, hasKID bool) (bk boundKey, gen uint64, err error, ok bool) {
 	snap := s.snap.Load()
 	if snap == nil {
-		return boundKey{}, nil, false
+		return boundKey{}, 0, nil, false
 	}
 	if !hasKID {
 		if snap.only == nil {
-			return boundKey{}, errKIDRequired, true
+			return boundKey{}, 0, errKIDRequired, true
 		}
-		return *snap.only, nil, true
+		return *snap.only, snap.gen, nil, true
 	}
 	if k, found := snap.byKID[kid]; found {
-		return k, nil, true
+		return k, snap.gen, nil, true
 	}
 	if _, found := snap.unusable[kid]; found {
-		return boundKey{}, errKeyUnusable, true
+		return boundKey{}, 0, errKeyUnusable, true
 	}
-	return boundKey{}, nil, false
+	return boundKey{}, 0, nil, false
 }
 
-// lookup returns the key for a token's kid, refreshing the set (within the
-// cooldown) and waiting (within MissWait and ctx) when the kid is unknown
-// or nothing is cached.
-func (s *jwksSet) lookup(ctx context.Context, kid string, hasKID bool) (boundKey, error) {
+// gen returns the generation of the current snapshot (0: none yet).
+func (s *jwksSet) gen() uint64 {
+	if snap := s.snap.Load(); snap != nil {
+		return snap.gen
+	}
+	return 0
+}
+
+// lookup returns the key for a token's kid and the generation of the
+// snapshot it came from, refreshing the set (within the cooldown) and
+// waiting (within MissWait and ctx) when the kid is unknown or nothing is
+// cached.
+func (s *jwksSet) lookup(ctx context.Context, kid string, hasKID bool) (boundKey, uint64, error) {
 	s.start()
-	if bk, err, ok := s.find(kid, hasKID); ok {
-		return bk, err
+	if bk, gen, err, ok := s.find(kid, hasKID); ok {
+		return bk, gen, err
 	}
 	s.awaitRefresh(ctx)
-	if bk, err, ok := s.find(kid, hasKID); ok {
-		return bk, err
+	if bk, gen, err, ok := s.find(kid, hasKID); ok {
+		return bk, gen, err
 	}
 	if s.snap.Load() == nil {
-		return boundKey{}, ErrKeySourceUnavailable
+		return boundKey{}, 0, ErrKeySourceUnavailable
 	}
-	return boundKey{}, errUnknownKID
+	return boundKey{}, 0, errUnknownKID
 }
 
 // awaitRefresh waits for the fetch in flight, or triggers one if the

@@ -134,6 +134,15 @@ type IssuerRecord struct {
 //   - JWKS: how JWK Sets are fetched, for every record with a JWKSURL.
 //   - Logger: receives JWK Set fetch failures and resolver problems
 //     (issuer, redacted URL, error; never a token). nil means slog.Default().
+//   - CacheSize: the most successful verifications the authenticator
+//     remembers (see "Verification cache" on [JWTAuthenticator]); zero
+//     means [DefaultJWTCacheSize], a negative value disables the cache; at
+//     most 2^26. Memory is bounded by the size: about 220 bytes per entry
+//     plus the entry's subject and client id (2-3 MB at the default).
+//   - CacheTTL: the longest a cached verification is reused, measured
+//     with Now from the verification that filled the entry (the token's
+//     own exp usually ends it sooner); zero means [DefaultJWTCacheTTL];
+//     negative is an error.
 type JWTConfig struct {
 	Issuers            []IssuerRecord
 	Leeway             time.Duration
@@ -143,6 +152,8 @@ type JWTConfig struct {
 	MaxResolvedIssuers int
 	JWKS               JWKSOptions
 	Logger             *slog.Logger
+	CacheSize          int
+	CacheTTL           time.Duration
 
 	clock clock // tests only: a fake clock whose timers can be advanced
 }
@@ -165,6 +176,11 @@ type issuerState struct {
 	only        *boundKey // the key used for tokens without kid; nil if >1 key
 	jwks        *jwksSet  // non-nil for a JWKSURL record
 	parser      *jwt.Parser
+
+	// res is the resolver cache entry that holds this state (nil for a
+	// static record). Set before the state is published; read by the
+	// verification cache to tell whether the record is still in force.
+	res *resolvedEntry
 }
 
 // jwtEnv is what every issuer state of one authenticator shares.
@@ -180,6 +196,7 @@ type jwtEnv struct {
 	closed   bool
 	wg       sync.WaitGroup
 	resolver *resolverCache // nil without a Resolver
+	cache    *verifyCache   // nil when JWTConfig.CacheSize is negative
 }
 
 // compile validates cfg and builds the per-issuer state. It reports every
@@ -205,6 +222,21 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	}
 	if env.logger == nil {
 		env.logger = slog.Default()
+	}
+	switch {
+	case cfg.CacheTTL < 0:
+		errs = append(errs, fmt.Errorf("identity: jwt config: CacheTTL %v is negative", cfg.CacheTTL))
+	case cfg.CacheSize > maxCacheSize:
+		errs = append(errs, fmt.Errorf("identity: jwt config: CacheSize %d exceeds %d", cfg.CacheSize, maxCacheSize))
+	case cfg.CacheSize >= 0:
+		size, ttl := cfg.CacheSize, cfg.CacheTTL
+		if size == 0 {
+			size = DefaultJWTCacheSize
+		}
+		if ttl == 0 {
+			ttl = DefaultJWTCacheTTL
+		}
+		env.cache = newVerifyCache(size, ttl)
 	}
 	jo, jerrs := cfg.JWKS.resolve()
 	errs = append(errs, jerrs...)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,7 +73,43 @@ type resolverCache struct {
 type resolvedEntry struct {
 	rec     IssuerRecord
 	st      *issuerState
-	expires time.Time
+	expires time.Time // guarded by resolverCache.mu
+
+	// Lock-free view for the verification cache, which must not serve a
+	// token of a record that the uncached path would no longer use:
+	// until mirrors expires, gone is set once the entry left the map
+	// (dropped, replaced or evicted) and is never cleared.
+	until atomic.Pointer[time.Time]
+	gone  atomic.Bool
+}
+
+// newResolvedEntry returns the entry holding st and points st at it.
+func newResolvedEntry(rec IssuerRecord, st *issuerState, expires time.Time) *resolvedEntry {
+	e := &resolvedEntry{rec: rec, st: st}
+	e.setExpires(expires)
+	st.res = e
+	return e
+}
+
+// setExpires updates expires and its lock-free copy (under resolverCache.mu).
+func (e *resolvedEntry) setExpires(t time.Time) {
+	e.expires = t
+	e.until.Store(&t)
+}
+
+// retire marks e as removed and stops its JWK Set (under resolverCache.mu).
+func (e *resolvedEntry) retire() {
+	e.gone.Store(true)
+	if e.st.jwks != nil {
+		e.st.jwks.close()
+	}
+}
+
+// inForce reports whether the resolver cache would still hand out e's
+// state at now (the clock of resolve): e is the current entry of its
+// issuer and has not expired. Safe for concurrent use.
+func (e *resolvedEntry) inForce(now time.Time) bool {
+	return !e.gone.Load() && now.Before(*e.until.Load())
 }
 
 type resolveCall struct {
@@ -171,9 +208,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		for k, e := range c.entries {
 			if !now.Before(e.expires) {
 				delete(c.entries, k)
-				if e.st.jwks != nil {
-					e.st.jwks.close()
-				}
+				e.retire()
 			}
 		}
 		if len(c.entries) >= c.max {
@@ -181,10 +216,10 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 			return nil, ErrKeySourceUnavailable
 		}
 	}
-	if cur := c.entries[iss]; cur != nil && cur.st.jwks != nil {
-		cur.st.jwks.close()
+	if cur := c.entries[iss]; cur != nil {
+		cur.retire()
 	}
-	c.entries[iss] = &resolvedEntry{rec: rec, st: st, expires: now.Add(c.ttl)}
+	c.entries[iss] = newResolvedEntry(rec, st, now.Add(c.ttl))
 	return st, nil
 }
 
@@ -193,9 +228,7 @@ func (c *resolverCache) drop(iss string, old *resolvedEntry) {
 	defer c.mu.Unlock()
 	if c.entries[iss] == old {
 		delete(c.entries, iss)
-		if old.st.jwks != nil {
-			old.st.jwks.close()
-		}
+		old.retire()
 	}
 }
 
@@ -203,7 +236,7 @@ func (c *resolverCache) extend(iss string, old *resolvedEntry, until time.Time) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries[iss] == old {
-		old.expires = until
+		old.setExpires(until)
 	}
 }
 
