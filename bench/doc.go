@@ -1,9 +1,24 @@
-// Package bench holds peer benchmarks of ratekey's stores, in a module of
-// its own so that the peers (go-redis/redis_rate) never enter ratekey's
-// go.mod. Run from this directory:
+// Package bench holds ratekey's peer benchmarks (issue 8), in a module of
+// its own so that the peers never enter ratekey's go.mod, and so that the
+// root module's `go test ./...` never runs them. It measures whatever
+// library is in the working tree (go.mod replaces ratekey with ../).
 //
-//	go test -run '^$' -bench . -benchtime 3s
+// The whole suite, with the ratio table of BENCHMARKS.md at the end:
 //
-// The benchmarks start their own redis-server (internal/redistest) and
-// skip without one (fail with CI=true).
+//	bench/run.sh                     # COUNT=5 runs, about 15 minutes
+//
+// A smoke test (everything compiles and runs once; a minute or two, most
+// of it filling 1M-key limiters):
+//
+//	cd bench && go test -run xxx -bench . -benchtime=1x ./...
+//
+// Every comparison runs ratekey and its peers in one process on identical
+// inputs, taking turns in slices (see interleave), and reports each one's
+// numbers as custom metrics (<name>-ns/op, <name>-cpu-ns/op,
+// <name>-allocs/op, ...); cmd/benchtable turns a file of such runs into
+// medians, ratios and PASS/FAIL against the targets. The benchmarks that
+// build large limiters (BenchmarkKeyed, BenchmarkMemoryPerKey,
+// BenchmarkJWT) are meant to be run with a fixed -benchtime=Nx, as run.sh
+// does. The Redis benchmarks start their own redis-server
+// (internal/redistest) and skip without one (fail with CI=true).
 package bench

@@ -1,0 +1,363 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// The chain workload: 10 000 client addresses behind one trusted proxy
+// hop, 1 000 accounts each presenting its own ES256 token on every request
+// (so, with the verification cache, every verification after the first is
+// a hit), GET /v1/reports/{id} with 10 000 ids.
+const (
+	chainClients  = 10_000
+	chainAccounts = 1_000
+)
+
+// chainLimit is high enough that no request is rejected: the benchmark
+// measures the full path (every policy charged, RateLimit fields written),
+// not the cheaper rejection.
+var chainLimit = rateBurst{Rate: 10_000_000, Burst: 10_000_000}
+
+// newChainRouter wires ratekey as the demo does: a chi router whose /v1
+// sub-router runs ClientAddress (X-Forwarded-For from 127.0.0.1 and
+// 10.0.0.0/8) → Authenticate (one ES256 issuer, default options, so the
+// verification cache is on when the library has one) → RateLimiter with
+// two policies on the memory store (per-network, and per tenant+account+
+// operation), then a handler answering 200 with no body. With anonymous,
+// requests carry no token and the account policy is skipped.
+func newChainRouter(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	auth, err := identity.NewJWTAuthenticator(jwtConfig(k))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = auth.Close() })
+	r := chi.NewRouter()
+	lim := rkLimit(chainLimit)
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{
+			{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: lim},
+			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+				Limit: lim, OnMissing: middleware.OnMissingSkip},
+		},
+		Operation: middleware.RouteOperation(r),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.Route("/v1", func(v chi.Router) {
+		v.Use(middleware.ClientAddress(res), middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: anonymous}), rl.Handler)
+		v.Get("/reports/{id}", okHandler)
+	})
+	return r
+}
+
+// newBareRouter is the same router and route with none of ratekey: the
+// baseline a service without rate limiting pays.
+func newBareRouter() http.Handler {
+	r := chi.NewRouter()
+	r.Route("/v1", func(v chi.Router) {
+		v.Get("/reports/{id}", okHandler)
+	})
+	return r
+}
+
+func okHandler(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// chainInput is request i of the chain workload: its path, headers and
+// the values they hold.
+type chainInput struct {
+	path, xff, auth string
+}
+
+func chainInputs(tb testing.TB, k jwtKey) []chainInput {
+	tokens := make([]string, chainAccounts)
+	for i := range tokens {
+		tokens[i] = k.mint(tb, fmt.Sprintf("user-%04d", i), 0)
+	}
+	in := make([]chainInput, chainClients)
+	for i := range in {
+		in[i] = chainInput{
+			path: fmt.Sprintf("/v1/reports/%d", i),
+			xff:  fmt.Sprintf("198.51.%d.%d, 10.0.0.2", i/256, i%256),
+			auth: "Bearer " + tokens[i%chainAccounts],
+		}
+	}
+	return in
+}
+
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+// serveParallel returns a contender run function serving n of reqs with h
+// over GOMAXPROCS goroutines, each with its own writer, counting non-200
+// answers in bad.
+func serveParallel(h http.Handler, reqs []*http.Request, bad *atomic.Int64) func(n int) {
+	procs := runtime.GOMAXPROCS(0)
+	next := make([]int, procs)
+	for g := range next {
+		next[g] = g * len(reqs) / procs
+	}
+	return func(n int) {
+		var wg sync.WaitGroup
+		for g := range procs {
+			share := n / procs
+			if g < n%procs {
+				share++
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := discardWriter{h: http.Header{}}
+				i := next[g]
+				for range share {
+					clear(w.h)
+					w.code = 0
+					h.ServeHTTP(&w, reqs[i%len(reqs)])
+					if w.code != http.StatusOK {
+						bad.Add(1)
+					}
+					i++
+				}
+				next[g] = i
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// BenchmarkChain measures the whole chain in process (httptest requests,
+// no network), interleaved with the bare chi router on the same requests:
+//   - ratekey: ClientAddress → Authenticate (a repeated ES256 token per
+//     account, 1 000 accounts) → RateLimiter with 2 policies on the memory
+//     store → 200;
+//   - ratekey-anon: the same without a token (anonymous; the account policy
+//     is skipped): ratekey's cost without verification;
+//   - chi: the bare router.
+//
+// Each runs over GOMAXPROCS goroutines (RunParallel's shape); ns/op is wall
+// time per request. Every request is served once by each before timing
+// (so tokens are verified and cached, and every key is tracked).
+func BenchmarkChain(b *testing.B) {
+	k := newJWTKey(b, "ES256")
+	in := chainInputs(b, k)
+	mk := func(withAuth bool) []*http.Request {
+		reqs := make([]*http.Request, len(in))
+		for i, c := range in {
+			r := httptest.NewRequest(http.MethodGet, c.path, nil)
+			r.RemoteAddr = "10.0.0.1:41234"
+			r.Header.Set("X-Forwarded-For", c.xff)
+			if withAuth {
+				r.Header.Set("Authorization", c.auth)
+			}
+			reqs[i] = r
+		}
+		return reqs
+	}
+	authed, anon := mk(true), mk(false)
+	rk, rkAnon, bare := newChainRouter(b, k, false), newChainRouter(b, k, true), newBareRouter()
+	var bad [3]atomic.Int64
+	cs := []contender{
+		{"ratekey", serveParallel(rk, authed, &bad[0])},
+		{"ratekey-anon", serveParallel(rkAnon, anon, &bad[1])},
+		{"chi", serveParallel(bare, authed, &bad[2])},
+	}
+	for _, c := range cs {
+		c.run(len(in))
+	}
+	for i := range bad {
+		if n := bad[i].Swap(0); n > 0 {
+			b.Fatalf("%s: %d answers were not 200 during warm-up", cs[i].name, n)
+		}
+	}
+	res := interleave(b, cs, interleaveOptions{})
+	for i := range bad {
+		if n := bad[i].Load(); n > 0 {
+			b.Errorf("%s: %d answers were not 200", cs[i].name, n)
+		}
+	}
+	b.ReportMetric(res[0].nsOp-res[2].nsOp, "ratekey-overhead-ns/op")
+}
+
+// loadConn is one keep-alive HTTP/1.1 connection of the load generator.
+type loadConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// do writes one request and reads the response (status line, header
+// fields, a Content-Length body), returning the status code.
+func (lc *loadConn) do(req []byte) (int, error) {
+	if _, err := lc.c.Write(req); err != nil {
+		return 0, err
+	}
+	line, err := lc.r.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 12 {
+		return 0, fmt.Errorf("short status line %q", line)
+	}
+	code, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, err
+	}
+	length := 0
+	for {
+		l, err := lc.r.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if len(l) <= 2 {
+			break
+		}
+		if len(l) > 16 && bytes.EqualFold(l[:15], []byte("Content-Length:")) {
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(l[15:]))); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if _, err := lc.r.Discard(length); err != nil {
+		return 0, err
+	}
+	return code, nil
+}
+
+// loadGen drives one server over conns keep-alive connections with
+// prebuilt raw requests: a minimal client (no net/http on the client
+// side) so that as much of the shared CPU as possible goes to the server.
+type loadGen struct {
+	conns []*loadConn
+	reqs  [][]byte
+	next  []int
+	bad   atomic.Int64
+	err   atomic.Pointer[error]
+}
+
+func newLoadGen(tb testing.TB, addr string, conns int, reqs [][]byte) *loadGen {
+	g := &loadGen{reqs: reqs, next: make([]int, conns)}
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = c.Close() })
+		g.conns = append(g.conns, &loadConn{c: c, r: bufio.NewReaderSize(c, 4096)})
+		g.next[i] = i * len(reqs) / conns
+	}
+	return g
+}
+
+// run sends n requests spread over the connections and waits for every
+// response.
+func (g *loadGen) run(n int) {
+	var wg sync.WaitGroup
+	for ci, c := range g.conns {
+		share := n / len(g.conns)
+		if ci < n%len(g.conns) {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := g.next[ci]
+			for range share {
+				code, err := c.do(g.reqs[i%len(g.reqs)])
+				if err != nil {
+					g.err.CompareAndSwap(nil, &err)
+					return
+				}
+				if code != http.StatusOK {
+					g.bad.Add(1)
+				}
+				i++
+			}
+			g.next[ci] = i
+		}()
+	}
+	wg.Wait()
+}
+
+// serve starts an HTTP server for h on a free loopback port.
+func serve(tb testing.TB, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return ln.Addr().String()
+}
+
+// BenchmarkLoopback serves the chain workload over real loopback HTTP/1.1,
+// from net/http servers on 127.0.0.1, to an in-process load generator with
+// conns keep-alive connections per server sending raw prebuilt requests:
+// ratekey's chain (as in BenchmarkChain) against the bare chi router doing
+// the same work minus ratekey, on byte-identical requests, interleaved.
+// Metrics: <name>-req/s and ratekey/chi (throughput ratio). The load
+// generator shares the machine's cores with the servers, so the ratio
+// understates ratekey's share of a dedicated server's CPU.
+func BenchmarkLoopback(b *testing.B) {
+	const conns = 16
+	k := newJWTKey(b, "ES256")
+	in := chainInputs(b, k)
+	raw := make([][]byte, len(in))
+	for i, c := range in {
+		raw[i] = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: bench.test\r\nUser-Agent: ratekey-bench\r\nX-Forwarded-For: %s\r\nAuthorization: %s\r\n\r\n", c.path, c.xff, c.auth)
+	}
+	gens := []*loadGen{
+		newLoadGen(b, serve(b, newChainRouter(b, k, false)), conns, raw),
+		newLoadGen(b, serve(b, newBareRouter()), conns, raw),
+	}
+	for _, g := range gens {
+		g.run(len(raw)) // warm-up: verify and cache every token, track every key
+		g.bad.Store(0)
+	}
+	res := interleave(b, []contender{{"ratekey", gens[0].run}, {"chi", gens[1].run}}, interleaveOptions{})
+	for i, g := range gens {
+		if p := g.err.Load(); p != nil {
+			b.Fatalf("load generator %d: %v", i, *p)
+		}
+		if n := g.bad.Load(); n > 0 {
+			b.Errorf("load generator %d: %d answers were not 200", i, n)
+		}
+	}
+	rk, chi := 1e9/res[0].nsOp, 1e9/res[1].nsOp
+	b.ReportMetric(rk, "ratekey-req/s")
+	b.ReportMetric(chi, "chi-req/s")
+	b.ReportMetric(rk/chi, "ratekey/chi")
+}

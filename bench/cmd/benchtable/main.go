@@ -1,0 +1,377 @@
+// Command benchtable reads the output of the bench module's benchmarks
+// (go test -bench, any -count, one or more files) and prints the ratio
+// table of BENCHMARKS.md: for every target of issue 8, ratekey's number
+// over the peer's, the median over runs, and PASS or FAIL; then the
+// absolute numbers, as indicative.
+//
+//	go run ./cmd/benchtable results/raw.txt
+//
+// Ratios are computed run by run from the interleaved benchmarks (both
+// sides measured in the same run, under the same load) and the median of
+// those ratios is reported; absolute numbers are medians over runs.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// run is one benchmark line: metric unit → value.
+type run map[string]float64
+
+// results maps a benchmark name (without the -GOMAXPROCS suffix) to its
+// runs in input order.
+type results map[string][]run
+
+func read(files []string) (results, error) {
+	res := results{}
+	for _, f := range files {
+		var r io.Reader
+		if f == "-" {
+			r = os.Stdin
+		} else {
+			fh, err := os.Open(f)
+			if err != nil {
+				return nil, err
+			}
+			defer fh.Close()
+			r = fh
+		}
+		br := benchfmt.NewReader(r, f)
+		for br.Scan() {
+			rec, ok := br.Result().(*benchfmt.Result)
+			if !ok {
+				continue
+			}
+			base, parts := rec.Name.Parts()
+			name := string(base)
+			for _, p := range parts {
+				if !strings.HasPrefix(string(p), "-") {
+					name += string(p)
+				}
+			}
+			name = strings.TrimPrefix(name, "Benchmark")
+			m := run{}
+			for _, v := range rec.Values {
+				unit, val := v.OrigUnit, v.OrigValue
+				if unit == "" {
+					unit, val = v.Unit, v.Value
+				}
+				m[unit] = val
+			}
+			res[name] = append(res[name], m)
+		}
+		if err := br.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func median(xs []float64) float64 {
+	xs = slices.DeleteFunc(slices.Clone(xs), math.IsNaN)
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// med is the median of unit over the runs of name.
+func (r results) med(name, unit string) float64 {
+	return median(r.each(name, func(m run) float64 { return get(m, unit) }))
+}
+
+// each applies f to every run of name.
+func (r results) each(name string, f func(run) float64) []float64 {
+	var out []float64
+	for _, m := range r[name] {
+		out = append(out, f(m))
+	}
+	return out
+}
+
+func get(m run, unit string) float64 {
+	v, ok := m[unit]
+	if !ok {
+		return math.NaN()
+	}
+	return v
+}
+
+func verdict(ok bool, v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "not run"
+	case ok:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func f(v float64, prec int) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f", prec, v)
+}
+
+// ns formats nanoseconds with a unit that suits the magnitude.
+func ns(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f ms", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1f µs", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2f µs", v/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", v)
+}
+
+// zeroAllocs is the reading of "0 allocs/op" used for amortised averages
+// over many operations: fewer than one allocation per 100 operations (Go's
+// own allocs/op, an integer, prints 0 for anything below 1).
+const zeroAllocs = 0.01
+
+var keyedPeers = []string{"xtime-mutex", "xtime-sharded", "throttled", "go-limiter", "ulule", "httprate"}
+
+type table struct {
+	w    io.Writer
+	rows int
+}
+
+func (t *table) header(cols ...string) {
+	fmt.Fprintf(t.w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat(" --- |", len(cols)))
+}
+
+func (t *table) row(cols ...string) {
+	fmt.Fprintf(t.w, "| %s |\n", strings.Join(cols, " | "))
+	t.rows++
+}
+
+func main() {
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: benchtable results.txt...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	r, err := read(flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	w := os.Stdout
+	t := &table{w: w}
+	var pass, fail, missing int
+	count := func(v string) string {
+		switch v {
+		case "PASS":
+			pass++
+		case "FAIL":
+			fail++
+		default:
+			missing++
+		}
+		return v
+	}
+
+	fmt.Fprintln(w, "## Targets (ratios are medians of per-run ratios; ratekey / peer unless stated)")
+	fmt.Fprintln(w)
+	t.header("target", "workload", "measured", "threshold", "verdict")
+
+	// Keyed in-memory decision.
+	for _, keys := range []string{"100k", "1M"} {
+		for _, p := range []string{"1", "3"} {
+			name := "Keyed/keys=" + keys + "/policies=" + p
+			ratios := r.each(name, func(m run) float64 {
+				best := math.Inf(1)
+				for _, peer := range keyedPeers {
+					if v := get(m, peer+"-ns/op"); v < best {
+						best = v
+					}
+				}
+				return get(m, "ratekey-ns/op") / best
+			})
+			fastest, fastNs := "", math.Inf(1)
+			for _, peer := range keyedPeers {
+				if v := r.med(name, peer+"-ns/op"); v < fastNs {
+					fastest, fastNs = peer, v
+				}
+			}
+			ratio := median(ratios)
+			allocs := r.med(name, "ratekey-allocs/op")
+			tgt := "keyed decision"
+			if keys == "1M" {
+				tgt = "keyed decision (1M: shown, target is 100k)"
+			}
+			v := verdict(ratio <= 0.5 && allocs < zeroAllocs, ratio)
+			if keys == "100k" {
+				v = count(v)
+			} else if v != "not run" {
+				v = "(" + v + ")"
+			}
+			t.row(tgt, fmt.Sprintf("%s keys, %s polic%s, parallel", keys, p, map[bool]string{true: "y", false: "ies"}[p == "1"]),
+				fmt.Sprintf("%s× fastest peer (%s); %s allocs/op", f(ratio, 2), fastest, f(allocs, 4)),
+				"≤ 0.5×, 0 allocs", v)
+		}
+	}
+
+	// Bytes per key.
+	bk := r.med("MemoryPerKey/peer=ratekey", "B/key")
+	t.row("bytes per tracked key", "1M keys, memory store", f(bk, 1)+" B", "≤ 32 B", count(verdict(bk <= 32, bk)))
+
+	// Client IP.
+	for _, pf := range []string{"3", "2000"} {
+		th := 1.0
+		if pf == "2000" {
+			th = 0.1
+		}
+		for _, hops := range []string{"1", "3", "10"} {
+			name := "ClientIP/prefixes=" + pf + "/hops=" + hops
+			ratio := median(r.each(name, func(m run) float64 { return get(m, "ratekey-ns/op") / get(m, "chi-ns/op") }))
+			like := median(r.each(name, func(m run) float64 { return get(m, "ratekey-mw-ns/op") / get(m, "chi-ns/op") }))
+			allocs := r.med(name, "ratekey-allocs/op")
+			wl := fmt.Sprintf("%s prefixes, %s-entry XFF", pf, hops)
+			t.row("client IP: ResolveAddr vs chi ClientIPFromXFF", wl,
+				fmt.Sprintf("%s×; %s allocs/op", f(ratio, 3), f(allocs, 2)),
+				fmt.Sprintf("≤ %g×, 0 allocs", th), count(verdict(ratio <= th && allocs < zeroAllocs, ratio)))
+			t.row("client IP, like for like: ResolveAddr + context vs chi", wl,
+				f(like, 3)+"×", fmt.Sprintf("≤ %g×", th), count(verdict(like <= th, like)))
+		}
+	}
+
+	// Whole chain.
+	chainNs := r.med("Chain", "ratekey-ns/op")
+	chainCPU := r.med("Chain", "ratekey-cpu-ns/op")
+	chainAllocs := r.med("Chain", "ratekey-allocs/op")
+	t.row("whole chain in process", "XFF + cached ES256 + operation + 2 policies, parallel",
+		fmt.Sprintf("%s/request (CPU %s/request)", ns(chainNs), ns(chainCPU)), "≤ 1.5 µs", count(verdict(chainNs <= 1500, chainNs)))
+	t.row("whole chain in process", "allocations", f(chainAllocs, 2)+" allocs/request", "≤ 5", count(verdict(chainAllocs <= 5, chainAllocs)))
+	lb := median(r.each("Loopback", func(m run) float64 { return get(m, "ratekey/chi") }))
+	t.row("whole chain over loopback HTTP", "throughput vs bare chi", f(lb, 3)+"×", "≥ 0.9×", count(verdict(lb >= 0.9, lb)))
+
+	// JWT.
+	for _, alg := range []string{"ES256", "RS256"} {
+		name := "JWT/alg=" + alg
+		sp := median(r.each(name, func(m run) float64 { return get(m, "speedup") }))
+		against := "nocache"
+		if math.IsNaN(r.med(name, "nocache-ns/op")) {
+			against = "fresh token"
+		}
+		t.row("repeated-token JWT verification", alg+", vs "+against, f(sp, 1)+"× faster", "≥ 20×", count(verdict(sp >= 20, sp)))
+	}
+
+	// Redis.
+	for _, p := range []string{"1", "3"} {
+		th := 1.0
+		if p == "3" {
+			th = 2.0
+		}
+		for _, c := range []string{"1", "16"} {
+			name := "PeersInterleaved/policies=" + p + "/clients=" + c
+			ratio := median(r.each(name, func(m run) float64 { return get(m, "ratio") }))
+			t.row("Redis decisions/s vs redis_rate", fmt.Sprintf("%s polic%s, %s client(s)", p, map[bool]string{true: "y", false: "ies"}[p == "1"], c),
+				f(ratio, 2)+"×", fmt.Sprintf("≥ %g×", th), count(verdict(ratio >= th, ratio)))
+		}
+	}
+	fmt.Fprintf(w, "\n%d PASS, %d FAIL, %d not run.\n", pass, fail, missing)
+
+	// Absolute numbers.
+	fmt.Fprintln(w, "\n## Absolute numbers (medians over runs; indicative only on a shared machine)")
+	fmt.Fprintln(w, "\n### Keyed in-memory decision, per request: wall ns (RunParallel convention) · CPU ns · allocs · admitted fraction")
+	fmt.Fprintln(w)
+	var wls []string
+	for _, keys := range []string{"100k", "1M"} {
+		for _, p := range []string{"1", "3"} {
+			wls = append(wls, "Keyed/keys="+keys+"/policies="+p)
+		}
+	}
+	t.header("limiter", "100k keys, 1 policy", "100k keys, 3 policies", "1M keys, 1 policy", "1M keys, 3 policies")
+	for _, peer := range append([]string{"ratekey"}, keyedPeers...) {
+		row := []string{peer}
+		for _, name := range wls {
+			row = append(row, fmt.Sprintf("%s · %s · %s · %s", f(r.med(name, peer+"-ns/op"), 0),
+				f(r.med(name, peer+"-cpu-ns/op"), 0), f(r.med(name, peer+"-allocs/op"), 3), f(r.med(name, peer+"-allowed/op"), 2)))
+		}
+		t.row(row...)
+	}
+
+	fmt.Fprintln(w, "\n### Bytes per tracked key at 1M keys")
+	fmt.Fprintln(w)
+	t.header("limiter", "B/key")
+	for _, peer := range append([]string{"ratekey"}, keyedPeers...) {
+		t.row(peer, f(r.med("MemoryPerKey/peer="+peer, "B/key"), 1))
+	}
+
+	fmt.Fprintln(w, "\n### Client IP: ns/op (allocs/op)")
+	fmt.Fprintln(w)
+	ipc := []string{"ratekey", "ratekey-mw", "ratekey-ClientAddress", "chi", "realclientip"}
+	t.header(append([]string{"workload"}, ipc...)...)
+	for _, pf := range []string{"3", "2000"} {
+		for _, hops := range []string{"1", "3", "10"} {
+			name := "ClientIP/prefixes=" + pf + "/hops=" + hops
+			row := []string{pf + " prefixes, " + hops + " hops"}
+			for _, c := range ipc {
+				row = append(row, fmt.Sprintf("%s (%s)", ns(r.med(name, c+"-ns/op")), f(r.med(name, c+"-allocs/op"), 0)))
+			}
+			t.row(row...)
+		}
+	}
+
+	fmt.Fprintln(w, "\n### Whole chain")
+	fmt.Fprintln(w)
+	t.header("benchmark", "contender", "wall/request", "CPU/request", "allocs/request")
+	for _, c := range []string{"ratekey", "ratekey-anon", "chi"} {
+		t.row("in process (httptest, parallel)", c, ns(r.med("Chain", c+"-ns/op")), ns(r.med("Chain", c+"-cpu-ns/op")), f(r.med("Chain", c+"-allocs/op"), 1))
+	}
+	for _, c := range []string{"ratekey", "chi"} {
+		t.row("loopback HTTP (16 conns)", c, fmt.Sprintf("%s (%s req/s)", ns(r.med("Loopback", c+"-ns/op")), f(r.med("Loopback", c+"-req/s"), 0)),
+			ns(r.med("Loopback", c+"-cpu-ns/op"))+" (server + load generator)", f(r.med("Loopback", c+"-allocs/op"), 1))
+	}
+
+	fmt.Fprintln(w, "\n### JWT Authenticate: ns/op (allocs/op)")
+	fmt.Fprintln(w)
+	t.header("alg", "repeated (cache hit)", "nocache (same token)", "fresh token (miss)")
+	for _, alg := range []string{"ES256", "RS256"} {
+		name := "JWT/alg=" + alg
+		row := []string{alg}
+		for _, c := range []string{"repeated", "nocache", "fresh"} {
+			row = append(row, fmt.Sprintf("%s (%s)", ns(r.med(name, c+"-ns/op")), f(r.med(name, c+"-allocs/op"), 0)))
+		}
+		t.row(row...)
+	}
+
+	fmt.Fprintln(w, "\n### Redis: decisions/s")
+	fmt.Fprintln(w)
+	t.header("workload", "ratekey", "redis_rate")
+	for _, p := range []string{"1", "3"} {
+		for _, c := range []string{"1", "16"} {
+			name := "PeersInterleaved/policies=" + p + "/clients=" + c
+			t.row(p+" policies, "+c+" clients", f(r.med(name, "ratekey-decisions/s"), 0), f(r.med(name, "redis_rate-decisions/s"), 0))
+		}
+	}
+	runs := 0
+	for _, v := range r {
+		runs = max(runs, len(v))
+	}
+	fmt.Fprintf(w, "\n(%d benchmarks, up to %d runs each.)\n", len(r), runs)
+}
