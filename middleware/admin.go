@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"net/http"
-	"net/netip"
 
 	"go4.org/netipx"
 
@@ -12,9 +11,12 @@ import (
 // AdminOnly returns middleware that serves next only to requests whose
 // derived client address (resolved with res, exactly as [ClientAddress]
 // does) is in allow, and answers everyone else 404, as if the route did not
-// exist. When the derivation fails, the TCP peer is checked instead: the
-// walk fails only on an entry to the left of trusted hops, so such a request
-// comes from trusted infrastructure. A nil allow admits nobody. The
+// exist. A request whose derivation fails is refused too: a client can
+// often make it fail (a look-alike header under aliases: reject, a
+// hop-counted entry it wrote, a proxy that writes unbracketed IPv6 in
+// Forwarded), and the TCP peer is then a trusted proxy that may itself be
+// in allow. To see why a derivation fails, simulate the request (POST to
+// [Debug]) from an admin address. A nil allow admits nobody. The
 // [Debug] endpoint applies the same rule; use AdminOnly for other operator
 // routes such as /metrics. Safe for concurrent use.
 func AdminOnly(res *trustedproxy.Resolver, allow *netipx.IPSet) func(http.Handler) http.Handler {
@@ -34,10 +36,6 @@ func adminAllowed(res *trustedproxy.Resolver, allow *netipx.IPSet, r *http.Reque
 	if allow == nil {
 		return false
 	}
-	result, err := res.Resolve(r.RemoteAddr, r.Header)
-	if err == nil {
-		return allow.Contains(result.Client)
-	}
-	peer, perr := netip.ParseAddr(result.Derivation.Peer)
-	return perr == nil && allow.Contains(peer.Unmap().WithZone(""))
+	client, _, err := res.ResolveAddr(r.RemoteAddr, r.Header)
+	return err == nil && allow.Contains(client)
 }

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"go4.org/netipx"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -31,13 +33,11 @@ type DebugConfig struct {
 	// means every route. Routes it excludes show "limited": false and no
 	// policies, so the endpoint never claims a limit that does not apply.
 	Limited func(r *http.Request) bool
-	// Allow holds the admin networks. A request is answered only when its
-	// own derived client address is in Allow (the live request's, never a
-	// simulated one's); when the derivation fails it is
-	// answered only when the TCP peer is (a failure can only be produced by
-	// a trusted peer or a client the chain recorded at a trusted address, see
-	// README). Everyone else gets 404, as if the endpoint did not exist. nil
-	// answers nobody.
+	// Allow holds the admin networks: see [AdminOnly], whose rule the
+	// endpoint applies to the live request (never to a simulated one's
+	// peer). A request whose own derivation fails is refused; simulate it
+	// from an admin address to see why it fails. Everyone else gets 404,
+	// as if the endpoint did not exist. nil answers nobody.
 	Allow *netipx.IPSet
 }
 
@@ -159,7 +159,9 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	rec := &Record{Policies: []DebugPolicy{}}
 	// A fresh request state: the described request shares nothing with the
 	// live one's (which may carry a Recorder's record).
-	ctx, rs := withState(r.Context())
+	// Nor does it share the debug request's chi routing context, which
+	// holds the debug route's method and path, not the described ones.
+	ctx, rs := withState(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
 	r = r.WithContext(ctx)
 	res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
 	rec.recordDerivation(r.RemoteAddr, &res, err)

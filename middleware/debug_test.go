@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -154,7 +155,21 @@ func TestDebugShowsFailedDerivation(t *testing.T) {
 	if v["client"] != "192.0.2.10" {
 		t.Fatalf("client = %v", v["client"])
 	}
-	v = getDebug(t, s2, req{peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}})
+	// Live, such a request is not admitted, although its TCP peer is an
+	// admin address: the client chose to make the derivation fail.
+	if w := s2.do(req{path: "/debug/ratekey", peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}}); w.Code != 404 {
+		t.Errorf("live failed derivation from the admin proxy: %d, want 404", w.Code)
+	}
+	// Simulated from an admin address, it is explained.
+	r := httptest.NewRequest(http.MethodPost, "http://example.test/debug/ratekey", strings.NewReader(
+		`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"X-Forwarded-For": ["203.0.113.7, garbage, 10.0.0.1"]}}`))
+	r.RemoteAddr = "10.0.0.9:1" // the admin, direct: keyed as itself
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	s2.handler.ServeHTTP(w, r)
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || w.Code != 200 {
+		t.Fatalf("simulation: %d %s", w.Code, w.Body)
+	}
 	if v["client"] != nil || v["network"] != nil {
 		t.Errorf("client = %v network = %v, want null", v["client"], v["network"])
 	}

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -49,26 +50,101 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 				return nil
 			})
 		})
-		path := r.URL.RawPath
-		if path == "" {
-			path = r.URL.Path
-		}
-		if path == "" {
-			path = "/"
-		}
+		method, path := routeTarget(r)
 		rctx := pool.Get().(*chi.Context)
 		rctx.Reset()
-		pattern := root.Find(rctx, r.Method, path)
+		pattern := root.Find(rctx, method, path)
 		pool.Put(rctx)
 		if pattern == "" {
 			return UnmatchedOperation
 		}
-		if op, ok := ops[route{r.Method, pattern}]; ok {
+		if op, ok := ops[route{method, pattern}]; ok {
 			return op
 		}
 		if _, ok := ops[route{"*", pattern}]; ok {
-			return r.Method + " " + pattern
+			return method + " " + pattern
 		}
 		return UnmatchedOperation
 	}
+}
+
+// routeTarget returns the method and path chi routes r by. Middlewares may
+// have rewritten them in chi's routing context (GetHead routes HEAD as GET;
+// StripSlashes and CleanPath set the path), so the route context wins over
+// the request line: otherwise such a request would be named UNMATCHED and
+// escape its operation's policies. Inside a mounted sub-router the context
+// holds only the sub-router's part of the path; the mount patterns matched
+// so far (with their parameters filled in) give back the part before it.
+func routeTarget(r *http.Request) (method, path string) {
+	method, path = r.Method, r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return method, nonEmpty(path)
+	}
+	if rc.RouteMethod != "" {
+		method = rc.RouteMethod
+	}
+	if rc.RoutePath == "" {
+		return method, nonEmpty(path)
+	}
+	var buf [256]byte
+	b := buf[:0]
+	k := 0 // next URL parameter to use
+	for _, pat := range rc.RoutePatterns {
+		if !strings.HasSuffix(pat, "/*") {
+			// A complete route: the request was already routed (r.With
+			// after routing); its path is the routed one.
+			return method, nonEmpty(path)
+		}
+		b, k = appendFilled(b, strings.TrimSuffix(pat, "/*"), &rc.URLParams, k)
+	}
+	b = append(b, rc.RoutePath...)
+	if string(b) == path { // the common case: nothing was rewritten
+		return method, nonEmpty(path)
+	}
+	return method, nonEmpty(string(b))
+}
+
+// appendFilled appends pattern with each {param} replaced by the next
+// captured value (mount wildcards "*" are skipped), and returns the index of
+// the next unused parameter.
+func appendFilled(b []byte, pattern string, params *chi.RouteParams, k int) ([]byte, int) {
+	for {
+		i := strings.IndexByte(pattern, '{')
+		if i < 0 {
+			return append(b, pattern...), k
+		}
+		b = append(b, pattern[:i]...)
+		depth, j := 0, i
+		for ; j < len(pattern); j++ { // a regexp may hold braces: {n:\d{3}}
+			if pattern[j] == '{' {
+				depth++
+			} else if pattern[j] == '}' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		for k < len(params.Keys) && params.Keys[k] == "*" {
+			k++
+		}
+		if k < len(params.Values) {
+			b = append(b, params.Values[k]...)
+			k++
+		}
+		if j >= len(pattern) {
+			return b, k
+		}
+		pattern = pattern[j+1:]
+	}
+}
+
+func nonEmpty(path string) string {
+	if path == "" {
+		return "/"
+	}
+	return path
 }

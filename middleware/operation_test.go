@@ -2,7 +2,11 @@ package middleware_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/go-chi/chi/v5"
+	chimw "github.com/go-chi/chi/v5/middleware"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
@@ -78,5 +82,61 @@ func TestUnmatchedRequestsShareOneBudget(t *testing.T) {
 		if w := s.do(req{path: path, peer: peer}); w.Code != http.StatusTooManyRequests {
 			t.Errorf("%s: %d, want 429 from the shared UNMATCHED bucket", path, w.Code)
 		}
+	}
+}
+
+// TestOperationAfterChiRewrites: chi middlewares that rewrite how a request
+// is routed (GetHead, StripSlashes, CleanPath) do not let it escape its
+// operation's policies, whether the limiter is on the root router or on a
+// mounted sub-router with path parameters.
+func TestOperationAfterChiRewrites(t *testing.T) {
+	ok := func(w http.ResponseWriter, r *http.Request) {}
+	tests := []struct {
+		name    string
+		mw      func(http.Handler) http.Handler
+		method  string
+		path    string
+		mounted bool
+		wantOp  string
+	}{
+		{"GetHead, root", chimw.GetHead, http.MethodHead, "/v1/reports/1", false, "GET /v1/reports/{id}"},
+		{"StripSlashes, root", chimw.StripSlashes, http.MethodGet, "/v1/reports/1/", false, "GET /v1/reports/{id}"},
+		{"CleanPath, root", chimw.CleanPath, http.MethodGet, "/v1/x/../reports/3", false, "GET /v1/reports/{id}"},
+		{"CleanPath double slash, root", chimw.CleanPath, http.MethodGet, "/v1//reports/3", false, "GET /v1/reports/{id}"},
+		{"GetHead, mounted", chimw.GetHead, http.MethodHead, "/t/acme/reports/1", true, "GET /t/{tenant}/reports/{id}"},
+		{"StripSlashes, mounted", chimw.StripSlashes, http.MethodGet, "/t/acme/reports/1/", true, "GET /t/{tenant}/reports/{id}"},
+		{"CleanPath, mounted", chimw.CleanPath, http.MethodGet, "/t/acme/./reports/2", true, "GET /t/{tenant}/reports/{id}"},
+		{"no rewrite, mounted", func(h http.Handler) http.Handler { return h }, http.MethodGet, "/t/acme/reports/2", true, "GET /t/{tenant}/reports/{id}"},
+		{"unknown route, mounted", func(h http.Handler) http.Handler { return h }, http.MethodGet, "/t/acme/nope", true, middleware.UnmatchedOperation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := chi.NewRouter()
+			root.Use(tt.mw)
+			opOf := middleware.RouteOperation(root)
+			var got string
+			record := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					got = opOf(r)
+					next.ServeHTTP(w, r)
+				})
+			}
+			if tt.mounted {
+				root.Route("/t/{tenant}", func(sub chi.Router) {
+					sub.Use(record)
+					sub.Get("/reports/{id}", ok)
+					sub.NotFound(http.NotFound)
+				})
+			} else {
+				root.Use(record)
+				root.Get("/v1/reports/{id}", ok)
+			}
+			req := httptest.NewRequest(tt.method, "http://x.test/", nil)
+			req.URL.Path = tt.path
+			root.ServeHTTP(httptest.NewRecorder(), req)
+			if got != tt.wantOp {
+				t.Errorf("operation %q; want %q", got, tt.wantOp)
+			}
+		})
 	}
 }
