@@ -259,7 +259,7 @@ func sameBoundKey(a, b boundKey) bool {
 type jwksSet struct {
 	issuer  string
 	url     string
-	shown   string // the URL with any password redacted, for logs
+	shown   string // the URL without user information or query, for logs
 	refresh time.Duration
 	algs    []string // the record's algorithms, in configuration order
 	env     *jwtEnv
@@ -281,9 +281,16 @@ type jwksSet struct {
 }
 
 func newJWKSSet(issuer, rawURL string, refresh time.Duration, algs []string, env *jwtEnv) *jwksSet {
-	shown := rawURL
+	shown := "(unparsable URL)"
 	if u, err := url.Parse(rawURL); err == nil {
-		shown = u.Redacted()
+		// No user information and no query in logs: either may be a secret.
+		v := *u
+		v.User = nil
+		shown = v.String()
+		if v.RawQuery != "" {
+			v.RawQuery = ""
+			shown = v.String() + "?…"
+		}
 	}
 	return &jwksSet{issuer: issuer, url: rawURL, shown: shown, refresh: refresh, algs: algs, env: env,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}

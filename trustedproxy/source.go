@@ -132,8 +132,9 @@ var defaultSourceClient = &http.Client{
 func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("trustedproxy: URLSource %q: not an http or https URL", s.URL)
+		return nil, errors.New("trustedproxy: URLSource: not an http or https URL") // the URL may hold a password
 	}
+	shown := shownURL(u)
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = DefaultSourceTimeout
@@ -142,7 +143,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", s.URL, err)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
 	}
 	req.Header.Set("Accept", "text/plain")
 	c := s.Client
@@ -155,17 +156,29 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: status %s", s.URL, resp.Status)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: status %s", shown, resp.Status)
 	}
 	body, err := readCapped(resp.Body, s.MaxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", s.URL, err)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
 	}
 	set, err := parseSetText(body)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", s.URL, err)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
 	}
 	return set, nil
+}
+
+// shownURL renders u for errors and logs without what may be a secret: the
+// user information and the query are left out.
+func shownURL(u *url.URL) string {
+	v := *u
+	v.User = nil
+	if v.RawQuery != "" || v.ForceQuery {
+		v.RawQuery, v.ForceQuery = "", false
+		return v.String() + "?…"
+	}
+	return v.String()
 }
 
 // readCapped reads all of r, failing if it holds more than max bytes

@@ -248,7 +248,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
 		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
-		{"dry_run not a bool", "dry_run: maybe\n", `dry_run`},
+		{"dry_run not a bool", "dry_run: maybe\n", `[1:10] cannot unmarshal string`},
 		{"redis without url", "limiter: {store: redis}\n", "limiter.redis.url: required"},
 		{"redis with max_keys", "limiter: {store: redis, max_keys: 5, redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.max_keys: applies to the memory store only"},
 		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a redis://"},

@@ -191,19 +191,20 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 	return nil
 }
 
-// parseConfig decodes YAML strictly: unknown fields, duplicate keys, numbers
+// parseConfig decodes YAML strictly (errors name the line, never quote
+// the source: a neighbouring line may hold a password): unknown fields, duplicate keys, numbers
 // that are not decimal integers and further YAML documents are errors.
 func parseConfig(data []byte, dir string) (*Config, error) {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, true)))
+		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, false)))
 	}
 	if len(file.Docs) > 1 {
 		return nil, fmt.Errorf("config: %d YAML documents; a config is exactly one", len(file.Docs))
 	}
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, true)))
+		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, false)))
 	}
 	c.dir = dir
 	if c.Listen == "" {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +53,18 @@ debug: {enabled: true, allow: [0.0.0.0/0]}
 		if w := call(h, tt.peer, "/v1/reports/1", tt.headers); w.Code != tt.status {
 			t.Errorf("%s: %d; want %d (%s)", tt.name, w.Code, tt.status, w.Body)
 		}
-		w := call(h, tt.peer, "/debug/ratekey", tt.headers)
+		// Described by POST from an outside admin: a live request whose
+		// derivation fails is not admitted to the debug endpoint.
+		sim := map[string]any{"peer": tt.peer, "path": "/v1/reports/1", "headers": map[string][]string{}}
+		for k, v := range tt.headers {
+			sim["headers"].(map[string][]string)[k] = []string{v}
+		}
+		body, _ := json.Marshal(sim)
+		r := httptest.NewRequest(http.MethodPost, "/debug/ratekey", bytes.NewReader(body))
+		r.RemoteAddr = "203.0.113.99:1"
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
 		var view struct {
 			Client     *string `json:"client"`
 			Derivation struct {
