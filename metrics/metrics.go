@@ -37,7 +37,9 @@ type Metrics struct {
 //
 // The collectors:
 //
-//	ratekey_decisions_total{policy,decision}           counter: one per policy per request
+//	ratekey_decisions_total{policy,decision}           counter: one per policy per request (a policy's
+//	                                                   own decision: PASSED on a request another policy
+//	                                                   rejected still counts as PASSED)
 //	ratekey_store_errors_total{store}                  counter: limiter calls that failed
 //	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek)
 //	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
@@ -49,7 +51,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_decisions_total",
-			Help: "Rate-limit decisions by policy and decision (PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED, ERROR).",
+			Help: "Each policy's own decision per request, by policy and decision (PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED, ERROR); a request is admitted only when none of its policies rejects it, so PASSED counts policies that would admit, not admitted requests.",
 		}, []string{"policy", "decision"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_store_errors_total",

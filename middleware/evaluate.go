@@ -334,6 +334,13 @@ func (res *PolicyResult) Current() (remaining int64, resetAfter time.Duration) {
 	return min(max(remaining, 0), res.Limit.Burst), max(resetAfter, 0)
 }
 
+// overMaxDelay reports whether a rejection is due to max_delay: the bucket
+// held the cost, but the request would have waited longer than allowed.
+func (res *PolicyResult) overMaxDelay() bool {
+	return (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) &&
+		res.Limit.MaxDelay > 0 && !res.Never && res.Remaining >= res.Cost
+}
+
 // admitted reports whether the limiter admitted the request under this
 // policy (possibly with a delay, possibly in dry run).
 func (res *PolicyResult) admitted() bool {
@@ -450,6 +457,9 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			attrs = append(attrs, slog.String("error", "cost exceeds burst"))
 		case res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun:
 			attrs = append(attrs, slog.Int64("retry_after_seconds", max(ceilSeconds(res.RetryAfter), 1))) // as in the debug JSON and Retry-After
+			if res.overMaxDelay() {
+				attrs = append(attrs, slog.String("error", "the wait would exceed max_delay"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
+			}
 		case res.Delay > 0:
 			attrs = append(attrs, slog.Float64("delay_seconds", res.Delay.Seconds()))
 			if res.Decision == DecisionDelayed && ev.Abandoned {

@@ -108,6 +108,7 @@ type PolicyChange struct {
 // unchanged policies (which keep their budgets) are not listed.
 func DiffPolicies(old, new []Policy) []PolicyChange {
 	var out []PolicyChange
+	old, new = withDefaults(old), withDefaults(new)
 	byName := map[string]*Policy{}
 	for i := range new {
 		byName[new[i].Name] = &new[i]
@@ -214,6 +215,29 @@ func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 		errs = append(errs, fmt.Errorf("policy %q: on_store_error %q must be deny or allow", p.Name, p.OnStoreError))
 	}
 	return errors.Join(errs...)
+}
+
+// withDefaults returns copies of ps with unset fields as they run (cost 1,
+// status 429, on_missing reject, on_store_error deny), so that a change
+// from a default to its own value is no change.
+func withDefaults(ps []Policy) []Policy {
+	out := slices.Clone(ps)
+	for i := range out {
+		p := &out[i]
+		if p.Cost == 0 {
+			p.Cost = 1
+		}
+		if p.Status == 0 {
+			p.Status = http.StatusTooManyRequests
+		}
+		if p.OnMissing == "" {
+			p.OnMissing = OnMissingReject
+		}
+		if p.OnStoreError == "" {
+			p.OnStoreError = OnStoreErrorDeny
+		}
+	}
+	return out
 }
 
 // appliesTo reports whether the policy covers operation op.

@@ -357,9 +357,12 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 	default:
 		secs := max(ceilSeconds(retry), 1)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		detail := fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)
+		if first.overMaxDelay() {
+			detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, secs)
+		}
 		writeProblem(w, problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
-			Title:  "Rate limit exceeded",
-			Detail: fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)})
+			Title: "Rate limit exceeded", Detail: detail})
 	}
 }
 

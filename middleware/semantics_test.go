@@ -238,6 +238,9 @@ func TestMaxDelay(t *testing.T) {
 			t.Errorf("request %d: got %+v; want %+v", i+1, got, w)
 		}
 	}
+	if !strings.Contains(st.logs.String(), `"error":"the wait would exceed max_delay","max_delay_seconds":2`) {
+		t.Errorf("the max_delay rejection is not explained in the log:\n%s", st.logs.String())
+	}
 	ev := st.rl.Check(httptest.NewRequest(http.MethodGet, "/a?k=x", nil), false)
 	if got := ev.Policies[0]; got.RetryAfter != time.Second || got.Remaining != 2 {
 		t.Errorf("after the rejections: retry %v remaining %d; want 1s and 2 (rejections charged nothing)", got.RetryAfter, got.Remaining)

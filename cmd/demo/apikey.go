@@ -38,6 +38,10 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo apikey: the config has no auth.api_keys{file, pepper_file}")
 		return 1
 	}
+	if iss := tenantIssuer(cfg, *tenant); iss != "" {
+		fmt.Fprintf(stderr, "demo apikey: tenant %q is vouched for by issuer %q; give API keys a tenant of their own, or their accounts would share budgets with that issuer's tokens\n", *tenant, iss)
+		return 1
+	}
 	pepperPath := cfg.path(ak.PepperFile)
 	if err := ensurePepper(pepperPath); err != nil {
 		fmt.Fprintf(stderr, "demo apikey: pepper_file: %v\n", err)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +155,14 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 	store, err := identity.LoadAPIKeyFile(cfg.path(ak.File))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("auth.api_keys.file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
+	} else if f, err := os.Open(cfg.path(ak.File)); err == nil {
+		recs, _ := identity.ParseAPIKeyRecords(f) // parsed above already
+		f.Close()
+		for _, rec := range recs {
+			if iss := tenantIssuer(cfg, rec.Tenant); iss != "" {
+				errs = append(errs, fmt.Errorf("auth.api_keys.file: key %s: tenant %q is vouched for by issuer %q; API keys and that issuer's tokens would share its accounts' budgets", rec.ID, rec.Tenant, iss))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -162,6 +172,17 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		return nil, prefixErrors("auth.api_keys", err)
 	}
 	return keys, nil
+}
+
+// tenantIssuer returns the issuer that vouches for tenant (a fixed tenant or
+// one of a claim's allowed tenants), or "".
+func tenantIssuer(cfg *Config, tenant string) string {
+	for _, ic := range cfg.Auth.Issuers {
+		if ic.Tenant == tenant || slices.Contains(ic.Tenants, tenant) {
+			return ic.Issuer
+		}
+	}
+	return ""
 }
 
 // path resolves a file named in the config against its directory.

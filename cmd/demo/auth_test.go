@@ -189,3 +189,35 @@ metrics: {enabled: true, allow: [192.0.2.0/24]}
 		t.Errorf("metrics:\n%s", w.Body)
 	}
 }
+
+// TestAPIKeyTenantOfAnIssuer: an API key may not name a tenant an issuer
+// vouches for, or its accounts would share budgets with that issuer's.
+func TestAPIKeyTenantOfAnIssuer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `
+auth:
+  api_keys: {file: keys.jsonl, pepper_file: pepper}
+  issuers:
+    - {issuer: https://a.invalid, tenant: demo, audiences: [x], algorithms: [HS256], keys: [{kid: k, secret_file: hmac}]}
+`
+	cfgPath := filepath.Join(dir, "ratekey.yaml")
+	for name, body := range map[string]string{"ratekey.yaml": cfg, "hmac": strings.Repeat("s", 40)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errOut := runDemo(t, "apikey", "-config", cfgPath, "-tenant", "demo", "-account", "alice"); code != 1 || !strings.Contains(errOut, `tenant "demo" is vouched for by issuer "https://a.invalid"`) {
+		t.Errorf("apikey for an issuer's tenant: %d %s", code, errOut)
+	}
+	if code, _, errOut := runDemo(t, "apikey", "-config", cfgPath, "-tenant", "keys", "-account", "alice"); code != 0 {
+		t.Fatalf("apikey: %d %s", code, errOut)
+	}
+	// A key file edited by hand to name the issuer's tenant is refused.
+	data, _ := os.ReadFile(filepath.Join(dir, "keys.jsonl"))
+	if err := os.WriteFile(filepath.Join(dir, "keys.jsonl"), []byte(strings.Replace(string(data), `"tenant":"keys"`, `"tenant":"demo"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runDemo(t, "check", "-config", cfgPath); code != 1 || !strings.Contains(errOut, `tenant "demo" is vouched for by issuer`) {
+		t.Errorf("check with a key naming an issuer's tenant: %d %s", code, errOut)
+	}
+}

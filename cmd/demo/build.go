@@ -88,7 +88,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	case prev != nil:
 		a.store = prev.store
 	default:
-		st, serrs := buildStore(cfg.Limiter, cfg.path)
+		st, serrs := buildStore(cfg.Limiter, cfg.path, logger)
 		errs = append(errs, serrs...)
 		a.store = st
 	}
@@ -158,6 +158,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
+	errs = append(errs, checkDelays(a.policies)...)
 	if err := errors.Join(errs...); err != nil {
 		a.auth.close()
 		if prev == nil && a.store.close != nil {
@@ -310,6 +311,26 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	p.DryRun = pc.DryRun
 	p.PreAuth = pc.PreAuth
 	return p, errors.Join(errs...)
+}
+
+// maxDemoDelay is the longest wait a DELAYED request may be given: the
+// server's write timeout (60 s) less a margin, or the client would be
+// charged and then get nothing.
+const maxDemoDelay = 50 * time.Second
+
+// checkDelays refuses policies whose longest delay (the bucket's ceiling
+// less its delay_after part) exceeds maxDemoDelay without a max_delay.
+func checkDelays(policies []middleware.Policy) []error {
+	var errs []error
+	for i, p := range policies {
+		if p.Limit.Validate() != nil {
+			continue // reported elsewhere
+		}
+		if d := p.Limit.Ceiling() - p.Limit.Free(); d > maxDemoDelay {
+			errs = append(errs, fmt.Errorf("policies[%d]: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", i, d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
+		}
+	}
+	return errs
 }
 
 // debugPathRE is a literal path: no chi patterns ({param}, *), no spaces.

@@ -254,6 +254,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a redis://"},
 		{"redis bad timeout", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", timeout: 5}}\n", `limiter.redis.timeout: "5" is not a positive duration`},
 		{"redis window too long", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\"}}\npolicies:\n  - {name: p, key: [network], rate: 1/h, burst: 5000}\n", "longer than the Redis store's"},
+		{"delay beyond the write timeout", "policies:\n  - {name: p, key: [network], rate: 2/m, burst: 4, delay_after: 1}\n", "a request may have to wait up to 1m30s"},
 		{"redis short hash secret", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: /dev/null}}\n", "limiter.redis.hash_secret_file: holds fewer than 16 bytes"},
 		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},

@@ -63,7 +63,7 @@ type RuleConfig struct {
 	Files  []string `yaml:"files"`  // more trusted ranges, one per line, re-read every refresh
 	URLs   []string `yaml:"urls"`   // more trusted ranges from URLs (one per line), re-read every refresh
 	Header string   `yaml:"header"` // empty: the peer is the client
-	Hops   integer  `yaml:"hops"`   // trust this many more hops after skipping from's ranges
+	Hops   integer  `yaml:"hops"`   // take the hops-th entry from the right, after skipping from's ranges
 }
 
 // AuthConfig configures credential verification.

@@ -3,10 +3,11 @@
 //
 // Usage:
 //
-//	demo [serve] [-config FILE] [-addr HOST:PORT]   serve (embedded default config without -config);
+//	demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL]
+//	                                                 serve (embedded default config without -config);
 //	                                                 SIGHUP reloads the config, keeping unchanged budgets
 //	demo check -config FILE                          validate a config, like nginx -t
-//	demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
+//	demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-ttl D]
 //	                                                 mint a dev token with a private key file named in the config
 //	demo apikey [-config FILE] -tenant T -account A  create an API key in auth.api_keys.file
 package main
@@ -50,10 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage:
-  demo [serve] [-config FILE] [-addr HOST:PORT]   serve (the embedded default config without -config);
+  demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL]
+                                                   serve (the embedded default config without -config;
+                                                   -redis: share budgets in Redis);
                                                    kill -HUP reloads the config, keeping unchanged budgets
   demo check [-config FILE]                        validate a config, like nginx -t
-  demo token [-config FILE] -issuer I -sub S [-client-id C] [-tenant T] [-ttl D]
+  demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-ttl D]
                                                    mint a dev token with a private_key_file from the config
   demo apikey [-config FILE] -tenant T -account A  create an API key (printed once; only its hash is stored)
 `

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,9 +104,10 @@ func (s *server) reload() error {
 		return err
 	}
 	if cfg.Listen != s.app.cfg.Listen {
-		s.logger.Warn("ratekey reload: listen changed; restart the demo to apply it", slog.String("listen", s.app.cfg.Listen))
+		s.logger.Warn("ratekey reload: listen changed; the server keeps its socket until a restart",
+			slog.String("listen", cfg.Listen), slog.String("previous", s.app.cfg.Listen))
 	}
-	changes := middleware.DiffPolicies(s.app.policies, a.policies)
+	changes := middleware.DiffPolicies(effective(s.app), effective(a))
 	for _, c := range changes {
 		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
 	}
@@ -116,6 +118,16 @@ func (s *server) reload() error {
 	old.auth.close() // requests in flight keep verifying against cached keys
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)))
 	return nil
+}
+
+// effective returns a's policies as they run: with the top-level dry_run
+// applied, so that turning it on or off is reported per policy.
+func effective(a *app) []middleware.Policy {
+	ps := slices.Clone(a.policies)
+	for i := range ps {
+		ps[i].DryRun = ps[i].DryRun || a.cfg.DryRun
+	}
+	return ps
 }
 
 func (s *server) describe() string {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -24,7 +26,7 @@ type store struct {
 
 // buildStore creates the store the limiter section names. Nothing connects
 // here: a Redis client dials on first use, so `demo check` does no I/O.
-func buildStore(lc LimiterConfig, path func(string) string) (store, []error) {
+func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	switch lc.Store {
 	case "", "memory":
 		if lc.MaxKeys < 0 {
@@ -35,12 +37,12 @@ func buildStore(lc LimiterConfig, path func(string) string) (store, []error) {
 		}
 		return store{limiter: memory.New(memory.Options{MaxKeys: int(lc.MaxKeys)}), close: func() {}}, nil
 	case "redis":
-		return buildRedis(lc, path)
+		return buildRedis(lc, path, logger)
 	}
 	return store{}, []error{fmt.Errorf("limiter.store: %q is not supported (memory, redis)", lc.Store)}
 }
 
-func buildRedis(lc LimiterConfig, path func(string) string) (store, []error) {
+func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	var errs []error
 	rc := lc.Redis
 	if lc.MaxKeys != 0 {
@@ -80,6 +82,7 @@ func buildRedis(lc LimiterConfig, path func(string) string) (store, []error) {
 		return store{}, errs
 	}
 	opt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
+	goredis.SetLogger(redisLog{logger})
 	client := goredis.NewClient(opt)
 	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret})
 	if err != nil {
@@ -102,4 +105,12 @@ func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
 		}
 	}
 	return errs
+}
+
+// redisLog sends go-redis's own messages (dial failures, pool events) to the
+// demo's JSON log instead of plain text on stderr.
+type redisLog struct{ logger *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }

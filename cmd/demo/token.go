@@ -16,7 +16,7 @@ import (
 func cmdToken(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("token", stderr)
 	path := fs.String("config", "", "config file (default: the embedded default)")
-	issuer := fs.String("issuer", "", "issuer record to sign for (required)")
+	issuer := fs.String("issuer", "", "issuer record to sign for (required when the config has several)")
 	sub := fs.String("sub", "", "subject: the account (required)")
 	clientID := fs.String("client-id", "", "client_id claim: the credential id (optional)")
 	tenant := fs.String("tenant", "", "tenant claim, for issuer records that take the tenant from a claim")
@@ -28,8 +28,8 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo token: "+format+"\n", a...)
 		return 1
 	}
-	if *issuer == "" || *sub == "" {
-		return fail("-issuer and -sub are required")
+	if *sub == "" {
+		return fail("-sub is required")
 	}
 	if *ttl <= 0 {
 		return fail("-ttl must be positive")
@@ -37,6 +37,12 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *issuer == "" {
+		if len(cfg.Auth.Issuers) != 1 {
+			return fail("-issuer is required: the config has %d issuers", len(cfg.Auth.Issuers))
+		}
+		*issuer = cfg.Auth.Issuers[0].Issuer
 	}
 	var rec *IssuerConfig
 	for i := range cfg.Auth.Issuers {
