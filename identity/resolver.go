@@ -44,8 +44,9 @@ var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
 //
 // Resolved records are cached for JWTConfig.ResolverTTL; when it expires
 // the resolver is asked again, an unchanged record keeps its cached JWK Set,
-// an error other than ErrUnknownIssuer keeps the old record for up to one
-// more TTL, and ErrUnknownIssuer drops it.
+// an error other than ErrUnknownIssuer keeps the old record for at most one
+// more TTL past the resolver's last confirmation of it (however long the
+// resolver stays down), and ErrUnknownIssuer drops it.
 type IssuerResolver interface {
 	ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error)
 }
@@ -71,9 +72,10 @@ type resolverCache struct {
 }
 
 type resolvedEntry struct {
-	rec     IssuerRecord
-	st      *issuerState
-	expires time.Time // guarded by resolverCache.mu
+	rec       IssuerRecord
+	st        *issuerState
+	expires   time.Time // guarded by resolverCache.mu
+	confirmed time.Time // when the resolver last returned rec; guarded by resolverCache.mu
 
 	// Lock-free view for the verification cache, which must not serve a
 	// token of a record that the uncached path would no longer use:
@@ -166,8 +168,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		}
 		return nil, ErrUnknownIssuer
 	case err != nil:
-		if old != nil {
-			c.extend(iss, old, now.Add(c.ttl))
+		if old != nil && c.extendAfterFailure(iss, old, now) {
 			log.Warn("ratekey: issuer resolver failed; keeping the previous record", "issuer", logIssuer(iss), "error", err.Error())
 			return old.st, nil
 		}
@@ -178,7 +179,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		return nil, ErrUnknownIssuer
 	}
 	if old != nil && reflect.DeepEqual(old.rec, rec) {
-		c.extend(iss, old, now.Add(c.ttl))
+		c.extend(iss, old, now.Add(c.ttl), now)
 		return old.st, nil
 	}
 	rec = cloneRecord(rec)
@@ -219,7 +220,9 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 	if cur := c.entries[iss]; cur != nil {
 		cur.retire()
 	}
-	c.entries[iss] = newResolvedEntry(rec, st, now.Add(c.ttl))
+	e := newResolvedEntry(rec, st, now.Add(c.ttl))
+	e.confirmed = now
+	c.entries[iss] = e
 	return st, nil
 }
 
@@ -232,12 +235,32 @@ func (c *resolverCache) drop(iss string, old *resolvedEntry) {
 	}
 }
 
-func (c *resolverCache) extend(iss string, old *resolvedEntry, until time.Time) {
+// extend keeps old (the resolver confirmed it at now) until until.
+func (c *resolverCache) extend(iss string, old *resolvedEntry, until, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries[iss] == old {
 		old.setExpires(until)
+		old.confirmed = now
 	}
+}
+
+// extendAfterFailure keeps old after a resolver failure, but never longer
+// than one TTL past the resolver's last confirmation of it: an issuer
+// removed from the resolver's source must not live on for as long as the
+// resolver stays down. It reports whether old may still be used.
+func (c *resolverCache) extendAfterFailure(iss string, old *resolvedEntry, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until := now.Add(c.ttl)
+	if limit := old.confirmed.Add(2 * c.ttl); limit.Before(until) {
+		until = limit
+	}
+	if c.entries[iss] != old || !now.Before(until) {
+		return false
+	}
+	old.setExpires(until)
+	return true
 }
 
 // cloneRecord copies the slices of rec (key values are shared, as for

@@ -128,6 +128,13 @@ func TestResolver(t *testing.T) {
 		tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix()))
 		verifyOK(t, a, tok)
 		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://new.example/")), "503")
+		// Still down: the record was last confirmed 11 minutes ago, so it is
+		// kept until 20 minutes after that (one TTL past its expiry), then
+		// dropped however long the resolver stays down.
+		clk.Advance(8 * time.Minute) // 19 minutes after the confirmation
+		verifyOK(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())))
+		clk.Advance(2 * time.Minute) // 21 minutes
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())), "503")
 		res.mu.Lock()
 		res.err = nil
 		res.mu.Unlock()
