@@ -5,9 +5,9 @@
 //
 // The whole suite, with the ratio table of BENCHMARKS.md at the end:
 //
-//	bench/run.sh                     # COUNT=5 runs, about 15 minutes
+//	bench/run.sh                     # COUNT=5 runs, 9 to 13 minutes on 2 cores
 //
-// A smoke test (everything compiles and runs once; a minute or two, most
+// A smoke test (everything compiles and runs once; 30 s to two minutes, most
 // of it filling 1M-key limiters):
 //
 //	cd bench && go test -run xxx -bench . -benchtime=1x ./...

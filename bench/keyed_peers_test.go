@@ -20,19 +20,31 @@ import (
 )
 
 // rateBurst is one policy's limit, the same for every limiter: Rate tokens
-// per second, capacity Burst (x/time/rate's and ratekey's meaning of burst;
-// throttled gets MaxBurst = Burst-1, which is the same bucket).
+// per Per (0 means per second), capacity Burst (x/time/rate's and
+// ratekey's meaning of burst; throttled gets MaxBurst = Burst-1, which is
+// the same bucket).
 type rateBurst struct {
 	Rate  int
 	Burst int
+	Per   time.Duration
 }
+
+func (l rateBurst) per() time.Duration {
+	if l.Per == 0 {
+		return time.Second
+	}
+	return l.Per
+}
+
+// perSecond is the rate in tokens per second (x/time/rate's unit).
+func (l rateBurst) perSecond() float64 { return float64(l.Rate) / l.per().Seconds() }
 
 // window is Burst/Rate: the time a bucket takes to refill from empty, used
 // as the window of the fixed- and sliding-window limiters (ulule, httprate)
 // and the refill interval of go-limiter, which then all admit Burst
 // requests per window, the same long-run rate.
 func (l rateBurst) window() time.Duration {
-	return time.Duration(l.Burst) * time.Second / time.Duration(l.Rate)
+	return time.Duration(l.Burst) * l.per() / time.Duration(l.Rate)
 }
 
 // The three policies of the keyed workloads.
@@ -94,7 +106,7 @@ type ratekeyKeyed struct{ l *memory.Limiter }
 func newRatekeyKeyed() keyedLimiter { return &ratekeyKeyed{l: memory.New(memory.Options{})} }
 
 func rkLimit(l rateBurst) limiter.Limit {
-	return limiter.Limit{Rate: limiter.Rate{Count: int64(l.Rate), Per: time.Second}, Burst: int64(l.Burst)}
+	return limiter.Limit{Rate: limiter.Rate{Count: int64(l.Rate), Per: l.per()}, Burst: int64(l.Burst)}
 }
 
 func (r *ratekeyKeyed) worker(policies int) func(string, string) bool {
@@ -129,7 +141,7 @@ func newXtimeMutex() keyedLimiter {
 	return newPeer(func(l rateBurst) (func(string) bool, func()) {
 		var mu sync.Mutex
 		m := make(map[string]*rate.Limiter)
-		r := rate.Limit(l.Rate)
+		r := rate.Limit(l.perSecond())
 		return func(key string) bool {
 			mu.Lock()
 			lim := m[key]
@@ -158,7 +170,7 @@ func newXtimeSharded() keyedLimiter {
 			shards[i].m = make(map[string]*rate.Limiter)
 		}
 		seed := maphash.MakeSeed()
-		r := rate.Limit(l.Rate)
+		r := rate.Limit(l.perSecond())
 		return func(key string) bool {
 			s := &shards[maphash.String(seed, key)&255]
 			s.mu.RLock()
@@ -186,7 +198,7 @@ func newThrottled() keyedLimiter {
 		if err != nil {
 			panic(err)
 		}
-		rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(l.Rate), MaxBurst: l.Burst - 1})
+		rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(l.Rate, l.per()), MaxBurst: l.Burst - 1})
 		if err != nil {
 			panic(err)
 		}

@@ -3,13 +3,14 @@ package bench
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // memoryLimit is the limit of the memory benchmark: 10 per hour, burst 10,
 // so that no state expires, no window rolls over and no sweep runs while
 // the keys are inserted (a window-based peer would otherwise drop states
 // and look smaller than it is).
-var memoryLimit = rateBurst{Rate: 10, Burst: 10}
+var memoryLimit = rateBurst{Rate: 10, Burst: 10, Per: time.Hour}
 
 // BenchmarkMemoryPerKey reports the heap bytes per tracked key ("B/key")
 // of every in-memory limiter with 1M keys: runtime.MemStats.HeapAlloc after

@@ -41,9 +41,7 @@ var tenantKeys = sync.OnceValue(func() []string {
 	return k
 })
 
-// stream is one goroutine's deterministic sequence of account indexes:
-// every limiter gets its own copy of the same streams, so each one sees
-// exactly the same keys in the same order per goroutine.
+// stream is one goroutine's deterministic sequence of account indexes.
 type stream struct {
 	g, procs int
 	z        *rand.Zipf
@@ -73,19 +71,35 @@ func (s *stream) next() int {
 	return int(s.z.Uint64())
 }
 
-// parallel runs n operations over len(streams) goroutines, each doing its
-// deterministic share with its own stream and its own worker state.
-func parallel(n int, streams []*stream, work func(g int, s *stream, n int)) {
-	var wg sync.WaitGroup
+// indexStreams draws, for each of GOMAXPROCS goroutines, perG account
+// indexes from its stream, before any timing: the timed loops only read
+// them (no Zipf sampling inside a measurement), and every limiter reads
+// the same arrays, so each sees exactly the same keys in the same order.
+func indexStreams(base, perG int) [][]int32 {
+	streams := newStreams(base)
+	out := make([][]int32, len(streams))
 	for g, s := range streams {
-		share := n / len(streams)
-		if g < n%len(streams) {
+		out[g] = make([]int32, perG)
+		for i := range out[g] {
+			out[g][i] = int32(s.next())
+		}
+	}
+	return out
+}
+
+// parallel runs n operations over procs goroutines, goroutine g doing its
+// share (n/procs, one more for the first n%procs) with work(g, share).
+func parallel(n, procs int, work func(g, n int)) {
+	var wg sync.WaitGroup
+	for g := range procs {
+		share := n / procs
+		if g < n%procs {
 			share++
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			work(g, s, share)
+			work(g, share)
 		}()
 	}
 	wg.Wait()

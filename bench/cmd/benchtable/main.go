@@ -218,6 +218,15 @@ func main() {
 				}
 			}
 			ratio := median(ratios)
+			cpuRatio := median(r.each(name, func(m run) float64 {
+				best := math.Inf(1)
+				for _, peer := range keyedPeers {
+					if v := get(m, peer+"-cpu-ns/op"); v < best {
+						best = v
+					}
+				}
+				return get(m, "ratekey-cpu-ns/op") / best
+			}))
 			allocs := r.med(name, "ratekey-allocs/op")
 			tgt := "keyed decision"
 			if keys == "1M" {
@@ -230,7 +239,7 @@ func main() {
 				v = "(" + v + ")"
 			}
 			t.row(tgt, fmt.Sprintf("%s keys, %s polic%s, parallel", keys, p, map[bool]string{true: "y", false: "ies"}[p == "1"]),
-				fmt.Sprintf("%s× fastest peer (%s); %s allocs/op", f(ratio, 2), fastest, f(allocs, 4)),
+				fmt.Sprintf("%s× fastest peer (%s); by CPU time %s×; %s allocs/op", f(ratio, 2), fastest, f(cpuRatio, 2), f(allocs, 4)),
 				"≤ 0.5×, 0 allocs", v)
 		}
 	}
@@ -314,6 +323,11 @@ func main() {
 		}
 		t.row(row...)
 	}
+	row := []string{"baseline (the loop, no limiter)"}
+	for _, name := range wls {
+		row = append(row, f(r.med(name, "baseline-ns/op"), 0))
+	}
+	t.row(row...)
 
 	fmt.Fprintln(w, "\n### Bytes per tracked key at 1M keys")
 	fmt.Fprintln(w)
