@@ -24,9 +24,10 @@ func (anonymousAuth) Authenticate(_ context.Context, _ http.Header) (identity.Pr
 // TestChainAllocs pins ratekey's own allocations per request: the whole
 // chain (ClientAddress with a 3-hop X-Forwarded-For, Authenticate,
 // RateLimiter with two policies on the memory store, RateLimit fields)
-// costs at most 3 allocations more than the same chi router without it:
+// costs at most 4 allocations more than the same chi router without it:
 // the request state, its context value and the request copy that carries
-// it.
+// it, and the rate limiter's working memory (kept out of the state, so
+// that ClientAddress alone stays small).
 func TestChainAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
@@ -65,8 +66,8 @@ func TestChainAllocs(t *testing.T) {
 	if w.code != 0 && w.code != http.StatusOK {
 		t.Fatalf("status %d", w.code)
 	}
-	if got := chain - base; got > 3+raceSlack {
-		t.Errorf("the ratekey chain costs %v allocations per request over bare chi (%v); want at most %d", got, base, 3+raceSlack)
+	if got := chain - base; got > 4+raceSlack {
+		t.Errorf("the ratekey chain costs %v allocations per request over bare chi (%v); want at most %d", got, base, 4+raceSlack)
 	}
 	t.Logf("bare chi %v allocs, with ratekey %v", base, chain)
 }

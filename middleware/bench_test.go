@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // BenchmarkChain measures the whole chain in process: resolve a 3-hop
@@ -51,6 +52,21 @@ func benchmarkChain(b *testing.B, withToken bool) {
 			i++
 		}
 	})
+}
+
+// BenchmarkClientAddress measures ClientAddress alone: a 3-hop
+// X-Forwarded-For resolved into the request state.
+func BenchmarkClientAddress(b *testing.B) {
+	res, _ := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	h := middleware.ClientAddress(res)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := httptest.NewRequest("GET", "/", nil)
+	req.RemoteAddr = "10.0.0.1:1"
+	req.Header.Set("X-Forwarded-For", "198.51.100.7, 10.0.0.3, 10.0.0.2")
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, req)
+	}
 }
 
 type discardWriter struct {

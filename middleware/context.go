@@ -15,7 +15,9 @@ const stateKey ctxKey = 0
 
 // requestState is everything ratekey keeps about one request, in one
 // allocation behind one context value: the client address (with room for
-// the hops of its derivation), the principal, and the Record. The first
+// the hops of its derivation), the principal, and the Record; kept small
+// (about 500 bytes), since every request that passes ClientAddress pays
+// for it. The first
 // ratekey middleware a request meets adds it; the others fill it in place,
 // so a request costs one context layer whatever the chain. It is written by
 // the request's goroutine only, as it passes the middlewares.
@@ -25,20 +27,7 @@ type requestState struct {
 	principal    identity.Principal
 	hasPrincipal bool
 	record       *Record
-	hops         [8]trustedproxy.Hop // backing array of client.Derivation.Hops
-	sc           scratch             // the first evaluation's working memory
-	scUsed       bool
-}
-
-// takeScratch returns the state's scratch the first time, a new one after
-// (a second evaluation must not overwrite the first's results).
-func (st *requestState) takeScratch() *scratch {
-	if st == nil || st.scUsed {
-		return newScratch()
-	}
-	st.scUsed = true
-	st.sc.b = st.sc.buf[:0]
-	return &st.sc
+	hops         [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 }
 
 // stateFrom returns ctx's request state, or nil.

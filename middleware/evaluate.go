@@ -168,7 +168,7 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 // lives in (for the response fields).
 func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (Evaluation, *scratch) {
 	rs := stateFrom(r.Context())
-	sc := rs.takeScratch()
+	sc := newScratch()
 	op := st.operation(r)
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
 	var principal identity.Principal

@@ -8,7 +8,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// scratch is one evaluation's working memory, allocated once per request:
+// scratch is one evaluation's working memory, allocated once per evaluation:
 // the policy results, limiter requests and decisions, key parts, and an
 // append-only byte buffer that holds encoded keys, dimension values and
 // response field values. Strings handed out over the buffer (see str) stay
@@ -16,14 +16,14 @@ import (
 // rewritten, and when an append outgrows it the old array lives on for the
 // strings that point into it.
 type scratch struct {
-	policies [4]PolicyResult
-	reqs     [4]limiter.Request
-	idx      [4]int
-	decs     [4]limiter.Decision
-	parts    [6]identity.Part
+	policies [3]PolicyResult // more policies per phase spill to the heap
+	reqs     [3]limiter.Request
+	idx      [3]int
+	decs     [3]limiter.Decision
+	parts    [4]identity.Part
 	fields   [3][1]string // RateLimit-Policy, RateLimit, RateLimit-Decision
 	b        []byte
-	buf      [384]byte
+	buf      [256]byte
 }
 
 func newScratch() *scratch {
