@@ -630,7 +630,7 @@ func testConcurrentBurst(t *testing.T, h *harness) {
 func testConcurrentAllOrNothing(t *testing.T, h *harness) {
 	shared := lim(1, time.Minute, 5)
 	private := lim(1, time.Minute, 2)
-	for rep := range 5 {
+	for rep := range 20 {
 		var admitted atomic.Int64
 		race(16, func(g int) {
 			for i := range 3 {
