@@ -33,15 +33,7 @@ func newClient(t testing.TB, addr string, opts ...func(*goredis.Options)) *gored
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
-	var n atomic.Int64
-	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := memory.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1)), Timeout: testTimeout}, clk.Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, clk
-	})
+	limitertest.Run(t, testClockFactory(client, "conf%d:"))
 }
 
 // TestConformanceCluster runs the suite through a ClusterClient on a
@@ -50,15 +42,7 @@ func TestConformanceCluster(t *testing.T) {
 	srv := redistest.StartCluster(t)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	var n atomic.Int64
-	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := memory.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf:{rl%d}:", n.Add(1)), Timeout: testTimeout}, clk.Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, clk
-	})
+	limitertest.Run(t, testClockFactory(client, "conf:{rl%d}:"))
 }
 
 // TestConformanceSentinel runs the suite through a Sentinel failover
@@ -71,16 +55,23 @@ func TestConformanceSentinel(t *testing.T) {
 		MasterName: "rk-master", SentinelAddrs: []string{sentinel.Addr}, ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { client.Close() })
+	limitertest.Run(t, testClockFactory(client, "conf%d:"))
+	if n, err := master.Do("DBSIZE"); err != nil || n == "0" {
+		t.Errorf("the master holds %s keys (%v): the failover client did not reach it", n, err)
+	}
+}
+
+// testClockFactory returns a conformance-suite factory: a Limiter on client
+// with a test clock and a fresh key prefix per subtest, made from prefix
+// (a format with one %d).
+func testClockFactory(client goredis.UniversalClient, prefix string) limitertest.Factory {
 	var n atomic.Int64
-	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+	return func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
 		clk := memory.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf("conf%d:", n.Add(1)), Timeout: testTimeout}, clk.Now)
+		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf(prefix, n.Add(1)), Timeout: testTimeout}, clk.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l, clk
-	})
-	if n, err := master.Do("DBSIZE"); err != nil || n == "0" {
-		t.Errorf("the master holds %s keys (%v): the failover client did not reach it", n, err)
 	}
 }
