@@ -128,18 +128,7 @@ func TestRedisKilledMidLoad(t *testing.T) {
 	// Same client, same address, fresh server: decisions resume (the
 	// server has no script and no state: EVAL reloads it, buckets full).
 	srv.Restart(t)
-	r := limiter.Request{Key: "after-restart", Limit: lim(1, time.Minute, 2), Cost: 1}
-	var d []limiter.Decision
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if d, err = l.Take(context.Background(), nil, []limiter.Request{r}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no decision 5s after the restart: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	d := firstDecision(t, l, limiter.Request{Key: "after-restart", Limit: lim(1, time.Minute, 2), Cost: 1}, "the restart")
 	if d[0] != (limiter.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Minute}) {
 		t.Errorf("first decision after the restart: %+v", d[0])
 	}
@@ -196,18 +185,7 @@ func TestRedisPaused(t *testing.T) {
 
 	srv.Resume()
 	paused = false
-	r := limiter.Request{Key: "after-resume", Limit: lim(1, time.Minute, 2), Cost: 1}
-	var d []limiter.Decision
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if d, err = l.Take(context.Background(), nil, []limiter.Request{r}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no decision 5s after the resume: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	d := firstDecision(t, l, limiter.Request{Key: "after-resume", Limit: lim(1, time.Minute, 2), Cost: 1}, "the resume")
 	if !d[0].Allowed {
 		t.Errorf("first decision after the resume: %+v", d[0])
 	}
@@ -246,4 +224,21 @@ func TestCancelMidCall(t *testing.T) {
 		t.Fatal("Take did not return within its timeout after its context was cancelled")
 	}
 	t.Logf("returned %v after the start", time.Since(start))
+}
+
+// firstDecision retries Take of r until the server answers again, for up
+// to 5 s after event, and returns the decisions.
+func firstDecision(t *testing.T, l *rkredis.Limiter, r limiter.Request, event string) []limiter.Decision {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := l.Take(context.Background(), nil, []limiter.Request{r})
+		if err == nil {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision 5s after %s: %v", event, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
