@@ -23,7 +23,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/servertest"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
@@ -75,7 +75,7 @@ type hostile struct {
 	apiKey, unknownKey  string
 	wrongSecretKey      string
 	handler, handlerAll http.Handler
-	logs                *syncBuffer
+	logs                *servertest.Buffer
 }
 
 type countingServer struct {
@@ -92,23 +92,6 @@ func newCountingServer(t *testing.T, status int, body []byte) *countingServer {
 	}))
 	t.Cleanup(s.Close)
 	return s
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func jwkOf(kid, alg string, pub any) map[string]any {
@@ -133,7 +116,7 @@ func jwksBody(keys ...map[string]any) []byte {
 
 func newHostile(t *testing.T) *hostile {
 	t.Helper()
-	f := &hostile{now: time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC), logs: &syncBuffer{}}
+	f := &hostile{now: time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC), logs: &servertest.Buffer{}}
 	var err error
 	if f.rsa, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluati
 func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (Evaluation, *scratch) {
 	rs := stateFrom(r.Context())
 	sc := newScratch()
-	op := st.operation(r)
+	op := st.Operation(r)
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
 	var principal identity.Principal
 	var client *trustedproxy.Result
@@ -185,12 +185,12 @@ func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (
 	reqs := sc.reqs[:0]
 	idx := sc.idx[:0] // index into ev.Policies for each request
 	missingReject := false
-	for i := range st.policies {
-		p := &st.policies[i]
+	for i := range st.Policies {
+		p := &st.Policies[i]
 		if !ph.covers(p) || !p.appliesTo(op) {
 			continue
 		}
-		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.dryRun,
+		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun,
 			status: p.Status, onStore: p.OnStoreError, principal: authenticated}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
@@ -231,18 +231,18 @@ func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (
 		var decs []limiter.Decision
 		var err error
 		var start time.Time
-		if st.metrics != nil {
+		if st.Metrics != nil {
 			start = time.Now()
 		}
 		op := "peek"
 		if charge {
 			op = "take"
-			decs, err = st.limiter.Take(r.Context(), sc.decs[:0], reqs)
+			decs, err = st.Limiter.Take(r.Context(), sc.decs[:0], reqs)
 		} else {
-			decs, err = st.limiter.Peek(r.Context(), sc.decs[:0], reqs)
+			decs, err = st.Limiter.Peek(r.Context(), sc.decs[:0], reqs)
 		}
-		if st.metrics != nil {
-			st.metrics.StoreCall(st.store, op, time.Since(start), err)
+		if st.Metrics != nil {
+			st.Metrics.StoreCall(st.store, op, time.Since(start), err)
 		}
 		allEnforcing, all := true, true
 		for j := range decs {
@@ -374,7 +374,7 @@ func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d identity.Dim
 	case identity.DimCredential:
 		v = p.CredentialID
 	default:
-		f := st.custom[d]
+		f := st.Custom[d]
 		if f == nil {
 			return "", false
 		}
@@ -410,7 +410,7 @@ func missingReason(d identity.Dimension, authenticated bool) string {
 // DELAYED, the dry-run decisions and ERROR at Info or Warn, SKIPPED at
 // Debug. Field names match the debug JSON.
 func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
-	sampled := st.samplePassed > 0 && rand.Float64() < st.samplePassed
+	sampled := st.SamplePassed > 0 && rand.Float64() < st.SamplePassed
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		level := slog.LevelInfo
@@ -426,7 +426,7 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		case res.Missing == identity.DimNetwork:
 			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
 		}
-		if !st.logger.Enabled(r.Context(), level) {
+		if !st.Logger.Enabled(r.Context(), level) {
 			continue
 		}
 		attrs := []slog.Attr{
@@ -466,21 +466,21 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 				attrs = append(attrs, slog.String("outcome", "client_timeout"))
 			}
 		}
-		st.logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
+		st.Logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
 	}
 }
 
 // observe counts ev's decisions, and its fail-open store errors, in the
 // metrics.
 func (st *rateLimitState) observe(ev *Evaluation) {
-	if st.metrics == nil {
+	if st.Metrics == nil {
 		return
 	}
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		st.metrics.Decision(res.Policy, string(res.Decision))
+		st.Metrics.Decision(res.Policy, string(res.Decision))
 		if res.Decision == DecisionError && res.onStore == OnStoreErrorAllow && !res.DryRun {
-			st.metrics.FailOpen(res.Policy)
+			st.Metrics.FailOpen(res.Policy)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
@@ -66,19 +67,12 @@ type RateLimiter struct {
 	state atomic.Pointer[rateLimitState]
 }
 
-// rateLimitState is one immutable configuration of a RateLimiter.
+// rateLimitState is one immutable configuration of a RateLimiter: the
+// validated config (policies, custom dimensions and logger copied, defaults
+// filled in) and what is derived from it.
 type rateLimitState struct {
-	limiter        limiter.Limiter
-	policies       []Policy
-	operation      func(*http.Request) string
-	custom         map[identity.Dimension]DimensionFunc
-	logger         *slog.Logger
-	dryRun         bool
-	decisionHeader bool
-	wait           func(context.Context, time.Duration) error
-	metrics        *metrics.Metrics
-	samplePassed   float64
-	store          string // the limiter store's name, for records, logs and metrics
+	RateLimitConfig
+	store string // the limiter store's name, for records, logs and metrics
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -102,33 +96,30 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if cfg.Operation == nil {
 		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
 	}
-	st := &rateLimitState{limiter: cfg.Limiter, operation: cfg.Operation, logger: cfg.Logger, custom: map[identity.Dimension]DimensionFunc{},
-		dryRun: cfg.DryRun, decisionHeader: cfg.DecisionHeader, wait: cfg.Wait, metrics: cfg.Metrics,
-		samplePassed: cfg.SamplePassed, store: storeName(cfg.Limiter)}
+	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter)}
+	st.Custom = maps.Clone(cfg.Custom)
+	st.Policies = nil
 	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
 		errs = append(errs, fmt.Errorf("rate limit: sample_passed %v must be between 0 and 1", cfg.SamplePassed))
 	}
-	for d, f := range cfg.Custom {
-		st.custom[d] = f
+	if st.Logger == nil {
+		st.Logger = slog.Default()
 	}
-	if st.logger == nil {
-		st.logger = slog.Default()
-	}
-	if st.wait == nil {
-		st.wait = timerWait
+	if st.Wait == nil {
+		st.Wait = timerWait
 	}
 	names := map[string]bool{}
 	for _, p := range cfg.Policies {
 		p.Key = append([]identity.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
-		if err := p.validate(st.custom); err != nil {
+		if err := p.validate(st.Custom); err != nil {
 			errs = append(errs, err)
 		}
 		if names[p.Name] {
 			errs = append(errs, fmt.Errorf("policy %q: defined twice", p.Name))
 		}
 		names[p.Name] = true
-		st.policies = append(st.policies, p)
+		st.Policies = append(st.Policies, p)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -162,7 +153,7 @@ func timerWait(ctx context.Context, d time.Duration) error {
 // Policies returns a copy of the current policies, defaults filled in.
 // Safe for concurrent use.
 func (rl *RateLimiter) Policies() []Policy {
-	return slices.Clone(rl.state.Load().policies)
+	return slices.Clone(rl.state.Load().Policies)
 }
 
 // Reload validates cfg and, if it is valid, makes it the configuration of
@@ -183,12 +174,12 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 		return nil, err
 	}
 	old := rl.state.Swap(st)
-	changes := DiffPolicies(old.policies, st.policies)
-	if old.limiter != st.limiter {
-		st.logger.Info("ratekey reload: new limiter store, every budget starts fresh")
+	changes := DiffPolicies(old.Policies, st.Policies)
+	if old.Limiter != st.Limiter {
+		st.Logger.Info("ratekey reload: new limiter store, every budget starts fresh")
 	}
 	for _, c := range changes {
-		st.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
+		st.Logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
 	}
 	return changes, nil
 }
@@ -228,7 +219,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		st := rl.state.Load()
 		ev, sc := st.checkScratch(r, true, ph)
 		if ev.Delay > 0 {
-			if err := st.wait(r.Context(), ev.Delay); err != nil {
+			if err := st.Wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
 			}
 		}
@@ -239,7 +230,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		}
 		h := w.Header()
 		setRateLimitFields(h, &ev, sc)
-		if st.decisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
+		if st.DecisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
 			// After PreAuthHandler, the weightier of the two decisions.
 			delete(h, "Ratelimit-Decision")
 			addField(h, "Ratelimit-Decision", string(ev.Decision), &sc.fields[2])
