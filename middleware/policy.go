@@ -188,28 +188,19 @@ func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 	if err := p.Limit.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("policy %q: %w", p.Name, err))
 	}
-	if p.Cost == 0 {
-		p.Cost = 1
-	}
+	p.fillDefaults()
 	if p.Cost < 0 {
 		errs = append(errs, fmt.Errorf("policy %q: cost %d must be >= 1", p.Name, p.Cost))
-	}
-	if p.Status == 0 {
-		p.Status = http.StatusTooManyRequests
 	}
 	if p.Status < 400 || p.Status > 599 {
 		errs = append(errs, fmt.Errorf("policy %q: status %d is not a 4xx or 5xx code", p.Name, p.Status))
 	}
 	switch p.OnMissing {
-	case "":
-		p.OnMissing = OnMissingReject
 	case OnMissingReject, OnMissingSkip:
 	default:
 		errs = append(errs, fmt.Errorf("policy %q: on_missing %q must be reject or skip", p.Name, p.OnMissing))
 	}
 	switch p.OnStoreError {
-	case "":
-		p.OnStoreError = OnStoreErrorDeny
 	case OnStoreErrorDeny, OnStoreErrorAllow:
 	default:
 		errs = append(errs, fmt.Errorf("policy %q: on_store_error %q must be deny or allow", p.Name, p.OnStoreError))
@@ -223,21 +214,26 @@ func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 func withDefaults(ps []Policy) []Policy {
 	out := slices.Clone(ps)
 	for i := range out {
-		p := &out[i]
-		if p.Cost == 0 {
-			p.Cost = 1
-		}
-		if p.Status == 0 {
-			p.Status = http.StatusTooManyRequests
-		}
-		if p.OnMissing == "" {
-			p.OnMissing = OnMissingReject
-		}
-		if p.OnStoreError == "" {
-			p.OnStoreError = OnStoreErrorDeny
-		}
+		out[i].fillDefaults()
 	}
 	return out
+}
+
+// fillDefaults sets unset fields to the values they run with: cost 1,
+// status 429, on_missing reject, on_store_error deny.
+func (p *Policy) fillDefaults() {
+	if p.Cost == 0 {
+		p.Cost = 1
+	}
+	if p.Status == 0 {
+		p.Status = http.StatusTooManyRequests
+	}
+	if p.OnMissing == "" {
+		p.OnMissing = OnMissingReject
+	}
+	if p.OnStoreError == "" {
+		p.OnStoreError = OnStoreErrorDeny
+	}
 }
 
 // appliesTo reports whether the policy covers operation op.
