@@ -104,22 +104,14 @@ func forwardedSeparators(s string) int {
 		return strings.Count(s, ",")
 	}
 	n := 0
-	inQuote := false
-	for i := len(s) - 1; i >= 0; i-- {
-		switch s[i] {
-		case '"':
-			if !inQuote {
-				inQuote = true
-			} else if !escapedQuote(s, i) {
-				inQuote = false
-			}
-		case ',':
-			if !inQuote {
-				n++
-			}
+	for {
+		_, rest, more := lastForwardedElem(s)
+		if !more {
+			return n
 		}
+		s = rest
+		n++
 	}
-	return n
 }
 
 // Registered parameters (RFC 7239 §5), as bits.
