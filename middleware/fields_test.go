@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"testing"
@@ -82,7 +83,7 @@ func TestRateLimitFieldsParse(t *testing.T) {
 		wantCur := []parsedItem{{"per-network", map[string]int64{"r": w.r0, "t": w.t0}}, {"global.v1_all", map[string]int64{"r": w.r1, "t": w.t1}}}
 		for j := range wantPol {
 			if len(pol) != 2 || len(cur) != 2 || pol[j].name != wantPol[j].name || cur[j].name != wantCur[j].name ||
-				!sameParams(pol[j].params, wantPol[j].params) || !sameParams(cur[j].params, wantCur[j].params) {
+				!maps.Equal(pol[j].params, wantPol[j].params) || !maps.Equal(cur[j].params, wantCur[j].params) {
 				t.Fatalf("request %d: RateLimit-Policy %v, RateLimit %v; want %v, %v", i+1, pol, cur, wantPol, wantCur)
 			}
 		}
@@ -96,16 +97,4 @@ func TestRateLimitFieldsParse(t *testing.T) {
 			}
 		}
 	}
-}
-
-func sameParams(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -395,7 +396,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 		r.ServeHTTP(w, req)
 		codes = append(codes, w.Code)
 	}
-	if want := []int{401, 401, 401, 429, 429, 429}; !equal(codes, want) {
+	if want := []int{401, 401, 401, 429, 429, 429}; !slices.Equal(codes, want) {
 		t.Errorf("codes %v; want %v", codes, want)
 	}
 	if verified != 3 {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -188,7 +189,7 @@ func TestDryRunAccountsLikeEnforcing(t *testing.T) {
 	}
 	enfCodes, enfRem := run(false)
 	dryCodes, dryRem := run(true)
-	if want := []int{200, 200, 200, 429, 429, 429, 200, 429, 429, 200, 200, 429, 429}; !equal(enfCodes, want) {
+	if want := []int{200, 200, 200, 429, 429, 429, 200, 429, 429, 200, 200, 429, 429}; !slices.Equal(enfCodes, want) {
 		t.Errorf("enforcing codes %v; want %v", enfCodes, want)
 	}
 	for i, c := range dryCodes {
@@ -196,7 +197,7 @@ func TestDryRunAccountsLikeEnforcing(t *testing.T) {
 			t.Errorf("dry run request %d: %d; want 200", i, c)
 		}
 	}
-	if !equal(enfRem, dryRem) {
+	if !slices.Equal(enfRem, dryRem) {
 		t.Errorf("bucket after each request: enforcing %v, dry run %v; want equal", enfRem, dryRem)
 	}
 }
@@ -216,7 +217,7 @@ func TestDryRunPolicyNeverWeakensEnforcing(t *testing.T) {
 	}
 	want := []string{"OK PASSED", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN", "OK REJECTED_DRY_RUN",
 		"Too Many Requests REJECTED", "Too Many Requests REJECTED"}
-	if !equal(decisions, want) {
+	if !slices.Equal(decisions, want) {
 		t.Errorf("decisions %q; want %q", decisions, want)
 	}
 	ev := st.rl.Check(httptest.NewRequest(http.MethodGet, "/a?k=x", nil), false)
@@ -279,7 +280,7 @@ func TestTwoRoutesShareAPolicy(t *testing.T) {
 		code, _, _ := st.get(path)
 		got = append(got, code)
 	}
-	if want := []int{200, 200, 429, 429}; !equal(got, want) {
+	if want := []int{200, 200, 429, 429}; !slices.Equal(got, want) {
 		t.Errorf("codes %v; want %v", got, want)
 	}
 }
@@ -324,7 +325,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []middleware.PolicyChange{{Policy: "other", Change: middleware.PolicyAdded}}; !equal(changes, want) {
+	if want := []middleware.PolicyChange{{Policy: "other", Change: middleware.PolicyAdded}}; !slices.Equal(changes, want) {
 		t.Errorf("changes %+v; want %+v", changes, want)
 	}
 	if code, _, _ := st.get("/a?k=x"); code != 429 {
@@ -343,7 +344,7 @@ func TestReload(t *testing.T) {
 		{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 2 -> 5"},
 		{Policy: "other", Change: middleware.PolicyRemoved},
 	}
-	if !equal(changes, want) {
+	if !slices.Equal(changes, want) {
 		t.Errorf("changes %+v; want %+v", changes, want)
 	}
 	if code, _, _ := st.get("/a?k=x"); code != 200 {
@@ -353,22 +354,10 @@ func TestReload(t *testing.T) {
 		t.Errorf("reload not logged:\n%s", st.logs.String())
 	}
 	changes, _ = st.rl.Reload(st2Policies(slower))
-	if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !equal(changes, want) {
+	if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !slices.Equal(changes, want) {
 		t.Errorf("changes %+v; want %+v", changes, want)
 	}
 	if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "" {
 		t.Errorf("dry run after reload: %d %q; want 200 (and no header: decision_header is off)", code, dec)
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,18 +170,6 @@ func get(t *testing.T, ctx context.Context, url string) *http.Request {
 	return req
 }
 
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRetriesGETOn429AfterRetryAfter(t *testing.T) {
 	srv, hits := scripted(t, step{status: 429, retryAfter: "2"}, step{status: 200, body: "ok"})
 	clock, base := newFakeClock(), newCounting()
@@ -198,7 +187,7 @@ func TestRetriesGETOn429AfterRetryAfter(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "ok" || hits.Load() != 2 {
 		t.Fatalf("got %d %q after %d hits; want 200 \"ok\" after 2", resp.StatusCode, body, hits.Load())
 	}
-	if got, want := clock.Sleeps(), []time.Duration{2300 * time.Millisecond}; !equalDurations(got, want) {
+	if got, want := clock.Sleeps(), []time.Duration{2300 * time.Millisecond}; !slices.Equal(got, want) {
 		t.Fatalf("waited %v; want %v (2 s from Retry-After, then 300 ms jitter)", got, want)
 	}
 }
@@ -243,7 +232,7 @@ func TestJitterNeverShortensTheWait(t *testing.T) {
 			if code, _, err := do(t, tr, get(t, context.Background(), srv.URL)); err != nil || code != 200 {
 				t.Fatalf("got %d, %v", code, err)
 			}
-			if got := clock.Sleeps(); !equalDurations(got, []time.Duration{tc.want}) {
+			if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{tc.want}) {
 				t.Fatalf("waited %v; want [%v]", got, tc.want)
 			}
 		})
@@ -255,7 +244,7 @@ func TestJitterNeverShortensTheWait(t *testing.T) {
 		if code, _, err := do(t, tr, get(t, context.Background(), srv.URL)); err != nil || code != 200 {
 			t.Fatalf("got %d, %v", code, err)
 		}
-		if got := clock.Sleeps(); !equalDurations(got, []time.Duration{2 * time.Second}) {
+		if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{2 * time.Second}) {
 			t.Fatalf("waited %v; want [2s]", got)
 		}
 	})
@@ -462,7 +451,7 @@ func TestDeadlineShorterThanRetryAfterFailsFast(t *testing.T) {
 		if err != nil || code != 200 || hits.Load() != 2 {
 			t.Fatalf("got %d, %v after %d hits", code, err, hits.Load())
 		}
-		if got := clock.Sleeps(); !equalDurations(got, []time.Duration{4500 * time.Millisecond}) {
+		if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{4500 * time.Millisecond}) {
 			t.Fatalf("waited %v; want [4.5s]: the full 4 s, then half the 1 s left", got)
 		}
 	})
@@ -503,7 +492,7 @@ func TestMaxWaitBoundsWaitsWithoutDeadline(t *testing.T) {
 	if code, _, err := do(t, &retryafter.Transport{Clock: clock, MaxWait: 2 * time.Hour}, get(t, context.Background(), srv.URL)); err != nil || code != 200 {
 		t.Fatalf("got %d, %v", code, err)
 	}
-	if got := clock.Sleeps(); !equalDurations(got, []time.Duration{time.Hour}) {
+	if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{time.Hour}) {
 		t.Fatalf("waited %v; want [1h]", got)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(30*time.Minute))
@@ -572,7 +561,7 @@ func TestHTTPDateIsCountedFromReceipt(t *testing.T) {
 	if err != nil || code != 200 || hits.Load() != 2 {
 		t.Fatalf("got %d, %v after %d hits", code, err, hits.Load())
 	}
-	if got := clock.Sleeps(); !equalDurations(got, []time.Duration{2 * time.Second}) {
+	if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{2 * time.Second}) {
 		t.Fatalf("waited %v; want [2s]", got)
 	}
 }
@@ -593,7 +582,7 @@ func TestTimeSpentAfterReceiptCountsTowardsTheWait(t *testing.T) {
 	if err != nil || code != 200 {
 		t.Fatalf("got %d, %v", code, err)
 	}
-	if got := clock.Sleeps(); !equalDurations(got, []time.Duration{1500 * time.Millisecond}) {
+	if got := clock.Sleeps(); !slices.Equal(got, []time.Duration{1500 * time.Millisecond}) {
 		t.Fatalf("waited %v; want [1.5s]", got)
 	}
 }
@@ -640,7 +629,7 @@ func TestBackoffWithoutUsableRetryAfter(t *testing.T) {
 			if err != nil || code != 503 || hits.Load() != 4 {
 				t.Fatalf("got %d, %v after %d hits", code, err, hits.Load())
 			}
-			if got := clock.Sleeps(); !equalDurations(got, tc.want) {
+			if got := clock.Sleeps(); !slices.Equal(got, tc.want) {
 				t.Fatalf("waited %v; want %v", got, tc.want)
 			}
 		})

@@ -13,38 +13,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/servertest"
 )
 
 // The end-to-end test runs the demo binary behind a real nginx on loopback.
 // Clients connect to nginx from 127.0.0.7 / 127.0.0.8 (not nginx's own
 // 127.0.0.1, which the demo trusts as a proxy) and forge X-Forwarded-For.
-
-func requireNginx(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("nginx is not installed; .ci/run must apt-get install nginx")
-	}
-	t.Skip("nginx is not installed (apt-get install nginx); skipping the end-to-end test")
-	return ""
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 const e2eConfig = `
 listen: 127.0.0.1:0
@@ -106,27 +83,9 @@ http {
 }
 `
 
-// syncBuffer collects a process's output for inspection.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startDemo builds and starts the demo with cfg and returns its address and
 // its stderr (the JSON log).
-func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
+func startDemo(t *testing.T, dir, cfg string) (string, *servertest.Buffer) {
 	t.Helper()
 	addr, logs, _ := startDemoProcess(t, dir, cfg)
 	return addr, logs
@@ -134,7 +93,7 @@ func startDemo(t *testing.T, dir, cfg string) (string, *syncBuffer) {
 
 // startDemoProcess is startDemo that also returns the process, for tests
 // that signal it. The config is written to dir/ratekey.yaml.
-func startDemoProcess(t *testing.T, dir, cfg string, args ...string) (string, *syncBuffer, *exec.Cmd) {
+func startDemoProcess(t *testing.T, dir, cfg string, args ...string) (string, *servertest.Buffer, *exec.Cmd) {
 	t.Helper()
 	bin := filepath.Join(dir, "demo")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -150,12 +109,12 @@ func startDemoProcess(t *testing.T, dir, cfg string, args ...string) (string, *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &servertest.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stop(cmd) })
+	t.Cleanup(func() { servertest.Stop(cmd) })
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -181,41 +140,7 @@ func startDemoProcess(t *testing.T, dir, cfg string, args ...string) (string, *s
 
 func startNginx(t *testing.T, nginx, dir, upstream string) string {
 	t.Helper()
-	port := freePort(t)
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(nginxConfig, dir, port, upstream)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(cmd) })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-	}
-	errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-	t.Fatalf("nginx did not start: %s\n%s", out, errLog)
-	return ""
-}
-
-// stop interrupts a process started by a test and waits for it, killing
-// it if it has not exited after 10 s.
-func stop(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-	}
+	return servertest.StartNginx(t, nginx, dir, func(port int) string { return fmt.Sprintf(nginxConfig, dir, port, upstream) })
 }
 
 // clientFrom returns an HTTP client whose connections come from source.
@@ -263,7 +188,7 @@ func mintToken(t *testing.T, cfgPath, sub string) string {
 }
 
 func TestEndToEndBehindNginx(t *testing.T) {
-	nginx := requireNginx(t)
+	nginx := servertest.RequireNginx(t)
 	dir := t.TempDir()
 	keys, err := filepath.Abs("../../testdata/keys")
 	if err != nil {

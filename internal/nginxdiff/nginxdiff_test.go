@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/servertest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
@@ -539,70 +539,11 @@ func TestNginxArithmeticIsGCRA(t *testing.T) {
 // ---------------------------------------------------------------------------
 // The live differential test.
 
-func requireNginx(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("nginx is not installed; .ci/run must apt-get install nginx")
-	}
-	t.Skip("nginx is not installed (apt-get install nginx); skipping the differential test")
-	return ""
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startNginx runs nginx in the foreground on a free loopback port with
-// every path under dir, and returns its address.
+// startNginx runs nginx on a free loopback port with every path under
+// dir, and returns its address.
 func startNginx(t *testing.T, nginx, dir string) string {
 	t.Helper()
-	port := freePort(t)
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(nginxConf(dir, port)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(cmd) })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-	}
-	errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-	t.Fatalf("nginx did not start: %s\n%s", out.String(), errLog)
-	return ""
-}
-
-// stop interrupts a process started by the test and waits for it, killing
-// it if it has not exited after 10 s.
-func stop(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	return servertest.StartNginx(t, nginx, dir, func(port int) string { return nginxConf(dir, port) })
 }
 
 // startRatekey serves every location from one chi router on a real
@@ -1035,10 +976,10 @@ type report struct {
 // runs clean the scenario passes with a note (both servers still followed
 // nginx's arithmetic on every request).
 func TestAgainstNginx(t *testing.T) {
-	nginx := requireNginx(t)
+	nginx := servertest.RequireNginx(t)
 	dir := t.TempDir()
 	accessLog := filepath.Join(dir, "access.log")
-	ratekeyLogs := &syncBuffer{}
+	ratekeyLogs := &servertest.Buffer{}
 	ratekeyAddr, rec := startRatekey(t, ratekeyLogs)
 	servers := []server{
 		{name: "nginx", addr: startNginx(t, nginx, dir), field: "X-Limit-Req-Status", unit: 1000,
@@ -1174,22 +1115,4 @@ func compare(steps []step, ngx, rk []observed) (string, []string) {
 func show(o outcome) string {
 	d := cmp.Or(o.decision, `""`)
 	return fmt.Sprintf("%d %-16s %5dms", o.status, d, o.delay.Milliseconds())
-}
-
-// syncBuffer collects log output written concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

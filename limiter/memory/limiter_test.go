@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,24 +142,12 @@ func TestSameKeyTwice(t *testing.T) {
 				t.Errorf("remaining after = %d; want %d", r, tc.remaining)
 			}
 			if tc.remaining == 3 { // nothing was charged: a Peek now sees the same
-				if d := mustPeek(t, l, reqs...); !equalDecisions(d[:len(tc.want)], tc.want) {
+				if d := mustPeek(t, l, reqs...); !slices.Equal(d[:len(tc.want)], tc.want) {
 					t.Errorf("Peek after an uncharged call = %+v; want %+v", d, tc.want)
 				}
 			}
 		})
 	}
-}
-
-func equalDecisions(a, b []limiter.Decision) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPeekNeverCharges: Peek returns what Take would, charges nothing and
@@ -175,7 +164,7 @@ func TestPeekNeverCharges(t *testing.T) {
 			{Allowed: true, Remaining: 0, ResetAfter: time.Second},
 			{Allowed: true, Remaining: 1, ResetAfter: time.Second},
 		}
-		if !equalDecisions(d, want) {
+		if !slices.Equal(d, want) {
 			t.Fatalf("Peek = %+v; want %+v", d, want)
 		}
 	}
@@ -184,7 +173,7 @@ func TestPeekNeverCharges(t *testing.T) {
 	}
 	peeked := mustPeek(t, l, a, b, a)
 	taken := mustTake(t, l, a, b, a)
-	if !equalDecisions(peeked, taken) {
+	if !slices.Equal(peeked, taken) {
 		t.Errorf("Peek %+v != Take %+v", peeked, taken)
 	}
 	clk.Advance(250 * ms)
@@ -196,7 +185,7 @@ func TestPeekNeverCharges(t *testing.T) {
 	// Peek on a rejected call matches Take too.
 	peeked = mustPeek(t, l, a, b)
 	taken = mustTake(t, l, a, b)
-	if !equalDecisions(peeked, taken) || taken[1].Allowed {
+	if !slices.Equal(peeked, taken) || taken[1].Allowed {
 		t.Errorf("Peek %+v, Take %+v; want equal, b rejected", peeked, taken)
 	}
 }
