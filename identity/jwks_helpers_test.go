@@ -252,13 +252,6 @@ func newJWKSAuth(tb testing.TB, clk *fakeClock, logs io.Writer, opts JWKSOptions
 // set returns the key set of a JWKS record.
 func (a *JWTAuthenticator) set(iss string) *jwksSet { return a.issuers[iss].jwks }
 
-// attemptsDone returns the number of completed fetch attempts.
-func (s *jwksSet) attemptsDone() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attempts
-}
-
 // waitAttempts waits until n fetch attempts have completed.
 func (s *jwksSet) waitAttempts(tb testing.TB, n int) {
 	tb.Helper()
