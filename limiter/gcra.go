@@ -32,7 +32,7 @@ import (
 func Decide(tat, now int64, l Limit, cost int64) (Decision, int64) {
 	t := int64(l.Rate.Interval())
 	tau := l.Burst * t // validated: no overflow
-	ceiling := int64(l.Ceiling())
+	ceiling := l.ceiling(t)
 	debt := subSat(tat, now)
 	if debt < 0 {
 		debt = 0 // the bucket is full: tat0 = max(TAT, now)
@@ -52,7 +52,7 @@ func Decide(tat, now int64, l Limit, cost int64) (Decision, int64) {
 			Allowed:    true,
 			Remaining:  tokens(tau-need, t, l.Burst),
 			ResetAfter: time.Duration(need),
-			Delay:      time.Duration(max(0, need-int64(l.Free()))),
+			Delay:      time.Duration(max(0, need-l.delayAfter()*t)), // need - Free()
 		}, addSat(now, need)
 	}
 	return Decision{

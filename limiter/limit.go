@@ -50,12 +50,16 @@ func (l Limit) delayAfter() int64 {
 // a MaxDelay is set. A request whose new theoretical arrival time would lie
 // further ahead is rejected. l must pass [Limit.Validate].
 func (l Limit) Ceiling() time.Duration {
-	t := int64(l.Rate.Interval())
+	return time.Duration(l.ceiling(int64(l.Rate.Interval())))
+}
+
+// ceiling is Ceiling in nanoseconds for the emission interval t.
+func (l Limit) ceiling(t int64) int64 {
 	tau := l.Burst * t
 	if l.MaxDelay <= 0 {
-		return time.Duration(tau)
+		return tau
 	}
-	return time.Duration(min(tau, addSat(l.delayAfter()*t, int64(l.MaxDelay))))
+	return min(tau, addSat(l.delayAfter()*t, int64(l.MaxDelay)))
 }
 
 // Free returns the debt, in nanoseconds, below which an admitted request

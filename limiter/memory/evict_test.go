@@ -209,7 +209,7 @@ func checkCount(t *testing.T, l *Limiter) {
 	n := 0
 	for i := range l.shards {
 		l.shards[i].mu.Lock()
-		n += l.shards[i].tats.n
+		n += l.shards[i].live
 		l.shards[i].mu.Unlock()
 	}
 	if n != l.Len() {

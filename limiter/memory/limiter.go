@@ -107,15 +107,22 @@ func (l *Limiter) Len() int {
 	return int(l.count.Load())
 }
 
-// slot is the per-request scratch state of one call.
+// slot is the per-request scratch state of one call. The fields marked
+// (owner) are set on the first request of each bucket only.
 type slot struct {
-	hash    uint64
-	shard   uint32
-	prev    int32 // the previous request of this pass with the same bucket, or -1
-	existed bool  // (no prev) the bucket was tracked when decided
-	in      bool  // the request takes part in the current pass
-	known   bool  // the bucket state after this request is tracked or charged
-	tat     int64 // the bucket's TAT after this request, if charged
+	hash  uint64
+	cell  *cell // (owner) the bucket's cell, held during the decision, or nil
+	orig  int64 // (owner) the TAT the cell held (tomb: evicted)
+	tat   int64 // the bucket's TAT after this request, if charged
+	final int64 // (owner) the TAT the call leaves, if charged
+	shard uint32
+	owner int32 // the first request of the call with the same bucket
+	prev  int32 // the previous request of this pass with the same bucket, or -1
+	// existed (owner): the bucket was tracked when the call held it.
+	existed bool
+	in      bool // the request takes part in the current pass
+	known   bool // the bucket state after this request is tracked or charged
+	charged bool // (owner) the call charges the bucket
 }
 
 // smallCall is the number of requests whose scratch state lives on the stack.
@@ -142,6 +149,9 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if len(reqs) == 0 {
 		return dst, nil
 	}
+	if len(reqs) == 1 && l.decideOne(&reqs[0], &out[0], charge) {
+		return dst, nil
+	}
 	var buf [smallCall]slot
 	var sl []slot
 	if len(reqs) <= smallCall {
@@ -153,19 +163,29 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		h := l.bucket(&reqs[i])
 		sl[i].hash = h
 		sl[i].shard = uint32(h & l.mask)
+		sl[i].owner = int32(i)
+		for j := range i {
+			if sl[j].hash == h {
+				sl[i].owner = int32(j)
+				break
+			}
+		}
 	}
 
-	// Read the clock before locking: a concurrent call that locks first may
-	// then use a later time, which only makes this call stricter (its
-	// buckets look less refilled), never looser.
+	// Read the clock before holding anything: a concurrent call that
+	// charges first may then use a later time, which only makes this call
+	// stricter (its buckets look less refilled), never looser.
 	now := int64(l.clock.Now())
-	err := l.decide(reqs, sl, out, now, charge)
+	if len(reqs) > 1 && len(reqs) <= smallCall && l.decideHeld(reqs, sl, out, now, charge) {
+		return dst, nil
+	}
+	err := l.decideLocked(reqs, sl, out, now, charge)
 	if err == errNeedRoom {
 		// Make room in every shard, one lock at a time (never while
 		// holding this call's locks), then decide again from scratch: the
 		// call has charged nothing.
 		l.sweepAll(now)
-		err = l.decide(reqs, sl, out, now, charge)
+		err = l.decideLocked(reqs, sl, out, now, charge)
 		if err == errNeedRoom {
 			return nil, fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
 		}
@@ -178,10 +198,10 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 
 // bucket returns the 64-bit name of r's bucket: the keyed hash of its Key,
 // mixed with its limit shape (emission interval and burst) so that a
-// changed shape names another bucket.
+// changed shape names another bucket. It is never 0 (the empty cell).
 func (l *Limiter) bucket(r *limiter.Request) uint64 {
 	shape := uint64(r.Limit.Rate.Interval()) ^ bits.RotateLeft64(uint64(r.Limit.Burst), 32)
-	return maphash.String(l.seed, r.Key) ^ mix(shape)
+	return norm(maphash.String(l.seed, r.Key) ^ mix(shape))
 }
 
 // mix is the splitmix64 finaliser: it spreads the bits of x over the word.
@@ -193,48 +213,269 @@ func mix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// decide locks the shards of sl, decides every request into out and, if
-// charge is set, commits what the contract says to charge.
-func (l *Limiter) decide(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64, charge bool) error {
+// decideOne decides a call of one request on a tracked bucket without
+// locking: it reads the TAT, decides, and charges by compare-and-swap from
+// the TAT it decided on, deciding again if another call charged first. It
+// reports false, having done nothing, when the bucket is not tracked (or
+// its cell is evicted, frozen or held for long), for decideLocked to do.
+func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bool) bool {
+	h := l.bucket(r)
+	t := l.shards[h&l.mask].tab.Load()
+	if t == nil {
+		return false
+	}
+	i := t.find(h)
+	if i < 0 {
+		return false
+	}
+	c := &t.cells[i].tat
+	now := int64(l.clock.Now())
+	for spin := 0; spin < maxSpin; spin++ {
+		v := c.Load()
+		switch v {
+		case tomb, frozen:
+			return false
+		case busy:
+			continue
+		}
+		d, next := limiter.Decide(v, now, r.Limit, r.Cost)
+		// A rejection charges nothing, nor does an allowed dry-run
+		// request alone: the dry-run rule charges it like an enforced one.
+		if !charge || !d.Allowed || c.CompareAndSwap(v, stored(next)) {
+			*out = d
+			return true
+		}
+	}
+	return false
+}
+
+// decideHeld decides a call whose buckets are all tracked without locking.
+// It decides on the TATs it reads; a call that charges nothing (a
+// rejection, or Peek) ends there, having written nothing: TATs only grow
+// while a bucket is tracked and a request allowed at some TATs is allowed
+// at lower ones, so the call would be refused at every later instant too.
+// A call that charges holds its cells (in request order, at the TATs it
+// decided on, giving up on any it cannot hold at once), writes the new
+// TATs and releases them; if a TAT changed meanwhile it reads and decides
+// again, a few times. It reports false, having changed nothing, when some
+// bucket is not tracked or the cells could not be held, for decideLocked
+// to do.
+func (l *Limiter) decideHeld(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64, charge bool) bool {
+	for i := range sl {
+		sl[i].cell = nil
+		if sl[i].owner != int32(i) {
+			continue
+		}
+		t := l.shards[sl[i].shard].tab.Load()
+		if t == nil {
+			return false
+		}
+		k := t.find(sl[i].hash)
+		if k < 0 {
+			return false
+		}
+		sl[i].cell, sl[i].existed = &t.cells[k], true
+	}
+	for range maxRetries {
+		for i := range sl {
+			if sl[i].owner == int32(i) {
+				v := sl[i].cell.tat.Load()
+				if v <= busy { // evicted, frozen or held
+					return false
+				}
+				sl[i].orig = v
+			}
+		}
+		if !l.evaluate(reqs, sl, out, now) || !charge {
+			return true
+		}
+		if !holdAt(sl) {
+			continue
+		}
+		finals(sl, true)
+		for i := range sl {
+			if sl[i].owner == int32(i) {
+				v := sl[i].orig
+				if sl[i].charged {
+					v = stored(sl[i].final)
+				}
+				sl[i].cell.tat.Store(v)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// maxRetries bounds how often decideHeld decides again after a concurrent
+// charge before taking the shards' mutexes instead.
+const maxRetries = 4
+
+// holdAt holds the cells of sl's owners at the TATs read into orig, in
+// request order; if one has changed it releases those it holds and
+// reports false.
+func holdAt(sl []slot) bool {
+	for i := range sl {
+		if sl[i].owner == int32(i) && !sl[i].cell.tat.CompareAndSwap(sl[i].orig, busy) {
+			release(sl[:i])
+			return false
+		}
+	}
+	return true
+}
+
+// release writes back the TAT of every cell sl holds, unchanged.
+func release(sl []slot) {
+	for i := range sl {
+		if sl[i].owner == int32(i) && sl[i].cell != nil {
+			sl[i].cell.tat.Store(sl[i].orig)
+		}
+	}
+}
+
+// decideLocked decides a call under the mutexes of its shards: it makes
+// room for its new buckets, holds the cells of its tracked ones, decides
+// and, if charge is set, commits what the contract says to charge.
+func (l *Limiter) decideLocked(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64, charge bool) error {
 	l.lock(sl)
 	defer l.unlock(sl)
+	if charge {
+		l.makeRoom(sl, now)
+	}
+	for i := range sl {
+		sl[i].cell = nil
+		if sl[i].owner != int32(i) {
+			continue
+		}
+		sl[i].orig, sl[i].existed = tomb, false
+		t := l.shards[sl[i].shard].tab.Load()
+		if t == nil {
+			continue
+		}
+		if k := t.find(sl[i].hash); k >= 0 {
+			c := &t.cells[k]
+			v := hold(c)
+			sl[i].cell, sl[i].orig, sl[i].existed = c, v, v != tomb
+		}
+	}
+	commit := l.evaluate(reqs, sl, out, now)
+	finals(sl, commit)
+	switch {
+	case !commit:
+		release(sl)
+		return nil
+	case !charge:
+		release(sl)
+		if !l.mayFit(sl, now) {
+			// Peek promises what Take would do: Take would find no room.
+			return fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+		}
+		return nil
+	}
+	if need := newBuckets(sl); need > 0 && !l.claim(need) {
+		release(sl)
+		return errNeedRoom
+	}
+	for i := range sl {
+		if sl[i].owner != int32(i) {
+			continue
+		}
+		s := &l.shards[sl[i].shard]
+		switch v := stored(sl[i].final); {
+		case !sl[i].charged:
+			if sl[i].cell != nil {
+				sl[i].cell.tat.Store(sl[i].orig)
+			}
+		case sl[i].cell == nil:
+			s.insert(sl[i].hash, v)
+		default:
+			sl[i].cell.tat.Store(v)
+			if !sl[i].existed { // revived
+				s.live++
+				s.lower(v)
+			}
+		}
+	}
+	return nil
+}
 
+// makeRoom prepares the call's shards, whose mutexes are held and none of
+// whose cells the call holds yet, for the buckets the call may track: when
+// they would not fit under MaxKeys it first sweeps those shards, then it
+// reserves table room for every bucket without a live cell.
+func (l *Limiter) makeRoom(sl []slot, now int64) {
+	untracked := func(i int) bool {
+		t := l.shards[sl[i].shard].tab.Load()
+		if t == nil {
+			return true
+		}
+		k := t.find(sl[i].hash)
+		return k < 0 || t.cells[k].tat.Load() == tomb
+	}
+	need := int64(0)
+	for i := range sl {
+		if sl[i].owner == int32(i) && untracked(i) {
+			need++
+		}
+	}
+	if need == 0 {
+		return
+	}
+	if l.count.Load()+need > l.maxKeys {
+		for i := range sl {
+			if l.isFirstOfShard(sl, i) {
+				if n := l.shards[sl[i].shard].sweep(now); n > 0 {
+					l.count.Add(-n)
+				}
+			}
+		}
+	}
+	for i := range sl {
+		if !l.isFirstOfShard(sl, i) {
+			continue
+		}
+		n := 0
+		for j := i; j < len(sl); j++ {
+			if sl[j].shard == sl[i].shard && sl[j].owner == int32(j) && untracked(j) {
+				n++
+			}
+		}
+		l.shards[sl[i].shard].reserve(n)
+	}
+}
+
+// evaluate decides the call's requests into out from the TATs its owners
+// hold, with the dry-run rule of the [limiter.Limiter] contract, and
+// reports whether the call charges: then the requests to charge are those
+// left in the pass.
+func (l *Limiter) evaluate(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64) bool {
 	dry := false
 	for i := range reqs {
 		sl[i].in = true
 		dry = dry || reqs[i].DryRun
 	}
-	if !l.pass(reqs, sl, out, now) && dry {
-		// Some request is rejected: decide the enforcing requests again
-		// on their own; they are charged if all of them are allowed.
-		for i := range reqs {
-			sl[i].in = !reqs[i].DryRun
-		}
-		if !l.pass(reqs, sl, out, now) {
-			return nil
-		}
-	} else if !allIn(sl, out) {
-		return nil
+	if l.pass(reqs, sl, out, now) {
+		return true
 	}
-	if charge {
-		return l.commit(sl, now)
+	if !dry {
+		return false
 	}
-	if !l.mayFit(sl, now) {
-		// Peek promises what Take would do: Take would find no room.
-		return fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+	// Some request is rejected: decide the enforcing requests again on
+	// their own; they are charged if all of them are allowed.
+	for i := range reqs {
+		sl[i].in = !reqs[i].DryRun
 	}
-	return nil
+	return l.pass(reqs, sl, out, now)
 }
 
 // pass decides the requests of sl that are in the pass, in order, into out,
-// and reports whether all of them are allowed. The shards are locked.
+// and reports whether all of them are allowed.
 func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64) bool {
 	all := true
 	for i := range reqs {
 		if !sl[i].in {
 			continue
 		}
-		s := &l.shards[sl[i].shard]
 		sl[i].prev = -1
 		for j := i - 1; j >= 0; j-- {
 			if sl[j].in && sl[j].hash == sl[i].hash {
@@ -248,8 +489,8 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 			// Same bucket earlier in this pass: continue from its outcome.
 			tat, known = sl[p].tat, sl[p].known
 		} else {
-			tat, known = s.tats.get(sl[i].hash)
-			sl[i].existed = known
+			o := sl[i].owner
+			tat, known = sl[o].orig, sl[o].existed
 		}
 		if !known {
 			tat = now // an unknown bucket is full
@@ -263,28 +504,38 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 	return all
 }
 
-// allIn reports whether every request of the pass is allowed.
-func allIn(sl []slot, out []limiter.Decision) bool {
+// finals marks, on each owner, whether the call charges its bucket and the
+// TAT it leaves there: that of the bucket's last request in the pass. With
+// commit unset nothing is charged.
+func finals(sl []slot, commit bool) {
 	for i := range sl {
-		if sl[i].in && !out[i].Allowed {
-			return false
+		if sl[i].owner == int32(i) {
+			sl[i].charged = false
 		}
 	}
-	return true
+	if !commit {
+		return
+	}
+	for i := range sl {
+		if sl[i].in {
+			o := sl[i].owner
+			sl[o].charged, sl[o].final = true, sl[i].tat
+		}
+	}
 }
 
-// newBuckets counts the buckets of the pass that are not tracked yet.
+// newBuckets counts the buckets the call charges that are not tracked.
 func newBuckets(sl []slot) int64 {
 	need := int64(0)
 	for i := range sl {
-		if sl[i].in && sl[i].prev < 0 && !sl[i].existed {
+		if sl[i].owner == int32(i) && sl[i].charged && !sl[i].existed {
 			need++
 		}
 	}
 	return need
 }
 
-// mayFit reports whether the new buckets of the pass could be tracked now:
+// mayFit reports whether the new buckets of the call could be tracked now:
 // they fit under maxKeys, or some shard may hold a state that is full again
 // (its hint is a lower bound, so this can say yes where a sweep would find
 // nothing, never no where Take would succeed). It reads only atomics.
@@ -301,44 +552,8 @@ func (l *Limiter) mayFit(sl []slot, now int64) bool {
 	return false
 }
 
-// commit stores the TAT of every request of the pass (all allowed), first
-// reserving room for the new buckets, sweeping the call's shards if the
-// store is full. It writes nothing unless every new bucket fits, and
-// returns errNeedRoom if they do not. The shards of sl are locked.
-func (l *Limiter) commit(sl []slot, now int64) error {
-	need := newBuckets(sl)
-	if need > 0 && !l.reserve(need) {
-		for i := range sl {
-			if l.isFirstOfShard(sl, i) {
-				if n := l.shards[sl[i].shard].sweep(now); n > 0 {
-					l.count.Add(-n)
-				}
-			}
-		}
-		// The sweep may have evicted buckets of this call that were full:
-		// count again what must be inserted.
-		need = 0
-		for i := range sl {
-			if sl[i].in && sl[i].prev < 0 {
-				if _, ok := l.shards[sl[i].shard].tats.get(sl[i].hash); !ok {
-					need++
-				}
-			}
-		}
-		if !l.reserve(need) {
-			return errNeedRoom
-		}
-	}
-	for i := range sl {
-		if sl[i].in {
-			l.shards[sl[i].shard].put(sl[i].hash, sl[i].tat)
-		}
-	}
-	return nil
-}
-
-// reserve counts n more tracked buckets if they fit under maxKeys.
-func (l *Limiter) reserve(n int64) bool {
+// claim counts n more tracked buckets if they fit under maxKeys.
+func (l *Limiter) claim(n int64) bool {
 	for {
 		c := l.count.Load()
 		if c+n > l.maxKeys {

@@ -6,32 +6,73 @@ import (
 	"sync/atomic"
 )
 
-// shard is one lock's worth of bucket states.
+// shard is one mutex's worth of bucket states.
 type shard struct {
+	// mu serialises the changes to the table's shape: inserting,
+	// evicting, rebuilding. Charging a tracked bucket does not take it.
 	mu sync.Mutex
-	// tats maps a bucket (the keyed hash of key and limit shape) to its
-	// theoretical arrival time, in nanoseconds on the limiter's clock.
-	// Guarded by mu.
-	tats table
-	// hint is a lower bound of every TAT in tats (math.MaxInt64 when
+	// tab maps a bucket (the keyed hash of key and limit shape) to its
+	// TAT; nil until the first insert. Replaced under mu; read without
+	// it.
+	tab atomic.Pointer[table]
+	// live counts the tracked buckets, used the cells with a hash (live
+	// or evicted). Guarded by mu.
+	live, used int
+	// hint is a lower bound of every TAT in tab (math.MaxInt64 when
 	// empty): no state of this shard can be evicted before the clock
 	// reaches it, so a store full of clients in debt refuses new keys
 	// without visiting them. Inserting lowers it; charging only raises
 	// TATs, so it stays a lower bound; a sweep makes it exact. Written
 	// under mu; read without it to skip shards cheaply.
 	hint atomic.Int64
-	_    [40]byte // keep hot shards on separate cache lines
+	_    [24]byte // keep hot shards on separate cache lines
 }
 
 func (s *shard) init() {
 	s.hint.Store(math.MaxInt64)
 }
 
-// put stores a bucket's TAT, lowering the hint if the bucket is new (a
-// charge only raises a TAT, so the hint stays a lower bound without it).
-// Callers hold s.mu.
-func (s *shard) put(bucket uint64, tat int64) {
-	if s.tats.put(bucket, tat) && tat < s.hint.Load() {
+// reserve makes sure n more buckets can be inserted without a rebuild:
+// when the table would be more than 4/5 used, it is rebuilt without its
+// evicted cells, at its size if the tracked buckets then fill at most half
+// of it, else grown by half as often as needed. Callers hold s.mu and no
+// cell of the table.
+func (s *shard) reserve(n int) {
+	t := s.tab.Load()
+	size := 0
+	if t != nil {
+		size = len(t.cells)
+	}
+	if (s.used+n)*5 <= size*4 {
+		return
+	}
+	want := s.live + n
+	if want*2 > size {
+		for want*5 > size*4 {
+			size = max(minTable, size+size/2)
+		}
+	}
+	nt := &table{cells: make([]cell, size)}
+	live := 0
+	if t != nil {
+		nt, live = t.rebuild(size)
+	}
+	s.live, s.used = live, live
+	s.tab.Store(nt)
+}
+
+// insert tracks a new bucket with the given TAT, lowering the hint. The
+// caller holds s.mu and has reserved room.
+func (s *shard) insert(h uint64, tat int64) {
+	s.tab.Load().insert(h, tat)
+	s.live++
+	s.used++
+	s.lower(tat)
+}
+
+// lower lowers the hint to tat if it is lower. Callers hold s.mu.
+func (s *shard) lower(tat int64) {
+	if tat < s.hint.Load() {
 		s.hint.Store(tat)
 	}
 }
@@ -41,12 +82,15 @@ func (s *shard) put(bucket uint64, tat int64) {
 // many it evicted. It visits the whole shard, but only when the hint says
 // something may be evictable, and it evicts every full state at once, so the
 // visits are paid for by the evictions. A state still refilling is never
-// evicted: that would hand its owner a fresh bucket. Callers hold s.mu.
+// evicted: that would hand its owner a fresh bucket. Callers hold s.mu and
+// no cell of the table.
 func (s *shard) sweep(now int64) int64 {
-	if now < s.hint.Load() {
+	t := s.tab.Load()
+	if t == nil || now < s.hint.Load() {
 		return 0
 	}
-	evicted, low := s.tats.evict(now)
+	evicted, low := t.evict(now)
+	s.live -= evicted
 	s.hint.Store(low)
 	return int64(evicted)
 }

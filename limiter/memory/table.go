@@ -1,28 +1,66 @@
 package memory
 
+import (
+	"math"
+	"runtime"
+	"sync/atomic"
+)
+
 // table is an open-addressing hash table from a bucket's 64-bit hash to its
-// TAT: linear probing over 16-byte slots, backward-shift deletion (no
-// tombstones), grown by half when more than 4/5 full. Its load therefore
-// stays between about 0.53 and 0.8, so a tracked bucket costs 20 to 30 bytes
-// (nginx documents 128 bytes per limit_req state; a Go map[uint64]int64
-// costs about 38). The slot is chosen from the hash's high 32 bits (the low
-// bits pick the shard) by multiply-shift, so the size need not be a power
-// of two. Hashes are keyed and uniformly spread; 0 marks an empty slot, so
-// a hash of 0 is stored as 1.
+// TAT, read and charged without locks: linear probing over 16-byte cells,
+// grown by half (or rebuilt at its size) when more than 4/5 of its cells are
+// used. Its load therefore stays between about 0.53 and 0.8 while buckets
+// are only added, so a tracked bucket costs 20 to 30 bytes (nginx documents
+// 128 bytes per limit_req state; a Go map[uint64]int64 costs about 38). The
+// cell is chosen from the hash's high 32 bits (the low bits pick the shard)
+// by multiply-shift, so the size need not be a power of two. Hashes are
+// keyed and uniformly spread; 0 marks an empty cell (a hash of 0 is stored as
+// 1, see [norm]).
 //
-// A table is not safe for concurrent use: its shard's mutex guards it.
+// Concurrency. Only the holder of the shard's mutex inserts, evicts or
+// replaces the table; anyone may find a bucket and charge it:
+//
+//   - A cell's hash is written once, from 0 to its bucket, after its TAT, so
+//     a reader that finds the hash reads that bucket's TAT and never
+//     another's, and probe runs never break (nothing is ever moved out of a
+//     run while the table is in use).
+//   - A TAT changes only by compare-and-swap from the value a decision was
+//     made on, so a charge is never lost and never applied to a state the
+//     decision did not see.
+//   - Evicting a bucket swaps its TAT for [tomb]; the cell keeps its hash
+//     until the table is rebuilt, and only that bucket can revive it.
+//   - Rebuilding swaps every TAT of the old table for [frozen] before
+//     copying it, so a charge on the old table either lands before the copy
+//     or fails and is retried on the new one.
+//   - A call deciding several buckets at once holds their cells by swapping
+//     each TAT for [busy] (see [hold]) and writes the results back.
+//
+// Readers that meet a sentinel go to the shard's mutex.
 type table struct {
-	slots []slot16
-	n     int // occupied slots
+	cells []cell
 }
 
-// slot16 is one entry; h == 0 means empty.
-type slot16 struct {
-	h   uint64
-	tat int64
+// cell is one slot: a bucket's hash (0 while empty) and its TAT in
+// nanoseconds on the limiter's clock, or one of the sentinels below.
+type cell struct {
+	h   atomic.Uint64
+	tat atomic.Int64
 }
 
-// minTable is the smallest table, in slots.
+// Sentinel TATs. A real TAT is clamped to at least minTAT (see [stored]);
+// any TAT at or below the clock means a full bucket, so the clamp changes
+// no decision.
+const (
+	tomb   = math.MinInt64     // evicted: the bucket is not tracked
+	frozen = math.MinInt64 + 1 // the table was replaced: use the shard's new one
+	busy   = math.MinInt64 + 2 // held by a call deciding several buckets
+	minTAT = math.MinInt64 + 3
+)
+
+// stored returns tat as a cell may hold it: at least minTAT.
+func stored(tat int64) int64 { return max(tat, minTAT) }
+
+// minTable is the smallest table, in cells.
 const minTable = 16
 
 // norm maps the reserved empty marker to a valid hash.
@@ -33,121 +71,134 @@ func norm(h uint64) uint64 {
 	return h
 }
 
-// home returns the first slot probed for h.
+// home returns the first cell probed for h.
 func (t *table) home(h uint64) int {
-	return int((h >> 32) * uint64(len(t.slots)) >> 32)
+	return int((h >> 32) * uint64(len(t.cells)) >> 32)
 }
 
-// get returns h's TAT and whether h is tracked.
-func (t *table) get(h uint64) (int64, bool) {
-	if len(t.slots) == 0 {
-		return 0, false
+// find returns the index of h's cell (live, evicted or held), or -1. Safe
+// without the shard's mutex.
+func (t *table) find(h uint64) int {
+	n := len(t.cells)
+	if n == 0 {
+		return -1
 	}
-	h = norm(h)
 	for i := t.home(h); ; {
-		s := &t.slots[i]
-		switch s.h {
+		switch t.cells[i].h.Load() {
 		case h:
-			return s.tat, true
+			return i
 		case 0:
-			return 0, false
+			return -1
 		}
-		if i++; i == len(t.slots) {
+		if i++; i == n {
 			i = 0
 		}
 	}
 }
 
-// put stores h's TAT and reports whether h is new.
-func (t *table) put(h uint64, tat int64) bool {
-	if (t.n+1)*5 > len(t.slots)*4 {
-		t.grow()
-	}
-	h = norm(h)
+// insert places a bucket that has no cell in the first empty cell of its
+// probe run: the TAT first, then the hash that makes it visible. The caller
+// holds the shard's mutex and has made room (a table is never full).
+func (t *table) insert(h uint64, tat int64) {
 	for i := t.home(h); ; {
-		s := &t.slots[i]
-		switch s.h {
-		case h:
-			s.tat = tat
-			return false
-		case 0:
-			s.h, s.tat = h, tat
-			t.n++
-			return true
-		}
-		if i++; i == len(t.slots) {
-			i = 0
-		}
-	}
-}
-
-// grow rehashes into a table half as large again (at least minTable).
-func (t *table) grow() {
-	old := t.slots
-	size := max(minTable, len(old)+len(old)/2)
-	t.slots = make([]slot16, size)
-	t.n = 0
-	for _, s := range old {
-		if s.h != 0 {
-			t.insertNew(s.h, s.tat)
-		}
-	}
-}
-
-// insertNew places an entry known to be absent, without growing.
-func (t *table) insertNew(h uint64, tat int64) {
-	for i := t.home(h); ; {
-		if t.slots[i].h == 0 {
-			t.slots[i] = slot16{h, tat}
-			t.n++
+		c := &t.cells[i]
+		if c.h.Load() == 0 {
+			c.tat.Store(tat)
+			c.h.Store(h)
 			return
 		}
-		if i++; i == len(t.slots) {
+		if i++; i == len(t.cells) {
 			i = 0
 		}
 	}
 }
 
-// deleteAt empties slot i and shifts back the entries of its probe run that
-// would no longer be reachable (Knuth's algorithm R), so no tombstone is
-// left behind.
-func (t *table) deleteAt(i int) {
-	n := len(t.slots)
-	for j := i; ; {
-		if j++; j == n {
-			j = 0
-		}
-		s := t.slots[j]
-		if s.h == 0 {
-			break
-		}
-		// Move s into the hole at i unless its home lies cyclically in (i, j].
-		k := t.home(s.h)
-		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
-			t.slots[i] = s
-			i = j
-		}
-	}
-	t.slots[i] = slot16{}
-	t.n--
-}
-
-// evict removes every entry whose TAT is at most now and returns how many
-// it removed and the lowest TAT left (math.MaxInt64 when none).
-func (t *table) evict(now int64) (removed int, low int64) {
-	low = int64(^uint64(0) >> 1)
-	for i := 0; i < len(t.slots); {
-		s := t.slots[i]
-		if s.h != 0 && s.tat <= now {
-			// Deleting may shift a later entry into slot i: look at it again.
-			t.deleteAt(i)
-			removed++
+// evict swaps the TAT of every bucket that is full at now (TAT <= now) for
+// tomb and returns how many it evicted and the lowest TAT left
+// (math.MaxInt64 when none). A held cell is waited for. The caller holds the
+// shard's mutex and holds no cell of this table.
+func (t *table) evict(now int64) (evicted int, low int64) {
+	low = math.MaxInt64
+	for i := range t.cells {
+		c := &t.cells[i]
+		if c.h.Load() == 0 {
 			continue
 		}
-		if s.h != 0 && s.tat < low {
-			low = s.tat
+		for spin := 0; ; spin++ {
+			v := c.tat.Load()
+			if v == busy {
+				backoff(spin)
+				continue
+			}
+			if v == tomb {
+				break
+			}
+			if v > now {
+				low = min(low, v)
+				break
+			}
+			if c.tat.CompareAndSwap(v, tomb) {
+				evicted++
+				break
+			}
 		}
-		i++
 	}
-	return removed, low
+	return evicted, low
+}
+
+// rebuild freezes t and returns a table of size cells holding its tracked
+// buckets, and how many there are. The caller holds the shard's mutex and
+// holds no cell of t; size must leave room for them.
+func (t *table) rebuild(size int) (*table, int) {
+	nt := &table{cells: make([]cell, size)}
+	live := 0
+	for i := range t.cells {
+		c := &t.cells[i]
+		h := c.h.Load()
+		if h == 0 {
+			continue
+		}
+		for spin := 0; ; spin++ {
+			v := c.tat.Load()
+			if v == busy {
+				backoff(spin)
+				continue
+			}
+			if !c.tat.CompareAndSwap(v, frozen) {
+				continue
+			}
+			if v != tomb {
+				nt.insert(h, v)
+				live++
+			}
+			break
+		}
+	}
+	return nt, live
+}
+
+// hold swaps c's TAT for busy, waiting while another call holds it, and
+// returns the TAT it held (possibly tomb). The caller holds the shard's
+// mutex, so the table is current and the cell cannot be frozen; the only
+// other holders are calls that never wait while holding.
+func hold(c *cell) int64 {
+	for spin := 0; ; spin++ {
+		v := c.tat.Load()
+		if v != busy && c.tat.CompareAndSwap(v, busy) {
+			return v
+		}
+		backoff(spin)
+	}
+}
+
+// maxSpin is how many times a call without the shard's mutex retries a
+// held cell before taking the mutex instead.
+const maxSpin = 64
+
+// backoff yields the processor after a few spins, so a waiter does not
+// starve the holder it waits for.
+func backoff(spin int) {
+	if spin >= maxSpin {
+		runtime.Gosched()
+	}
 }
