@@ -1,5 +1,5 @@
 // Package memory is an in-process [limiter.Limiter]: GCRA token buckets kept
-// in sharded maps, bounded in size, on a monotonic clock.
+// in sharded open-addressing tables, bounded in size, on a monotonic clock.
 //
 // Use it for a single process (or as a per-process first line in front of a
 // shared store). Buckets are not shared between processes.

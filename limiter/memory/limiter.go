@@ -14,7 +14,7 @@ import (
 )
 
 // Limiter is an in-process [limiter.Limiter]: one GCRA bucket state (an
-// int64 theoretical arrival time) per bucket, in sharded maps, at most
+// int64 theoretical arrival time) per bucket, in sharded hash tables, at most
 // [Options.MaxKeys] of them.
 //
 // A bucket is named by a 64-bit keyed hash (hash/maphash, a random seed per
@@ -25,11 +25,15 @@ import (
 // about n²/2⁶⁵ (3·10⁻⁸ for a million), and since the seed is secret and
 // per process, a client cannot choose keys that collide.
 //
-// Take and Peek lock the shards of all their requests in ascending shard
-// order (so concurrent calls cannot deadlock), decide the requests in order,
-// charge as the [limiter.Limiter] contract says, and unlock. A call costs a
-// few map operations per request and allocates nothing when dst has room
-// (tracking a new key may grow a map; when the store is full it may
+// A call whose buckets are all tracked takes no lock: it reads their TATs,
+// decides, and charges by compare-and-swap (one request) or by holding its
+// cells for the write (several requests), deciding again if another call
+// charged first. A call that tracks a new bucket, or meets a cell being
+// evicted or moved, locks the shards of all its requests in ascending shard
+// order (so concurrent calls cannot deadlock) and decides there. Either way
+// the requests are decided in order and charged as the [limiter.Limiter]
+// contract says, all or nothing. A call allocates nothing when dst has room
+// (tracking a new key may grow a table; when the store is full it may
 // trigger a sweep, see [Options]). Calls are meant to carry a handful of
 // requests: grouping requests by shard and by bucket is quadratic in
 // len(reqs).
