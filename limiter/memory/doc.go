@@ -28,10 +28,11 @@
 //
 // # Memory
 //
-// A tracked bucket costs one 16-byte slot of an open-addressing table: a
+// A tracked bucket costs one 16-byte cell of an open-addressing table: a
 // 64-bit keyed hash of its key and limit shape, and one int64. Tables stay
-// between 53% and 80% full, so a bucket costs 20 to 30 bytes (29.4 at a
-// million buckets, see BenchmarkMemoryPerKey; nginx documents 128 bytes per
-// limit_req state). The key string is not kept. At most [Options.MaxKeys] buckets are
-// tracked; see [Options] for how the bound is enforced and what is evicted.
+// between 53% and 80% full while buckets are added, so a bucket costs 20 to
+// 30 bytes (29.4 at a million buckets, see BenchmarkMemoryPerKey; nginx
+// documents 128 bytes per limit_req state). The key string is not kept. At
+// most [Options.MaxKeys] buckets are tracked; see [Options] for how the
+// bound is enforced and what is evicted.
 package memory
