@@ -26,4 +26,4 @@ func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() t
 
 // ScriptSHA and OneScriptSHA are the SHA-1s EVALSHA names the scripts by:
 // the general one and the one for calls of one request.
-var ScriptSHA, OneScriptSHA = gcra.sha, one.sha
+var ScriptSHA, OneScriptSHA = gcra.sha.(string), one.sha.(string)

@@ -218,14 +218,13 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	args := make([]any, headArgs+n+1+argsPerReq*n)
 	args[2] = int64(n)
 	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
-	mode := "0"
+	argv[0] = "0" // constants: boxing them into an any does not allocate
 	if take {
-		mode = "1"
+		argv[0] = "1"
 	}
-	argv[0] = mode
 	if l.now != nil {
 		now := int64(l.now())
-		argv[0] = fmt.Sprintf("%s %d %d %d", mode, now/1e9, now%1e9, l.ttlSlack)
+		argv[0] = fmt.Sprintf("%s %d %d %d", argv[0], now/1e9, now%1e9, l.ttlSlack)
 	}
 	for i := range reqs {
 		r := &reqs[i]

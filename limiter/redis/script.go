@@ -228,7 +228,10 @@ return d
 `
 
 // script is a Lua script and the SHA-1 EVALSHA names it by.
-type script struct{ src, sha string }
+type script struct {
+	src string
+	sha any // the hex SHA-1, a string boxed once: boxing it per call allocates
+}
 
 func newScript(src string) script {
 	sum := sha1.Sum([]byte(src))
