@@ -8,12 +8,14 @@
 //
 // Take and Peek make one round trip: EVALSHA of one Lua script (EVAL, which
 // also loads it, when the server answers NOSCRIPT, e.g. after a restart).
-// The script reads the server's clock with TIME, reads the state of every
-// bucket of the call, decides every request with the GCRA rule of
-// [limiter.Decide] (rate, burst, cost, delay_after, max_delay, Never) and
-// the dry-run two-pass rule of the [limiter.Limiter] contract, and, for a
-// Take whose decisions say so, writes the new states with their expiry, all
-// in one atomic step: no other client sees a partial charge, there is no
+// A call of one request, the common case, runs a smaller script with the
+// same rule and the same writes, specialised to one bucket. The script
+// reads the server's clock with TIME, reads the state of every bucket of
+// the call, decides every request with the GCRA rule of [limiter.Decide]
+// (rate, burst, cost, delay_after, max_delay, Never) and the dry-run
+// two-pass rule of the [limiter.Limiter] contract, and, for a Take whose
+// decisions say so, writes the new states with their expiry, all in one
+// atomic step: no other client sees a partial charge, there is no
 // GET-then-SET race, no client clock and no separate EXPIRE. All the
 // policies of one HTTP request are one call, so they are decided and
 // charged all-or-nothing. A rejected request writes nothing: it neither

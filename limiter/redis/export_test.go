@@ -24,5 +24,6 @@ func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() t
 	return l, nil
 }
 
-// ScriptSHA is the SHA-1 EVALSHA names the script by.
-var ScriptSHA = scriptSHA
+// ScriptSHA and OneScriptSHA are the SHA-1s EVALSHA names the scripts by:
+// the general one and the one for calls of one request.
+var ScriptSHA, OneScriptSHA = gcra.sha.(string), one.sha.(string)

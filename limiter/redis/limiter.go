@@ -72,11 +72,12 @@ type Options struct {
 
 // Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
 // every process that uses the same Redis, [Options.Prefix], MaxKeyLen and
-// HashSecret. Each Take or Peek is one round trip: one Lua script, run by
-// EVALSHA (EVAL when the server does not have it yet), that reads the
-// server's TIME, decides every request of the call with the GCRA rule of
-// [limiter.Decide] including the dry-run two-pass rule, and writes the new
-// states with their expiry in the same atomic step.
+// HashSecret. Each Take or Peek is one round trip: one Lua script (a
+// smaller one for a call of one request), run by EVALSHA (EVAL when the
+// server does not have it yet), that reads the server's TIME, decides
+// every request of the call with the GCRA rule of [limiter.Decide]
+// including the dry-run two-pass rule, and writes the new states with
+// their expiry in the same atomic step.
 //
 // Decisions equal those of the memory store for the same state and time:
 // the script returns, per request, the debt (TAT minus now, ns) the request
@@ -187,7 +188,8 @@ func (l *Limiter) RedisKey(r limiter.Request) string {
 }
 
 // Argument layout of the script call: "evalsha", sha, numkeys, KEYS, then
-// ARGV: the mode, and argsPerReq per request (see gcraScript).
+// ARGV: the mode, and argsPerReq per request (see gcraScript; oneScript
+// takes the same).
 const (
 	headArgs   = 3
 	argsPerReq = 2
@@ -216,14 +218,13 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	args := make([]any, headArgs+n+1+argsPerReq*n)
 	args[2] = int64(n)
 	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
-	mode := "0"
+	argv[0] = "0" // constants: boxing them into an any does not allocate
 	if take {
-		mode = "1"
+		argv[0] = "1"
 	}
-	argv[0] = mode
 	if l.now != nil {
 		now := int64(l.now())
-		argv[0] = fmt.Sprintf("%s %d %d %d", mode, now/1e9, now%1e9, l.ttlSlack)
+		argv[0] = fmt.Sprintf("%s %d %d %d", argv[0], now/1e9, now%1e9, l.ttlSlack)
 	}
 	for i := range reqs {
 		r := &reqs[i]
@@ -239,27 +240,26 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = charge, ceiling
 	}
 
+	s := &gcra
+	if n == 1 {
+		s = &one
+	}
 	tctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	cmd, err := run(tctx, l.client, args, !take)
+	cmd, err := run(tctx, l.client, s, args, !take)
 	if err != nil {
 		return nil, l.fail(ctx, tctx, err)
-	}
-	vals, err := cmd.Slice()
-	if err != nil || len(vals) != n+1 {
-		return nil, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), n, err)
 	}
 
 	n0 := len(dst)
 	dst = append(dst, make([]limiter.Decision, n)...) // no allocation when dst has room
 	out := dst[n0:]
+	charged, err := decide(cmd, reqs, out)
+	if err != nil {
+		return nil, err
+	}
 	enforcingOK := true
 	for i := range reqs {
-		debt, ok := vals[i+1].(int64)
-		if !ok || debt < 0 {
-			return nil, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
-		}
-		out[i], _ = limiter.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
 		if !reqs[i].DryRun && !out[i].Allowed {
 			enforcingOK = false
 		}
@@ -267,10 +267,41 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	// The script charges exactly when every enforcing decision it reports
 	// is allowed (see the contract); a disagreement would mean a script and
 	// a Go side out of step, so nothing it says can be trusted.
-	if charged, _ := vals[0].(int64); (charged == 1) != enforcingOK {
+	if charged != enforcingOK {
 		return nil, errors.New("limiter/redis: the script's charge disagrees with limiter.Decide; outcome unknown")
 	}
 	return dst, nil
+}
+
+// decide sets out[i] to the Decision of reqs[i] from the debts in the
+// reply of the script (oneScript for one request, gcraScript otherwise)
+// and reports whether the script charged (for a Peek: would charge).
+func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (bool, error) {
+	if len(reqs) == 1 {
+		d, err := cmd.Int64()
+		if err != nil {
+			return false, fmt.Errorf("limiter/redis: unexpected reply from the script: %v", err)
+		}
+		charged := d >= 0
+		if !charged {
+			d = -1 - d
+		}
+		out[0], _ = limiter.Decide(d, 0, reqs[0].Limit, reqs[0].Cost)
+		return charged, nil
+	}
+	vals, err := cmd.Slice()
+	if err != nil || len(vals) != len(reqs)+1 {
+		return false, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), len(reqs), err)
+	}
+	for i := range reqs {
+		debt, ok := vals[i+1].(int64)
+		if !ok || debt < 0 {
+			return false, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
+		}
+		out[i], _ = limiter.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
+	}
+	charged, _ := vals[0].(int64)
+	return charged == 1, nil
 }
 
 // fail turns a go-redis error into the error Take and Peek return.

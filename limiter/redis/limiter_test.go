@@ -356,7 +356,8 @@ func TestTestClockExactAtEdges(t *testing.T) {
 }
 
 // TestStoreErrorsAreErrors: a bucket key holding something else fails the
-// call (never a decision) and the script writes nothing.
+// call (never a decision), alone or with another request, and the script
+// writes nothing.
 func TestStoreErrorsAreErrors(t *testing.T) {
 	srv := redistest.Start(t)
 	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
@@ -369,9 +370,11 @@ func TestStoreErrorsAreErrors(t *testing.T) {
 		do(t, srv, "DEL", l.RedisKey(bad))
 		do(t, srv, setup...)
 		for op, f := range map[string]func(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error){"Take": l.Take, "Peek": l.Peek} {
-			d, err := f(context.Background(), nil, []limiter.Request{good, bad})
-			if err == nil || d != nil {
-				t.Errorf("%s, %s: %v, %v; want nil and an error", name, op, d, err)
+			for _, reqs := range [][]limiter.Request{{good, bad}, {bad}} {
+				d, err := f(context.Background(), nil, reqs)
+				if err == nil || d != nil {
+					t.Errorf("%s, %s of %d requests: %v, %v; want nil and an error", name, op, len(reqs), d, err)
+				}
 			}
 		}
 		if n := doInt(t, srv, "EXISTS", l.RedisKey(good)); n != 0 {
@@ -380,32 +383,40 @@ func TestStoreErrorsAreErrors(t *testing.T) {
 	}
 }
 
-// TestNoScriptReload: after SCRIPT FLUSH (or on a new server) the script
-// is loaded again by EVAL, transparently.
+// TestNoScriptReload: after SCRIPT FLUSH (or on a new server) each script
+// (the one for calls of one request, the general one) is loaded again by
+// EVAL when a call first needs it, transparently.
 func TestNoScriptReload(t *testing.T) {
 	srv := redistest.Start(t)
 	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Timeout: testTimeout})
-	r := limiter.Request{Key: "k", Limit: lim(1, time.Minute, 3), Cost: 1}
+	r := limiter.Request{Key: "k", Limit: lim(1, time.Minute, 4), Cost: 1}
 	take(t, l, r)
+	take(t, l, r, r)
 	do(t, srv, "SCRIPT", "FLUSH")
-	if d := take(t, l, r)[0]; !d.Allowed || d.Remaining != 1 {
-		t.Errorf("take after SCRIPT FLUSH: %+v", d)
+	if d := take(t, l, r)[0]; !d.Allowed || d.Remaining != 0 {
+		t.Errorf("take of one request after SCRIPT FLUSH: %+v", d)
 	}
-	if got := do(t, srv, "SCRIPT", "EXISTS", scriptSHA(t, srv)); got != "1" {
-		t.Errorf("script not loaded again: SCRIPT EXISTS = %q", got)
+	cachedScripts(t, srv, rkredis.OneScriptSHA)
+	do(t, srv, "SCRIPT", "FLUSH")
+	if d := take(t, l, r, r); d[0].Allowed || d[1].Allowed || d[0].Remaining != 0 {
+		t.Errorf("take of two requests after SCRIPT FLUSH: %+v", d)
 	}
+	cachedScripts(t, srv, rkredis.ScriptSHA)
 }
 
-// scriptSHA returns the SHA of the one script the server has cached: the
-// server's INFO does not list it, so take it from SCRIPT LOAD of nothing
-// else — the limiter's own EVAL loaded it; count must be 1.
-func scriptSHA(t *testing.T, srv *redistest.Server) string {
+// cachedScripts fails t unless the server's script cache holds exactly the
+// scripts named by shas.
+func cachedScripts(t *testing.T, srv *redistest.Server, shas ...string) {
 	t.Helper()
 	info := do(t, srv, "INFO", "memory")
-	if !strings.Contains(info, "number_of_cached_scripts:1") {
-		t.Fatalf("want exactly one cached script: %s", info)
+	if want := fmt.Sprintf("number_of_cached_scripts:%d", len(shas)); !strings.Contains(info, want) {
+		t.Fatalf("want %s: %s", want, info)
 	}
-	return rkredis.ScriptSHA
+	for _, sha := range shas {
+		if got := do(t, srv, "SCRIPT", "EXISTS", sha); got != "1" {
+			t.Errorf("script %s not loaded: SCRIPT EXISTS = %q", sha, got)
+		}
+	}
 }
 
 // Test16Connections: 16 goroutines, each with its own client (one

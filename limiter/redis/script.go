@@ -20,7 +20,9 @@ import (
 // times (about 1.8·10^18 ns since 1970) are never held in one number: they
 // travel as (seconds, nanoseconds) pairs, and a stored TAT is split at its
 // ninth digit from the right before any arithmetic. Integer division uses
-// math.fmod, which is exact.
+// math.fmod, which is exact. The expiry (ms, 13 digits) is passed to SET as
+// string.format('%d', ms), exact and cheaper than the %.17g formatting
+// Redis applies to a Lua number argument.
 //
 //	KEYS[i]     the bucket of request i (duplicates allowed)
 //	ARGV[1]     "1": take (charge if the rule says so); "0": peek (write
@@ -138,12 +140,12 @@ if all then
         local rm = math.fmod(tn, 1e6)
         local ms = ts * 1000 + (tn - rm) / 1e6
         if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PXAT', ms) -- 13 digits: exact in %.14g
+        redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
       else
         local rm = math.fmod(d, 1e6)
         local ms = (d - rm) / 1e6 + slack
         if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PX', ms)
+        redis.call('SET', k, v, 'PX', string.format('%d', ms))
       end
     end
   end
@@ -151,11 +153,95 @@ end
 return out
 `
 
-// scriptSHA is the SHA-1 of gcraScript, as EVALSHA names it.
-var scriptSHA = func() string {
-	sum := sha1.Sum([]byte(gcraScript))
-	return hex.EncodeToString(sum[:])
-}()
+// oneScript is gcraScript for a call of one request, which is most calls
+// (one policy per HTTP request): same KEYS and ARGV (n = 1), same
+// arithmetic, same writes, but no tables, no loops and no second pass, and
+// a one-integer reply, so Redis runs a smaller script and the client
+// parses a smaller reply. A single request charges exactly when it is
+// allowed; a rejected dry-run request leaves the call with no enforcing
+// request, so gcraScript reports it as charging (nothing).
+//
+// It returns d, the debt in ns (at least 0) the request was decided
+// against, if the call charges (for a peek: would charge), and -1 - d if it
+// does not: the {charged, debt_1} of gcraScript in one integer.
+const oneScript = `
+local take = ARGV[1] == '1'
+local sec, nsec, slack
+if take or ARGV[1] == '0' then
+  local t = redis.call('TIME')
+  sec = tonumber(t[1])
+  nsec = tonumber(t[2]) * 1000
+else
+  local m, s, ns, sl = string.match(ARGV[1], '^([01]) (%d+) (%d+) (%d+)$')
+  take = m == '1'
+  sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
+end
+local k = KEYS[1]
+
+local d = 0
+local v = redis.call('GET', k)
+if v then
+  local l = #v
+  local ts, tn = 0, nil
+  if l > 9 then
+    ts = tonumber(string.sub(v, 1, l - 9))
+    tn = tonumber(string.sub(v, l - 8))
+  else
+    tn = tonumber(v)
+  end
+  if not ts or not tn then
+    return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+  end
+  d = (ts - sec) * 1e9 + (tn - nsec)
+  if d < 0 then d = 0 elseif d > 9007199254740992 then d = 9007199254740992 end
+end
+
+local charge = tonumber(ARGV[2])
+local ceiling = tonumber(ARGV[3])
+if charge < 0 or d > math.abs(ceiling) - charge then
+  if ceiling < 0 then return d end
+  return -1 - d
+end
+if take then
+  local w = d + charge
+  local r = math.fmod(w, 1e9)
+  local ts = sec + (w - r) / 1e9
+  local tn = nsec + r
+  if tn >= 1e9 then
+    tn = tn - 1e9
+    ts = ts + 1
+  end
+  local v = string.format('%d%09d', ts, tn)
+  if not slack then
+    local rm = math.fmod(tn, 1e6)
+    local ms = ts * 1000 + (tn - rm) / 1e6
+    if rm > 0 then ms = ms + 1 end
+    redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
+  else
+    local rm = math.fmod(w, 1e6)
+    local ms = (w - rm) / 1e6 + slack
+    if rm > 0 then ms = ms + 1 end
+    redis.call('SET', k, v, 'PX', string.format('%d', ms))
+  end
+end
+return d
+`
+
+// script is a Lua script and the SHA-1 EVALSHA names it by.
+type script struct {
+	src string
+	sha any // the hex SHA-1, a string boxed once: boxing it per call allocates
+}
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+var (
+	gcra = newScript(gcraScript) // calls of two or more requests
+	one  = newScript(oneScript)  // calls of one request
+)
 
 // noRetryCmd is a go-redis command that the client must not replay after
 // a failed attempt: a Take whose reply was lost may have charged, and a
@@ -166,15 +252,15 @@ type noRetryCmd struct{ *goredis.Cmd }
 // NoRetry tells go-redis not to retry the command.
 func (noRetryCmd) NoRetry() bool { return true }
 
-// run executes the script with args = the EVALSHA arguments after the SHA
+// run executes s with args = the EVALSHA arguments after the SHA
 // (numkeys, keys..., argv...) in cmdArgs[2:], by EVALSHA and, if the
 // server does not know the script (NOSCRIPT: a restarted or new server),
 // by EVAL, which also loads it. cmdArgs[0] and [1] are overwritten.
-func run(ctx context.Context, c goredis.UniversalClient, cmdArgs []any, retry bool) (*goredis.Cmd, error) {
-	cmdArgs[0], cmdArgs[1] = "evalsha", scriptSHA
+func run(ctx context.Context, c goredis.UniversalClient, s *script, cmdArgs []any, retry bool) (*goredis.Cmd, error) {
+	cmdArgs[0], cmdArgs[1] = "evalsha", s.sha
 	cmd, err := process(ctx, c, cmdArgs, retry)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmdArgs[0], cmdArgs[1] = "eval", gcraScript
+		cmdArgs[0], cmdArgs[1] = "eval", s.src
 		cmd, err = process(ctx, c, cmdArgs, retry)
 	}
 	return cmd, err
