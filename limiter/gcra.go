@@ -28,7 +28,8 @@ import (
 // [ValidateRequests]), so no product overflows. Sums that could overflow
 // (a TAT or clock near the int64 limits) saturate, and comparisons are made
 // on differences that cannot overflow, so saturation never turns a rejection
-// into an admission. Decide is a pure function, safe for concurrent use.
+// into an admission; a request whose new TAT would exceed math.MaxInt64 is
+// refused with Never set. Decide is a pure function, safe for concurrent use.
 func Decide(tat, now int64, l Limit, cost int64) (Decision, int64) {
 	t := int64(l.Rate.Interval())
 	tau := l.Burst * t // validated: no overflow
@@ -48,6 +49,12 @@ func Decide(tat, now int64, l Limit, cost int64) (Decision, int64) {
 	}
 	if debt <= ceiling-charge { // debt + charge <= ceiling, without overflow
 		need := debt + charge // <= ceiling <= tau
+		if now > math.MaxInt64-need {
+			// The new TAT would not fit in an int64 (a clock some 292
+			// years past its origin): saturating it would stop the debt
+			// from growing and admit everything after, so refuse.
+			return Decision{ResetAfter: time.Duration(debt), Never: true}, tat
+		}
 		return Decision{
 			Allowed:    true,
 			Remaining:  tokens(tau-need, t, l.Burst),

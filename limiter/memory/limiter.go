@@ -133,8 +133,12 @@ type slot struct {
 const smallCall = 8
 
 // errNeedRoom reports that a call must track new buckets and the store is
-// full even after sweeping the shards the call holds.
-var errNeedRoom = errors.New("need room")
+// full even after sweeping the shards the call holds; errPeekFull that a
+// Peek's new buckets fit only if Take's sweep would make room.
+var (
+	errNeedRoom = errors.New("need room")
+	errPeekFull = errors.New("peek: store full")
+)
 
 func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if err := ctx.Err(); err != nil {
@@ -179,11 +183,21 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	// Read the clock before holding anything: a concurrent call that
 	// charges first may then use a later time, which only makes this call
 	// stricter (its buckets look less refilled), never looser.
-	now := int64(l.clock.Now())
+	now := l.now()
 	if len(reqs) > 1 && len(reqs) <= smallCall && l.decideHeld(reqs, sl, out, now, charge) {
 		return dst, nil
 	}
 	err := l.decideLocked(reqs, sl, out, now, charge)
+	if err == errPeekFull {
+		// Peek promises what Take would do: Take would sweep.
+		err = nil
+		if !l.peekFits(sl, now) {
+			err = errNeedRoom
+		}
+	}
+	if err == errNeedRoom && !charge {
+		return nil, fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+	}
 	if err == errNeedRoom {
 		// Make room in every shard, one lock at a time (never while
 		// holding this call's locks), then decide again from scratch: the
@@ -198,6 +212,12 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return nil, err
 	}
 	return dst, nil
+}
+
+// now reads the clock, raised to minTAT so that a TAT stored at or after
+// it is never a sentinel nor raised by [stored].
+func (l *Limiter) now() int64 {
+	return max(int64(l.clock.Now()), minTAT)
 }
 
 // bucket returns the 64-bit name of r's bucket: the keyed hash of its Key,
@@ -233,7 +253,7 @@ func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bo
 		return false
 	}
 	c := &t.cells[i].tat
-	now := int64(l.clock.Now())
+	now := l.now()
 	for spin := 0; spin < maxSpin; spin++ {
 		v := c.Load()
 		switch v {
@@ -255,10 +275,9 @@ func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bo
 
 // decideHeld decides a call whose buckets are all tracked without locking.
 // It decides on the TATs it reads; a call that charges nothing (a
-// rejection, or Peek) ends there, having written nothing: TATs only grow
-// while a bucket is tracked and a request allowed at some TATs is allowed
-// at lower ones, so the call would be refused at every later instant too.
-// A call that charges holds its cells (in request order, at the TATs it
+// rejection, or Peek) ends there, having written nothing, once a second
+// read finds the same TATs (so they were all current at one instant). A
+// call that charges holds its cells (in request order, at the TATs it
 // decided on, giving up on any it cannot hold at once), writes the new
 // TATs and releases them; if a TAT changed meanwhile it reads and decides
 // again, a few times. It reports false, having changed nothing, when some
@@ -291,7 +310,13 @@ func (l *Limiter) decideHeld(reqs []limiter.Request, sl []slot, out []limiter.De
 			}
 		}
 		if !l.evaluate(reqs, sl, out, now) || !charge {
-			return true
+			// Nothing to write, but the TATs read one by one must have
+			// held together: a call charging several of them in between
+			// would show half its charge.
+			if unchanged(sl) {
+				return true
+			}
+			continue
 		}
 		if !holdAt(sl) {
 			continue
@@ -314,6 +339,18 @@ func (l *Limiter) decideHeld(reqs []limiter.Request, sl []slot, out []limiter.De
 // maxRetries bounds how often decideHeld decides again after a concurrent
 // charge before taking the shards' mutexes instead.
 const maxRetries = 4
+
+// unchanged reports whether the cells of sl's owners still hold the TATs
+// read into orig, so that those TATs were all current at one instant (the
+// first read of this check).
+func unchanged(sl []slot) bool {
+	for i := range sl {
+		if sl[i].owner == int32(i) && sl[i].cell.tat.Load() != sl[i].orig {
+			return false
+		}
+	}
+	return true
+}
 
 // holdAt holds the cells of sl's owners at the TATs read into orig, in
 // request order; if one has changed it releases those it holds and
@@ -343,6 +380,10 @@ func release(sl []slot) {
 func (l *Limiter) decideLocked(reqs []limiter.Request, sl []slot, out []limiter.Decision, now int64, charge bool) error {
 	l.lock(sl)
 	defer l.unlock(sl)
+	// Read the clock again: while this call waited, a sweep may have
+	// evicted one of its buckets as full at a later time than now, and
+	// reviving it as full at an earlier time would forget debt.
+	now = max(now, l.now())
 	if charge {
 		l.makeRoom(sl, now)
 	}
@@ -370,9 +411,8 @@ func (l *Limiter) decideLocked(reqs []limiter.Request, sl []slot, out []limiter.
 		return nil
 	case !charge:
 		release(sl)
-		if !l.mayFit(sl, now) {
-			// Peek promises what Take would do: Take would find no room.
-			return fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+		if need := newBuckets(sl); need > 0 && l.count.Load()+need > l.maxKeys {
+			return errPeekFull
 		}
 		return nil
 	}
@@ -539,21 +579,31 @@ func newBuckets(sl []slot) int64 {
 	return need
 }
 
-// mayFit reports whether the new buckets of the call could be tracked now:
-// they fit under maxKeys, or some shard may hold a state that is full again
-// (its hint is a lower bound, so this can say yes where a sweep would find
-// nothing, never no where Take would succeed). It reads only atomics.
-func (l *Limiter) mayFit(sl []slot, now int64) bool {
+// peekFits reports whether the new buckets of a Peek that would charge
+// could be tracked, counting exactly what Take would: every shard's full
+// states are evicted, including the call's own, which must then be tracked
+// again. It locks one shard at a time (callers hold none) and evicts
+// nothing.
+func (l *Limiter) peekFits(sl []slot, now int64) bool {
 	need := newBuckets(sl)
-	if need == 0 || l.count.Load()+need <= l.maxKeys {
-		return true
-	}
-	for i := range l.shards {
-		if l.shards[i].hint.Load() <= now {
-			return true
+	for i := range sl {
+		if sl[i].owner == int32(i) && sl[i].charged && sl[i].existed && sl[i].orig <= now {
+			need++
 		}
 	}
-	return false
+	full := int64(0)
+	for i := range l.shards {
+		s := &l.shards[i]
+		if now < s.hint.Load() {
+			continue // nothing evictable yet
+		}
+		s.mu.Lock()
+		if t := s.tab.Load(); t != nil {
+			full += int64(t.full(now))
+		}
+		s.mu.Unlock()
+	}
+	return l.count.Load()-full+need <= l.maxKeys
 }
 
 // claim counts n more tracked buckets if they fit under maxKeys.

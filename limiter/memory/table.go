@@ -146,6 +146,20 @@ func (t *table) evict(now int64) (evicted int, low int64) {
 	return evicted, low
 }
 
+// full counts the buckets that are full at now (TAT <= now), which a sweep
+// would evict; a held cell is counted as not full. The caller holds the
+// shard's mutex.
+func (t *table) full(now int64) int {
+	n := 0
+	for i := range t.cells {
+		c := &t.cells[i]
+		if v := c.tat.Load(); c.h.Load() != 0 && v > busy && v <= now {
+			n++
+		}
+	}
+	return n
+}
+
 // rebuild freezes t and returns a table of size cells holding its tracked
 // buckets, and how many there are. The caller holds the shard's mutex and
 // holds no cell of t; size must leave room for them.

@@ -1,11 +1,13 @@
 package memory
 
-// Review of the lock-free charge (304b655): tests that reproduce bugs. They
-// fail on purpose until the bugs are fixed.
+// Edge cases found by a review of the lock-free charge: a snapshot of several
+// buckets, a stale clock reading, Peek's capacity promise and the ends of the
+// int64 clock.
 
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,15 +16,15 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// TestReviewMultiReadIsNotASnapshot: decideHeld decides a call that charges
-// nothing (Peek, or a rejected Take) on TATs loaded one cell at a time, with
-// nothing checking that they coexisted. A Take of [a, b] charges both
+// TestSeveralBucketsReadAtOneInstant: a call that charges nothing (Peek,
+// or a rejected Take) decides on TATs loaded one cell at a time, so they
+// must be checked to have coexisted. A Take of [a, b] charges both
 // atomically, and a and b have the same limit and are only ever charged
 // together, so in every state they have the same TAT and any call deciding
 // [a, b] identically must get identical Decisions for both. A Peek or a
 // rejected Take that loads a before a concurrent charge and b after it
 // returns different ones: it observes a partial charge.
-func TestReviewMultiReadIsNotASnapshot(t *testing.T) {
+func TestSeveralBucketsReadAtOneInstant(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{MaxKeys: 64, Clock: clk})
 	li := lim(1, time.Second, 1<<30) // the clock is frozen: no refill
@@ -64,23 +66,19 @@ func TestReviewMultiReadIsNotASnapshot(t *testing.T) {
 	wg.Wait()
 }
 
-// TestReviewClampAtMinClock: stored clamps every TAT to minTAT =
-// MinInt64+3 to keep clear of the sentinels, claiming "any TAT at or below
-// the clock means a full bucket, so the clamp changes no decision". That
-// holds only while the clock reads at least minTAT: on a clock near
-// MinInt64 (a ManualClock, or any Clock whose origin makes readings
-// negative) the clamp adds up to 2ns of debt, and a conforming request is
-// rejected.
-func TestReviewClampAtMinClock(t *testing.T) {
+// TestClockFloor: the limiter reads its clock as at least minTAT (the
+// int64 values below mark cells); from there on, decisions are exact to
+// the nanosecond, and a lower reading is read as the floor.
+func TestClockFloor(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{MaxKeys: 64, Clock: clk})
 	li := lim(1_000_000_000, time.Second, 1) // 1 token per ns, burst 1
 	r := limiter.Request{Key: "a", Limit: li, Cost: 1}
-	clk.Set(math.MinInt64)
+	clk.Set(minTAT)
 	if d := mustTake(t, l, r)[0]; !d.Allowed {
-		t.Fatalf("first Take at MinInt64: %+v", d)
+		t.Fatalf("first Take at the floor: %+v", d)
 	}
-	// The bucket's TAT is MinInt64+1: full again 1ns later.
+	// The bucket's TAT is minTAT+1: full again 1ns later.
 	clk.Advance(1)
 	want := limiter.Decision{Allowed: true, ResetAfter: 1}
 	if d := mustPeek(t, l, r)[0]; d != want {
@@ -88,6 +86,12 @@ func TestReviewClampAtMinClock(t *testing.T) {
 	}
 	if d := mustTake(t, l, r)[0]; d != want {
 		t.Errorf("Take 1ns later = %+v; want %+v (the bucket refilled)", d, want)
+	}
+	// Below the floor: read as the floor, where the bucket (TAT floor+2)
+	// is in debt by 2ns.
+	clk.Set(math.MinInt64)
+	if d := mustPeek(t, l, r)[0]; d.Allowed || d.RetryAfter != 2 {
+		t.Errorf("Peek at MinInt64 = %+v; want rejected, RetryAfter 2ns", d)
 	}
 }
 
@@ -111,7 +115,7 @@ func (c *gateClock) Now() time.Duration {
 	return v
 }
 
-// TestReviewStaleClockRevivesEvictedDebt: a call reads the clock (now0),
+// TestStaleClockDoesNotReviveDebt: a call reads the clock (now0),
 // then another call with a later clock (now1) sweeps and evicts a state
 // whose TAT lies in (now0, now1]: full at now1, in debt at now0. The first
 // call then finds the cell evicted and decides it as a full bucket at now0,
@@ -120,10 +124,9 @@ func (c *gateClock) Now() time.Duration {
 // three admissions within 1.5s. Whichever time the delayed call is
 // linearised at, at most one of its admission and the one at 1.5s is
 // possible (at 0.5s the bucket is in debt: rejected; at 1.5s it charges
-// the bucket to 2.5s). Read now after locking in decideLocked to fix; this
-// is older than the lock-free change (the old decide read now before
-// locking too).
-func TestReviewStaleClockRevivesEvictedDebt(t *testing.T) {
+// the bucket to 2.5s). decideLocked therefore reads the clock again once it
+// holds the locks.
+func TestStaleClockDoesNotReviveDebt(t *testing.T) {
 	clk := &gateClock{reached: make(chan struct{}), released: make(chan struct{})}
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 1)
@@ -164,13 +167,11 @@ func TestReviewStaleClockRevivesEvictedDebt(t *testing.T) {
 	}
 }
 
-// TestReviewPeekCapacityStaleHint: Peek's mayFit says a new key fits when
-// some shard's hint is at or below now. The hint is only a lower bound: it
-// is lowered on insert and left alone when the bucket is charged further,
-// so it can lie below every TAT of the shard. Peek then promises an
-// admission where Take fails with ErrCapacity ("Where Take would fail
-// with ErrCapacity, Peek does too"). Older than the lock-free change.
-func TestReviewPeekCapacityStaleHint(t *testing.T) {
+// TestPeekCapacityStaleHint: a shard's hint is only a lower bound of its
+// TATs (lowered on insert, left alone when a bucket is charged further), so
+// Peek cannot take a hint at or below now as room: where Take fails with
+// ErrCapacity, Peek must too.
+func TestPeekCapacityStaleHint(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{MaxKeys: 1, Clock: clk})
 	li := lim(1, time.Second, 10)
@@ -185,13 +186,11 @@ func TestReviewPeekCapacityStaleHint(t *testing.T) {
 	}
 }
 
-// TestReviewPeekCapacityOwnFullState: the store (MaxKeys 1) holds a, full
+// TestPeekCapacityOwnFullState: the store (MaxKeys 1) holds a, full
 // again. [a, b] can never be tracked together: Take sweeps a to make room,
-// then needs room for both and fails with ErrCapacity. Peek's mayFit sees
-// a shard whose hint is at or below now and says they fit, not counting
-// that the only evictable state is the call's own. Older than the
-// lock-free change.
-func TestReviewPeekCapacityOwnFullState(t *testing.T) {
+// then needs room for both and fails with ErrCapacity. Peek must count
+// that the only evictable state is the call's own.
+func TestPeekCapacityOwnFullState(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{MaxKeys: 1, Clock: clk})
 	li := lim(1, time.Second, 10)
@@ -205,24 +204,28 @@ func TestReviewPeekCapacityOwnFullState(t *testing.T) {
 	}
 }
 
-// TestReviewSaturationNearMaxClock: within Burst·T of MaxInt64, Decide's
-// addSat caps the new TAT at MaxInt64, so the debt it leaves stops growing
-// and every further request fits: unlimited admissions from a bucket of
-// burst 2. The flaw is in limiter.Decide (saturation turns rejections into
-// admissions, contrary to its doc), older than the lock-free change; it
-// needs a clock reading about 292 years past its origin.
-func TestReviewSaturationNearMaxClock(t *testing.T) {
-	clk := NewManualClock()
-	l := New(Options{MaxKeys: 64, Clock: clk})
+// TestSaturationNearMaxClock: near the end of the int64 clock, a request
+// whose new TAT would not fit is refused (Never), instead of saturating the
+// TAT at MaxInt64, which would stop the debt from growing and admit every
+// request after it.
+func TestSaturationNearMaxClock(t *testing.T) {
 	li := lim(1, time.Second, 2)
-	clk.Set(math.MaxInt64 - time.Second)
-	admitted := 0
-	for range 5 {
-		if mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1})[0].Allowed {
-			admitted++
+	for _, tc := range []struct {
+		left time.Duration // the clock reads MaxInt64 - left
+		want []bool
+	}{
+		{2 * time.Second, []bool{true, true, false, false, false}}, // room for the whole burst
+		{time.Second, []bool{true, false, false, false, false}},    // room for one token of debt
+	} {
+		clk := NewManualClock()
+		l := New(Options{MaxKeys: 64, Clock: clk})
+		clk.Set(math.MaxInt64 - tc.left)
+		var got []bool
+		for range 5 {
+			got = append(got, mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1})[0].Allowed)
 		}
-	}
-	if admitted != 2 {
-		t.Errorf("burst 2, frozen clock: %d of 5 admitted; want 2", admitted)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("burst 2, %v before the end of the clock: admitted %v; want %v", tc.left, got, tc.want)
+		}
 	}
 }
