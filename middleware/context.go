@@ -17,11 +17,14 @@ const stateKey ctxKey = 0
 // allocation that is also the request's context layer (it embeds the
 // parent context and answers [stateKey] itself, so no context.WithValue
 // node is needed): the client address (with room for the hops of its
-// derivation), the principal, and the Record; kept small (about 500
-// bytes), since every request that passes ClientAddress pays for it. The
-// first ratekey middleware a request meets adds it; the others fill it in
-// place, so a request costs one context layer whatever the chain. It is
-// written by the request's goroutine only, as it passes the middlewares.
+// derivation), the principal, the Record, and the arena that holds the
+// rate limiter's keys and response field values (so that they need no
+// allocation of their own). About 900 bytes, since every request that
+// passes ClientAddress pays for it; the rate limiter's working memory is
+// pooled apart from it (see [scratch]). The first ratekey middleware a
+// request meets adds it; the others fill it in place, so a request costs
+// one context layer whatever the chain. It is written by the request's
+// goroutine only, as it passes the middlewares.
 type requestState struct {
 	context.Context // the parent
 	client          trustedproxy.Result
@@ -30,6 +33,7 @@ type requestState struct {
 	hasPrincipal    bool
 	record          *Record
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
+	out             arena               // the rate limiter's keys and response field values
 }
 
 // Value returns the state itself for stateKey, and asks the parent

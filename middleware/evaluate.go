@@ -160,15 +160,12 @@ func (ph phase) covers(p *Policy) bool {
 }
 
 func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
-	ev, _ := st.checkScratch(r, charge, ph)
-	return ev
+	return st.evaluate(r, stateFrom(r.Context()), charge, ph, newScratch())
 }
 
-// checkScratch is check, also returning the scratch memory the evaluation
-// lives in (for the response fields).
-func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (Evaluation, *scratch) {
-	rs := stateFrom(r.Context())
-	sc := newScratch()
+// evaluate is check, with r's request state rs (nil when r has none), in
+// the working memory sc, where the Evaluation's policy results live.
+func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge bool, ph phase, sc *scratch) Evaluation {
 	op := st.Operation(r)
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
 	var principal identity.Principal
@@ -280,7 +277,7 @@ func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (
 		ev.Delay = 0
 		ev.Charged = false
 	}
-	return ev, sc
+	return ev
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and

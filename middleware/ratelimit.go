@@ -217,7 +217,15 @@ func (rl *RateLimiter) PreAuthHandler(next http.Handler) http.Handler {
 func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
-		ev, sc := st.checkScratch(r, true, ph)
+		rs := stateFrom(r.Context())
+		var out *arena
+		if rs != nil {
+			out = &rs.out
+		} else {
+			out = new(arena) // no ClientAddress in front (the policies needing it say so)
+		}
+		sc := getScratch(out)
+		ev := st.evaluate(r, rs, true, ph, sc)
 		if ev.Delay > 0 {
 			if err := st.Wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
@@ -225,24 +233,27 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		}
 		st.log(r, &ev)
 		st.observe(&ev)
-		if rec := RecordFrom(r.Context()); rec != nil {
-			rec.recordEvaluation(&ev, st.store)
+		if rs != nil && rs.record != nil {
+			rs.record.recordEvaluation(&ev, st.store)
 		}
 		h := w.Header()
-		setRateLimitFields(h, &ev, sc)
+		setRateLimitFields(h, &ev, sc, out)
 		if st.DecisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
 			// After PreAuthHandler, the weightier of the two decisions.
 			delete(h, "Ratelimit-Decision")
-			addField(h, "Ratelimit-Decision", string(ev.Decision), &sc.fields[2])
+			addField(h, "Ratelimit-Decision", string(ev.Decision), out.field(fieldDecision))
 		}
+		pass := ev.Allowed && !ev.Abandoned
 		switch {
 		case ev.Abandoned:
 			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended while it waited out its rate limit delay"})
-		case ev.Allowed:
-			next.ServeHTTP(w, r)
-		default:
+		case !ev.Allowed:
 			writeRejection(w, &ev)
+		}
+		sc.release(out)
+		if pass {
+			next.ServeHTTP(w, r)
 		}
 	})
 }
@@ -252,7 +263,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 // order (a dry-run policy limits nothing, so clients are not told about it):
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
 // left, t = seconds until the bucket is full again (both rounded up).
-func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch) {
+func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) {
 	polStart := len(sc.b)
 	n := 0
 	for i := range ev.Policies {
@@ -293,8 +304,8 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch) {
 	}
 	// Added, not set: after PreAuthHandler each field has two lines, which
 	// RFC 9651 §4.2 combines into one list.
-	addField(h, "Ratelimit-Policy", pol, &sc.fields[0])
-	addField(h, "Ratelimit", sc.str(curStart), &sc.fields[1])
+	addField(h, "Ratelimit-Policy", pol, out.field(fieldPolicy))
+	addField(h, "Ratelimit", sc.str(curStart), out.field(fieldRateLimit))
 }
 
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {
