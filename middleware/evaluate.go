@@ -93,7 +93,8 @@ type PolicyResult struct {
 
 	status    int
 	onStore   OnStoreError
-	principal bool // a principal (not anonymous) was present
+	principal bool   // a principal (not anonymous) was present
+	item      string // the policy's RateLimit-Policy list item
 }
 
 // Evaluation is the combined outcome of every policy that applies to one request.
@@ -188,7 +189,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 			continue
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun,
-			status: p.Status, onStore: p.OnStoreError, principal: authenticated}
+			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)
