@@ -54,7 +54,7 @@ var (
 // Error descriptions never contain header bytes. h is only read; safe for
 // concurrent use with other readers.
 func BearerToken(h http.Header) (string, error) {
-	vals := h.Values("Authorization")
+	vals := h["Authorization"] // the canonical key: h.Values without canonicalising it again
 	switch len(vals) {
 	case 0:
 		return "", ErrNoCredential
