@@ -1,5 +1,7 @@
 package middleware
 
+import "sync/atomic"
+
 // arenaSize is the bytes an arena holds before it spills to the heap:
 // two policies' keys and response field values fit.
 const arenaSize = 288
@@ -12,8 +14,13 @@ const arenaSize = 288
 // anything refers to the request. Bytes once handed out are never
 // rewritten; when an append outgrows buf, the new bytes go to a new array
 // and the old one lives on for the strings that point into it.
+//
+// One evaluation at a time appends to a request's arena: the rate limiter
+// claims it first, and an evaluation that finds it claimed (the request
+// passed to handlers running concurrently) gets an arena of its own.
 type arena struct {
-	b      []byte // the bytes handed out so far; nil until first use
+	busy   atomic.Bool // claimed by an evaluation
+	b      []byte      // the bytes handed out so far; nil until first use
 	buf    [arenaSize]byte
 	fields [3][1]string // value slices: RateLimit-Policy, RateLimit, RateLimit-Decision
 	taken  [3]bool      // which of fields a response header was given
@@ -25,6 +32,18 @@ const (
 	fieldRateLimit
 	fieldDecision
 )
+
+// claimArena returns rs's arena, claimed, or a new one when rs is nil or
+// its arena is claimed already. Give it back with release.
+func claimArena(rs *requestState) *arena {
+	if rs != nil && rs.out.busy.CompareAndSwap(false, true) {
+		return &rs.out
+	}
+	return new(arena)
+}
+
+// release gives a claimed arena back.
+func (a *arena) release() { a.busy.Store(false) }
 
 // bytes returns the arena's bytes, to append to; give the result back
 // with keep.

@@ -153,3 +153,60 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentEvaluationsOfOneRequest: a handler that runs the rate
+// limiter on one request from several goroutines at once gets complete,
+// uncorrupted response fields and keys in each (the request's arena goes
+// to one evaluation at a time; the others get their own).
+func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &keyLog{Limiter: memory.New(memory.Options{})}
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{
+			perNetwork("1000/s", 1000),
+			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: limit("1000/s", 1000)},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var fields [n]http.Header
+	inner := rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r.Use(middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
+	r.Get("/v1/reports/{id}", func(_ http.ResponseWriter, r *http.Request) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				w := httptest.NewRecorder()
+				inner.ServeHTTP(w, r)
+				fields[i] = w.Header()
+			})
+		}
+		wg.Wait()
+	})
+	req := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+	req.RemoteAddr = "10.0.0.1:1"
+	req.Header.Set("X-Forwarded-For", "198.51.100.1")
+	req.Header.Set("X-Test-Account", "alice")
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	for i, h := range fields {
+		if got := h.Values("RateLimit-Policy"); len(got) != 1 || got[0] != `"per-network";q=1000;w=1, "per-account";q=1000;w=1` {
+			t.Errorf("evaluation %d: RateLimit-Policy %q", i, got)
+		}
+		if got := h.Values("RateLimit"); len(got) != 1 || !strings.HasPrefix(got[0], `"per-network";r=`) || !strings.Contains(got[0], `, "per-account";r=`) {
+			t.Errorf("evaluation %d: RateLimit %q", i, got)
+		}
+	}
+	if len(lim.keys) != 2*n {
+		t.Fatalf("%d keys reached the limiter, want %d", len(lim.keys), 2*n)
+	}
+	for i, k := range lim.keys {
+		if want := []string{"per-network|network=198.51.100.1/32", "per-account|tenant=acme|account=alice"}[i%2]; k != want {
+			t.Errorf("key %d: %q, want %q", i, k, want)
+		}
+	}
+}

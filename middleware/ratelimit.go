@@ -220,12 +220,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
 		rs := stateFrom(r.Context())
-		var out *arena
-		if rs != nil {
-			out = &rs.out
-		} else {
-			out = new(arena) // no ClientAddress in front (the policies needing it say so)
-		}
+		out := claimArena(rs)
 		sc := getScratch(out)
 		ev := st.evaluate(r, rs, true, ph, sc)
 		if ev.Delay > 0 {
@@ -254,6 +249,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			writeRejection(w, &ev)
 		}
 		sc.release(out)
+		out.release()
 		if pass {
 			next.ServeHTTP(w, r)
 		}
