@@ -183,3 +183,45 @@ func FuzzBearerToken(f *testing.F) {
 		}
 	})
 }
+
+// TestB64TokenBytes checks every byte value against RFC 6750 §2.1: ALPHA,
+// DIGIT and "-._~+/" anywhere, '=' only as trailing padding.
+func TestB64TokenBytes(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		want := 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte("-._~+/", b) >= 0
+		if got := isB64Token("a" + string(b) + "a"); got != want {
+			t.Errorf("byte 0x%02X inside a token: %v, want %v", c, got, want)
+		}
+		if got := isB64Token(string(b)); got != want {
+			t.Errorf("token of the single byte 0x%02X: %v, want %v", c, got, want)
+		}
+		if got := isB64Token("a" + string(b) + "=="); got != (want || b == '=') { // "a===" is all padding
+			t.Errorf("byte 0x%02X before padding: %v, want %v", c, got, want)
+		}
+	}
+	for _, s := range []string{"", "=", "==", "=a", "a=a"} {
+		if isB64Token(s) {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	// Every position of tokens long and short (isB64Token reads eight
+	// bytes at a time, then the rest one by one).
+	const alphabet = "abcXYZ019-._~+/"
+	for n := 1; n <= 40; n++ {
+		tok := []byte(strings.Repeat(alphabet, 3)[:n])
+		if !isB64Token(string(tok)) || !isB64Token(string(tok)+"=") {
+			t.Errorf("%q rejected", tok)
+		}
+		for i := range tok {
+			for _, bad := range []byte{' ', '=', ',', 0x00, 0x80, 0xFF, '"'} {
+				c := tok[i]
+				tok[i] = bad
+				if isB64Token(string(tok)) && !(bad == '=' && i == n-1) {
+					t.Errorf("%q accepted", tok)
+				}
+				tok[i] = c
+			}
+		}
+	}
+}

@@ -44,20 +44,35 @@ var errKey = errors.New("identity: malformed key")
 
 // needsEscape reports whether byte c must be percent-escaped in a key field.
 func needsEscape(c byte) bool {
-	return c < 0x20 || c >= 0x7f || c == '%' || c == '|' || c == '='
+	return escapeByte[c]
 }
 
-// appendEscaped appends s to b with the key-field escaping applied.
-func appendEscaped(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if needsEscape(c) {
-			b = append(b, '%', upperHex[c>>4], upperHex[c&0x0f])
-		} else {
-			b = append(b, c)
-		}
+// escapeByte marks the bytes a key field escapes: every key of every
+// request is scanned with it.
+var escapeByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c < 0x20 || c >= 0x7f || c == '%' || c == '|' || c == '='
 	}
-	return b
+	return t
+}()
+
+// appendEscaped appends s to b with the key-field escaping applied. Runs
+// of bytes that need no escape (usually the whole field) are copied at
+// once.
+func appendEscaped(b []byte, s string) []byte {
+	for {
+		i := 0
+		for i < len(s) && !needsEscape(s[i]) {
+			i++
+		}
+		b = append(b, s[:i]...)
+		if i == len(s) {
+			return b
+		}
+		c := s[i]
+		b = append(b, '%', upperHex[c>>4], upperHex[c&0x0f])
+		s = s[i+1:]
+	}
 }
 
 // escapedLen returns the number of bytes appendEscaped adds for s.

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -251,6 +252,39 @@ func BenchmarkParseKey(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseKey(s); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestAppendEscapedEveryPosition: a byte that needs escaping is escaped at
+// every position of fields of 1 to 40 bytes (appendEscaped scans eight
+// bytes at a time, then the rest one by one), and nothing else is.
+func TestAppendEscapedEveryPosition(t *testing.T) {
+	ref := func(s string) string { // byte by byte, as the encoding is specified
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c >= 0x7f || c == '%' || c == '|' || c == '=' {
+				fmt.Fprintf(&b, "%%%02X", c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+		return b.String()
+	}
+	for n := 1; n <= 40; n++ {
+		field := []byte(strings.Repeat("acme-GET /v1/{id}~", 3)[:n])
+		if got, want := string(appendEscaped(nil, string(field))), ref(string(field)); got != want {
+			t.Errorf("%q: %q, want %q", field, got, want)
+		}
+		for i := range field {
+			for _, c := range []byte{'%', '|', '=', 0x00, 0x1F, 0x7F, 0x80, 0xFF} {
+				orig := field[i]
+				field[i] = c
+				if got, want := string(appendEscaped(nil, string(field))), ref(string(field)); got != want {
+					t.Errorf("%q: %q, want %q", field, got, want)
+				}
+				field[i] = orig
+			}
 		}
 	}
 }

@@ -93,7 +93,8 @@ type PolicyResult struct {
 
 	status    int
 	onStore   OnStoreError
-	principal bool // a principal (not anonymous) was present
+	principal bool   // a principal (not anonymous) was present
+	item      string // the policy's RateLimit-Policy list item
 }
 
 // Evaluation is the combined outcome of every policy that applies to one request.
@@ -160,15 +161,12 @@ func (ph phase) covers(p *Policy) bool {
 }
 
 func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
-	ev, _ := st.checkScratch(r, charge, ph)
-	return ev
+	return st.evaluate(r, stateFrom(r.Context()), charge, ph, newScratch())
 }
 
-// checkScratch is check, also returning the scratch memory the evaluation
-// lives in (for the response fields).
-func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (Evaluation, *scratch) {
-	rs := stateFrom(r.Context())
-	sc := newScratch()
+// evaluate is check, with r's request state rs (nil when r has none), in
+// the working memory sc, where the Evaluation's policy results live.
+func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge bool, ph phase, sc *scratch) Evaluation {
 	op := st.Operation(r)
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
 	var principal identity.Principal
@@ -191,7 +189,7 @@ func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (
 			continue
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun,
-			status: p.Status, onStore: p.OnStoreError, principal: authenticated}
+			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)
@@ -280,7 +278,7 @@ func (st *rateLimitState) checkScratch(r *http.Request, charge bool, ph phase) (
 		ev.Delay = 0
 		ev.Charged = false
 	}
-	return ev, sc
+	return ev
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and

@@ -31,115 +31,111 @@ const UnmatchedOperation = "UNMATCHED"
 //
 // The route list is read on first use: register every route before serving.
 // The returned function is safe for concurrent use. It reuses chi routing
-// contexts from a pool and the operation strings of the walked routes, so
-// it allocates only what chi's own lookup does.
+// contexts from a pool and the operation strings of the walked routes; on a
+// mounted sub-router it looks the path up in that sub-router only, as chi
+// is about to, so a request routed to a leaf of the router it is in costs
+// no allocation.
 func RouteOperation(root chi.Routes) func(*http.Request) string {
-	type route struct{ method, pattern string }
 	var (
 		once sync.Once
-		// ops maps a walked route to its operation string, computed once;
-		// {"*", pattern} marks a route that serves every method.
-		ops  map[route]string
+		top  *routerOps
 		pool = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 	)
 	return func(r *http.Request) string {
-		once.Do(func() {
-			ops = map[route]string{}
-			_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-				ops[route{method, pattern}] = method + " " + pattern
-				return nil
-			})
-		})
-		method, path := routeTarget(r)
+		once.Do(func() { top = walkOperations(root) })
+		ro, method, path := routeTarget(top, r)
 		rctx := pool.Get().(*chi.Context)
 		rctx.Reset()
-		pattern := root.Find(rctx, method, path)
+		pattern := ro.routes.Find(rctx, method, path)
 		pool.Put(rctx)
-		if pattern == "" {
-			return UnmatchedOperation
-		}
-		if op, ok := ops[route{method, pattern}]; ok {
+		if op, ok := ro.ops[route{method, pattern}]; ok {
 			return op
-		}
-		if _, ok := ops[route{"*", pattern}]; ok {
-			return method + " " + pattern
 		}
 		return UnmatchedOperation
 	}
 }
 
-// routeTarget returns the method and path chi routes r by. Middlewares may
-// have rewritten them in chi's routing context (GetHead routes HEAD as GET;
-// StripSlashes and CleanPath set the path), so the route context wins over
-// the request line: otherwise such a request would be named UNMATCHED and
-// escape its operation's policies. Inside a mounted sub-router the context
-// holds only the sub-router's part of the path; the mount patterns matched
-// so far (with their parameters filled in) give back the part before it.
-func routeTarget(r *http.Request) (method, path string) {
+// route is a method and a route pattern.
+type route struct{ method, pattern string }
+
+// routerOps is one chi router of the tree RouteOperation names operations
+// in: the root, or a router mounted below it.
+type routerOps struct {
+	routes chi.Routes
+	// ops maps a method and a pattern as routes.Find returns it (relative
+	// to this router) to the operation, for every route chi.Walk lists at
+	// or below this router.
+	ops map[route]string
+	// mounts maps a mount pattern of this router ("/v1/*") to the router
+	// mounted there.
+	mounts map[string]*routerOps
+}
+
+// walkOperations lists root's routes with chi.Walk, computes each one's
+// operation string once, and indexes them per router.
+func walkOperations(root chi.Routes) *routerOps {
+	all := map[route]string{}
+	_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		all[route{method, pattern}] = method + " " + pattern
+		return nil
+	})
+	return newRouterOps(root, "", all)
+}
+
+// newRouterOps indexes the operations of routes, mounted at prefix (the
+// full template of its mount point, without the trailing "/*"), and of the
+// routers mounted below it. all holds every walked route by full pattern.
+func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *routerOps {
+	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}}
+	for rt, op := range all {
+		// chi patterns start with "/": a route below the mount point
+		// "/v1" is "/v1/...", never "/v1x".
+		if rel, ok := strings.CutPrefix(rt.pattern, prefix); ok && strings.HasPrefix(rel, "/") {
+			ro.ops[route{rt.method, rel}] = op
+		}
+	}
+	for _, rt := range routes.Routes() {
+		if rt.SubRoutes != nil {
+			ro.mounts[rt.Pattern] = newRouterOps(rt.SubRoutes, prefix+strings.TrimSuffix(rt.Pattern, "/*"), all)
+		}
+	}
+	return ro
+}
+
+// routeTarget returns the router, method and path chi routes r by next.
+// Middlewares may have rewritten the method and path in chi's routing
+// context (GetHead routes HEAD as GET; StripSlashes and CleanPath set the
+// path), so the route context wins over the request line: otherwise such a
+// request would be named UNMATCHED and escape its operation's policies.
+// Inside a mounted sub-router, the mount patterns matched so far lead from
+// top to that sub-router, and the context's path is the part of the path
+// it routes.
+func routeTarget(top *routerOps, r *http.Request) (ro *routerOps, method, path string) {
 	method, path = r.Method, r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
 	}
 	rc := chi.RouteContext(r.Context())
 	if rc == nil {
-		return method, nonEmpty(path)
+		return top, method, nonEmpty(path)
 	}
 	if rc.RouteMethod != "" {
 		method = rc.RouteMethod
 	}
 	if rc.RoutePath == "" {
-		return method, nonEmpty(path)
+		return top, method, nonEmpty(path)
 	}
-	var buf [256]byte
-	b := buf[:0]
-	k := 0 // next URL parameter to use
+	ro = top
 	for _, pat := range rc.RoutePatterns {
-		if !strings.HasSuffix(pat, "/*") {
+		if ro = ro.mounts[pat]; ro == nil {
 			// A complete route: the request was already routed (r.With
-			// after routing); its path is the routed one.
-			return method, nonEmpty(path)
+			// after routing); its path is the routed one. Or a mount
+			// of a handler that is not a chi router: routed from the
+			// root, the path reaches the mount route.
+			return top, method, nonEmpty(path)
 		}
-		b, k = appendFilled(b, strings.TrimSuffix(pat, "/*"), &rc.URLParams, k)
 	}
-	b = append(b, rc.RoutePath...)
-	if string(b) == path { // the common case: nothing was rewritten
-		return method, nonEmpty(path)
-	}
-	return method, nonEmpty(string(b))
-}
-
-// appendFilled appends pattern with each {param} replaced by the next
-// captured value (mount wildcards "*" are skipped), and returns the index of
-// the next unused parameter.
-func appendFilled(b []byte, pattern string, params *chi.RouteParams, k int) ([]byte, int) {
-	for {
-		i := strings.IndexByte(pattern, '{')
-		if i < 0 {
-			return append(b, pattern...), k
-		}
-		b = append(b, pattern[:i]...)
-		depth, j := 0, i
-		for ; j < len(pattern); j++ { // a regexp may hold braces: {n:\d{3}}
-			if pattern[j] == '{' {
-				depth++
-			} else if pattern[j] == '}' {
-				if depth--; depth == 0 {
-					break
-				}
-			}
-		}
-		for k < len(params.Keys) && params.Keys[k] == "*" {
-			k++
-		}
-		if k < len(params.Values) {
-			b = append(b, params.Values[k]...)
-			k++
-		}
-		if j >= len(pattern) {
-			return b, k
-		}
-		pattern = pattern[j+1:]
-	}
+	return ro, method, rc.RoutePath
 }
 
 func nonEmpty(path string) string {

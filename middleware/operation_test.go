@@ -140,3 +140,47 @@ func TestOperationAfterChiRewrites(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationInsideNestedSubRouters: from a middleware of a mounted
+// sub-router, the operation is the full template of the route chi will
+// serve, whether that route is the sub-router's own or one of a router
+// mounted below it; a path that only reaches a mount point, or no route,
+// is UNMATCHED.
+func TestOperationInsideNestedSubRouters(t *testing.T) {
+	ok := func(w http.ResponseWriter, r *http.Request) {}
+	root := chi.NewRouter()
+	opOf := middleware.RouteOperation(root)
+	var got string
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got = opOf(r)
+			next.ServeHTTP(w, r)
+		})
+	}
+	root.Get("/v1x/reports/{id}", ok) // shares the text "/v1" with the mount below
+	root.Route("/v1", func(v chi.Router) {
+		v.Use(record)
+		v.Get("/reports/{id}", ok)
+		v.Route("/t/{tenant}", func(tr chi.Router) {
+			tr.Get("/items/{id}", ok)
+			tr.Delete("/items/{id}", ok)
+		})
+	})
+	tests := []struct{ method, path, want string }{
+		{http.MethodGet, "/v1/reports/7", "GET /v1/reports/{id}"},
+		{http.MethodGet, "/v1/t/acme/items/3", "GET /v1/t/{tenant}/items/{id}"},
+		{http.MethodDelete, "/v1/t/acme/items/3", "DELETE /v1/t/{tenant}/items/{id}"},
+		{http.MethodPost, "/v1/t/acme/items/3", middleware.UnmatchedOperation},
+		{http.MethodGet, "/v1/t/acme/", middleware.UnmatchedOperation},
+		{http.MethodGet, "/v1/t/acme", middleware.UnmatchedOperation},
+		{http.MethodGet, "/v1/", middleware.UnmatchedOperation},
+		{http.MethodGet, "/v1/nope", middleware.UnmatchedOperation},
+	}
+	for _, tt := range tests {
+		got = ""
+		root.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tt.method, "http://x.test"+tt.path, nil))
+		if got != tt.want {
+			t.Errorf("%s %s: operation %q; want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+}

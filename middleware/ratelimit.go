@@ -72,7 +72,8 @@ type RateLimiter struct {
 // filled in) and what is derived from it.
 type rateLimitState struct {
 	RateLimitConfig
-	store string // the limiter store's name, for records, logs and metrics
+	store string   // the limiter store's name, for records, logs and metrics
+	items []string // each policy's RateLimit-Policy list item (see policyItem)
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -120,6 +121,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
+		st.items = append(st.items, policyItem(&p))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -217,7 +219,10 @@ func (rl *RateLimiter) PreAuthHandler(next http.Handler) http.Handler {
 func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
-		ev, sc := st.checkScratch(r, true, ph)
+		rs := stateFrom(r.Context())
+		out := claimArena(rs)
+		sc := getScratch(out)
+		ev := st.evaluate(r, rs, true, ph, sc)
 		if ev.Delay > 0 {
 			if err := st.Wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
@@ -225,24 +230,28 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		}
 		st.log(r, &ev)
 		st.observe(&ev)
-		if rec := RecordFrom(r.Context()); rec != nil {
-			rec.recordEvaluation(&ev, st.store)
+		if rs != nil && rs.record != nil {
+			rs.record.recordEvaluation(&ev, st.store)
 		}
 		h := w.Header()
-		setRateLimitFields(h, &ev, sc)
+		setRateLimitFields(h, &ev, sc, out)
 		if st.DecisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
 			// After PreAuthHandler, the weightier of the two decisions.
 			delete(h, "Ratelimit-Decision")
-			addField(h, "Ratelimit-Decision", string(ev.Decision), &sc.fields[2])
+			addField(h, "Ratelimit-Decision", string(ev.Decision), out.field(fieldDecision))
 		}
+		pass := ev.Allowed && !ev.Abandoned
 		switch {
 		case ev.Abandoned:
 			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended while it waited out its rate limit delay"})
-		case ev.Allowed:
-			next.ServeHTTP(w, r)
-		default:
+		case !ev.Allowed:
 			writeRejection(w, &ev)
+		}
+		sc.release(out)
+		out.release()
+		if pass {
+			next.ServeHTTP(w, r)
 		}
 	})
 }
@@ -252,33 +261,35 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 // order (a dry-run policy limits nothing, so clients are not told about it):
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
 // left, t = seconds until the bucket is full again (both rounded up).
-func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch) {
+func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) {
+	var pol string // the RateLimit-Policy value while it is one item
 	polStart := len(sc.b)
 	n := 0
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if res.DryRun || res.Key == "" || res.Decision != DecisionPassed && res.Decision != DecisionDelayed && res.Decision != DecisionRejected {
+		if !res.advertised() {
 			continue
 		}
-		if n > 0 {
-			sc.b = append(sc.b, ", "...)
+		switch n++; n {
+		case 1:
+			pol = res.item // as it is: no bytes to append for one policy
+		case 2:
+			sc.b = append(append(append(sc.b, pol...), ", "...), res.item...)
+		default:
+			sc.b = append(append(sc.b, ", "...), res.item...)
 		}
-		n++
-		// Names are [A-Za-z0-9._-]: a valid sf-string as they are.
-		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";q=`...)
-		sc.b = strconv.AppendInt(sc.b, res.Limit.Burst, 10)
-		sc.b = append(sc.b, ";w="...)
-		sc.b = strconv.AppendInt(sc.b, ceilSeconds(res.Limit.Window()), 10)
 	}
 	if n == 0 {
 		return
 	}
-	pol := sc.str(polStart)
+	if n > 1 {
+		pol = sc.str(polStart)
+	}
 	curStart := len(sc.b)
 	n = 0
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if res.DryRun || res.Key == "" || res.Decision != DecisionPassed && res.Decision != DecisionDelayed && res.Decision != DecisionRejected {
+		if !res.advertised() {
 			continue
 		}
 		if n > 0 {
@@ -293,8 +304,25 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch) {
 	}
 	// Added, not set: after PreAuthHandler each field has two lines, which
 	// RFC 9651 §4.2 combines into one list.
-	addField(h, "Ratelimit-Policy", pol, &sc.fields[0])
-	addField(h, "Ratelimit", sc.str(curStart), &sc.fields[1])
+	addField(h, "Ratelimit-Policy", pol, out.field(fieldPolicy))
+	addField(h, "Ratelimit", sc.str(curStart), out.field(fieldRateLimit))
+}
+
+// advertised reports whether the response fields list the policy: it is
+// enforcing and the limiter decided it.
+func (res *PolicyResult) advertised() bool {
+	return !res.DryRun && res.Key != "" && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
+}
+
+// policyItem returns p's RateLimit-Policy list item, which depends on its
+// configuration only: "name";q=<burst>;w=<seconds to refill from empty>.
+// Names are [A-Za-z0-9._-]: a valid sf-string as they are.
+func policyItem(p *Policy) string {
+	b := append(append([]byte{'"'}, p.Name...), `";q=`...)
+	b = strconv.AppendInt(b, p.Limit.Burst, 10)
+	b = append(b, ";w="...)
+	b = strconv.AppendInt(b, ceilSeconds(p.Limit.Window()), 10)
+	return string(b)
 }
 
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {

@@ -2,8 +2,11 @@ package middleware
 
 import (
 	"math"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/limiter"
 )
 
 func TestCeilSeconds(t *testing.T) {
@@ -24,5 +27,65 @@ func TestCeilSeconds(t *testing.T) {
 		if got := ceilSeconds(tt.d); got != tt.want {
 			t.Errorf("ceilSeconds(%d) = %d, want %d", tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestRateLimitFieldsList: one item per advertised policy, in order, with
+// dry-run and undecided policies left out, for one, two and three items.
+func TestRateLimitFieldsList(t *testing.T) {
+	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
+		p := Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
+		return PolicyResult{Policy: name, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
+			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(&p)}
+	}
+	all := []PolicyResult{
+		mk("a", 2, DecisionPassed, false),
+		mk("dry", 9, DecisionPassed, true),
+		mk("b", 3, DecisionDelayed, false),
+		mk("skipped", 9, DecisionSkipped, false),
+		mk("c", 4, DecisionRejected, false),
+	}
+	tests := []struct {
+		n         int // policies of all
+		pol, curr string
+	}{
+		{1, `"a";q=2;w=2`, `"a";r=1;t=1`},
+		{3, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`},
+		{5, `"a";q=2;w=2, "b";q=3;w=3, "c";q=4;w=4`, `"a";r=1;t=1, "b";r=2;t=1, "c";r=3;t=1`},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		var out arena
+		sc := getScratch(&out)
+		setRateLimitFields(h, &Evaluation{Policies: all[:tt.n]}, sc, &out)
+		sc.release(&out)
+		if got := h.Values("RateLimit-Policy"); len(got) != 1 || got[0] != tt.pol {
+			t.Errorf("%d policies: RateLimit-Policy %q, want %q", tt.n, got, tt.pol)
+		}
+		if got := h.Values("RateLimit"); len(got) != 1 || got[0] != tt.curr {
+			t.Errorf("%d policies: RateLimit %q, want %q", tt.n, got, tt.curr)
+		}
+	}
+}
+
+// BenchmarkRateLimitFields: the two response fields of a request that
+// passed two policies.
+func BenchmarkRateLimitFields(b *testing.B) {
+	lim := limiter.Limit{Rate: limiter.Rate{Count: 1000000, Per: time.Second}, Burst: 1000000}
+	ev := &Evaluation{Policies: []PolicyResult{
+		{Policy: "per-network", Key: "k1", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: DecisionPassed, Charged: true},
+		{Policy: "per-account", Key: "k2", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: DecisionPassed, Charged: true},
+	}}
+	for i := range ev.Policies {
+		ev.Policies[i].item = policyItem(&Policy{Name: ev.Policies[i].Policy, Limit: lim})
+	}
+	h, out := http.Header{}, new(arena)
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(h)
+		*out = arena{}
+		sc := getScratch(out)
+		setRateLimitFields(h, ev, sc, out)
+		sc.release(out)
 	}
 }

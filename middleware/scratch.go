@@ -2,34 +2,63 @@ package middleware
 
 import (
 	"net/http"
+	"sync"
 	"unsafe"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// scratch is one evaluation's working memory, allocated once per evaluation:
-// the policy results, limiter requests and decisions, key parts, and an
-// append-only byte buffer that holds encoded keys, dimension values and
-// response field values. Strings handed out over the buffer (see str) stay
-// valid for as long as anything refers to them: the buffer is never
-// rewritten, and when an append outgrows it the old array lives on for the
-// strings that point into it.
+// scratch is one evaluation's working memory: the policy results, limiter
+// requests and decisions, key parts, and b, the append-only bytes of an
+// [arena] that receive encoded keys, dimension values and response field
+// values. Strings handed out over b (see str) stay valid for as long as
+// anything refers to them: b is never rewritten, and when an append
+// outgrows it the old array lives on for the strings that point into it.
+//
+// The Handler's evaluations take their scratch from a pool and release it
+// before the request goes on: nothing of it outlives the evaluation (the
+// strings are the arena's, which is not pooled), and release clears it,
+// so no principal, key or result of one request is left in it for the
+// next. Check's evaluation is returned to its caller, so it gets memory
+// of its own (newScratch).
 type scratch struct {
 	policies [3]PolicyResult // more policies per phase spill to the heap
 	reqs     [3]limiter.Request
 	idx      [3]int
 	decs     [3]limiter.Decision
 	parts    [4]identity.Part
-	fields   [3][1]string // RateLimit-Policy, RateLimit, RateLimit-Decision
 	b        []byte
-	buf      [256]byte
 }
 
-func newScratch() *scratch {
-	sc := &scratch{}
-	sc.b = sc.buf[:0]
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a cleared scratch from the pool, appending to out.
+// Give it back with release.
+func getScratch(out *arena) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	sc.b = out.bytes()
 	return sc
+}
+
+// release gives sc's appended bytes back to out, clears sc and returns it
+// to the pool. Nothing may use sc, nor the Evaluation that lives in it,
+// afterwards.
+func (sc *scratch) release(out *arena) {
+	out.keep(sc.b)
+	*sc = scratch{}
+	scratchPool.Put(sc)
+}
+
+// newScratch returns a scratch and an arena of its own, never pooled, for
+// an evaluation that outlives the call (Check).
+func newScratch() *scratch {
+	m := &struct {
+		sc  scratch
+		out arena
+	}{}
+	m.sc.b = m.out.bytes()
+	return &m.sc
 }
 
 // str returns the bytes appended to sc.b since start as a string, without
@@ -41,12 +70,17 @@ func (sc *scratch) str(start int) string {
 	return unsafe.String(&sc.b[start], len(sc.b)-start)
 }
 
-// addField adds a response field value, reusing slot as the value slice
-// when the field is new (one []string allocation saved per field), and
-// appending a line when it exists (after PreAuthHandler). key is canonical.
+// addField adds a response field value, using slot as the value slice
+// when the field is new and slot is not nil (one []string allocation saved
+// per field), and appending a line when it exists (after PreAuthHandler).
+// key is canonical.
 func addField(h http.Header, key, value string, slot *[1]string) {
 	if v := h[key]; len(v) > 0 {
 		h[key] = append(v, value)
+		return
+	}
+	if slot == nil {
+		h[key] = []string{value}
 		return
 	}
 	slot[0] = value
