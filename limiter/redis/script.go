@@ -8,6 +8,67 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// luaPrelude starts both scripts: the call's mode and time from ARGV[1]
+// (see gcraScript) and the two helpers they share, which read and write a
+// bucket's state.
+const luaPrelude = `
+local take = ARGV[1] == '1'
+local sec, nsec, slack
+if take or ARGV[1] == '0' then
+  local t = redis.call('TIME')
+  sec = tonumber(t[1])
+  nsec = tonumber(t[2]) * 1000
+else
+  local m, s, ns, sl = string.match(ARGV[1], '^([01]) (%d+) (%d+) (%d+)$')
+  take = m == '1'
+  sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
+end
+
+-- debt returns the debt of bucket k in ns (TAT - now, clamped to 0..2^53),
+-- 0 for a bucket with no state, or nil if its state is not a decimal TAT.
+local function debt(k)
+  local v = redis.call('GET', k)
+  if not v then return 0 end
+  local l = #v
+  local ts, tn = 0, nil
+  if l > 9 then
+    ts = tonumber(string.sub(v, 1, l - 9))
+    tn = tonumber(string.sub(v, l - 8))
+  else
+    tn = tonumber(v)
+  end
+  if not ts or not tn then return nil end
+  local d = (ts - sec) * 1e9 + (tn - nsec)
+  if d < 0 then return 0 elseif d > 9007199254740992 then return 9007199254740992 end
+  return d
+end
+
+-- store sets bucket k's TAT to now + w ns, written as decimal digits, to
+-- expire when the bucket is full again (with a test clock: after w rounded
+-- up to ms, plus slack ms).
+local function store(k, w)
+  local r = math.fmod(w, 1e9)
+  local ts = sec + (w - r) / 1e9
+  local tn = nsec + r
+  if tn >= 1e9 then
+    tn = tn - 1e9
+    ts = ts + 1
+  end
+  local v = string.format('%d%09d', ts, tn)
+  if not slack then
+    local rm = math.fmod(tn, 1e6)
+    local ms = ts * 1000 + (tn - rm) / 1e6
+    if rm > 0 then ms = ms + 1 end
+    redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
+  else
+    local rm = math.fmod(w, 1e6)
+    local ms = (w - rm) / 1e6 + slack
+    if rm > 0 then ms = ms + 1 end
+    redis.call('SET', k, v, 'PX', string.format('%d', ms))
+  end
+end
+`
+
 // gcraScript decides every request of one call in one atomic step. It is
 // the store side of [Limiter.Take] and [Limiter.Peek]; the Go side turns the
 // debts it returns into Decisions with [limiter.Decide].
@@ -42,18 +103,7 @@ import (
 // charges (for a peek: would charge), and debt_i is the bucket's debt in
 // ns (TAT - now, at least 0) that request i was decided against, in the
 // pass whose Decision the contract reports for it.
-const gcraScript = `
-local take = ARGV[1] == '1'
-local sec, nsec, slack
-if take or ARGV[1] == '0' then
-  local t = redis.call('TIME')
-  sec = tonumber(t[1])
-  nsec = tonumber(t[2]) * 1000
-else
-  local m, s, ns, sl = string.match(ARGV[1], '^([01]) (%d+) (%d+) (%d+)$')
-  take = m == '1'
-  sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
-end
+const gcraScript = luaPrelude + `
 local n = #KEYS
 
 -- The debt of every bucket of the call, read once.
@@ -61,22 +111,9 @@ local base = {}
 for i = 1, n do
   local k = KEYS[i]
   if not base[k] then
-    local d = 0
-    local v = redis.call('GET', k)
-    if v then
-      local l = #v
-      local ts, tn = 0, nil
-      if l > 9 then
-        ts = tonumber(string.sub(v, 1, l - 9))
-        tn = tonumber(string.sub(v, l - 8))
-      else
-        tn = tonumber(v)
-      end
-      if not ts or not tn then
-        return redis.error_reply('ratekey: bucket state is not a decimal TAT')
-      end
-      d = (ts - sec) * 1e9 + (tn - nsec)
-      if d < 0 then d = 0 elseif d > 9007199254740992 then d = 9007199254740992 end
+    local d = debt(k)
+    if not d then
+      return redis.error_reply('ratekey: bucket state is not a decimal TAT')
     end
     base[k] = d
   end
@@ -128,25 +165,7 @@ if all then
   out[1] = 1
   if take then
     for k, d in pairs(work) do
-      local r = math.fmod(d, 1e9)
-      local ts = sec + (d - r) / 1e9
-      local tn = nsec + r
-      if tn >= 1e9 then
-        tn = tn - 1e9
-        ts = ts + 1
-      end
-      local v = string.format('%d%09d', ts, tn)
-      if not slack then
-        local rm = math.fmod(tn, 1e6)
-        local ms = ts * 1000 + (tn - rm) / 1e6
-        if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
-      else
-        local rm = math.fmod(d, 1e6)
-        local ms = (d - rm) / 1e6 + slack
-        if rm > 0 then ms = ms + 1 end
-        redis.call('SET', k, v, 'PX', string.format('%d', ms))
-      end
+      store(k, d)
     end
   end
 end
@@ -164,36 +183,12 @@ return out
 // It returns d, the debt in ns (at least 0) the request was decided
 // against, if the call charges (for a peek: would charge), and -1 - d if it
 // does not: the {charged, debt_1} of gcraScript in one integer.
-const oneScript = `
-local take = ARGV[1] == '1'
-local sec, nsec, slack
-if take or ARGV[1] == '0' then
-  local t = redis.call('TIME')
-  sec = tonumber(t[1])
-  nsec = tonumber(t[2]) * 1000
-else
-  local m, s, ns, sl = string.match(ARGV[1], '^([01]) (%d+) (%d+) (%d+)$')
-  take = m == '1'
-  sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
-end
+const oneScript = luaPrelude + `
 local k = KEYS[1]
 
-local d = 0
-local v = redis.call('GET', k)
-if v then
-  local l = #v
-  local ts, tn = 0, nil
-  if l > 9 then
-    ts = tonumber(string.sub(v, 1, l - 9))
-    tn = tonumber(string.sub(v, l - 8))
-  else
-    tn = tonumber(v)
-  end
-  if not ts or not tn then
-    return redis.error_reply('ratekey: bucket state is not a decimal TAT')
-  end
-  d = (ts - sec) * 1e9 + (tn - nsec)
-  if d < 0 then d = 0 elseif d > 9007199254740992 then d = 9007199254740992 end
+local d = debt(k)
+if not d then
+  return redis.error_reply('ratekey: bucket state is not a decimal TAT')
 end
 
 local charge = tonumber(ARGV[2])
@@ -203,26 +198,7 @@ if charge < 0 or d > math.abs(ceiling) - charge then
   return -1 - d
 end
 if take then
-  local w = d + charge
-  local r = math.fmod(w, 1e9)
-  local ts = sec + (w - r) / 1e9
-  local tn = nsec + r
-  if tn >= 1e9 then
-    tn = tn - 1e9
-    ts = ts + 1
-  end
-  local v = string.format('%d%09d', ts, tn)
-  if not slack then
-    local rm = math.fmod(tn, 1e6)
-    local ms = ts * 1000 + (tn - rm) / 1e6
-    if rm > 0 then ms = ms + 1 end
-    redis.call('SET', k, v, 'PXAT', string.format('%d', ms))
-  else
-    local rm = math.fmod(w, 1e6)
-    local ms = (w - rm) / 1e6 + slack
-    if rm > 0 then ms = ms + 1 end
-    redis.call('SET', k, v, 'PX', string.format('%d', ms))
-  end
+  store(k, d + charge)
 end
 return d
 `
