@@ -143,7 +143,7 @@ func Debug(cfg DebugConfig) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if wantsHTML(r) {
-			writeDebugHTML(w, rec)
+			writeDebugHTML(w, rec, target.Method, target.URL.Path)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -331,10 +331,7 @@ func debugPolicy(res *PolicyResult, store string) DebugPolicy {
 		d.Key = &k
 	}
 	d.DryRun = res.DryRun
-	d.DelayAfter = res.Limit.DelayAfter
-	if d.DelayAfter == 0 {
-		d.DelayAfter = res.Limit.Burst
-	}
+	d.DelayAfter = delayAfter(res.Limit)
 	if (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never {
 		s := max(ceilSeconds(res.RetryAfter), 1)
 		d.RetryAfterSeconds = &s

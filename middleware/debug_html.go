@@ -48,8 +48,8 @@ form { margin: 1rem 0; } input { font: inherit; }
 <body>
 <h1>ratekey: whose budget does this request spend?</h1>
 <form method="get">
-<label>method <input name="method" value="GET" size="7"></label>
-<label>path <input name="path" value="/" size="40"></label>
+<label>method <input name="method" value="{{.FormMethod}}" size="7"></label>
+<label>path <input name="path" value="{{.FormPath}}" size="40"></label>
 <button type="submit">describe</button>
 </form>
 
@@ -109,11 +109,16 @@ form { margin: 1rem 0; } input { font: inherit; }
 </html>
 `))
 
-// writeDebugHTML renders rec with debugPage. The page loads nothing and runs
-// nothing: its CSP forbids every source but inline style.
-func writeDebugHTML(w http.ResponseWriter, rec *Record) {
+// writeDebugHTML renders rec, the Record of a request with the given
+// method and path (which the page's form starts from), with debugPage. The
+// page loads nothing and runs nothing: its CSP forbids every source but
+// inline style.
+func writeDebugHTML(w http.ResponseWriter, rec *Record, method, path string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	_ = debugPage.Execute(w, rec)
+	_ = debugPage.Execute(w, struct {
+		*Record
+		FormMethod, FormPath string
+	}{rec, method, path})
 }

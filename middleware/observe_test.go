@@ -280,7 +280,8 @@ func TestDebugHTML(t *testing.T) {
 	}
 	page := w.Body.String()
 	for _, want := range []string{"<h2>1. Client address</h2>", "<h2>2. Credential</h2>", "<h2>3. Operation</h2>", "<h2>4. Policies</h2>",
-		"<code>192.0.2.10</code>", "GET /v1/reports/{id}", "per-network|network=192.0.2.10/32"} {
+		"<code>192.0.2.10</code>", "GET /v1/reports/{id}", "per-network|network=192.0.2.10/32",
+		`name="method" value="GET"`, `name="path" value="/v1/reports/7"`} { // the form starts from the described request
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

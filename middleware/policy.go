@@ -136,7 +136,9 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		}
 		note("key", o.Key, n.Key)
 		note("cost", o.Cost, n.Cost)
-		note("delay_after", o.Limit.DelayAfter, n.Limit.DelayAfter)
+		if o.Limit.DelayAfter != n.Limit.DelayAfter { // shown as tokens: 0 means the whole burst
+			diffs = append(diffs, fmt.Sprintf("delay_after %d -> %d", delayAfter(o.Limit), delayAfter(n.Limit)))
+		}
 		note("max_delay", o.Limit.MaxDelay, n.Limit.MaxDelay)
 		note("dry_run", o.DryRun, n.DryRun)
 		note("pre_auth", o.PreAuth, n.PreAuth)
@@ -154,6 +156,15 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		}
 	}
 	return out
+}
+
+// delayAfter returns the tokens of l's burst admitted without delay: its
+// DelayAfter, where 0 means the whole burst (nginx limit_req's default).
+func delayAfter(l limiter.Limit) int64 {
+	if l.DelayAfter == 0 {
+		return l.Burst
+	}
+	return l.DelayAfter
 }
 
 var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -360,4 +360,11 @@ func TestReload(t *testing.T) {
 	if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "" {
 		t.Errorf("dry run after reload: %d %q; want 200 (and no header: decision_header is off)", code, dec)
 	}
+	// delay_after is reported in tokens: its default, 0, is the whole burst.
+	delayed := slower
+	delayed.Limit.DelayAfter = 1
+	changes, _ = st.rl.Reload(st2Policies(delayed))
+	if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyUpdated, Detail: "delay_after 2 -> 1"}}; !slices.Equal(changes, want) {
+		t.Errorf("changes %+v; want %+v", changes, want)
+	}
 }

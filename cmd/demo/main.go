@@ -79,6 +79,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if name == "" {
 		name = "embedded default"
 	}
-	fmt.Fprintf(stdout, "configuration %s is valid: %d policies, %d issuers\n", name, len(cfg.Policies), len(cfg.Auth.Issuers))
+	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", name, plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
 	return 0
+}
+
+// plural returns "n one" or "n many" as n is 1 or not.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
