@@ -1,0 +1,81 @@
+package middleware_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// advLimited returns a rate limiter for root with one policy: one request
+// per hour per network, applying only to op.
+func advLimited(t *testing.T, root chi.Router, op string) (*middleware.RateLimiter, func(http.Handler) http.Handler) {
+	t.Helper()
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(root),
+		Policies: []middleware.Policy{{Name: "one-per-hour", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl, middleware.ClientAddress(res)
+}
+
+// TestOperationOfMountPointWithoutSlash: chi's README shape,
+// r.Route("/articles", func(r) { r.Get("/", list) }), serves GET /articles
+// (no trailing slash) with the "/" route of the sub-router, the route
+// chi.Walk lists as "GET /articles/". RouteOperation names that request
+// UNMATCHED (Find stops at the mount stub "/articles"), so a policy scoped
+// to "GET /articles/" does not apply to it and per-operation keys put it in
+// the shared UNMATCHED bucket: dropping the slash escapes the limit. True
+// with the limiter on the root router and on the sub-router.
+func TestOperationOfMountPointWithoutSlash(t *testing.T) {
+	for _, where := range []string{"root", "sub-router"} {
+		t.Run(where, func(t *testing.T) {
+			root := chi.NewRouter()
+			rl, ca := advLimited(t, root, "GET /articles/")
+			list := func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("list")) }
+			if where == "root" {
+				root.Use(ca, rl.Handler)
+			}
+			root.Route("/articles", func(a chi.Router) {
+				if where != "root" {
+					a.Use(ca, rl.Handler)
+				}
+				a.Get("/", list)
+				a.Get("/{id}", func(http.ResponseWriter, *http.Request) {})
+			})
+			op := middleware.RouteOperation(root)
+			for _, path := range []string{"/articles/", "/articles"} {
+				if got := op(httptest.NewRequest(http.MethodGet, path, nil)); got != "GET /articles/" {
+					t.Errorf("operation of GET %s = %q; want %q (the route that serves it)", path, got, "GET /articles/")
+				}
+			}
+			do := func(path string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(http.MethodGet, path, nil)
+				r.RemoteAddr = "198.51.100.9:1"
+				w := httptest.NewRecorder()
+				root.ServeHTTP(w, r)
+				return w
+			}
+			if w := do("/articles/"); w.Code != http.StatusOK || w.Body.String() != "list" {
+				t.Fatalf("first GET /articles/: %d %q", w.Code, w.Body)
+			}
+			for i := range 3 {
+				if w := do("/articles"); w.Code != http.StatusTooManyRequests {
+					t.Errorf("GET /articles #%d after the budget is spent: %d %q; want 429 (same route, same policy)", i+1, w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
