@@ -1,0 +1,53 @@
+package middleware_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// TestConcurrentEvaluationsOfOneRequestWithRecord: ad65481 makes concurrent
+// evaluations of one request safe for the arena (a concurrent one gets its
+// own), as TestConcurrentEvaluationsOfOneRequest checks, but only without a
+// Record: with Recorder in the chain (as in the demo) every evaluation
+// appends to the request's one Record (recordEvaluation) with no
+// synchronisation, so the race detector reports races and appends can be
+// lost. Run with -race.
+func TestConcurrentEvaluationsOfOneRequestWithRecord(t *testing.T) {
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{perNetwork("1000/s", 1000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	inner := rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r.Use(middleware.Recorder, middleware.ClientAddress(res))
+	var got int
+	r.Get("/v1/reports/{id}", func(_ http.ResponseWriter, r *http.Request) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() { inner.ServeHTTP(httptest.NewRecorder(), r) })
+		}
+		wg.Wait()
+		got = len(middleware.RecordFrom(r.Context()).Policies)
+	})
+	req := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+	req.RemoteAddr = "10.0.0.1:1"
+	req.Header.Set("X-Forwarded-For", "198.51.100.1")
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	if got != n {
+		t.Errorf("the Record holds %d policy results after %d evaluations; want %d", got, n, n)
+	}
+}
