@@ -62,10 +62,10 @@
 // numbers; integer division uses math.fmod, which is exact. Charges
 // (Cost × Interval) and ceilings ([limiter.Limit.Ceiling]) are computed in
 // Go in int64. So every value is an exact integer as long as the window
-// Burst × Interval is at most 2^53 ns ([MaxWindow], about 104 days): Take
+// Burst × Interval is at most 2^53-1 ns ([MaxWindow], about 104 days): Take
 // and Peek refuse a larger window with [limiter.ErrInvalidRequest] (the
-// memory store accepts up to 292 years). A debt above 2^53 ns, which a
-// server clock stepping far backwards could produce, is clamped to 2^53:
+// memory store accepts up to 292 years). A debt above 2^53-1 ns, which a
+// server clock stepping far backwards could produce, is clamped to 2^53-1:
 // the request is still rejected, with a RetryAfter computed from the clamp.
 // Server time has microsecond resolution; decisions are exact at it.
 //

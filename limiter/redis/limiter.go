@@ -25,11 +25,12 @@ const (
 	// MaxPrefixLen bounds [Options.Prefix], in bytes.
 	MaxPrefixLen = 128
 	// MaxWindow is the largest [limiter.Limit.Window] (Burst × Interval)
-	// the Redis store accepts: 2^53 ns, about 104 days and 6 hours. Larger
-	// windows are refused with [limiter.ErrInvalidRequest], because the
-	// script's arithmetic (Lua numbers are doubles) is exact only up to
-	// 2^53; see the package documentation.
-	MaxWindow time.Duration = 1 << 53
+	// the Redis store accepts: 2^53 - 1 ns, about 104 days and 6 hours.
+	// Larger windows are refused with [limiter.ErrInvalidRequest], because
+	// the script's arithmetic (Lua numbers are doubles) is exact only up to
+	// 2^53, and the one-request script replies -1 - debt, which must stay
+	// within it; see the package documentation.
+	MaxWindow time.Duration = 1<<53 - 1
 )
 
 // ErrTimeout is wrapped by the error of a call that got no answer from
@@ -204,7 +205,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	}
 	for i := range reqs {
 		if w := reqs[i].Limit.Window(); w > MaxWindow {
-			return nil, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+			return nil, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
 		}
 	}
 	if dst == nil {

@@ -24,7 +24,7 @@ else
   sec, nsec, slack = tonumber(s), tonumber(ns), tonumber(sl)
 end
 
--- debt returns the debt of bucket k in ns (TAT - now, clamped to 0..2^53),
+-- debt returns the debt of bucket k in ns (TAT - now, clamped to 0..2^53-1),
 -- 0 for a bucket with no state, or nil if its state is not a decimal TAT.
 local function debt(k)
   local v = redis.call('GET', k)
@@ -39,7 +39,7 @@ local function debt(k)
   end
   if not ts or not tn then return nil end
   local d = (ts - sec) * 1e9 + (tn - nsec)
-  if d < 0 then return 0 elseif d > 9007199254740992 then return 9007199254740992 end
+  if d < 0 then return 0 elseif d > 9007199254740991 then return 9007199254740991 end
   return d
 end
 
@@ -77,7 +77,8 @@ end
 // quantity the script adds or compares is an integer number of
 // nanoseconds no larger than 2^53: charge = Cost·Interval and ceiling =
 // Limit.Ceiling() are computed in Go (int64) and bounded by the window,
-// which Take refuses above 2^53 ns; debts are clamped to 2^53. Absolute
+// which Take refuses above 2^53-1 ns; debts are clamped to 2^53-1 (so the
+// one-request script's reply -1-debt is exact too). Absolute
 // times (about 1.8·10^18 ns since 1970) are never held in one number: they
 // travel as (seconds, nanoseconds) pairs, and a stored TAT is split at its
 // ninth digit from the right before any arithmetic. Integer division uses

@@ -11,14 +11,11 @@ import (
 )
 
 // TestOneRequestScriptAtMaxWindowDebt: the one-request script returns
-// -1 - d for a call that does not charge. At d = 2^53 (a bucket of window
-// MaxWindow, emptied at this instant) -1 - 2^53 is not a double: Lua rounds
-// it to -2^53, and the Go side reads the debt as 2^53 - 1. Decide then
-// admits a request of 1ns of charge that the script rejected, Take reports
-// "the script's charge disagrees ... outcome unknown" (DecisionError:
-// on_store_error allow lets the request through uncharged), and where it
-// does not flip, RetryAfter and ResetAfter are 1ns short. The general
-// script (two or more requests) and the memory store decide it exactly.
+// -1 - d for a call that does not charge, which must be exact at the
+// largest debt, a bucket of window MaxWindow emptied at this instant (with
+// MaxWindow 2^53, -1 - 2^53 was not a double: Lua rounded it, Go read the
+// debt 1ns short and admitted what the script had rejected). Both scripts
+// must decide it as the memory store does.
 func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
@@ -29,10 +26,10 @@ func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	}
 	ml := memory.New(memory.Options{Clock: clk})
 	ctx := context.Background()
-	// T = 1ns, Burst = 2^53: window = MaxWindow exactly (accepted).
+	// T = 1ns, Burst = MaxWindow: window = MaxWindow exactly (accepted).
 	li := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1}, Burst: int64(rkredis.MaxWindow)}
 	clk.Set(1_000_000_000)
-	empty := []limiter.Request{{Key: "k", Limit: li, Cost: li.Burst}} // empties the bucket: debt 2^53
+	empty := []limiter.Request{{Key: "k", Limit: li, Cost: li.Burst}} // empties the bucket: debt MaxWindow
 	for _, l := range []limiter.Limiter{rl, ml} {
 		if d, err := l.Take(ctx, nil, empty); err != nil || !d[0].Allowed {
 			t.Fatalf("%T: emptying Take: %+v, %v", l, d, err)
