@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/ratekey/ratekey/identity"
@@ -44,6 +45,19 @@ func (st *requestState) Value(key any) any {
 	}
 	return st.Context.Value(key)
 }
+
+// String names the layer, never its contents (a client's address and
+// identity), as context.WithValue does for a value that is not a
+// Stringer: fmt prints contexts in log lines.
+func (st *requestState) String() string {
+	if p, ok := st.Context.(fmt.Stringer); ok {
+		return p.String() + ".WithValue(ratekey request state)"
+	}
+	return "context.WithValue(ratekey request state)"
+}
+
+// GoString is String, for %#v.
+func (st *requestState) GoString() string { return st.String() }
 
 // stateFrom returns ctx's request state, or nil.
 func stateFrom(ctx context.Context) *requestState {
