@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -25,7 +26,9 @@ const stateKey ctxKey = 0
 // pooled apart from it (see [scratch]). The first ratekey middleware a
 // request meets adds it; the others fill it in place, so a request costs
 // one context layer whatever the chain. It is written by the request's
-// goroutine only, as it passes the middlewares.
+// goroutine as it passes the middlewares; a handler may run rate-limit
+// evaluations of the request concurrently, which record under recordMu
+// (and each claim the arena or get their own, see [claimArena]).
 type requestState struct {
 	context.Context // the parent
 	client          trustedproxy.Result
@@ -33,6 +36,7 @@ type requestState struct {
 	principal       identity.Principal
 	hasPrincipal    bool
 	record          *Record
+	recordMu        sync.Mutex // guards record's rate-limit part
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 	out             arena               // the rate limiter's keys and response field values
 }

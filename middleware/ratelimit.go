@@ -231,7 +231,9 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		st.log(r, &ev)
 		st.observe(&ev)
 		if rs != nil && rs.record != nil {
+			rs.recordMu.Lock()
 			rs.record.recordEvaluation(&ev, st.store)
+			rs.recordMu.Unlock()
 		}
 		h := w.Header()
 		setRateLimitFields(h, &ev, sc, out)

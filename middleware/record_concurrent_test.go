@@ -13,13 +13,9 @@ import (
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
-// TestConcurrentEvaluationsOfOneRequestWithRecord: ad65481 makes concurrent
-// evaluations of one request safe for the arena (a concurrent one gets its
-// own), as TestConcurrentEvaluationsOfOneRequest checks, but only without a
-// Record: with Recorder in the chain (as in the demo) every evaluation
-// appends to the request's one Record (recordEvaluation) with no
-// synchronisation, so the race detector reports races and appends can be
-// lost. Run with -race.
+// TestConcurrentEvaluationsOfOneRequestWithRecord: concurrent evaluations
+// of one request with Recorder in the chain (as in the demo) all append to
+// the request's one Record: none may be lost, and -race must stay quiet.
 func TestConcurrentEvaluationsOfOneRequestWithRecord(t *testing.T) {
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
 	if err != nil {
