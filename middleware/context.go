@@ -36,7 +36,7 @@ type requestState struct {
 	principal       identity.Principal
 	hasPrincipal    bool
 	record          *Record
-	recordMu        sync.Mutex // guards record's rate-limit part
+	recordMu        sync.Mutex          // guards record's rate-limit part
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 	out             arena               // the rate limiter's keys and response field values
 }

@@ -25,7 +25,9 @@ func TestRequestContextPrintsNoState(t *testing.T) {
 	r := chi.NewRouter()
 	var printed string
 	r.Use(middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
-	r.Get("/x", func(w http.ResponseWriter, r *http.Request) { printed = fmt.Sprintf("%v %+v %#v", r.Context(), r.Context(), r.Context()) })
+	r.Get("/x", func(w http.ResponseWriter, r *http.Request) {
+		printed = fmt.Sprintf("%v %+v %#v", r.Context(), r.Context(), r.Context())
+	})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
 	req.RemoteAddr = "10.0.0.1:1"
 	req.Header.Set("X-Forwarded-For", "203.0.113.77")

@@ -27,7 +27,12 @@ const UnmatchedOperation = "UNMATCHED"
 // route does not serve, gets [UnmatchedOperation], never its raw path. So
 // does a path that only reaches a sub-router's mount point ("/v1" or "/v1/"
 // when nothing is routed there): chi's Find names the mount pattern for
-// those, so the answer is checked against the routes chi.Walk lists.
+// those, so the answer is checked against the routes chi.Walk lists. When
+// the sub-router has a "/" route, chi serves the mount point with it, and
+// so does the answer ("GET /articles" is "GET /articles/"). Inline with
+// r.With on a route, the request is routed already: the answer is the
+// route chi matched, whatever path rewriting (StripSlashes, CleanPath) ran
+// before.
 //
 // The route list is read on first use: register every route before serving.
 // The returned function is safe for concurrent use. It reuses chi routing
@@ -43,16 +48,49 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 	)
 	return func(r *http.Request) string {
 		once.Do(func() { top = walkOperations(root) })
-		ro, method, path := routeTarget(top, r)
-		rctx := pool.Get().(*chi.Context)
-		rctx.Reset()
-		pattern := ro.routes.Find(rctx, method, path)
-		pool.Put(rctx)
-		if op, ok := ro.ops[route{method, pattern}]; ok {
+		if op, ok := routedOperation(top, r); ok {
 			return op
 		}
-		return UnmatchedOperation
+		ro, method, path := routeTarget(top, r)
+		rctx := pool.Get().(*chi.Context)
+		defer pool.Put(rctx)
+		for {
+			rctx.Reset()
+			pattern := ro.routes.Find(rctx, method, path)
+			if op, ok := ro.ops[route{method, pattern}]; ok {
+				return op
+			}
+			// A mount point without its slash ("/articles" for
+			// "/articles/*"): chi's Find names the mount's stub, and chi
+			// routes the request to the mounted router's "/".
+			m := ro.mounts[strings.TrimSuffix(pattern, "/")+"/*"]
+			if pattern == "" || m == nil {
+				return UnmatchedOperation
+			}
+			ro, path = m, "/"
+		}
 	}
+}
+
+// routedOperation returns the operation of a request chi has already
+// routed to its route (a rate limiter inline with r.With on that route):
+// the method and the route's full pattern, if chi.Walk lists them. Then
+// the pattern chi matched is the answer, whatever rewriting (StripSlashes,
+// CleanPath) made the request's path differ from it.
+func routedOperation(top *routerOps, r *http.Request) (string, bool) {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || len(rc.RoutePatterns) == 0 {
+		return "", false
+	}
+	if last := rc.RoutePatterns[len(rc.RoutePatterns)-1]; strings.HasSuffix(last, "/*") {
+		return "", false // a mount: routing goes on below it
+	}
+	method := r.Method
+	if rc.RouteMethod != "" {
+		method = rc.RouteMethod
+	}
+	op, ok := top.ops[route{method, rc.RoutePattern()}]
+	return op, ok
 }
 
 // route is a method and a route pattern.
@@ -128,12 +166,17 @@ func routeTarget(top *routerOps, r *http.Request) (ro *routerOps, method, path s
 	ro = top
 	for _, pat := range rc.RoutePatterns {
 		if ro = ro.mounts[pat]; ro == nil {
-			// A complete route: the request was already routed (r.With
-			// after routing); its path is the routed one. Or a mount
-			// of a handler that is not a chi router: routed from the
-			// root, the path reaches the mount route.
+			// A mount of a handler that is not a chi router, or a
+			// route chi.Walk does not list: routed from the root, the
+			// path reaches it.
 			return top, method, nonEmpty(path)
 		}
+	}
+	if n := len(rc.URLParams.Keys) - 1; n >= 0 && rc.URLParams.Keys[n] == "*" && n < len(rc.URLParams.Values) && rc.URLParams.Values[n] != "" {
+		// Inline on a mount route (r.With(...).Route): chi has matched
+		// the mount but not yet moved the path past it (its mount
+		// handler does that, and clears this wildcard).
+		return ro, method, "/" + rc.URLParams.Values[n]
 	}
 	return ro, method, rc.RoutePath
 }

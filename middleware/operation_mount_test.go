@@ -13,9 +13,9 @@ import (
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
-// advLimited returns a rate limiter for root with one policy: one request
+// limitedTo returns a rate limiter for root with one policy: one request
 // per hour per network, applying only to op.
-func advLimited(t *testing.T, root chi.Router, op string) (*middleware.RateLimiter, func(http.Handler) http.Handler) {
+func limitedTo(t *testing.T, root chi.Router, op string) (*middleware.RateLimiter, func(http.Handler) http.Handler) {
 	t.Helper()
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
 	if err != nil {
@@ -34,16 +34,14 @@ func advLimited(t *testing.T, root chi.Router, op string) (*middleware.RateLimit
 // TestOperationOfMountPointWithoutSlash: chi's README shape,
 // r.Route("/articles", func(r) { r.Get("/", list) }), serves GET /articles
 // (no trailing slash) with the "/" route of the sub-router, the route
-// chi.Walk lists as "GET /articles/". RouteOperation names that request
-// UNMATCHED (Find stops at the mount stub "/articles"), so a policy scoped
-// to "GET /articles/" does not apply to it and per-operation keys put it in
-// the shared UNMATCHED bucket: dropping the slash escapes the limit. True
-// with the limiter on the root router and on the sub-router.
+// chi.Walk lists as "GET /articles/". Its operation must be that route's,
+// with the limiter on the root router and on the sub-router: otherwise
+// dropping the slash escapes a policy scoped to the operation.
 func TestOperationOfMountPointWithoutSlash(t *testing.T) {
 	for _, where := range []string{"root", "sub-router"} {
 		t.Run(where, func(t *testing.T) {
 			root := chi.NewRouter()
-			rl, ca := advLimited(t, root, "GET /articles/")
+			rl, ca := limitedTo(t, root, "GET /articles/")
 			list := func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("list")) }
 			if where == "root" {
 				root.Use(ca, rl.Handler)

@@ -11,19 +11,16 @@ import (
 
 // TestOperationInlineAfterRewrite: with a path-rewriting chi middleware on
 // the root (CleanPath, StripSlashes) and the rate limiter inline with
-// r.With, RouteOperation ignores the rewritten path chi routed by:
+// r.With, the operation is the route chi serves the rewritten path with:
 //
 //   - on a leaf route (root.With(rl.Handler).Get(...)) the request is
-//     already routed and RouteOperation looks up the raw URL path, so
-//     "/v1/reports/1/" (StripSlashes) or "/v1//reports/1" (CleanPath),
-//     served by GET /v1/reports/{id}, is UNMATCHED;
+//     already routed: "/v1/reports/1/" (StripSlashes) and "/v1//reports/1"
+//     (CleanPath) are GET /v1/reports/{id}, not UNMATCHED;
 //   - on a mount (root.With(rl.Handler).Route("/v1", ...)) the limiter runs
-//     before the mount handler shifts the routing path, so RouteOperation
-//     looks the whole rewritten path up in the sub-router: with CleanPath
-//     every request, even "/v1/reports/1", is UNMATCHED.
+//     before chi's mount handler moves the routing path past "/v1".
 //
-// Either way a policy scoped to the operation does not apply.
-// TestOperationAfterChiRewrites covers only the limiter mounted with Use.
+// Otherwise a policy scoped to the operation would not apply.
+// TestOperationAfterChiRewrites covers the limiter mounted with Use.
 func TestOperationInlineAfterRewrite(t *testing.T) {
 	const op = "GET /v1/reports/{id}"
 	tests := []struct {
@@ -42,7 +39,7 @@ func TestOperationInlineAfterRewrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := chi.NewRouter()
 			root.Use(tt.mw)
-			rl, ca := advLimited(t, root, op)
+			rl, ca := limitedTo(t, root, op)
 			get := func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("report")) }
 			if tt.mount {
 				root.With(ca, rl.Handler).Route("/v1", func(v chi.Router) { v.Get("/reports/{id}", get) })
