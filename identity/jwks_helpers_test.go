@@ -181,7 +181,7 @@ func (s *jwksServer) hold() (release func()) {
 
 // jwk returns the public JWK of key with kid and alg ("" omits them).
 func jwk(kid, alg string, pub any) obj {
-	o := obj{}
+	var o obj
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
 		o = obj{"kty": "OKP", "crv": "Ed25519", "x": b64.EncodeToString(k)}
