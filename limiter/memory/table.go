@@ -124,23 +124,18 @@ func (t *table) evict(now int64) (evicted int, low int64) {
 		if c.h.Load() == 0 {
 			continue
 		}
-		for spin := 0; ; spin++ {
-			v := c.tat.Load()
-			if v == busy {
-				backoff(spin)
-				continue
+		v := c.swap(func(v int64) int64 {
+			if v != tomb && v <= now {
+				return tomb
 			}
-			if v == tomb {
-				break
-			}
-			if v > now {
-				low = min(low, v)
-				break
-			}
-			if c.tat.CompareAndSwap(v, tomb) {
-				evicted++
-				break
-			}
+			return v
+		})
+		switch {
+		case v == tomb:
+		case v <= now:
+			evicted++
+		default:
+			low = min(low, v)
 		}
 	}
 	return evicted, low
@@ -172,23 +167,29 @@ func (t *table) rebuild(size int) (*table, int) {
 		if h == 0 {
 			continue
 		}
-		for spin := 0; ; spin++ {
-			v := c.tat.Load()
-			if v == busy {
-				backoff(spin)
-				continue
-			}
-			if !c.tat.CompareAndSwap(v, frozen) {
-				continue
-			}
-			if v != tomb {
-				nt.insert(h, v)
-				live++
-			}
-			break
+		if v := c.swap(func(int64) int64 { return frozen }); v != tomb {
+			nt.insert(h, v)
+			live++
 		}
 	}
 	return nt, live
+}
+
+// swap replaces c's TAT v with next(v), waiting while another call holds
+// the cell, and returns v. The caller holds the shard's mutex and no cell
+// of the table, so the only holders are calls that never wait while
+// holding.
+func (c *cell) swap(next func(v int64) int64) int64 {
+	for spin := 0; ; spin++ {
+		v := c.tat.Load()
+		if v == busy {
+			backoff(spin)
+			continue
+		}
+		if c.tat.CompareAndSwap(v, next(v)) {
+			return v
+		}
+	}
 }
 
 // hold swaps c's TAT for busy, waiting while another call holds it, and
