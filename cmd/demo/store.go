@@ -93,7 +93,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 }
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
-// (burst × interval) above 2^53 ns, about 104 days.
+// (burst × interval) above 2^53-1 ns, about 104 days.
 func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
 	if lc.Store != "redis" {
 		return nil
