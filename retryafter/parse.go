@@ -226,6 +226,22 @@ func parseDate(value, v string, received time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// dayMonth reads the two-digit day and the three-letter month name of an
+// IMF-fixdate or RFC 850 date (RFC 9110 §5.6.7) into p, or returns what is
+// wrong.
+func (p *dateParts) dayMonth(day, month string) string {
+	var ok bool
+	if p.day, ok = digits(day); !ok {
+		return "day must be two digits"
+	}
+	m, ok := lookup(monthNames[:], month)
+	if !ok {
+		return "unknown month name"
+	}
+	p.month = time.Month(m + 1)
+	return ""
+}
+
 // imfFixdate parses "Sun, 06 Nov 1994 08:49:37 GMT" (length already checked).
 func (p *dateParts) imfFixdate(v string) string {
 	wd, ok := lookup(dayNames[:], v[0:3])
@@ -236,14 +252,9 @@ func (p *dateParts) imfFixdate(v string) string {
 	if v[4] != ' ' || v[7] != ' ' || v[11] != ' ' || v[16] != ' ' || v[25] != ' ' {
 		return "not an HTTP-date"
 	}
-	if p.day, ok = digits(v[5:7]); !ok {
-		return "day must be two digits"
+	if r := p.dayMonth(v[5:7], v[8:11]); r != "" {
+		return r
 	}
-	m, ok := lookup(monthNames[:], v[8:11])
-	if !ok {
-		return "unknown month name"
-	}
-	p.month = time.Month(m + 1)
 	if p.year, ok = digits(v[12:16]); !ok {
 		return "year must be four digits"
 	}
@@ -310,14 +321,9 @@ func (p *dateParts) rfc850(v string) string {
 	if len(r) != len(" 06-Nov-94 08:49:37 GMT") || r[0] != ' ' || r[3] != '-' || r[7] != '-' || r[10] != ' ' || r[19] != ' ' {
 		return "not an HTTP-date"
 	}
-	if p.day, ok = digits(r[1:3]); !ok {
-		return "day must be two digits"
+	if rr := p.dayMonth(r[1:3], r[4:7]); rr != "" {
+		return rr
 	}
-	m, ok := lookup(monthNames[:], r[4:7])
-	if !ok {
-		return "unknown month name"
-	}
-	p.month = time.Month(m + 1)
 	if p.yy, ok = digits(r[8:10]); !ok {
 		return "year must be two digits"
 	}

@@ -3,29 +3,13 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/limitertest"
 )
-
-// race starts n goroutines that each run f(g) once, released together.
-func race(n int, f func(g int)) {
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for g := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			f(g)
-		}()
-	}
-	start.Done()
-	done.Wait()
-}
 
 // The races on one burst and on all-or-nothing calls are in the
 // conformance suite (limitertest), which TestConformance runs on this store.
@@ -36,7 +20,7 @@ func TestConcurrentEviction(t *testing.T) {
 	clk := NewManualClock()
 	l := New(Options{MaxKeys: 4096, Clock: clk})
 	li := lim(10, time.Second, 1)
-	race(8, func(g int) {
+	limitertest.Race(8, func(g int) {
 		for i := range 2000 {
 			if i%100 == 0 {
 				clk.Advance(50 * time.Millisecond)
@@ -72,7 +56,7 @@ func TestChargesWhileTablesChange(t *testing.T) {
 	const nHot = 2
 	key := func(i int) string { return fmt.Sprintf("hot-%d", i) }
 	var admitted [nHot]atomic.Int64
-	race(8, func(g int) {
+	limitertest.Race(8, func(g int) {
 		for i := range 10_000 {
 			a, b := (g+i)%nHot, (g+3*i+1)%nHot
 			switch i % 4 {

@@ -120,6 +120,18 @@ for i = 1, n do
   end
 end
 
+-- admit decides request i against its bucket's debt d: the debt after
+-- charging it, or nil if it is rejected (it can never fit, or it does not
+-- fit under its ceiling, whose sign marks a dry run).
+local function admit(i, d)
+  local charge = tonumber(ARGV[2 * i])
+  local ceiling = math.abs(tonumber(ARGV[2 * i + 1]))
+  if charge >= 0 and d <= ceiling - charge then
+    return d + charge
+  end
+  return nil
+end
+
 -- First pass: every request, in order.
 local out = {0}
 local work = {}
@@ -128,17 +140,11 @@ for i = 1, n do
   local k = KEYS[i]
   local d = work[k] or base[k]
   out[i + 1] = d
-  local charge = tonumber(ARGV[2 * i])
-  local ceiling = tonumber(ARGV[2 * i + 1])
-  if ceiling < 0 then
-    ceiling = -ceiling
+  if tonumber(ARGV[2 * i + 1]) < 0 then
     dry = true
   end
-  if charge >= 0 and d <= ceiling - charge then
-    work[k] = d + charge
-  else
-    all = false
-  end
+  local w = admit(i, d)
+  if w then work[k] = w else all = false end
 end
 
 -- Second pass, if a request was rejected and some are dry runs: the
@@ -152,12 +158,8 @@ if not all and dry then
       local k = KEYS[i]
       local d = work[k] or base[k]
       out[i + 1] = d
-      local charge = tonumber(ARGV[2 * i])
-      if charge >= 0 and d <= ceiling - charge then
-        work[k] = d + charge
-      else
-        all = false
-      end
+      local w = admit(i, d)
+      if w then work[k] = w else all = false end
     end
   end
 end
