@@ -18,8 +18,9 @@ import (
 // authSetup is the demo's credential verification: JWTs of the configured
 // issuers and, optionally, API keys, read from the configured sources.
 type authSetup struct {
-	jwt   *identity.JWTAuthenticator // nil without issuers
-	authn identity.Authenticator     // nil when nothing is configured
+	jwt     *identity.JWTAuthenticator // nil without issuers
+	authn   identity.Authenticator     // nil when nothing is configured
+	apiKeys int                        // API keys loaded from auth.api_keys.file
 }
 
 // close stops the JWT authenticator's background key-set refreshes.
@@ -41,7 +42,7 @@ func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup,
 	var keys *identity.APIKeyAuthenticator
 	if ak := cfg.Auth.APIKeys; ak != nil {
 		var kerrs []error
-		keys, kerrs = buildAPIKeys(cfg, ak)
+		keys, out.apiKeys, kerrs = buildAPIKeys(cfg, ak)
 		errs = append(errs, kerrs...)
 	}
 	var sources []identity.Source
@@ -137,7 +138,7 @@ func buildJWT(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*identity.J
 }
 
 // buildAPIKeys loads the API key file and the pepper.
-func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator, []error) {
+func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator, int, []error) {
 	var errs []error
 	if ak.File == "" {
 		errs = append(errs, errors.New("auth.api_keys.file: required (JSON Lines written by `demo apikey`)"))
@@ -146,7 +147,7 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: required (at least %d random bytes; `demo apikey` creates it)", identity.MinPepperBytes))
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, 0, errs
 	}
 	pepper, err := identity.ReadPepperFile(cfg.path(ak.PepperFile))
 	if err != nil {
@@ -165,13 +166,13 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, 0, errs
 	}
 	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
 	if err != nil {
-		return nil, prefixErrors("auth.api_keys", err)
+		return nil, 0, prefixErrors("auth.api_keys", err)
 	}
-	return keys, nil
+	return keys, store.Len(), nil
 }
 
 // tenantIssuer returns the issuer that vouches for tenant (a fixed tenant or

@@ -221,3 +221,50 @@ auth:
 		t.Errorf("check with a key naming an issuer's tenant: %d %s", code, errOut)
 	}
 }
+
+// TestReloadReportsAPIKeys: a reload logs how many issuers and API keys the
+// new configuration loaded, so an operator sees that a key added with
+// `demo apikey` was picked up; the key works from then on.
+func TestReloadReportsAPIKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "ratekey.yaml")
+	if err := os.WriteFile(cfgPath, []byte(apiKeyConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newKey := func(account string) string {
+		t.Helper()
+		code, out, errOut := runDemo(t, "apikey", "-config", cfgPath, "-tenant", "acme", "-account", account)
+		if code != 0 {
+			t.Fatalf("apikey: %d %s", code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	newKey("alice")
+	c, err := loadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &strings.Builder{}
+	logger := newJSONLogger(logs)
+	a, err := build(c, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newServer(cfgPath, logger, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := newKey("bob")
+	if w := call(s, "192.0.2.1:1", "/v1/reports/1", map[string]string{"X-API-Key": bob}); w.Code != 401 {
+		t.Fatalf("bob before the reload: %d; want 401", w.Code)
+	}
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"changes":0,"issuers":0,"api_keys":2`; !strings.Contains(logs.String(), want) {
+		t.Errorf("reload log lacks %s:\n%s", want, logs)
+	}
+	if w := call(s, "192.0.2.1:1", "/v1/reports/1", map[string]string{"X-API-Key": bob}); w.Code != 200 {
+		t.Errorf("bob after the reload: %d; want 200", w.Code)
+	}
+}

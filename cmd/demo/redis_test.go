@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -96,5 +97,36 @@ func TestTwoDemosShareOneRedisBudget(t *testing.T) {
 	}
 	if strings.Contains(logsA.String(), "panic") {
 		t.Errorf("demo log holds a panic:\n%s", logsA)
+	}
+}
+
+// TestWarnsWhenRedisDoesNotAnswer: at start-up a Redis store that does not
+// answer a PING is logged as a warning (the demo still starts); a memory
+// store is not pinged.
+func TestWarnsWhenRedisDoesNotAnswer(t *testing.T) {
+	logs := &strings.Builder{}
+	logger := newJSONLogger(logs)
+	mem, errs := buildStore(LimiterConfig{}, func(p string) string { return p }, logger)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	warnIfUnreachable(mem, logger)
+	if logs.Len() != 0 {
+		t.Fatalf("memory store: %s", logs)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a port nothing listens on
+	rs, errs := buildStore(LimiterConfig{Store: "redis", Redis: RedisConfig{URL: "redis://" + addr + "/0"}}, func(p string) string { return p }, logger)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	defer rs.close()
+	warnIfUnreachable(rs, logger)
+	if want := `"msg":"ratekey: the Redis store does not answer`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks %s:\n%s", want, logs)
 	}
 }

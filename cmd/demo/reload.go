@@ -116,7 +116,8 @@ func (s *server) reload() error {
 	s.handler.Store(&h)
 	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
-	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)))
+	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)),
+		slog.Int("issuers", len(cfg.Auth.Issuers)), slog.Int("api_keys", a.auth.apiKeys))
 	return nil
 }
 

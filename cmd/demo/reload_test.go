@@ -117,7 +117,8 @@ func TestReloadKeepsUnchangedBudgets(t *testing.T) {
 	if code, _ := hit(s, http.MethodPost, "/v1/export"); code != http.StatusAccepted {
 		t.Errorf("changed after reload: %d; want 202 (fresh bucket)", code)
 	}
-	for _, want := range []string{`"policy":"changed","change":"restarted","detail":"burst 2 -> 3"`, `"msg":"ratekey config reloaded"`} {
+	for _, want := range []string{`"policy":"changed","change":"restarted","detail":"burst 2 -> 3"`, `"msg":"ratekey config reloaded"`,
+		`"changes":1,"issuers":0,"api_keys":0`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs)
 		}

@@ -115,6 +115,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
+	warnIfUnreachable(a.store, logger)
 	fmt.Fprintf(stdout, "ratekey demo listening on http://%s\n", ln.Addr())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, err)

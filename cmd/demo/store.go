@@ -22,6 +22,8 @@ import (
 type store struct {
 	limiter limiter.Limiter
 	close   func() // closes the Redis client; a no-op for memory
+	// ping checks that the store answers (Redis PING); nil for memory.
+	ping func(context.Context) error
 }
 
 // buildStore creates the store the limiter section names. Nothing connects
@@ -89,7 +91,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
 	}
-	return store{limiter: lim, close: func() { _ = client.Close() }}, nil
+	return store{limiter: lim, close: func() { _ = client.Close() }, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
 }
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
@@ -113,4 +115,21 @@ type redisLog struct{ logger *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.logger.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// warnIfUnreachable logs a warning when the store does not answer a ping
+// within a second: the demo starts anyway (the store may come up later),
+// but until it answers every limited request gets its policy's
+// on_store_error outcome, and the per-request log lines only say that the
+// store did not answer in time, not why.
+func warnIfUnreachable(st store, logger *slog.Logger) {
+	if st.ping == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := st.ping(ctx); err != nil {
+		logger.Warn("ratekey: the Redis store does not answer; limited requests get their on_store_error outcome until it does",
+			slog.String("error", err.Error()))
+	}
 }
