@@ -81,6 +81,35 @@ func BenchmarkTakeParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeTracked is the floor of a decision: one goroutine, one
+// tracked key (always in cache), one request per call, on the monotonic
+// clock and on a ManualClock. The difference is the cost of reading the
+// clock (time.Since, a vDSO call), which every exact limiter pays once per
+// decision.
+func BenchmarkTakeTracked(b *testing.B) {
+	li := lim(100, time.Second, 50)
+	for _, c := range []struct {
+		name  string
+		clock Clock
+	}{{"monotonic", nil}, {"manual", NewManualClock()}} {
+		b.Run("clock="+c.name, func(b *testing.B) {
+			l := New(Options{Clock: c.clock})
+			reqs := []limiter.Request{{Key: "per-account|tenant=acme|account=user-0000001", Limit: li, Cost: 1}}
+			buf := make([]limiter.Decision, 0, 1)
+			ctx := context.Background()
+			if _, err := l.Take(ctx, nil, reqs); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Take(ctx, buf[:0], reqs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTakeNewKeys measures tracking a new key per call (a table
 // insert), with churn: MaxKeys 100k and keys whose buckets
 // refill within the benchmark, so full shards sweep.
