@@ -45,6 +45,19 @@ var chainLimit = rateBurst{Rate: 10_000_000, Burst: 10_000_000}
 // operation), then a handler answering 200 with no body. With anonymous,
 // requests carry no token and the account policy is skipped.
 func newChainRouter(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
+	return newStagedRouter(tb, k, anonymous, stageRateLimiter)
+}
+
+// The stages of the chain, in order: a staged router runs the first n.
+const (
+	stageAddress     = 1 // ClientAddress
+	stageAuth        = 2 // ClientAddress → Authenticate
+	stageRateLimiter = 3 // ClientAddress → Authenticate → RateLimiter
+)
+
+// newStagedRouter is newChainRouter's router running only the first
+// stages of its chain.
+func newStagedRouter(tb testing.TB, k jwtKey, anonymous bool, stages int) http.Handler {
 	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"})
 	if err != nil {
 		tb.Fatal(err)
@@ -68,8 +81,9 @@ func newChainRouter(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	chain := []func(http.Handler) http.Handler{middleware.ClientAddress(res), middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: anonymous}), rl.Handler}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(middleware.ClientAddress(res), middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: anonymous}), rl.Handler)
+		v.Use(chain[:stages]...)
 		v.Get("/reports/{id}", okHandler)
 	})
 	return r
@@ -334,11 +348,7 @@ func serve(tb testing.TB, h http.Handler) string {
 func BenchmarkLoopback(b *testing.B) {
 	const conns = 16
 	k := newJWTKey(b, "ES256")
-	in := chainInputs(b, k)
-	raw := make([][]byte, len(in))
-	for i, c := range in {
-		raw[i] = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: bench.test\r\nUser-Agent: ratekey-bench\r\nX-Forwarded-For: %s\r\nAuthorization: %s\r\n\r\n", c.path, c.xff, c.auth)
-	}
+	raw := loopbackRequests(chainInputs(b, k))
 	gens := []*loadGen{
 		newLoadGen(b, serve(b, newChainRouter(b, k, false)), conns, raw),
 		newLoadGen(b, serve(b, newBareRouter()), conns, raw),
@@ -360,4 +370,50 @@ func BenchmarkLoopback(b *testing.B) {
 	b.ReportMetric(rk, "ratekey-req/s")
 	b.ReportMetric(chi, "chi-req/s")
 	b.ReportMetric(rk/chi, "ratekey/chi")
+}
+
+// BenchmarkLoopbackStages splits BenchmarkLoopback's throughput loss by
+// middleware: the same servers and load, interleaved, with the chain cut
+// after each stage (address: ClientAddress; auth: + Authenticate; ratekey:
+// + RateLimiter, the whole chain) next to bare chi. Metrics:
+// <stage>/chi, each one's throughput over bare chi's. Not a target;
+// BENCHMARKS.md reads the misses with it.
+func BenchmarkLoopbackStages(b *testing.B) {
+	const conns = 16
+	k := newJWTKey(b, "ES256")
+	raw := loopbackRequests(chainInputs(b, k))
+	names := []string{"address", "auth", "ratekey", "chi"}
+	hs := []http.Handler{
+		newStagedRouter(b, k, false, stageAddress),
+		newStagedRouter(b, k, false, stageAuth),
+		newStagedRouter(b, k, false, stageRateLimiter),
+		newBareRouter(),
+	}
+	cs := make([]contender, len(hs))
+	gens := make([]*loadGen, len(hs))
+	for i, h := range hs {
+		gens[i] = newLoadGen(b, serve(b, h), conns, raw)
+		gens[i].run(len(raw)) // warm-up
+		cs[i] = contender{names[i], gens[i].run}
+	}
+	res := interleave(b, cs, interleaveOptions{})
+	for i, g := range gens {
+		if p := g.err.Load(); p != nil {
+			b.Fatalf("load generator %s: %v", names[i], *p)
+		}
+	}
+	chi := res[len(res)-1].nsOp
+	for i := range len(res) - 1 {
+		b.ReportMetric(chi/res[i].nsOp, names[i]+"/chi")
+	}
+}
+
+// loopbackRequests returns the raw HTTP/1.1 requests of the chain
+// workload.
+func loopbackRequests(in []chainInput) [][]byte {
+	raw := make([][]byte, len(in))
+	for i, c := range in {
+		raw[i] = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: bench.test\r\nUser-Agent: ratekey-bench\r\nX-Forwarded-For: %s\r\nAuthorization: %s\r\n\r\n", c.path, c.xff, c.auth)
+	}
+	return raw
 }

@@ -35,6 +35,7 @@ groups=(
 	"JWT           ^BenchmarkJWT$                        2000x    $COUNT"
 	"Chain         ^BenchmarkChain$                      200000x  $COUNT"
 	"Loopback      ^BenchmarkLoopback$                   100000x  $COUNT"
+	"Stages        ^BenchmarkLoopbackStages$             50000x   $COUNT"
 	"Redis         ^BenchmarkPeersInterleaved$           20000x   $COUNT"
 )
 start=$SECONDS

@@ -370,6 +370,17 @@ func main() {
 			ns(r.med("Loopback", c+"-cpu-ns/op"))+" (server + load generator)", f(r.med("Loopback", c+"-allocs/op"), 1))
 	}
 
+	fmt.Fprintln(w, "\n### Loopback HTTP, stage by stage: throughput over bare chi (not a target)")
+	fmt.Fprintln(w)
+	t.header("chain cut after", "throughput / bare chi")
+	for _, st := range []struct{ name, label string }{
+		{"address", "ClientAddress"},
+		{"auth", "ClientAddress → Authenticate"},
+		{"ratekey", "ClientAddress → Authenticate → RateLimiter (the whole chain)"},
+	} {
+		t.row(st.label, f(median(r.each("LoopbackStages", func(m run) float64 { return get(m, st.name+"/chi") })), 3)+"×")
+	}
+
 	fmt.Fprintln(w, "\n### JWT Authenticate: ns/op (allocs/op)")
 	fmt.Fprintln(w)
 	t.header("alg", "repeated (cache hit)", "nocache (same token)", "fresh token (miss)")
