@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/redact"
 )
 
 // JWK Set defaults and bounds for [JWKSOptions].
@@ -281,18 +282,7 @@ type jwksSet struct {
 }
 
 func newJWKSSet(issuer, rawURL string, refresh time.Duration, algs []string, env *jwtEnv) *jwksSet {
-	shown := "(unparsable URL)"
-	if u, err := url.Parse(rawURL); err == nil {
-		// No user information and no query in logs: either may be a secret.
-		v := *u
-		v.User = nil
-		shown = v.String()
-		if v.RawQuery != "" {
-			v.RawQuery = ""
-			shown = v.String() + "?…"
-		}
-	}
-	return &jwksSet{issuer: issuer, url: rawURL, shown: shown, refresh: refresh, algs: algs, env: env,
+	return &jwksSet{issuer: issuer, url: rawURL, shown: redact.URL(rawURL), refresh: refresh, algs: algs, env: env,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -381,7 +371,7 @@ func (s *jwksSet) fetch() error {
 	s.requests.Add(1)
 	resp, err := s.env.jwks.client.Do(req)
 	if err != nil {
-		return err // *url.Error: net/http strips any password from the URL
+		return redact.Error(err) // a *url.Error, whose text names the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

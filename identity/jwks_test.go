@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -545,5 +546,27 @@ func TestJWKSLogRedactsURLPassword(t *testing.T) {
 	_ = a.Ready(context.Background())
 	if strings.Contains(logs.String(), "hunter2-secret") || !strings.Contains(logs.String(), "500") {
 		t.Fatalf("log: %s", logs)
+	}
+}
+
+// TestJWKSTransportErrorRedactsURLQuery: a fetch that fails in transport
+// (nothing listens) is logged, and reported by Ready, with the URL's query
+// left out: net/http's error quotes the whole URL but its password.
+func TestJWKSTransportErrorRedactsURLQuery(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String() + "/jwks.json?api_key=SECRET"
+	ln.Close()
+	logs := &logBuffer{}
+	a := newJWKSAuth(t, newFakeClock(), logs, JWKSOptions{},
+		IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: u})
+	rerr := a.Ready(context.Background())
+	if rerr == nil || strings.Contains(rerr.Error(), "SECRET") {
+		t.Errorf("Ready: %v; want an error without the query", rerr)
+	}
+	if strings.Contains(logs.String(), "SECRET") || !strings.Contains(logs.String(), `/jwks.json?…`) {
+		t.Errorf("log: %s", logs)
 	}
 }

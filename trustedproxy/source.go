@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/redact"
 	"go4.org/netipx"
 )
 
@@ -134,7 +135,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("trustedproxy: URLSource: not an http or https URL") // the URL may hold a password
 	}
-	shown := shownURL(u)
+	shown := redact.URL(s.URL)
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = DefaultSourceTimeout
@@ -143,7 +144,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, redact.Error(err))
 	}
 	req.Header.Set("Accept", "text/plain")
 	c := s.Client
@@ -152,7 +153,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource: %w", err)
+		return nil, fmt.Errorf("trustedproxy: URLSource: %w", redact.Error(err)) // its text names the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -167,18 +168,6 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
 	}
 	return set, nil
-}
-
-// shownURL renders u for errors and logs without what may be a secret: the
-// user information and the query are left out.
-func shownURL(u *url.URL) string {
-	v := *u
-	v.User = nil
-	if v.RawQuery != "" || v.ForceQuery {
-		v.RawQuery, v.ForceQuery = "", false
-		return v.String() + "?…"
-	}
-	return v.String()
 }
 
 // readCapped reads all of r, failing if it holds more than max bytes

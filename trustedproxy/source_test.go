@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -124,6 +125,18 @@ func TestURLSource(t *testing.T) {
 		if _, err := (URLSource{URL: u}).Load(ctx); err == nil || !strings.Contains(err.Error(), "not an http or https URL") {
 			t.Errorf("URL %q: %v", u, err)
 		}
+	}
+	// A transport failure (nothing listens there) names the URL without
+	// its user information and query, where a secret may be.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://u:hunter2@" + ln.Addr().String() + "/ranges?access_key=SECRET"
+	ln.Close()
+	if _, err := (URLSource{URL: closed}).Load(ctx); err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "hunter2") ||
+		!strings.Contains(err.Error(), "/ranges?…") {
+		t.Errorf("transport failure: %v; want the URL without its query and password", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
