@@ -42,6 +42,12 @@ var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
 //     one issuer share one call.
 //   - Safe for concurrent use.
 //
+// One tenant, one issuer, at all times: while a resolved record is in
+// force, no other issuer may vouch for its tenants. Once it has expired
+// another issuer may take a tenant over, and the first one is then refused
+// when the resolver confirms it again (401, its entry dropped) or fails
+// (503, it is not kept for the outage).
+//
 // Resolved records are cached for JWTConfig.ResolverTTL; when it expires
 // the resolver is asked again, an unchanged record keeps its cached JWK Set,
 // an error other than ErrUnknownIssuer keeps the old record for at most one
@@ -179,7 +185,10 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		return nil, ErrUnknownIssuer
 	}
 	if old != nil && reflect.DeepEqual(old.rec, rec) {
-		c.extend(iss, old, now.Add(c.ttl), now)
+		if t, owner := c.extend(iss, old, now.Add(c.ttl), now); owner != "" {
+			log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", logIssuer(iss), "tenant", t, "owner", owner)
+			return nil, ErrUnknownIssuer
+		}
 		return old.st, nil
 	}
 	rec = cloneRecord(rec)
@@ -193,17 +202,9 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, t := range recordTenants(rec) {
-		owner, ok := c.staticOwners[t]
-		for other, e := range c.entries {
-			if other != iss && now.Before(e.expires) && slices.Contains(recordTenants(e.rec), t) {
-				owner, ok = other, true
-			}
-		}
-		if ok && owner != iss {
-			log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", logIssuer(iss), "tenant", t, "owner", owner)
-			return nil, ErrUnknownIssuer
-		}
+	if t, owner := c.conflict(iss, rec, now); owner != "" {
+		log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", logIssuer(iss), "tenant", t, "owner", owner)
+		return nil, ErrUnknownIssuer
 	}
 	if old == nil && len(c.entries) >= c.max {
 		for k, e := range c.entries {
@@ -235,14 +236,43 @@ func (c *resolverCache) drop(iss string, old *resolvedEntry) {
 	}
 }
 
-// extend keeps old (the resolver confirmed it at now) until until.
-func (c *resolverCache) extend(iss string, old *resolvedEntry, until, now time.Time) {
+// conflict returns a tenant of rec that an issuer other than iss vouches
+// for at now, and that issuer: a static record's, or a resolved entry's
+// still in force. owner is "" when there is none. One tenant, one issuer:
+// otherwise two issuers' accounts would share every (tenant, account)
+// bucket. c.mu is held.
+func (c *resolverCache) conflict(iss string, rec IssuerRecord, now time.Time) (tenant, owner string) {
+	for _, t := range recordTenants(rec) {
+		if o, ok := c.staticOwners[t]; ok && o != iss {
+			return t, o
+		}
+		for other, e := range c.entries {
+			if other != iss && now.Before(e.expires) && slices.Contains(recordTenants(e.rec), t) {
+				return t, other
+			}
+		}
+	}
+	return "", ""
+}
+
+// extend keeps old (the resolver confirmed it at now) until until, unless
+// one of its tenants has passed to another issuer while old was expired:
+// then old is dropped, and the tenant and its owner are returned (owner
+// "" otherwise).
+func (c *resolverCache) extend(iss string, old *resolvedEntry, until, now time.Time) (tenant, owner string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries[iss] == old {
-		old.setExpires(until)
-		old.confirmed = now
+	if c.entries[iss] != old {
+		return "", ""
 	}
+	if tenant, owner = c.conflict(iss, old.rec, now); owner != "" {
+		delete(c.entries, iss)
+		old.retire()
+		return tenant, owner
+	}
+	old.setExpires(until)
+	old.confirmed = now
+	return "", ""
 }
 
 // extendAfterFailure keeps old after a resolver failure, but never longer
@@ -258,6 +288,9 @@ func (c *resolverCache) extendAfterFailure(iss string, old *resolvedEntry, now t
 	}
 	if c.entries[iss] != old || !now.Before(until) {
 		return false
+	}
+	if _, owner := c.conflict(iss, old.rec, now); owner != "" {
+		return false // a tenant of old has passed to another issuer
 	}
 	old.setExpires(until)
 	return true

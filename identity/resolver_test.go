@@ -148,6 +148,47 @@ func TestResolver(t *testing.T) {
 	})
 }
 
+// TestResolverTenantPassesToAnotherIssuer: one tenant, one issuer, also
+// across expiries. Issuer X vouches for a tenant; Y, claiming it too, is
+// refused. Once X's entry has expired Y may take the tenant over; X is then
+// refused, whether the resolver confirms X's record again (401, and X's
+// entry is dropped) or is down (503, X is not kept for the outage).
+func TestResolverTenantPassesToAnotherIssuer(t *testing.T) {
+	k := getKeys(t)
+	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+	const issX, issY = "https://x.example/", "https://y.example/"
+	res := &resolverFixture{}
+	for _, iss := range []string{issX, issY} {
+		res.set(iss, IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+	}
+	clk := newFakeClock()
+	logs := &logBuffer{}
+	a := newResolverAuth(t, clk, logs, res)
+	tok := func(iss string) string {
+		return mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
+	}
+	setErr := func(err error) {
+		res.mu.Lock()
+		res.err = err
+		res.mu.Unlock()
+	}
+
+	verifyOK(t, a, tok(issX))
+	verifyDesc(t, a, tok(issY), "token issuer is not accepted")
+	clk.Advance(11 * time.Minute) // X's entry expired (TTL 10 minutes)
+	if p := verifyOK(t, a, tok(issY)); p.Issuer != issY || p.Tenant != "shared" {
+		t.Fatalf("Y after X expired: %+v", p)
+	}
+	setErr(errors.New("database unreachable"))
+	verifyDesc(t, a, tok(issX), "503") // not kept: Y vouches for the tenant now
+	setErr(nil)
+	verifyDesc(t, a, tok(issX), "token issuer is not accepted") // confirmed, but the tenant is Y's
+	verifyOK(t, a, tok(issY))
+	if n := strings.Count(logs.String(), "tenant another issuer vouches for"); n != 2 {
+		t.Errorf("%d refusals logged, want 2:\n%s", n, logs)
+	}
+}
+
 // TestResolverSharesConcurrentCalls: a burst of tokens for one new issuer
 // makes one resolver call and one JWK Set.
 func TestResolverSharesConcurrentCalls(t *testing.T) {
