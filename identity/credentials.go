@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -172,9 +173,9 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 // AuthenticateRequest reads the credential from r (headers, and the query
 // string or cookie if enabled) and verifies it. See [CombinedAuthenticator].
 func (c *CombinedAuthenticator) AuthenticateRequest(r *http.Request) (Principal, error) {
-	var q url.Values
+	var q []string
 	if c.x.query && r.URL != nil {
-		q = r.URL.Query()
+		q = queryValues(r.URL.RawQuery, c.x.param)
 	}
 	cred, err := c.x.extract(r.Header, q)
 	if err != nil {
@@ -230,9 +231,10 @@ func (c credential) isAPIKey() bool {
 	return c.from == "x-api-key" || strings.HasPrefix(c.value, APIKeyPrefix)
 }
 
-// extract applies the rules documented on CombinedAuthenticator. q is nil
-// when the query string is not to be read.
-func (x extractor) extract(h http.Header, q url.Values) (credential, error) {
+// extract applies the rules documented on CombinedAuthenticator. q holds
+// the values of the query parameter (see [queryValues]), nil when the query
+// string is not read.
+func (x extractor) extract(h http.Header, q []string) (credential, error) {
 	var found []credential
 	unsupported := false
 	add := func(from string, vals []string) error {
@@ -272,19 +274,13 @@ func (x extractor) extract(h http.Header, q url.Values) (credential, error) {
 			}
 		}
 	}
-	if x.query && q != nil {
-		if err := add("query", q[x.param]); err != nil {
+	if x.query {
+		if err := add("query", q); err != nil {
 			return credential{}, err
 		}
 	}
 	if x.cookie {
-		var vals []string
-		for _, c := range (&http.Request{Header: h}).Cookies() {
-			if c.Name == x.cookieName {
-				vals = append(vals, c.Value)
-			}
-		}
-		if err := add("cookie", vals); err != nil {
+		if err := add("cookie", cookieValues(h, x.cookieName)); err != nil {
 			return credential{}, err
 		}
 	}
@@ -297,4 +293,49 @@ func (x extractor) extract(h http.Header, q url.Values) (credential, error) {
 		return credential{}, ErrUnsupportedScheme
 	}
 	return credential{}, ErrNoCredential
+}
+
+// queryValues returns the values of the query parameter name in rawQuery,
+// in order, decoded as url.ParseQuery decodes them. ParseQuery drops a pair
+// it cannot decode (a bad %-escape, a ";"); a pair of this name is kept
+// here as written instead, so that the credential checks reject it
+// (invalid_request) rather than the request passing as one without a
+// credential, anonymous perhaps.
+func queryValues(rawQuery, name string) []string {
+	var vals []string
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if key, err := url.QueryUnescape(k); err != nil || key != name {
+			continue // another parameter, or a name no decoder reads as this one
+		}
+		if d, err := url.QueryUnescape(v); err == nil && !strings.Contains(pair, ";") {
+			v = d
+		}
+		vals = append(vals, v)
+	}
+	return vals
+}
+
+// cookieValues returns the values of the cookies named name in h's Cookie
+// lines, in order. net/http's lenient reader (Request.Cookies) drops a
+// cookie whose value is malformed; one of this name is kept here as
+// written instead (a value that http.ParseCookie refuses is never a
+// b64token), so that the credential checks reject it (invalid_request)
+// rather than the request passing as one without a credential.
+func cookieValues(h http.Header, name string) []string {
+	var vals []string
+	for _, line := range h.Values("Cookie") {
+		for part := range strings.SplitSeq(line, ";") {
+			part = textproto.TrimString(part)
+			n, v, _ := strings.Cut(part, "=")
+			if textproto.TrimString(n) != name {
+				continue
+			}
+			if cs, err := http.ParseCookie(part); err == nil && len(cs) == 1 {
+				v = cs[0].Value
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals
 }

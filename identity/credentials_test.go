@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,19 @@ func TestCombinedSources(t *testing.T) {
 		{name: "two cookies", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok, "rk_session=" + tok}}}, status: 400},
 		{name: "empty query parameter", a: all, r: req{"/?access_token=", nil}, status: 400, desc: "credential is empty"},
 		{name: "query with bad characters", a: all, r: req{"/?access_token=a%20b", nil}, status: 400, desc: "credential contains invalid characters"},
+		// What url.ParseQuery and Request.Cookies drop silently is a
+		// malformed credential here, never "no credential".
+		{name: "query with a bad escape", a: all, r: req{"/?access_token=" + tok + "%zz", nil}, status: 400, desc: "credential contains invalid characters"},
+		{name: "query with a semicolon", a: all, r: req{"/?access_token=" + tok + ";x=1", nil}, status: 400, desc: "credential contains invalid characters"},
+		{name: "query name escaped", a: all, r: req{"/?x=1&access%5Ftoken=" + tok, nil}, want: jwtP},
+		{name: "cookie with DEL", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok + "\x7f"}}}, status: 400, desc: "credential contains invalid characters"},
+		{name: "cookie with an open quote", a: all, r: req{"/", http.Header{"Cookie": {`rk_session="` + tok}}}, status: 400, desc: "credential contains invalid characters"},
+		{name: "cookie with a backslash", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok + `\`}}}, status: 400, desc: "credential contains invalid characters"},
+		{name: "cookie with non-ASCII", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok + "é"}}}, status: 400, desc: "credential contains invalid characters"},
+		{name: "malformed cookie beside a good one", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok + "; rk_session=" + tok + "\x7f"}}}, status: 400, desc: "a credential field appears more than once"},
+		{name: "cookie quoted", a: all, r: req{"/", http.Header{"Cookie": {`other=1;  rk_session="` + tok + `"`}}}, want: jwtP},
+		{name: "cookie name alone", a: all, r: req{"/", http.Header{"Cookie": {"rk_session"}}}, status: 400, desc: "credential is empty"},
+		{name: "malformed other cookie", a: all, r: req{"/", http.Header{"Cookie": {"other=\x7f; rk_session=" + tok}}}, want: jwtP},
 		{name: "huge query token", a: all, r: req{"/?access_token=" + strings.Repeat("A", MaxTokenBytes+1), nil}, status: 401, desc: "token is too long"},
 		{name: "API key refused when not configured", a: jwtOnly, r: req{"/", http.Header{"Authorization": {"Bearer " + key}}}, status: 401, desc: "API keys are not accepted"},
 		{name: "X-API-Key unread when not configured", a: jwtOnly, r: req{"/", http.Header{"X-Api-Key": {key}}}, err: ErrNoCredential},
@@ -178,6 +192,35 @@ func FuzzExtractCredential(f *testing.F) {
 			if len(in) >= 6 && strings.Contains(err.Error(), in) {
 				t.Fatalf("error echoes the input")
 			}
+		}
+	})
+}
+
+// FuzzQueryValues fuzzes the query-string reader of the query source: it
+// returns, in order, every value url.ParseQuery decodes for the parameter,
+// and any other value it returns (a pair ParseQuery drops) is not a
+// b64token, so the credential checks refuse it rather than the request
+// passing without a credential.
+func FuzzQueryValues(f *testing.F) {
+	for _, s := range []string{"access_token=abc", "a=1&access_token=x%zz", "access_token=abc;x=1", "access%5Ftoken=a+b", "access_token", "&&access_token=&"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := queryValues(raw, DefaultQueryParameter)
+		parsed, _ := url.ParseQuery(raw) // the pairs it can decode
+		want := parsed[DefaultQueryParameter]
+		i := 0
+		for _, v := range got {
+			if i < len(want) && v == want[i] {
+				i++
+				continue
+			}
+			if isB64Token(v) {
+				t.Fatalf("queryValues(%q) = %q: %q is a b64token that url.ParseQuery does not decode", raw, got, v)
+			}
+		}
+		if i != len(want) {
+			t.Fatalf("queryValues(%q) = %q, missing values of %q", raw, got, want)
 		}
 	})
 }
