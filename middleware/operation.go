@@ -29,10 +29,14 @@ const UnmatchedOperation = "UNMATCHED"
 // when nothing is routed there): chi's Find names the mount pattern for
 // those, so the answer is checked against the routes chi.Walk lists. When
 // the sub-router has a "/" route, chi serves the mount point with it, and
-// so does the answer ("GET /articles" is "GET /articles/"). Inline with
-// r.With on a route, the request is routed already: the answer is the
+// so does the answer ("GET /articles" is "GET /articles/"). A handler that
+// is not a chi router, mounted with Mount("/files", h), serves "/files",
+// "/files/" and everything below: all of them are "GET /files/*". Inline
+// with r.With on a route, the request is routed already: the answer is the
 // route chi matched, whatever path rewriting (StripSlashes, CleanPath) ran
-// before.
+// before. A rewrite inside a sub-router, after a rate limiter on a router
+// above it, is not seen by the lookup (the path is named as it arrives):
+// put such middleware on the root router, before the limiter.
 //
 // The route list is read on first use: register every route before serving.
 // The returned function is safe for concurrent use. It reuses chi routing
@@ -60,11 +64,19 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 			if op, ok := ro.ops[route{method, pattern}]; ok {
 				return op
 			}
-			// A mount point without its slash ("/articles" for
-			// "/articles/*"): chi's Find names the mount's stub, and chi
-			// routes the request to the mounted router's "/".
-			m := ro.mounts[strings.TrimSuffix(pattern, "/")+"/*"]
-			if pattern == "" || m == nil {
+			if pattern == "" {
+				return UnmatchedOperation
+			}
+			// A mount point ("/articles" or "/articles/" for
+			// "/articles/*"): chi's Find names the mount's stub. A plain
+			// handler mounted there serves it; a mounted router serves it
+			// with its "/" route.
+			mount := strings.TrimSuffix(pattern, "/") + "/*"
+			if op, ok := ro.ops[route{method, mount}]; ok {
+				return op
+			}
+			m := ro.mounts[mount]
+			if m == nil {
 				return UnmatchedOperation
 			}
 			ro, path = m, "/"

@@ -77,3 +77,44 @@ func TestOperationOfMountPointWithoutSlash(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationOfPlainMount: a handler that is not a chi router, mounted
+// with Mount("/files", h), serves "/files", "/files/" and every path below;
+// all of them are its operation "GET /files/*", so that dropping the rest
+// of the path does not escape a policy scoped to it.
+func TestOperationOfPlainMount(t *testing.T) {
+	root := chi.NewRouter()
+	rl, ca := limitedTo(t, root, "GET /files/*")
+	root.Use(ca, rl.Handler)
+	root.Mount("/files", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("file")) }))
+	root.Get("/other", func(http.ResponseWriter, *http.Request) {})
+	op := middleware.RouteOperation(root)
+	for _, tt := range []struct{ method, path, want string }{
+		{"GET", "/files", "GET /files/*"},
+		{"GET", "/files/", "GET /files/*"},
+		{"GET", "/files/a/b", "GET /files/*"},
+		{"POST", "/files", "POST /files/*"},
+		{"GET", "/other", "GET /other"},
+		{"GET", "/filesx", middleware.UnmatchedOperation},
+		{"GET", "/", middleware.UnmatchedOperation},
+	} {
+		if got := op(httptest.NewRequest(tt.method, tt.path, nil)); got != tt.want {
+			t.Errorf("operation of %s %s = %q; want %q", tt.method, tt.path, got, tt.want)
+		}
+	}
+	do := func(path string) int {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.RemoteAddr = "198.51.100.9:1"
+		w := httptest.NewRecorder()
+		root.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := do("/files/a"); code != http.StatusOK {
+		t.Fatalf("first GET /files/a: %d", code)
+	}
+	for _, path := range []string{"/files", "/files/"} {
+		if code := do(path); code != http.StatusTooManyRequests {
+			t.Errorf("GET %s after the budget is spent: %d; want 429 (same handler, same policy)", path, code)
+		}
+	}
+}
