@@ -129,7 +129,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		}
 		a.metricsAllow = set
 	}
-	if cfg.Log.SamplePassed < 0 || cfg.Log.SamplePassed > 1 {
+	if !(cfg.Log.SamplePassed >= 0 && cfg.Log.SamplePassed <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", cfg.Log.SamplePassed))
 	}
 
@@ -247,6 +247,10 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 }
 
 func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
+	sample := a.cfg.Log.SamplePassed
+	if !(sample >= 0 && sample <= 1) {
+		sample = 0 // out of range (or NaN): reported by build
+	}
 	return middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:        a.limiter,
 		Policies:       a.policies,
@@ -255,7 +259,7 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		DryRun:         a.cfg.DryRun,
 		DecisionHeader: a.cfg.DecisionHeader,
 		Metrics:        a.metrics,
-		SamplePassed:   min(max(a.cfg.Log.SamplePassed, 0), 1), // out of range is reported by build
+		SamplePassed:   sample,
 	})
 }
 

@@ -245,6 +245,11 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"hex burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0x10}\n", `"0x10" is not a decimal integer`},
 		{"exponent max_keys", "limiter: {max_keys: 1e3}\n", `"1e3" is not a decimal integer`},
 		{"fractional prefix", "trusted_proxies: {ipv4_prefix: 24.9}\n", `"24.9" is not a decimal integer`},
+		{"mapping for a number", "policies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst:\n      url: redis://:hunter2@10.0.0.5:6379/0\n",
+			`policies[0].burst (line 6): a YAML mapping is not a decimal integer`},
+		{"sequence for a number", "policies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst: [1, hunter2]\n",
+			`policies[0].burst (line 5): a YAML sequence is not a decimal integer`},
+		{"sample_passed NaN", "log: {sample_passed: .nan}\n", `log.sample_passed: NaN must be between 0 and 1`},
 		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
 		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
@@ -319,5 +324,44 @@ policies:
 	h.ServeHTTP(w, r)
 	if d := w.Header().Get("RateLimit-Decision"); d != "PASSED" {
 		t.Errorf("RateLimit-Decision %q; want PASSED", d)
+	}
+}
+
+// TestTokenSignsWithTheKeysAlgorithm: a record that allows ES256 and EdDSA,
+// with the private key of its Ed25519 key only, mints an EdDSA token that
+// the same config verifies (the first algorithm listed cannot sign with
+// that key).
+func TestTokenSignsWithTheKeysAlgorithm(t *testing.T) {
+	keys, _ := filepath.Abs("../../testdata/keys")
+	cfgPath := writeConfig(t, `
+auth:
+  issuers:
+    - issuer: https://two-algs.invalid
+      tenant: a
+      audiences: [x]
+      algorithms: [ES256, EdDSA]
+      keys:
+        - kid: es
+          public_key_file: `+keys+`/other-es256.pub.pem
+        - kid: ed
+          public_key_file: `+keys+`/demo-ed25519.pub.pem
+          private_key_file: `+keys+`/demo-ed25519.key.pem
+policies:
+  - {name: p, key: [network], rate: 1/s, burst: 1}
+`)
+	code, tok, errOut := runDemo(t, "token", "-config", cfgPath, "-sub", "alice")
+	if code != 0 {
+		t.Fatalf("token: %d %s", code, errOut)
+	}
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.auth.jwt.Verify(strings.TrimSpace(tok)); err != nil || p.Account != "alice" {
+		t.Fatalf("verify: %+v %v", p, err)
 	}
 }

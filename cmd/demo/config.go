@@ -185,10 +185,22 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 		if tok := node.GetToken(); tok != nil && tok.Position != nil {
 			line = tok.Position.Line
 		}
-		return fmt.Errorf("%s (line %d): %q is not a decimal integer", field, line, s)
+		return fmt.Errorf("%s (line %d): %s is not a decimal integer", field, line, shownValue(node))
 	}
 	*n = integer(v)
 	return nil
+}
+
+// shownValue names a config value in an error: a scalar's own text,
+// quoted, and only the kind of anything else. The text of a mapping or a
+// sequence spans the lines below it, where a password may be.
+func shownValue(node ast.Node) string {
+	if _, ok := node.(ast.ScalarNode); ok {
+		if tok := node.GetToken(); tok != nil {
+			return strconv.Quote(tok.Value)
+		}
+	}
+	return "a YAML " + strings.ToLower(node.Type().String())
 }
 
 // parseConfig decodes YAML strictly (errors name the line, never quote

@@ -68,10 +68,6 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("private_key_file %s: %v", k.PrivateKeyFile, err)
 		}
-		method, err := identity.SigningMethodFor(rec.Algorithms[0])
-		if err != nil {
-			return fail("%v", err)
-		}
 		now := time.Now()
 		claims := jwt.MapClaims{
 			"iss": rec.Issuer,
@@ -90,13 +86,29 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			}
 			claims[rec.TenantClaim] = *tenant
 		}
-		tok := jwt.NewWithClaims(method, claims)
-		if k.KID != "" {
-			tok.Header["kid"] = k.KID
+		// The key's own alg, or the first of the record's algorithms that
+		// signs with this key (a record may allow ES256 and EdDSA, with
+		// the private key of only one of them).
+		algs := rec.Algorithms
+		if k.Alg != "" {
+			algs = []string{k.Alg}
 		}
-		s, err := tok.SignedString(signer)
-		if err != nil {
-			return fail("signing: %v", err)
+		var s string
+		for _, alg := range algs {
+			method, err := identity.SigningMethodFor(alg)
+			if err != nil {
+				return fail("%v", err)
+			}
+			tok := jwt.NewWithClaims(method, claims)
+			if k.KID != "" {
+				tok.Header["kid"] = k.KID
+			}
+			if s, err = tok.SignedString(signer); err == nil {
+				break
+			}
+		}
+		if s == "" {
+			return fail("private_key_file %s: none of the algorithms %v signs with this key", k.PrivateKeyFile, algs)
 		}
 		fmt.Fprintln(stdout, s)
 		return 0
