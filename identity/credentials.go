@@ -78,6 +78,11 @@ var (
 //     (401 invalid_token).
 //   - APIKeys: verifies API keys (`rk_` prefix); nil refuses them and
 //     leaves X-API-Key unread. At least one of JWT and APIKeys is required.
+//     Keep the tenants of API keys apart from the tenants the JWT issuers
+//     vouch for: a key's principal has no issuer, so an account of a
+//     shared tenant would share its (tenant, account) buckets with the
+//     issuer's account of that name. The store is not enumerable here, so
+//     this is the caller's check (the demo makes it when it loads keys).
 //   - Sources: where credentials are read from; nil or empty means
 //     [SourceHeader] only. Each at most once.
 //   - QueryParameter: the parameter of [SourceQuery]; "" means
