@@ -58,29 +58,25 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 		ro, method, path := routeTarget(top, r)
 		rctx := pool.Get().(*chi.Context)
 		defer pool.Put(rctx)
-		for {
-			rctx.Reset()
-			pattern := ro.routes.Find(rctx, method, path)
-			if op, ok := ro.ops[route{method, pattern}]; ok {
-				return op
-			}
-			if pattern == "" {
-				return UnmatchedOperation
-			}
-			// A mount point ("/articles" or "/articles/" for
-			// "/articles/*"): chi's Find names the mount's stub. A plain
-			// handler mounted there serves it; a mounted router serves it
-			// with its "/" route.
-			mount := strings.TrimSuffix(pattern, "/") + "/*"
-			if op, ok := ro.ops[route{method, mount}]; ok {
-				return op
-			}
-			m := ro.mounts[mount]
-			if m == nil {
-				return UnmatchedOperation
-			}
-			ro, path = m, "/"
+		rctx.Reset()
+		pattern := ro.routes.Find(rctx, method, path)
+		if op, ok := ro.ops[route{method, pattern}]; ok {
+			return op
 		}
+		if pattern == "" {
+			return UnmatchedOperation
+		}
+		// A mount point, at any depth ("/v1/articles" or "/v1/articles/"
+		// for "/v1/articles/*"): chi's Find names the mount's stub. A
+		// plain handler mounted there serves it under its mount route; a
+		// mounted router, with its "/" route.
+		base := strings.TrimSuffix(pattern, "/")
+		for _, p := range [...]string{base + "/*", base + "/"} {
+			if op, ok := ro.ops[route{method, p}]; ok {
+				return op
+			}
+		}
+		return UnmatchedOperation
 	}
 }
 
@@ -126,6 +122,12 @@ type routerOps struct {
 func walkOperations(root chi.Routes) *routerOps {
 	all := map[route]string{}
 	_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		// chi.Walk joins the patterns of routers mounted at "/" in one
+		// pass ("/*/*/x" becomes "/*/x"); Find and RoutePattern drop every
+		// "/*/", as done here.
+		for strings.Contains(pattern, "/*/") {
+			pattern = strings.ReplaceAll(pattern, "/*/", "/")
+		}
 		all[route{method, pattern}] = method + " " + pattern
 		return nil
 	})

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -116,5 +117,89 @@ func TestOperationOfPlainMount(t *testing.T) {
 		if code := do(path); code != http.StatusTooManyRequests {
 			t.Errorf("GET %s after the budget is spent: %d; want 429 (same handler, same policy)", path, code)
 		}
+	}
+}
+
+// TestOperationOfNestedMountPoint: chi's README shape one level down,
+// /v1 → /articles → "/": GET /v1/articles (no slash) is served by the
+// articles router's "/" route, so it is "GET /v1/articles/" wherever the
+// limiter sits.
+func TestOperationOfNestedMountPoint(t *testing.T) {
+	for _, where := range []string{"root", "v1", "articles"} {
+		t.Run(where, func(t *testing.T) {
+			root := chi.NewRouter()
+			rl, ca := limitedTo(t, root, "GET /v1/articles/")
+			use := func(r chi.Router, at string) {
+				if where == at {
+					r.Use(ca, rl.Handler)
+				}
+			}
+			use(root, "root")
+			root.Route("/v1", func(v1 chi.Router) {
+				use(v1, "v1")
+				v1.Route("/articles", func(a chi.Router) {
+					use(a, "articles")
+					a.Get("/", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("list")) })
+				})
+			})
+			op := middleware.RouteOperation(root)
+			for _, path := range []string{"/v1/articles/", "/v1/articles"} {
+				if got := op(httptest.NewRequest(http.MethodGet, path, nil)); got != "GET /v1/articles/" {
+					t.Errorf("operation of GET %s = %q; want %q", path, got, "GET /v1/articles/")
+				}
+			}
+			codes := make([]int, 0, 3)
+			for _, path := range []string{"/v1/articles/", "/v1/articles", "/v1/articles"} {
+				r := httptest.NewRequest(http.MethodGet, path, nil)
+				r.RemoteAddr = "198.51.100.9:1"
+				w := httptest.NewRecorder()
+				root.ServeHTTP(w, r)
+				codes = append(codes, w.Code)
+			}
+			if want := []int{200, 429, 429}; !slices.Equal(codes, want) {
+				t.Errorf("statuses %v; want %v (one route, one policy)", codes, want)
+			}
+		})
+	}
+}
+
+// TestOperationUnderSlashMounts: routers mounted at "/" of routers mounted
+// at "/" (modules of an app): chi.Walk lists their routes as "/*/x", chi
+// serves them as "/x"; the operation is "GET /x" with the limiter at the
+// root, on the inner router and inline.
+func TestOperationUnderSlashMounts(t *testing.T) {
+	for _, where := range []string{"root", "module", "inline"} {
+		t.Run(where, func(t *testing.T) {
+			root := chi.NewRouter()
+			rl, ca := limitedTo(t, root, "GET /x")
+			app, mod := chi.NewRouter(), chi.NewRouter()
+			h := func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("x")) }
+			switch where {
+			case "root":
+				root.Use(ca, rl.Handler)
+				mod.Get("/x", h)
+			case "module":
+				mod.Use(ca, rl.Handler)
+				mod.Get("/x", h)
+			case "inline":
+				mod.With(ca, rl.Handler).Get("/x", h)
+			}
+			app.Mount("/", mod)
+			root.Mount("/", app)
+			if got := middleware.RouteOperation(root)(httptest.NewRequest(http.MethodGet, "/x", nil)); got != "GET /x" {
+				t.Errorf("operation of GET /x = %q; want %q", got, "GET /x")
+			}
+			codes := make([]int, 0, 2)
+			for range 2 {
+				r := httptest.NewRequest(http.MethodGet, "/x", nil)
+				r.RemoteAddr = "198.51.100.9:1"
+				w := httptest.NewRecorder()
+				root.ServeHTTP(w, r)
+				codes = append(codes, w.Code)
+			}
+			if want := []int{200, 429}; !slices.Equal(codes, want) {
+				t.Errorf("statuses %v; want %v", codes, want)
+			}
+		})
 	}
 }
