@@ -144,17 +144,19 @@ func (a *JWTAuthenticator) resolve(ctx context.Context, iss string) (*issuerStat
 			return nil, ErrKeySourceUnavailable
 		}
 	}
-	call := &resolveCall{done: make(chan struct{})}
+	call := &resolveCall{done: make(chan struct{}), err: ErrKeySourceUnavailable}
 	c.calls[iss] = call
 	old := c.entries[iss]
 	c.mu.Unlock()
-
+	// Ended even if the resolver panics: the waiters get 503 and the
+	// next token of this issuer asks again.
+	defer func() {
+		c.mu.Lock()
+		delete(c.calls, iss)
+		c.mu.Unlock()
+		close(call.done)
+	}()
 	call.st, call.err = a.resolveSlow(iss, old)
-
-	c.mu.Lock()
-	delete(c.calls, iss)
-	c.mu.Unlock()
-	close(call.done)
 	return call.st, call.err
 }
 
@@ -258,20 +260,23 @@ func (c *resolverCache) conflict(iss string, rec IssuerRecord, now time.Time) (t
 // extend keeps old (the resolver confirmed it at now) until until, unless
 // one of its tenants has passed to another issuer while old was expired:
 // then old is dropped, and the tenant and its owner are returned (owner
-// "" otherwise).
+// "" otherwise). An entry evicted while the resolver was asked (to make
+// room for another issuer, perhaps the one that took its tenant) is not
+// stored again; the answer still depends on its tenants' owners now.
 func (c *resolverCache) extend(iss string, old *resolvedEntry, until, now time.Time) (tenant, owner string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries[iss] != old {
-		return "", ""
-	}
 	if tenant, owner = c.conflict(iss, old.rec, now); owner != "" {
-		delete(c.entries, iss)
-		old.retire()
+		if c.entries[iss] == old {
+			delete(c.entries, iss)
+			old.retire()
+		}
 		return tenant, owner
 	}
-	old.setExpires(until)
-	old.confirmed = now
+	if c.entries[iss] == old {
+		old.setExpires(until)
+		old.confirmed = now
+	}
 	return "", ""
 }
 

@@ -309,3 +309,105 @@ func TestTyp(t *testing.T) {
 		}
 	}
 }
+
+// gatedResolver: calls for issuer gateIss block until gate is closed.
+type gatedResolver struct {
+	mu      sync.Mutex
+	recs    map[string]IssuerRecord
+	gateIss string
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (g *gatedResolver) ResolveIssuer(ctx context.Context, iss string) (IssuerRecord, error) {
+	g.mu.Lock()
+	gate, ent := g.gate, g.entered
+	gated := iss == g.gateIss && gate != nil
+	rec, ok := g.recs[iss]
+	g.mu.Unlock()
+	if gated {
+		close(ent)
+		<-gate
+	}
+	if !ok {
+		return IssuerRecord{}, fmt.Errorf("x %w", ErrUnknownIssuer)
+	}
+	return rec, nil
+}
+
+// TestResolverTenantTakenDuringConfirmation: while the resolver confirms
+// X's expired record, Y takes X's tenant and X's entry is evicted to make
+// room (MaxResolvedIssuers 1): the confirmation must not accept X's token
+// for a tenant Y vouches for.
+func TestResolverTenantTakenDuringConfirmation(t *testing.T) {
+	k := getKeys(t)
+	const issX, issY = "https://x.example/", "https://y.example/"
+	g := &gatedResolver{recs: map[string]IssuerRecord{}}
+	for _, iss := range []string{issX, issY} {
+		g.recs[iss] = IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+			Keys: []VerificationKey{{Key: k.ed.Public()}}}
+	}
+	clk := newFakeClock()
+	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk,
+		ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tok := func(iss string) string {
+		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
+	}
+	verifyOK(t, a, tok(issX))
+	clk.Advance(11 * time.Minute) // X expired
+	g.mu.Lock()
+	g.gateIss, g.gate, g.entered = issX, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+	tx := tok(issX)
+	done := make(chan struct{})
+	var px Principal
+	var ex error
+	go func() { px, ex = a.VerifyContext(context.Background(), tx); close(done) }()
+	<-g.entered
+	py := verifyOK(t, a, tok(issY)) // Y takes "shared"; X evicted to make room
+	close(g.gate)
+	<-done
+	if ex == nil {
+		t.Errorf("X accepted (%+v) for tenant %q while Y (%+v) vouches for it", px, px.Tenant, py)
+	}
+}
+
+// TestResolverPanicDoesNotWedgeTheIssuer: a resolver that panics (a bug in
+// the caller's code) fails that verification; the issuer's next token asks
+// the resolver again rather than waiting forever on a call that ended.
+func TestResolverPanicDoesNotWedgeTheIssuer(t *testing.T) {
+	k := getKeys(t)
+	rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+		Keys: []VerificationKey{{Key: k.edC.Public()}}}
+	var calls atomic.Int64
+	res := IssuerResolverFunc(func(context.Context, string) (IssuerRecord, error) {
+		if calls.Add(1) == 1 {
+			panic("resolver bug")
+		}
+		return rec, nil
+	})
+	a := newResolverAuth(t, newFakeClock(), &logBuffer{}, res)
+	tok := mint(t, "EdDSA", k.edC, nil, baseClaims(issC))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the resolver's panic did not reach the caller")
+			}
+		}()
+		_, _ = a.Verify(tok)
+	}()
+	done := make(chan error, 1)
+	go func() { _, err := a.Verify(tok); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after the panic: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the issuer is wedged on the panicked call")
+	}
+}
