@@ -302,18 +302,34 @@ func (x extractor) extract(h http.Header, q []string) (credential, error) {
 
 // queryValues returns the values of the query parameter name in rawQuery,
 // in order, decoded as url.ParseQuery decodes them. ParseQuery drops a pair
-// it cannot decode (a bad %-escape, a ";"); a pair of this name is kept
-// here as written instead, so that the credential checks reject it
-// (invalid_request) rather than the request passing as one without a
-// credential, anonymous perhaps.
+// it cannot decode (a bad %-escape) or that holds a ";" (which some
+// servers split on as well); a pair naming this parameter, or holding a
+// ";"-separated part that names it, is kept here as written instead, so
+// that the credential checks reject it (invalid_request: a raw value with
+// "%" or ";" is no b64token) rather than the request passing as one
+// without a credential, anonymous perhaps.
 func queryValues(rawQuery, name string) []string {
+	names := func(part string) bool {
+		k, _, _ := strings.Cut(part, "=")
+		key, err := url.QueryUnescape(k)
+		return err == nil && key == name
+	}
 	var vals []string
 	for pair := range strings.SplitSeq(rawQuery, "&") {
-		k, v, _ := strings.Cut(pair, "=")
-		if key, err := url.QueryUnescape(k); err != nil || key != name {
-			continue // another parameter, or a name no decoder reads as this one
+		if strings.Contains(pair, ";") {
+			for part := range strings.SplitSeq(pair, ";") {
+				if names(part) {
+					vals = append(vals, pair)
+					break
+				}
+			}
+			continue
 		}
-		if d, err := url.QueryUnescape(v); err == nil && !strings.Contains(pair, ";") {
+		if !names(pair) {
+			continue
+		}
+		_, v, _ := strings.Cut(pair, "=")
+		if d, err := url.QueryUnescape(v); err == nil {
 			v = d
 		}
 		vals = append(vals, v)

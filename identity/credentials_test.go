@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,8 @@ func TestCombinedSources(t *testing.T) {
 		// malformed credential here, never "no credential".
 		{name: "query with a bad escape", a: all, r: req{"/?access_token=" + tok + "%zz", nil}, status: 400, desc: "credential contains invalid characters"},
 		{name: "query with a semicolon", a: all, r: req{"/?access_token=" + tok + ";x=1", nil}, status: 400, desc: "credential contains invalid characters"},
+		{name: "query credential after a semicolon", a: all, r: req{"/?x=1;access_token=" + tok, nil}, status: 400, desc: "credential contains invalid characters"},
+		{name: "query credential after a bare name and a semicolon", a: all, r: req{"/?x;access_token=" + tok, nil}, status: 400, desc: "credential contains invalid characters"},
 		{name: "query name escaped", a: all, r: req{"/?x=1&access%5Ftoken=" + tok, nil}, want: jwtP},
 		{name: "cookie with DEL", a: all, r: req{"/", http.Header{"Cookie": {"rk_session=" + tok + "\x7f"}}}, status: 400, desc: "credential contains invalid characters"},
 		{name: "cookie with an open quote", a: all, r: req{"/", http.Header{"Cookie": {`rk_session="` + tok}}}, status: 400, desc: "credential contains invalid characters"},
@@ -202,7 +205,7 @@ func FuzzExtractCredential(f *testing.F) {
 // b64token, so the credential checks refuse it rather than the request
 // passing without a credential.
 func FuzzQueryValues(f *testing.F) {
-	for _, s := range []string{"access_token=abc", "a=1&access_token=x%zz", "access_token=abc;x=1", "access%5Ftoken=a+b", "access_token", "&&access_token=&"} {
+	for _, s := range []string{"access_token=abc", "a=1&access_token=x%zz", "access_token=abc;x=1", "x=1;access_token=abc", "access%5Ftoken=a+b", "access_token", "&&access_token=&"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -221,6 +224,16 @@ func FuzzQueryValues(f *testing.F) {
 		}
 		if i != len(want) {
 			t.Fatalf("queryValues(%q) = %q, missing values of %q", raw, got, want)
+		}
+		// A ";"-separated part naming the parameter (what a server that
+		// splits on ";" reads) is never lost.
+		for pair := range strings.SplitSeq(raw, "&") {
+			for part := range strings.SplitSeq(pair, ";") {
+				k, _, _ := strings.Cut(part, "=")
+				if key, err := url.QueryUnescape(k); err == nil && key == DefaultQueryParameter && strings.Contains(pair, ";") && !slices.Contains(got, pair) {
+					t.Fatalf("queryValues(%q) = %q, lost the pair %q", raw, got, pair)
+				}
+			}
 		}
 	})
 }
