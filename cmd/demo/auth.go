@@ -49,7 +49,7 @@ func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup,
 	for i, name := range cfg.Auth.Sources {
 		src, err := identity.ParseSource(name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("auth.sources[%d]: %q is not header, query or cookie", i, name))
+			errs = append(errs, fmt.Errorf("auth.sources[%d]: %s is not header, query or cookie", i, shown(name)))
 			continue
 		}
 		sources = append(sources, src)
@@ -86,7 +86,7 @@ func buildJWT(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*identity.J
 	if cfg.Auth.Leeway != "" {
 		d, err := time.ParseDuration(cfg.Auth.Leeway)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("auth.leeway: %q is not a positive duration such as 30s (omit it for the %v default)", cfg.Auth.Leeway, identity.DefaultLeeway))
+			errs = append(errs, fmt.Errorf("auth.leeway: %s is not a positive duration such as 30s (omit it for the %v default)", shown(cfg.Auth.Leeway), identity.DefaultLeeway))
 		}
 		jc.Leeway = d
 	}
@@ -96,7 +96,7 @@ func buildJWT(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*identity.J
 		if ic.JWKSRefresh != "" {
 			d, err := time.ParseDuration(ic.JWKSRefresh)
 			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("auth.issuers[%d].jwks_refresh: %q is not a positive duration such as 1h", i, ic.JWKSRefresh))
+				errs = append(errs, fmt.Errorf("auth.issuers[%d].jwks_refresh: %s is not a positive duration such as 1h", i, shown(ic.JWKSRefresh)))
 			}
 			rec.JWKSRefresh = d
 		}

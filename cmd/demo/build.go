@@ -53,7 +53,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	a := &app{cfg: cfg}
 
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("listen: %q is not host:port (e.g. 127.0.0.1:8080)", cfg.Listen))
+		errs = append(errs, fmt.Errorf("listen: %s is not host:port (e.g. 127.0.0.1:8080)", shown(cfg.Listen)))
 	}
 	res, refresh, rerrs := buildResolver(cfg.TrustedProxies, cfg.path)
 	errs = append(errs, rerrs...)
@@ -64,7 +64,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	case "allow":
 		a.authOpts.Anonymous = true
 	default:
-		errs = append(errs, fmt.Errorf("auth.anonymous: %q must be allow or reject", cfg.Auth.Anonymous))
+		errs = append(errs, fmt.Errorf("auth.anonymous: %s must be allow or reject", shown(cfg.Auth.Anonymous)))
 	}
 	if cfg.Auth.Anonymous == "reject" && len(cfg.Auth.Issuers) == 0 && cfg.Auth.APIKeys == nil {
 		errs = append(errs, errors.New("auth.anonymous: reject needs auth.issuers or auth.api_keys (without them no credential is checked)"))
@@ -118,7 +118,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 			errs = append(errs, errors.New(strings.Replace(err.Error(), "debug.path", "metrics.path", 1)))
 		}
 		if cfg.Debug.Enabled && cfg.Metrics.Path == cfg.Debug.Path {
-			errs = append(errs, fmt.Errorf("metrics.path: %q is also debug.path", cfg.Metrics.Path))
+			errs = append(errs, fmt.Errorf("metrics.path: %s is also debug.path", shown(cfg.Metrics.Path)))
 		}
 		set, err := ipSet(cfg.Metrics.Allow)
 		if err != nil {
@@ -194,7 +194,7 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 	if tp.Refresh != "" {
 		d, err := time.ParseDuration(tp.Refresh)
 		if err != nil || d < time.Second {
-			errs = append(errs, fmt.Errorf("trusted_proxies.refresh: %q is not a duration of at least 1s such as 5m", tp.Refresh))
+			errs = append(errs, fmt.Errorf("trusted_proxies.refresh: %s is not a duration of at least 1s such as 5m", shown(tp.Refresh)))
 		}
 		refresh = d
 	} else if sources {
@@ -239,7 +239,7 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 	for i, p := range a.policies {
 		for _, op := range p.Operations {
 			if !known[op] {
-				errs = append(errs, fmt.Errorf("policies[%d]: operations: %q is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, op, middleware.UnmatchedOperation))
+				errs = append(errs, fmt.Errorf("policies[%d]: operations: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, shown(op), middleware.UnmatchedOperation))
 			}
 		}
 	}
@@ -274,7 +274,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	for _, k := range *pc.Key {
 		d, err := identity.ParseDimension(k)
 		if err != nil || !d.Builtin() {
-			errs = append(errs, fmt.Errorf("key: unknown dimension %q (tenant, account, credential, operation, network)", k))
+			errs = append(errs, fmt.Errorf("key: unknown dimension %s (tenant, account, credential, operation, network)", shown(k)))
 			continue
 		}
 		if issuers == 0 && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
@@ -308,7 +308,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	if pc.MaxDelay != "" {
 		d, err := time.ParseDuration(pc.MaxDelay)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("max_delay: %q is not a positive duration such as 2s", pc.MaxDelay))
+			errs = append(errs, fmt.Errorf("max_delay: %s is not a positive duration such as 2s", shown(pc.MaxDelay)))
 		}
 		p.Limit.MaxDelay = d
 	}
@@ -345,9 +345,9 @@ var debugPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 func checkDebugPath(p string) error {
 	switch {
 	case !debugPathRE.MatchString(p):
-		return fmt.Errorf("debug.path: %q must be a literal absolute path such as /debug/ratekey (letters, digits, . _ ~ - between slashes)", p)
+		return fmt.Errorf("debug.path: %s must be a literal absolute path such as /debug/ratekey (letters, digits, . _ ~ - between slashes)", shown(p))
 	case p == "/healthz" || p == "/v1" || strings.HasPrefix(p, "/v1/"):
-		return fmt.Errorf("debug.path: %q would shadow the demo's own routes", p)
+		return fmt.Errorf("debug.path: %s would shadow the demo's own routes", shown(p))
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 	for _, s := range list {
 		if p, err := netip.ParsePrefix(s); err == nil {
 			if p.Addr().Zone() != "" || (p.Addr().Is4In6() && p.Bits() < 96) {
-				errs = append(errs, fmt.Errorf("%q is not an IPv4 or IPv6 network the admin check can use (zoned, or v4-mapped with fewer than 96 bits)", s))
+				errs = append(errs, fmt.Errorf("%s is not an IPv4 or IPv6 network the admin check can use (zoned, or v4-mapped with fewer than 96 bits)", shown(s)))
 				continue
 			}
 			if p.Addr().Is4In6() {
@@ -370,7 +370,7 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			errs = append(errs, fmt.Errorf("%q is not an IP address or CIDR", s))
+			errs = append(errs, fmt.Errorf("%s is not an IP address or CIDR", shown(s)))
 			continue
 		}
 		b.Add(a.Unmap())

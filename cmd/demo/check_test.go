@@ -249,6 +249,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			`policies[0].burst (line 6): a YAML mapping is not a decimal integer`},
 		{"sequence for a number", "policies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst: [1, hunter2]\n",
 			`policies[0].burst (line 5): a YAML sequence is not a decimal integer`},
+		{"unclosed quote swallows the next line", "limiter:\n  store: redis\n  redis:\n    timeout: \"100ms\n    url: redis://:hunter2@10.0.0.5:6379/0\"\n",
+			`limiter.redis.timeout: a value of 43 bytes (not shown) is not a positive duration`},
+		{"over-indented line continues a scalar", "trusted_proxies:\n  refresh: 5m\n    ?token=hunter2\n", `trusted_proxies.refresh: a value of 17 bytes (not shown)`},
 		{"sample_passed NaN", "log: {sample_passed: .nan}\n", `log.sample_passed: NaN must be between 0 and 1`},
 		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
@@ -363,5 +366,25 @@ policies:
 	}
 	if p, err := a.auth.jwt.Verify(strings.TrimSpace(tok)); err != nil || p.Account != "alice" {
 		t.Fatalf("verify: %+v %v", p, err)
+	}
+}
+
+// TestShown: config values are quoted in errors only when they are one
+// short printable word (or "METHOD /path").
+func TestShown(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"5m", `"5m"`},
+		{"", `""`},
+		{"GET /v1/reports/{id}", `"GET /v1/reports/{id}"`},
+		{"5m ?token=hunter2", "a value of 17 bytes (not shown)"},
+		{"100ms url: redis://:hunter2@h:6379/0", "a value of 36 bytes (not shown)"},
+		{"GET /a /b", "a value of 9 bytes (not shown)"},
+		{"a\tb", "a value of 3 bytes (not shown)"},
+		{"héllo", "a value of 6 bytes (not shown)"},
+		{strings.Repeat("x", 65), "a value of 65 bytes (not shown)"},
+	} {
+		if got := shown(tt.in); got != tt.want {
+			t.Errorf("shown(%q) = %s; want %s", tt.in, got, tt.want)
+		}
 	}
 }

@@ -191,16 +191,38 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 	return nil
 }
 
-// shownValue names a config value in an error: a scalar's own text,
-// quoted, and only the kind of anything else. The text of a mapping or a
-// sequence spans the lines below it, where a password may be.
+// shownValue names a config value in an error: a scalar as [shown] does,
+// and only the kind of anything else. The text of a mapping or a sequence
+// spans the lines below it, where a password may be.
 func shownValue(node ast.Node) string {
 	if _, ok := node.(ast.ScalarNode); ok {
 		if tok := node.GetToken(); tok != nil {
-			return strconv.Quote(tok.Value)
+			return shown(tok.Value)
 		}
 	}
 	return "a YAML " + strings.ToLower(node.Type().String())
+}
+
+// shown quotes a config value for an error message (which a reload also
+// logs) when it is at most 64 bytes of one printable ASCII word, an
+// operation's "METHOD /path" counting as one; any other value is named by
+// its length only. A value that spans words may be a YAML scalar that
+// swallowed the lines below it (an unclosed quote, an over-indented line),
+// where a password or a token may be.
+func shown(s string) string {
+	word := func(w string) bool {
+		for i := 0; i < len(w); i++ {
+			if w[i] <= ' ' || w[i] > '~' {
+				return false
+			}
+		}
+		return w != ""
+	}
+	method, path, two := strings.Cut(s, " ")
+	if s == "" || len(s) <= 64 && (word(s) || two && word(method) && strings.HasPrefix(path, "/") && word(path)) {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("a value of %d bytes (not shown)", len(s))
 }
 
 // parseConfig decodes YAML strictly (errors name the line, never quote

@@ -41,7 +41,7 @@ func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	case "redis":
 		return buildRedis(lc, path, logger)
 	}
-	return store{}, []error{fmt.Errorf("limiter.store: %q is not supported (memory, redis)", lc.Store)}
+	return store{}, []error{fmt.Errorf("limiter.store: %s is not supported (memory, redis)", shown(lc.Store))}
 }
 
 func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
@@ -57,7 +57,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	if rc.Timeout != "" {
 		d, err := time.ParseDuration(rc.Timeout)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("limiter.redis.timeout: %q is not a positive duration such as 100ms", rc.Timeout))
+			errs = append(errs, fmt.Errorf("limiter.redis.timeout: %s is not a positive duration such as 100ms", shown(rc.Timeout)))
 		}
 		timeout = d
 	}
