@@ -240,20 +240,7 @@ func TestReloadReportsAPIKeys(t *testing.T) {
 		return strings.TrimSpace(out)
 	}
 	newKey("alice")
-	c, err := loadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &strings.Builder{}
-	logger := newJSONLogger(logs)
-	a, err := build(c, logger, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newServer(cfgPath, logger, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := serverAt(t, cfgPath)
 	bob := newKey("bob")
 	if w := call(s, "192.0.2.1:1", "/v1/reports/1", map[string]string{"X-API-Key": bob}); w.Code != 401 {
 		t.Fatalf("bob before the reload: %d; want 401", w.Code)

@@ -38,6 +38,14 @@ func reloadServer(t *testing.T, cfg string) (*server, string, *strings.Builder) 
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	s, logs := serverAt(t, path)
+	return s, path, logs
+}
+
+// serverAt builds the demo's server from the config file at path, logging
+// JSON into the returned builder.
+func serverAt(t *testing.T, path string) (*server, *strings.Builder) {
+	t.Helper()
 	c, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +60,7 @@ func reloadServer(t *testing.T, cfg string) (*server, string, *strings.Builder) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, path, logs
+	return s, logs
 }
 
 func hit(s http.Handler, method, path string) (int, string) {
