@@ -8,6 +8,7 @@ package redact
 import (
 	"errors"
 	"net/url"
+	"strings"
 )
 
 // URL returns raw without its user information, query and fragment (which
@@ -28,8 +29,10 @@ func URL(raw string) string {
 	return u.String()
 }
 
-// Error redacts, with [URL], the URL of every *url.Error in err's chain
-// and returns err. net/http's Client.Do returns its errors as a *url.Error
+// Error redacts, with [URL], the URL of every *url.Error in err's chain,
+// withholds the text of its cause when that may quote a URL too (it holds
+// a "?" or an "@"; errors.Is and errors.As still see the cause), and
+// returns err. net/http's Client.Do returns its errors as a *url.Error
 // whose text holds the request URL with only the password masked, so a
 // fetcher passes them through Error before returning or logging them. It
 // changes the *url.Error values in place, so call it on an error nobody
@@ -40,7 +43,19 @@ func Error(err error) error {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if ue, ok := e.(*url.Error); ok {
 			ue.URL = URL(ue.URL)
+			// The cause may quote a URL too (an unparsable Location
+			// header of a redirect): its text is withheld then.
+			if ue.Err != nil && strings.ContainsAny(ue.Err.Error(), "?@") {
+				ue.Err = withheld{ue.Err}
+			}
 		}
 	}
 	return err
 }
+
+// withheld is an error whose text may quote a URL: it prints a placeholder
+// and keeps the error in its chain for errors.Is and errors.As.
+type withheld struct{ err error }
+
+func (w withheld) Error() string { return "(details withheld: they quote a URL)" }
+func (w withheld) Unwrap() error { return w.err }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -51,5 +52,32 @@ func TestErrorFromClientDo(t *testing.T) {
 	plain := errors.New("status 500")
 	if Error(plain) != plain || Error(nil) != nil {
 		t.Error("errors without a URL must pass unchanged")
+	}
+}
+
+// TestErrorWithholdsAQuotedLocation: a redirect whose Location header does
+// not parse fails with a cause that quotes the header; its text is
+// withheld, its chain kept.
+func TestErrorWithholdsAQuotedLocation(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://a b/?key=SECRET")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/ranges?token=SECRET", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = srv.Client().Do(req)
+	if err == nil || !strings.Contains(err.Error(), "key=SECRET") {
+		t.Fatalf("Client.Do error %v; want one that quotes the Location, for this test to mean anything", err)
+	}
+	cause := errors.Unwrap(err)
+	err = Error(err)
+	if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "/ranges?…") {
+		t.Errorf("redacted error %q", err)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("the chain lost the cause")
 	}
 }
