@@ -36,7 +36,10 @@ const UnmatchedOperation = "UNMATCHED"
 // route chi matched, whatever path rewriting (StripSlashes, CleanPath) ran
 // before. A rewrite inside a sub-router, after a rate limiter on a router
 // above it, is not seen by the lookup (the path is named as it arrives):
-// put such middleware on the root router, before the limiter.
+// put such middleware on the root router, before the limiter. Known gap: a
+// mount pattern that ends in a slash (Route("/a/", ...)), with the limiter
+// inline on that mount or inside the mounted router, may misname the mount
+// point's own requests ("/a/"); mount without the trailing slash.
 //
 // The route list is read on first use: register every route before serving.
 // The returned function is safe for concurrent use. It reuses chi routing
@@ -58,25 +61,33 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 		ro, method, path := routeTarget(top, r)
 		rctx := pool.Get().(*chi.Context)
 		defer pool.Put(rctx)
-		rctx.Reset()
-		pattern := ro.routes.Find(rctx, method, path)
-		if op, ok := ro.ops[route{method, pattern}]; ok {
-			return op
-		}
-		if pattern == "" {
-			return UnmatchedOperation
-		}
-		// A mount point, at any depth ("/v1/articles" or "/v1/articles/"
-		// for "/v1/articles/*"): chi's Find names the mount's stub. A
-		// plain handler mounted there serves it under its mount route; a
-		// mounted router, with its "/" route.
-		base := strings.TrimSuffix(pattern, "/")
-		for _, p := range [...]string{base + "/*", base + "/"} {
-			if op, ok := ro.ops[route{method, p}]; ok {
+		for {
+			rctx.Reset()
+			pattern := ro.routes.Find(rctx, method, path)
+			if pattern == "" {
+				return UnmatchedOperation
+			}
+			// A mount point, at any depth ("/v1/articles" or
+			// "/v1/articles/" for "/v1/articles/*"): chi's Find names the
+			// mount's stub, in the router that mounted it. chi serves it
+			// with the mounted handler: a plain handler under its mount
+			// route, a router with its "/" route.
+			if leaf, last := ro.leaf(rctx.RoutePatterns); leaf != nil && leaf.stub(method, last) {
+				mount := strings.TrimSuffix(last, "/") + "/*"
+				if m := leaf.mounts[mount]; m != nil {
+					ro, path = m, "/"
+					continue
+				}
+				if op, ok := leaf.ops[route{method, mount}]; ok {
+					return op
+				}
+				return UnmatchedOperation
+			}
+			if op, ok := ro.ops[route{method, pattern}]; ok {
 				return op
 			}
+			return UnmatchedOperation
 		}
-		return UnmatchedOperation
 	}
 }
 
@@ -97,8 +108,24 @@ func routedOperation(top *routerOps, r *http.Request) (string, bool) {
 	if rc.RouteMethod != "" {
 		method = rc.RouteMethod
 	}
-	op, ok := top.ops[route{method, rc.RoutePattern()}]
+	if leaf, last := top.leaf(rc.RoutePatterns); leaf == nil || leaf.stub(method, last) {
+		return "", false // a mount point: the mounted handler serves it
+	}
+	// chi's RoutePattern drops a trailing slash, which would name the
+	// route "/x/" as "/x": join the patterns as chi.Walk does instead.
+	op, ok := top.ops[route{method, joinPatterns(rc.RoutePatterns)}]
 	return op, ok
+}
+
+// joinPatterns returns the full template of a route from the patterns of
+// the routers it was matched through ("/v1/*", "/reports/{id}"), as
+// chi.Walk names it once every "/*/" is dropped (see walkOperations).
+func joinPatterns(patterns []string) string {
+	p := strings.Join(patterns, "")
+	for strings.Contains(p, "/*/") {
+		p = strings.ReplaceAll(p, "/*/", "/")
+	}
+	return p
 }
 
 // route is a method and a route pattern.
@@ -115,6 +142,35 @@ type routerOps struct {
 	// mounts maps a mount pattern of this router ("/v1/*") to the router
 	// mounted there.
 	mounts map[string]*routerOps
+	// own holds the routes registered on this router itself (method "*"
+	// for all methods), without Mount's hidden stubs.
+	own map[route]bool
+}
+
+// leaf returns the router below ro that matched the last of patterns (the
+// patterns a Find appended, one per router it went through), and that
+// pattern; nil when the path leaves the walked routers.
+func (ro *routerOps) leaf(patterns []string) (*routerOps, string) {
+	if len(patterns) == 0 {
+		return nil, ""
+	}
+	for _, p := range patterns[:len(patterns)-1] {
+		if ro = ro.mounts[p]; ro == nil {
+			return nil, ""
+		}
+	}
+	return ro, patterns[len(patterns)-1]
+}
+
+// stub reports whether pattern, matched in ro for method, is a mount
+// point's hidden stub ("/files" or "/files/" of Mount("/files", h)) rather
+// than a route registered there.
+func (ro *routerOps) stub(method, pattern string) bool {
+	if ro.own[route{method, pattern}] || ro.own[route{"*", pattern}] {
+		return false
+	}
+	mount := strings.TrimSuffix(pattern, "/") + "/*"
+	return ro.mounts[mount] != nil || ro.own[route{"*", mount}] || ro.own[route{method, mount}]
 }
 
 // walkOperations lists root's routes with chi.Walk, computes each one's
@@ -124,10 +180,8 @@ func walkOperations(root chi.Routes) *routerOps {
 	_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		// chi.Walk joins the patterns of routers mounted at "/" in one
 		// pass ("/*/*/x" becomes "/*/x"); Find and RoutePattern drop every
-		// "/*/", as done here.
-		for strings.Contains(pattern, "/*/") {
-			pattern = strings.ReplaceAll(pattern, "/*/", "/")
-		}
+		// "/*/".
+		pattern = joinPatterns([]string{pattern})
 		all[route{method, pattern}] = method + " " + pattern
 		return nil
 	})
@@ -138,7 +192,7 @@ func walkOperations(root chi.Routes) *routerOps {
 // full template of its mount point, without the trailing "/*"), and of the
 // routers mounted below it. all holds every walked route by full pattern.
 func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *routerOps {
-	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}}
+	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}, own: map[route]bool{}}
 	for rt, op := range all {
 		// chi patterns start with "/": a route below the mount point
 		// "/v1" is "/v1/...", never "/v1x".
@@ -147,6 +201,9 @@ func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *route
 		}
 	}
 	for _, rt := range routes.Routes() {
+		for m := range rt.Handlers {
+			ro.own[route{m, rt.Pattern}] = true
+		}
 		if rt.SubRoutes != nil {
 			ro.mounts[rt.Pattern] = newRouterOps(rt.SubRoutes, prefix+strings.TrimSuffix(rt.Pattern, "/*"), all)
 		}

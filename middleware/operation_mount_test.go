@@ -189,3 +189,56 @@ func TestOperationUnderSlashMounts(t *testing.T) {
 		})
 	}
 }
+
+// TestOperationInlineKeepsTrailingSlash: "/x" and "/x/" are two routes;
+// a limiter inline on "/x/" names its requests "GET /x/" (chi's
+// RoutePattern would say "/x"), so they do not spend "/x"'s budget.
+func TestOperationInlineKeepsTrailingSlash(t *testing.T) {
+	root := chi.NewRouter()
+	rl, ca := limitedTo(t, root, "GET /x")
+	root.With(ca, rl.Handler).Get("/x", func(http.ResponseWriter, *http.Request) {})
+	root.With(ca, rl.Handler).Get("/x/", func(http.ResponseWriter, *http.Request) {})
+	if got, want := statuses(root, "/x/", "/x/", "/x", "/x"), []int{200, 200, 200, 429}; !slices.Equal(got, want) {
+		t.Errorf("statuses %v; want %v (GET /x/ is not GET /x)", got, want)
+	}
+}
+
+// TestOperationOfStubs: a mount point is served by what is mounted there,
+// whatever other routes share its name. A sub-router with "/" and "/*"
+// serves GET /a with "/"; a handler mounted at /y serves GET /y although a
+// module mounted at "/" has a route "/y".
+func TestOperationOfStubs(t *testing.T) {
+	for _, where := range []string{"root", "inline"} {
+		t.Run(where, func(t *testing.T) {
+			root := chi.NewRouter()
+			rl, ca := limitedTo(t, root, "GET /a/")
+			mw := func(r chi.Router) chi.Router { return r }
+			if where == "root" {
+				root.Use(ca, rl.Handler)
+			} else {
+				mw = func(r chi.Router) chi.Router { return r.With(ca, rl.Handler) }
+			}
+			h := func(http.ResponseWriter, *http.Request) {}
+			mod := chi.NewRouter()
+			mod.Get("/y", h)
+			mw(root).Mount("/", mod)
+			mw(root).Mount("/y", http.HandlerFunc(h))
+			mw(root).Route("/a", func(a chi.Router) {
+				a.Get("/", h)
+				a.Get("/*", h)
+			})
+			op := middleware.RouteOperation(root)
+			for _, tt := range []struct{ path, want string }{
+				{"/a", "GET /a/"}, {"/a/", "GET /a/"}, {"/a/b", "GET /a/*"},
+				{"/y", "GET /y/*"}, {"/y/", "GET /y/*"},
+			} {
+				if got := op(httptest.NewRequest(http.MethodGet, tt.path, nil)); got != tt.want {
+					t.Errorf("operation of GET %s = %q; want %q", tt.path, got, tt.want)
+				}
+			}
+			if got, want := statuses(root, "/a/", "/a", "/a/b"), []int{200, 429, 200}; !slices.Equal(got, want) {
+				t.Errorf("statuses %v; want %v", got, want)
+			}
+		})
+	}
+}
