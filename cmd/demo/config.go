@@ -191,6 +191,31 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 	return nil
 }
 
+// multiLine is an ast.Visitor that finds the first scalar (key or value)
+// written over several lines: a quoted string left open, a plain value
+// with a more indented line below it, a block scalar. No value of this
+// config needs more than one line, and one that swallowed the lines below
+// it would carry them (a password, a token in a URL) into every error
+// message and log line that names it; so the parse refuses it, naming
+// only the line.
+type multiLine struct{ at int }
+
+func (v *multiLine) Visit(n ast.Node) ast.Visitor {
+	if v.at > 0 {
+		return nil
+	}
+	if _, ok := n.(ast.ScalarNode); ok {
+		if tok := n.GetToken(); tok != nil && strings.Contains(strings.TrimSpace(tok.Origin), "\n") {
+			v.at = 1
+			if tok.Position != nil {
+				v.at = tok.Position.Line
+			}
+			return nil
+		}
+	}
+	return v
+}
+
 // shownValue names a config value in an error: a scalar as [shown] does,
 // and only the kind of anything else. The text of a mapping or a sequence
 // spans the lines below it, where a password may be.
@@ -235,6 +260,13 @@ func parseConfig(data []byte, dir string) (*Config, error) {
 	}
 	if len(file.Docs) > 1 {
 		return nil, fmt.Errorf("config: %d YAML documents; a config is exactly one", len(file.Docs))
+	}
+	if len(file.Docs) == 1 {
+		var lines multiLine
+		ast.Walk(&lines, file.Docs[0])
+		if lines.at > 0 {
+			return nil, fmt.Errorf("config: line %d: a value spans several lines (an unclosed quote, or a line indented under it); every value of this config is one line", lines.at)
+		}
 	}
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
