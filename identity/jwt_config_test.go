@@ -153,6 +153,14 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 			//lint:ignore SA1019 the test needs a key that is off the curve
 			c.Issuers[0].Keys[0].Key = &ecdsa.PublicKey{Curve: k.es.Curve, X: x, Y: k.es.Y}
 		}, "not a valid curve point"},
+		{"ecdsa without coordinates", func(c *JWTConfig) {
+			c.Issuers[0].Algorithms = []string{"ES256"}
+			c.Issuers[0].Keys[0].Key = &ecdsa.PublicKey{Curve: k.es.Curve}
+		}, "ECDSA public key is nil or incomplete"},
+		{"nil ecdsa key", func(c *JWTConfig) {
+			c.Issuers[0].Algorithms = []string{"ES256"}
+			c.Issuers[0].Keys[0].Key = (*ecdsa.PublicKey)(nil)
+		}, "ECDSA public key is nil or incomplete"},
 		{"two issuers, one fixed tenant", func(c *JWTConfig) {
 			other := good()
 			other.Issuer = "j"

@@ -108,8 +108,8 @@ func checkPublicKey(key any) error {
 			return fmt.Errorf("Ed25519 public key is %d bytes, want %d", len(k), ed25519.PublicKeySize)
 		}
 	case *ecdsa.PublicKey:
-		if k == nil || k.Curve == nil {
-			return errors.New("ECDSA public key is nil")
+		if k == nil || k.Curve == nil || k.X == nil || k.Y == nil {
+			return errors.New("ECDSA public key is nil or incomplete")
 		}
 		switch k.Curve {
 		case elliptic.P256(), elliptic.P384(), elliptic.P521():

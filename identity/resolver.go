@@ -208,7 +208,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		log.Warn("ratekey: issuer resolver returned a tenant another issuer vouches for", "issuer", logIssuer(iss), "tenant", t, "owner", owner)
 		return nil, ErrUnknownIssuer
 	}
-	if old == nil && len(c.entries) >= c.max {
+	if c.entries[iss] == nil && len(c.entries) >= c.max { // new, or evicted while the resolver answered
 		for k, e := range c.entries {
 			if !now.Before(e.expires) {
 				delete(c.entries, k)

@@ -411,3 +411,43 @@ func TestResolverPanicDoesNotWedgeTheIssuer(t *testing.T) {
 		t.Fatal("the issuer is wedged on the panicked call")
 	}
 }
+
+// TestResolverBoundHoldsForAnEvictedConfirmation: an issuer whose expired
+// entry is evicted while the resolver answers with a changed record is new
+// again, so MaxResolvedIssuers applies to it.
+func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
+	k := getKeys(t)
+	const issX, issY = "https://x.example/", "https://y.example/"
+	rec := func(iss, tenant string) IssuerRecord {
+		return IssuerRecord{Issuer: iss, Tenant: tenant, Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+			Keys: []VerificationKey{{Key: k.ed.Public()}}}
+	}
+	g := &gatedResolver{recs: map[string]IssuerRecord{issX: rec(issX, "x"), issY: rec(issY, "y")}}
+	clk := newFakeClock()
+	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk, ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tok := func(iss string) string {
+		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
+	}
+	verifyOK(t, a, tok(issX))
+	clk.Advance(11 * time.Minute) // X expired
+	g.mu.Lock()
+	g.recs[issX] = rec(issX, "x2") // changed
+	g.gateIss, g.gate, g.entered = issX, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+	done := make(chan error, 1)
+	tx := tok(issX)
+	go func() { _, err := a.VerifyContext(context.Background(), tx); done <- err }()
+	<-g.entered
+	verifyOK(t, a, tok(issY)) // evicts X's expired entry to make room
+	close(g.gate)
+	if err := <-done; !errors.Is(err, ErrKeySourceUnavailable) {
+		t.Errorf("X's changed record with Y in force and room for 1: %v; want ErrKeySourceUnavailable", err)
+	}
+	if n := len(a.env.resolver.entries); n > 1 {
+		t.Errorf("%d resolved issuers, bound 1", n)
+	}
+}
