@@ -94,7 +94,8 @@ func compatible(alg string, key any) bool {
 		return false
 	}
 	if a.family == familyECDSA {
-		return key.(*ecdsa.PublicKey).Curve == a.curve
+		k := key.(*ecdsa.PublicKey)
+		return k != nil && k.Curve == a.curve
 	}
 	return true
 }
