@@ -109,6 +109,9 @@ func checkPublicKey(key any) error {
 			return fmt.Errorf("Ed25519 public key is %d bytes, want %d", len(k), ed25519.PublicKeySize)
 		}
 	case *ecdsa.PublicKey:
+		// Nil coordinates make ECDH and Bytes panic, and reading them is
+		// the only way to tell.
+		//lint:ignore SA1019 checking for nil, not using the coordinates
 		if k == nil || k.Curve == nil || k.X == nil || k.Y == nil {
 			return errors.New("ECDSA public key is nil or incomplete")
 		}

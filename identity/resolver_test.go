@@ -335,6 +335,31 @@ func (g *gatedResolver) ResolveIssuer(ctx context.Context, iss string) (IssuerRe
 	return rec, nil
 }
 
+// gateNext makes the resolver's next calls for iss wait until g.gate is
+// closed, closing g.entered when the first one starts.
+func (g *gatedResolver) gateNext(iss string) {
+	g.mu.Lock()
+	g.gateIss, g.gate, g.entered = iss, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+}
+
+// newGatedAuth returns an authenticator resolving issuers with g (TTL 10
+// minutes, at most 1 resolved issuer) on a fake clock, and a function
+// minting an hour-long EdDSA token of an issuer, now.
+func newGatedAuth(t *testing.T, g *gatedResolver) (*JWTAuthenticator, *fakeClock, func(iss string) string) {
+	t.Helper()
+	k := getKeys(t)
+	clk := newFakeClock()
+	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk, ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a, clk, func(iss string) string {
+		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
+	}
+}
+
 // TestResolverTenantTakenDuringConfirmation: while the resolver confirms
 // X's expired record, Y takes X's tenant and X's entry is evicted to make
 // room (MaxResolvedIssuers 1): the confirmation must not accept X's token
@@ -347,21 +372,10 @@ func TestResolverTenantTakenDuringConfirmation(t *testing.T) {
 		g.recs[iss] = IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
 			Keys: []VerificationKey{{Key: k.ed.Public()}}}
 	}
-	clk := newFakeClock()
-	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk,
-		ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	tok := func(iss string) string {
-		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
-	}
+	a, clk, tok := newGatedAuth(t, g)
 	verifyOK(t, a, tok(issX))
 	clk.Advance(11 * time.Minute) // X expired
-	g.mu.Lock()
-	g.gateIss, g.gate, g.entered = issX, make(chan struct{}), make(chan struct{})
-	g.mu.Unlock()
+	g.gateNext(issX)
 	tx := tok(issX)
 	done := make(chan struct{})
 	var px Principal
@@ -423,21 +437,13 @@ func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
 			Keys: []VerificationKey{{Key: k.ed.Public()}}}
 	}
 	g := &gatedResolver{recs: map[string]IssuerRecord{issX: rec(issX, "x"), issY: rec(issY, "y")}}
-	clk := newFakeClock()
-	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk, ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	tok := func(iss string) string {
-		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
-	}
+	a, clk, tok := newGatedAuth(t, g)
 	verifyOK(t, a, tok(issX))
 	clk.Advance(11 * time.Minute) // X expired
 	g.mu.Lock()
 	g.recs[issX] = rec(issX, "x2") // changed
-	g.gateIss, g.gate, g.entered = issX, make(chan struct{}), make(chan struct{})
 	g.mu.Unlock()
+	g.gateNext(issX)
 	done := make(chan error, 1)
 	tx := tok(issX)
 	go func() { _, err := a.VerifyContext(context.Background(), tx); done <- err }()
