@@ -294,8 +294,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	if pc.Burst < 1 {
 		errs = append(errs, fmt.Errorf("burst: %d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", pc.Burst))
 		pc.Burst = 1
-	}
-	if pc.Cost > pc.Burst {
+	} else if pc.Cost > pc.Burst {
 		errs = append(errs, fmt.Errorf("cost: %d exceeds burst %d, so no request could ever pass", pc.Cost, pc.Burst))
 	}
 	p.Limit = limiter.Limit{Rate: rate, Burst: int64(pc.Burst)}
@@ -405,11 +404,20 @@ func prefixErrors(where string, err error) []error {
 }
 
 // printConfigErrors lists every configuration error, one per line.
-func printConfigErrors(w io.Writer, err error) {
-	fmt.Fprintln(w, "configuration is invalid:")
+func printConfigErrors(w io.Writer, path string, err error) {
+	fmt.Fprintf(w, "configuration %s is invalid:\n", configName(path))
 	for _, e := range splitErrors(err) {
 		fmt.Fprintf(w, "  - %s\n", e)
 	}
+}
+
+// configName names the config file at path for messages: the path, or
+// "embedded default".
+func configName(path string) string {
+	if path == "" {
+		return "embedded default"
+	}
+	return path
 }
 
 // underV1 reports whether r is served by the /v1 sub-router, the only part

@@ -254,6 +254,8 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"over-indented line continues a scalar", "trusted_proxies:\n  refresh: 5m\n    ?token=hunter2\n", `config: line 2: a value spans several lines`},
 		{"block scalar", "listen: |\n  127.0.0.1:8080\n  hunter2\n", `a value spans several lines`},
 		{"multi-line flow key", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 1, \"on_missing\n  hunter2\": x}\n", `a value spans several lines`},
+		{"huge burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 99999999999999999999}\n", `"99999999999999999999" is out of range (at most 9223372036854775807)`},
+		{"the file is named", "listen: localhost\n", `configuration /`},
 		{"sample_passed NaN", "log: {sample_passed: .nan}\n", `log.sample_passed: NaN must be between 0 and 1`},
 		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
@@ -388,5 +390,15 @@ func TestShown(t *testing.T) {
 		if got := shown(tt.in); got != tt.want {
 			t.Errorf("shown(%q) = %s; want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestCheckBurstZeroIsOneError: a burst below 1 is reported once, not
+// again as the burst a cost exceeds.
+func TestCheckBurstZeroIsOneError(t *testing.T) {
+	cfg := writeConfig(t, "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0, cost: 2}\n")
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, "burst: 0 must be >= 1") || strings.Contains(errOut, "exceeds burst") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 }

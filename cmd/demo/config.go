@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -184,6 +185,9 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 		line := 0
 		if tok := node.GetToken(); tok != nil && tok.Position != nil {
 			line = tok.Position.Line
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("%s (line %d): %s is out of range (at most %d)", field, line, shownValue(node), int64(math.MaxInt64))
 		}
 		return fmt.Errorf("%s (line %d): %s is not a decimal integer", field, line, shownValue(node))
 	}

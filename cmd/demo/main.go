@@ -72,14 +72,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		_, err = build(cfg, discardLogger(), nil)
 	}
 	if err != nil {
-		printConfigErrors(stderr, err)
+		printConfigErrors(stderr, *path, err)
 		return 1
 	}
-	name := *path
-	if name == "" {
-		name = "embedded default"
-	}
-	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", name, plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
+	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", configName(*path), plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
 	return 0
 }
 

@@ -62,7 +62,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	cfg.useRedis(*redisURL)
 	a, err := build(cfg, logger, nil)
 	if err != nil {
-		printConfigErrors(stderr, err)
+		printConfigErrors(stderr, *path, err)
 		return 1
 	}
 	h, err := newServer(*path, logger, a)
