@@ -252,6 +252,8 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"unclosed quote swallows the next line", "limiter:\n  store: redis\n  redis:\n    timeout: \"100ms\n    url: redis://:hunter2@10.0.0.5:6379/0\"\n",
 			`config: line 4: a value spans several lines (an unclosed quote, or a line indented under it)`},
 		{"over-indented line continues a scalar", "trusted_proxies:\n  refresh: 5m\n    ?token=hunter2\n", `config: line 2: a value spans several lines`},
+		{"unclosed quote, CR line ends", "trusted_proxies:\r  cidrs: [\"127.0.0.1\r  hunter2\"]\r", `a value spans several lines`},
+		{"block scalar, CR line ends", "listen: |\r  127.0.0.1:8080\r  hunter2\r", `a value spans several lines`},
 		{"block scalar", "listen: |\n  127.0.0.1:8080\n  hunter2\n", `a value spans several lines`},
 		{"multi-line flow key", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 1, \"on_missing\n  hunter2\": x}\n", `a value spans several lines`},
 		{"huge burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 99999999999999999999}\n", `"99999999999999999999" is out of range (at most 9223372036854775807)`},

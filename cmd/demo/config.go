@@ -209,7 +209,7 @@ func (v *multiLine) Visit(n ast.Node) ast.Visitor {
 		return nil
 	}
 	if _, ok := n.(ast.ScalarNode); ok {
-		if tok := n.GetToken(); tok != nil && strings.Contains(strings.TrimSpace(tok.Origin), "\n") {
+		if tok := n.GetToken(); tok != nil && strings.ContainsAny(strings.TrimSpace(tok.Origin), "\r\n") { // YAML breaks lines at CR too
 			v.at = 1
 			if tok.Position != nil {
 				v.at = tok.Position.Line

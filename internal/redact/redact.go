@@ -31,7 +31,7 @@ func URL(raw string) string {
 
 // Error redacts, with [URL], the URL of every *url.Error in err's chain,
 // withholds the text of its cause when that may quote a URL too (it holds
-// a "?" or an "@"; errors.Is and errors.As still see the cause), and
+// a "?", an "@" or a "#"; errors.Is and errors.As still see the cause), and
 // returns err. net/http's Client.Do returns its errors as a *url.Error
 // whose text holds the request URL with only the password masked, so a
 // fetcher passes them through Error before returning or logging them. It
@@ -45,7 +45,7 @@ func Error(err error) error {
 			ue.URL = URL(ue.URL)
 			// The cause may quote a URL too (an unparsable Location
 			// header of a redirect): its text is withheld then.
-			if ue.Err != nil && strings.ContainsAny(ue.Err.Error(), "?@") {
+			if ue.Err != nil && strings.ContainsAny(ue.Err.Error(), "?@#") {
 				ue.Err = withheld{ue.Err}
 			}
 		}

@@ -60,24 +60,26 @@ func TestErrorFromClientDo(t *testing.T) {
 // withheld, its chain kept.
 func TestErrorWithholdsAQuotedLocation(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Location", "http://a b/?key=SECRET")
+		w.Header().Set("Location", "http://a b/"+r.URL.Query().Get("loc"))
 		w.WriteHeader(http.StatusFound)
 	}))
 	defer srv.Close()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/ranges?token=SECRET", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = srv.Client().Do(req)
-	if err == nil || !strings.Contains(err.Error(), "key=SECRET") {
-		t.Fatalf("Client.Do error %v; want one that quotes the Location, for this test to mean anything", err)
-	}
-	cause := errors.Unwrap(err)
-	err = Error(err)
-	if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "/ranges?…") {
-		t.Errorf("redacted error %q", err)
-	}
-	if !errors.Is(err, cause) {
-		t.Error("the chain lost the cause")
+	for _, loc := range []string{"?key=SECRET", "#access_token=SECRET", "x@SECRET"} {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/ranges?loc="+url.QueryEscape(loc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = srv.Client().Do(req)
+		if err == nil || !strings.Contains(err.Error(), "SECRET") {
+			t.Fatalf("Location %q: Client.Do error %v; want one that quotes the Location, for this test to mean anything", loc, err)
+		}
+		cause := errors.Unwrap(err)
+		err = Error(err)
+		if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "/ranges?…") {
+			t.Errorf("Location %q: redacted error %q", loc, err)
+		}
+		if !errors.Is(err, cause) {
+			t.Errorf("Location %q: the chain lost the cause", loc)
+		}
 	}
 }
