@@ -12,7 +12,6 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // anonymousAuth admits every request as the anonymous principal.
@@ -36,10 +35,7 @@ func TestChainAllocs(t *testing.T) {
 		t.Skip("coverage instrumentation allocates")
 	}
 	ok := func(w http.ResponseWriter, r *http.Request) {}
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	req := httptest.NewRequest(http.MethodGet, "/v1/reports/7", nil)
 	req.RemoteAddr = "10.0.0.1:1234"
 	req.Header.Set("X-Forwarded-For", "198.51.100.7, 10.0.0.3, 10.0.0.2")

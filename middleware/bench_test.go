@@ -8,7 +8,6 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // BenchmarkChain measures the whole chain in process: resolve a 3-hop
@@ -57,7 +56,7 @@ func benchmarkChain(b *testing.B, withToken bool) {
 // BenchmarkClientAddress measures ClientAddress alone: a 3-hop
 // X-Forwarded-For resolved into the request state.
 func BenchmarkClientAddress(b *testing.B) {
-	res, _ := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	res := proxyResolver(b)
 	h := middleware.ClientAddress(res)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	req := httptest.NewRequest("GET", "/", nil)
 	req.RemoteAddr = "10.0.0.1:1"

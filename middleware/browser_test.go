@@ -10,30 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// requireChromium returns Debian's chromium, skipping (or, with CI=true,
-// failing) when it is not installed.
-func requireChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed; .ci/run must apt-get install chromium")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium); skipping the browser test")
-	return ""
-}
+	"github.com/ratekey/ratekey/internal/servertest"
+)
 
 // TestDebugPageInChromium loads the debug endpoint's HTML view in a real
 // headless browser: the browser's own Accept header selects the page, the
 // rendered DOM holds one table per stage, and a screenshot is taken
 // (kept in $RATEKEY_SCREENSHOT_DIR when set).
 func TestDebugPageInChromium(t *testing.T) {
-	chromium := requireChromium(t)
+	chromium := servertest.Require(t, "chromium", "chromium", "chromium-browser")
 	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(), admins: []string{"127.0.0.1/32"}})
 	srv := httptest.NewServer(s.handler)
 	defer srv.Close()

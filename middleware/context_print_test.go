@@ -10,7 +10,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // TestRequestContextPrintsNoState: the request state is the request's
@@ -18,10 +17,7 @@ import (
 // ("request failed: %v", ctx); printing it must name the layer, never show
 // the principal, the client address or the keys.
 func TestRequestContextPrintsNoState(t *testing.T) {
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	r := chi.NewRouter()
 	var printed string
 	r.Use(middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))

@@ -187,3 +187,14 @@ func newDemoLikeRouter() chi.Router {
 	r.Mount("/v1", sub)
 	return r
 }
+
+// proxyResolver returns the tests' trusted-proxy policy: peers in
+// 10.0.0.0/8 are proxies whose X-Forwarded-For is read.
+func proxyResolver(tb testing.TB) *trustedproxy.Resolver {
+	tb.Helper()
+	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}

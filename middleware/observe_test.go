@@ -53,10 +53,7 @@ func newObservedStack(t *testing.T, lim limiter.Limiter, policies ...middleware.
 		t.Fatal(err)
 	}
 	s.m = m
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: policies,
 		Operation: middleware.RouteOperation(r), Metrics: m,

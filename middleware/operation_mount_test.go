@@ -11,17 +11,13 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // limitedTo returns a rate limiter for root with one policy: one request
 // per hour per network, applying only to op.
 func limitedTo(t *testing.T, root chi.Router, op string) (*middleware.RateLimiter, func(http.Handler) http.Handler) {
 	t.Helper()
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(root),
 		Policies: []middleware.Policy{{Name: "one-per-hour", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},

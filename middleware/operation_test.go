@@ -113,14 +113,7 @@ func TestOperationAfterChiRewrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := chi.NewRouter()
 			root.Use(tt.mw)
-			opOf := middleware.RouteOperation(root)
-			var got string
-			record := func(next http.Handler) http.Handler {
-				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					got = opOf(r)
-					next.ServeHTTP(w, r)
-				})
-			}
+			record, got := recordOperation(root)
 			if tt.mounted {
 				root.Route("/t/{tenant}", func(sub chi.Router) {
 					sub.Use(record)
@@ -134,8 +127,8 @@ func TestOperationAfterChiRewrites(t *testing.T) {
 			req := httptest.NewRequest(tt.method, "http://x.test/", nil)
 			req.URL.Path = tt.path
 			root.ServeHTTP(httptest.NewRecorder(), req)
-			if got != tt.wantOp {
-				t.Errorf("operation %q; want %q", got, tt.wantOp)
+			if *got != tt.wantOp {
+				t.Errorf("operation %q; want %q", *got, tt.wantOp)
 			}
 		})
 	}
@@ -149,14 +142,7 @@ func TestOperationAfterChiRewrites(t *testing.T) {
 func TestOperationInsideNestedSubRouters(t *testing.T) {
 	ok := func(w http.ResponseWriter, r *http.Request) {}
 	root := chi.NewRouter()
-	opOf := middleware.RouteOperation(root)
-	var got string
-	record := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got = opOf(r)
-			next.ServeHTTP(w, r)
-		})
-	}
+	record, got := recordOperation(root)
 	root.Get("/v1x/reports/{id}", ok) // shares the text "/v1" with the mount below
 	root.Route("/v1", func(v chi.Router) {
 		v.Use(record)
@@ -177,10 +163,23 @@ func TestOperationInsideNestedSubRouters(t *testing.T) {
 		{http.MethodGet, "/v1/nope", middleware.UnmatchedOperation},
 	}
 	for _, tt := range tests {
-		got = ""
+		*got = ""
 		root.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tt.method, "http://x.test"+tt.path, nil))
-		if got != tt.want {
-			t.Errorf("%s %s: operation %q; want %q", tt.method, tt.path, got, tt.want)
+		if *got != tt.want {
+			t.Errorf("%s %s: operation %q; want %q", tt.method, tt.path, *got, tt.want)
 		}
 	}
+}
+
+// recordOperation returns a middleware that stores, in *got, the operation
+// RouteOperation(root) names for each request passing it.
+func recordOperation(root chi.Routes) (func(http.Handler) http.Handler, *string) {
+	opOf := middleware.RouteOperation(root)
+	got := new(string)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			*got = opOf(r)
+			next.ServeHTTP(w, r)
+		})
+	}, got
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // headerAuth vouches for the account named by the X-Test-Account header.
@@ -64,10 +63,7 @@ type seenRequest struct {
 // values, keys given to the limiter, the Record, log lines) changes when
 // later requests reuse the rate limiter's pooled working memory.
 func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	lim := &keyLog{Limiter: memory.New(memory.Options{})}
 	var logs strings.Builder
 	r := chi.NewRouter()
@@ -159,10 +155,7 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 // uncorrupted response fields and keys in each (the request's arena goes
 // to one evaluation at a time; the others get their own).
 func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	lim := &keyLog{Limiter: memory.New(memory.Options{})}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),

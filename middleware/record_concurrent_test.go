@@ -10,17 +10,13 @@ import (
 
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // TestConcurrentEvaluationsOfOneRequestWithRecord: concurrent evaluations
 // of one request with Recorder in the chain (as in the demo) all append to
 // the request's one Record: none may be lost, and -race must stay quiet.
 func TestConcurrentEvaluationsOfOneRequestWithRecord(t *testing.T) {
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := proxyResolver(t)
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{perNetwork("1000/s", 1000)}})

@@ -129,7 +129,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		}
 		a.metricsAllow = set
 	}
-	if !(cfg.Log.SamplePassed >= 0 && cfg.Log.SamplePassed <= 1) { // NaN too
+	if !validSample(cfg.Log.SamplePassed) {
 		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", cfg.Log.SamplePassed))
 	}
 
@@ -246,9 +246,12 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 	return errs
 }
 
+// validSample reports whether f is a sampling fraction: 0 to 1, not NaN.
+func validSample(f float64) bool { return f >= 0 && f <= 1 }
+
 func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
 	sample := a.cfg.Log.SamplePassed
-	if !(sample >= 0 && sample <= 1) {
+	if !validSample(sample) {
 		sample = 0 // out of range (or NaN): reported by build
 	}
 	return middleware.NewRateLimiter(middleware.RateLimitConfig{

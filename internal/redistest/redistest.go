@@ -19,7 +19,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/servertest"
 )
 
 // startTimeout bounds how long Start waits for a new server to answer PING.
@@ -53,7 +54,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
-	logs *lockedWriter
+	logs *servertest.Buffer
 }
 
 // Start starts a redis-server on a free 127.0.0.1 port, waits until it
@@ -104,21 +105,11 @@ func start(t testing.TB, cluster bool, args []string) *Server {
 
 func startServer(t testing.TB, cluster bool, sentinel string, args []string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redistest: redis-server not found (CI=true, so this fails instead of skipping): %v", err)
-		}
-		t.Skipf("redistest: redis-server not installed (apt-get install redis-server); skipping: %v", err)
-	}
+	bin := servertest.Require(t, "redis-server", "redis-server")
 	s := &Server{bin: bin, dir: t.TempDir(), cluster: cluster, sentinel: sentinel, extra: args}
 	var lastErr error
 	for range 5 { // the free port may be taken between probe and bind
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(servertest.FreePort(t)))
 		if lastErr = s.launch(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -126,16 +117,6 @@ func startServer(t testing.TB, cluster bool, sentinel string, args []string) *Se
 	}
 	t.Fatalf("redistest: could not start redis-server: %v", lastErr)
 	return nil
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launch starts the process on s.Addr and waits for PING.
@@ -165,7 +146,7 @@ func (s *Server) launch() error {
 	}
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
-	logs := &lockedWriter{}
+	logs := &servertest.Buffer{}
 	cmd.Stdout = logs
 	cmd.Stderr = logs
 	setDeathSignal(cmd)
@@ -317,22 +298,4 @@ func readReply(r *bufio.Reader) (string, error) {
 		return strings.Join(parts, "\n"), nil
 	}
 	return "", fmt.Errorf("redistest: unexpected reply %q", line)
-}
-
-// lockedWriter is a log buffer that stdout, stderr and readers share.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -1,6 +1,6 @@
 // Package servertest starts throw-away nginx servers for tests, and holds
-// the small process helpers such tests share: a free loopback port, a
-// concurrency-safe output buffer, and a graceful stop.
+// the small process helpers such tests share: finding a required binary, a
+// free loopback port, a concurrency-safe output buffer, and a graceful stop.
 //
 //	nginx := servertest.RequireNginx(t)
 //	addr := servertest.StartNginx(t, nginx, t.TempDir(), func(port int) string { return conf })
@@ -22,21 +22,29 @@ import (
 	"time"
 )
 
-// RequireNginx returns the path of the nginx binary (on PATH, or Debian's
-// /usr/sbin/nginx, which a non-root PATH may lack). Without one it skips
-// the test, or fails it when CI=true.
-func RequireNginx(t testing.TB) string {
+// Require returns the path of the first of names found on PATH (or as an
+// absolute path), the binary of Debian package pkg. Without one it skips
+// the test, or fails it when CI=true: CI must run every test (.ci/run
+// installs the packages).
+func Require(t testing.TB, pkg string, names ...string) string {
 	t.Helper()
-	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
-		if path, err := exec.LookPath(p); err == nil {
+	for _, n := range names {
+		if path, err := exec.LookPath(n); err == nil {
 			return path
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("nginx is not installed; .ci/run must apt-get install nginx")
+		t.Fatalf("%s is not installed; .ci/run must apt-get install %s", pkg, pkg)
 	}
-	t.Skip("nginx is not installed (apt-get install nginx); skipping")
+	t.Skipf("%s is not installed (apt-get install %s); skipping", pkg, pkg)
 	return ""
+}
+
+// RequireNginx returns the path of the nginx binary (on PATH, or Debian's
+// /usr/sbin/nginx, which a non-root PATH may lack), as [Require] does.
+func RequireNginx(t testing.TB) string {
+	t.Helper()
+	return Require(t, "nginx", "nginx", "/usr/sbin/nginx")
 }
 
 // FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
