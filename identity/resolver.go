@@ -39,7 +39,10 @@ var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
 //     ratekey does not cache negative answers, so floods of random issuers
 //     reach the resolver (put a network-keyed limit before authentication).
 //   - ctx carries a deadline (JWKSOptions.Timeout); concurrent tokens of
-//     one issuer share one call.
+//     one issuer share one call and wait for it at most that long (then
+//     503). A resolver that ignores ctx and hangs keeps the request that
+//     called it waiting, and its issuer's other tokens failing with 503,
+//     until it returns.
 //   - Safe for concurrent use.
 //
 // One tenant, one issuer, at all times: while a resolved record is in
@@ -137,10 +140,17 @@ func (a *JWTAuthenticator) resolve(ctx context.Context, iss string) (*issuerStat
 	}
 	if call := c.calls[iss]; call != nil {
 		c.mu.Unlock()
+		// Wait no longer than the resolver was given (its ctx deadline):
+		// a resolver that ignores ctx then holds up only the request that
+		// called it, not every token of the issuer.
+		timeout, stop := a.env.clk.Timer(a.env.jwks.timeout)
+		defer stop()
 		select {
 		case <-call.done:
 			return call.st, call.err
 		case <-ctx.Done():
+			return nil, ErrKeySourceUnavailable
+		case <-timeout:
 			return nil, ErrKeySourceUnavailable
 		}
 	}

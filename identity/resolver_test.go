@@ -457,3 +457,39 @@ func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
 		t.Errorf("%d resolved issuers, bound 1", n)
 	}
 }
+
+// TestResolverHangBoundsTheWaiters: a resolver that ignores its ctx and
+// hangs keeps the request that called it waiting, but the issuer's other
+// tokens wait for the shared call no longer than the resolver's timeout,
+// then fail with ErrKeySourceUnavailable (503) rather than hanging too.
+func TestResolverHangBoundsTheWaiters(t *testing.T) {
+	k := getKeys(t)
+	const issX = "https://x.example/"
+	g := &gatedResolver{recs: map[string]IssuerRecord{issX: {Issuer: issX, Tenant: "x", Audiences: []string{"api"},
+		Algorithms: []string{"EdDSA"}, Keys: []VerificationKey{{Key: k.ed.Public()}}}}}
+	a, clk, tok := newGatedAuth(t, g)
+	g.gateNext(issX)
+	leader := make(chan error, 1)
+	go func() { _, err := a.Verify(tok(issX)); leader <- err }()
+	<-g.entered
+	before := clk.pending()
+	waiter := make(chan error, 1)
+	go func() { _, err := a.VerifyContext(context.Background(), tok(issX)); waiter <- err }()
+	clk.waitPending(t, before+1)
+	clk.Advance(a.env.jwks.timeout)
+	select {
+	case err := <-waiter:
+		if !errors.Is(err, ErrKeySourceUnavailable) {
+			t.Errorf("waiter after the timeout: %v, want ErrKeySourceUnavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter is still waiting on the hung resolver call")
+	}
+	close(g.gate)
+	if err := <-leader; err != nil {
+		t.Errorf("leader after the resolver returned: %v", err)
+	}
+	if _, err := a.Verify(tok(issX)); err != nil {
+		t.Errorf("after the resolver returned: %v", err)
+	}
+}
