@@ -121,3 +121,39 @@ func TestTableLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestSwapKeepsAConcurrentCharge: a lock-free charge (a compare-and-swap
+// of the cell by decideOne) that lands between swap's read of a cell and
+// its write is not lost: swap reads again and hands the charged TAT to
+// its caller (a rebuild copies it; an eviction keeps it), rather than
+// overwriting it with a decision made on the stale one.
+func TestSwapKeepsAConcurrentCharge(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		next func(v int64) int64
+		want int64 // the cell's TAT after the swap
+	}{
+		{"freeze (rebuild)", func(int64) int64 { return frozen }, frozen},
+		{"evict at now=150", func(v int64) int64 {
+			if v <= 150 {
+				return tomb
+			}
+			return v
+		}, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c cell
+			c.tat.Store(100)
+			calls := 0
+			got := c.swap(func(v int64) int64 {
+				if calls++; calls == 1 && !c.tat.CompareAndSwap(100, 200) {
+					t.Fatal("the concurrent charge could not land")
+				}
+				return tt.next(v)
+			})
+			if got != 200 || c.tat.Load() != tt.want {
+				t.Errorf("swap returned %d and left %d; want 200 (the charged TAT) and %d", got, c.tat.Load(), tt.want)
+			}
+		})
+	}
+}
