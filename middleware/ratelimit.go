@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/bits"
 	"net/http"
 	"reflect"
 	"slices"
@@ -323,8 +324,28 @@ func policyItem(p *Policy) string {
 	b := append(append([]byte{'"'}, p.Name...), `";q=`...)
 	b = strconv.AppendInt(b, p.Limit.Burst, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(p.Limit.Window()), 10)
+	b = strconv.AppendInt(b, windowSeconds(p.Limit), 10)
 	return string(b)
+}
+
+// windowSeconds returns the "w" of l's RateLimit-Policy item: the time an
+// empty bucket takes to refill, Burst ÷ Rate computed exactly (Burst × Per
+// ÷ Count), rounded up to whole seconds. Not Burst × [limiter.Rate.Interval]:
+// the interval is rounded up to whole nanoseconds, which would advertise
+// 3/s with burst 3 as w=2 (1.000000002 s) instead of w=1.
+func windowSeconds(l limiter.Limit) int64 {
+	if l.Burst < 1 || l.Rate.Count < 1 || l.Rate.Per <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Rate.Per))
+	if hi >= uint64(l.Rate.Count) { // over 2⁶⁴ ns: only for limits Validate rejects
+		return ceilSeconds(math.MaxInt64)
+	}
+	ns, rem := bits.Div64(hi, lo, uint64(l.Rate.Count))
+	if rem != 0 {
+		ns++
+	}
+	return ceilSeconds(time.Duration(min(ns, math.MaxInt64)))
 }
 
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {

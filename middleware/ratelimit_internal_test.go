@@ -89,3 +89,30 @@ func BenchmarkRateLimitFields(b *testing.B) {
 		sc.release(out)
 	}
 }
+
+// TestWindowSeconds: the "w" of RateLimit-Policy is Burst ÷ Rate, exactly,
+// rounded up to whole seconds (draft-ietf-httpapi-ratelimit-headers: a
+// client pacing itself at q per w must stay within the limit).
+func TestWindowSeconds(t *testing.T) {
+	r := func(n int64, per time.Duration) limiter.Rate { return limiter.Rate{Count: n, Per: per} }
+	for _, tt := range []struct {
+		l    limiter.Limit
+		want int64
+	}{
+		{limiter.Limit{Rate: r(3, time.Second), Burst: 3}, 1}, // not 2: the interval's rounding is not the window's
+		{limiter.Limit{Rate: r(9, time.Second), Burst: 9}, 1},
+		{limiter.Limit{Rate: r(7, time.Minute), Burst: 7}, 60},
+		{limiter.Limit{Rate: r(3, time.Second), Burst: 4}, 2}, // 1.33 s
+		{limiter.Limit{Rate: r(1, time.Second), Burst: 3}, 3},
+		{limiter.Limit{Rate: r(2, time.Minute), Burst: 1}, 30},
+		{limiter.Limit{Rate: r(5, time.Second), Burst: 1}, 1}, // 0.2 s
+		{limiter.Limit{Rate: r(1, time.Hour), Burst: 1}, 3600},
+		{limiter.Limit{Rate: r(1_000_000, time.Second), Burst: 1_000_000}, 1},
+		{limiter.Limit{Rate: r(1, time.Hour), Burst: math.MaxInt64}, 9223372037}, // saturates, as Window does
+		{limiter.Limit{Rate: r(1, time.Second), Burst: 0}, 0},
+	} {
+		if got := windowSeconds(tt.l); got != tt.want {
+			t.Errorf("windowSeconds(%v burst %d) = %d; want %d", tt.l.Rate, tt.l.Burst, got, tt.want)
+		}
+	}
+}
