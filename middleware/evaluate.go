@@ -116,9 +116,12 @@ type Evaluation struct {
 	// longest Delay of its DELAYED policies (nginx waits for the longest
 	// of its zones' delays). 0 unless Decision is DELAYED.
 	Delay time.Duration
-	// Abandoned is set by the Handler when the request's context ended
-	// (the client went away, or its deadline passed) during Delay: a client
-	// timeout, not a server rejection. The budget stays spent, as in nginx.
+	// Abandoned reports that the request's context ended (the client went
+	// away, or its deadline passed): before the limiter answered (its
+	// policies are then ERROR, with the context's error, but no fail mode
+	// applies: Allowed is false, and no store error or fail-open is
+	// counted), or, set by the Handler, during Delay. A client timeout, not
+	// a server rejection; a budget already spent stays spent, as in nginx.
 	Abandoned bool
 	// Charged is true when the request's cost was spent against every
 	// enforcing policy (Check with charge true and none of them rejected).
@@ -239,8 +242,18 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 		} else {
 			decs, err = st.Limiter.Peek(r.Context(), sc.decs[:0], reqs)
 		}
+		if err != nil && r.Context().Err() != nil {
+			// The request ended (the client went away, or its deadline
+			// passed) before the limiter answered: not a store failure,
+			// so no fail mode applies and nothing is admitted.
+			ev.Abandoned = true
+		}
 		if st.Metrics != nil {
-			st.Metrics.StoreCall(st.store, op, time.Since(start), err)
+			storeErr := err
+			if ev.Abandoned {
+				storeErr = nil
+			}
+			st.Metrics.StoreCall(st.store, op, time.Since(start), storeErr)
 		}
 		allEnforcing, all := true, true
 		for j := range decs {
@@ -274,6 +287,9 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 		}
 	}
 	ev.Decision = summarise(&ev)
+	if ev.Abandoned {
+		ev.Allowed = false
+	}
 	if !ev.Allowed {
 		ev.Delay = 0
 		ev.Charged = false
@@ -419,7 +435,7 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			}
 		case res.Decision == DecisionSkipped:
 			level = slog.LevelDebug
-		case res.Decision == DecisionError:
+		case res.Decision == DecisionError && !ev.Abandoned:
 			level = slog.LevelWarn
 		case res.Missing == identity.DimNetwork:
 			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
@@ -445,6 +461,8 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		switch {
 		case res.SkippedReason != "":
 			attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
+		case res.Err != nil && ev.Abandoned:
+			attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", "client_timeout"))
 		case res.Err != nil:
 			mode := string(res.onStore)
 			if res.DryRun {
@@ -477,7 +495,7 @@ func (st *rateLimitState) observe(ev *Evaluation) {
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		st.Metrics.Decision(res.Policy, string(res.Decision))
-		if res.Decision == DecisionError && res.onStore == OnStoreErrorAllow && !res.DryRun {
+		if res.Decision == DecisionError && res.onStore == OnStoreErrorAllow && !res.DryRun && !ev.Abandoned {
 			st.Metrics.FailOpen(res.Policy)
 		}
 	}

@@ -422,3 +422,54 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 		t.Errorf("RateLimit %v, decision %q", got, w.Header().Get("RateLimit-Decision"))
 	}
 }
+
+// TestEndedRequestIsNotAStoreFailure: a request whose context ended (the
+// client went away) before the limiter answered is not a store failure.
+// An on_store_error: allow policy must not let it through (its handler
+// would run past the limit: a client that half-closes its connection
+// reads the answer), and no store error or fail-open is counted or logged
+// at Warn. It gets the abandoned problem (503), like a request that ends
+// during its delay.
+func TestEndedRequestIsNotAStoreFailure(t *testing.T) {
+	open := perNetwork("1/m", 1)
+	open.OnStoreError = middleware.OnStoreErrorAllow
+	s := newObservedStack(t, memory.New(memory.Options{}), open)
+	served := 0
+	base := s.handler
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		base.ServeHTTP(w, r)
+		if s.seen != nil {
+			served++
+			s.seen = nil
+		}
+	})
+	var codes []int
+	var last *httptest.ResponseRecorder
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client went away
+		r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil).WithContext(ctx)
+		r.RemoteAddr = "198.51.100.7:1"
+		last = httptest.NewRecorder()
+		s.handler.ServeHTTP(last, r)
+		codes = append(codes, last.Code)
+	}
+	if want := []int{503, 503, 503}; !slices.Equal(codes, want) || served != 0 {
+		t.Errorf("ended requests: statuses %v, handler ran %d times; want %v and 0", codes, served, want)
+	}
+	if ct := last.Header().Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(last.Body.String(), middleware.ProblemDelayAbandoned) {
+		t.Errorf("body %s (%s); want the %s problem", last.Body, ct, middleware.ProblemDelayAbandoned)
+	}
+	for _, name := range []string{"ratekey_store_errors_total", "ratekey_fail_open_total"} {
+		if n := seriesCount(t, s.reg, name); n != 0 {
+			t.Errorf("%s has %d series; want none (no store failed)", name, n)
+		}
+	}
+	if strings.Contains(s.logs.String(), `"level":"WARN"`) || !strings.Contains(s.logs.String(), `"outcome":"client_timeout"`) {
+		t.Errorf("log: %s; want Info lines with outcome client_timeout, no Warn", s.logs.String())
+	}
+	// The budget was not spent: the client's next live request passes.
+	if code := s.get("198.51.100.7:1"); code != http.StatusOK || served != 1 {
+		t.Errorf("the next live request: %d, handler ran %d times; want 200 and 1", code, served)
+	}
+}

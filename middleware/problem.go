@@ -14,7 +14,8 @@ const (
 	// no amount of waiting admits it (no Retry-After is sent).
 	ProblemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
 	// ProblemDelayAbandoned: the request's context ended (client gone or
-	// deadline passed) while it waited out a DELAYED decision.
+	// deadline passed) while it waited out a DELAYED decision, or before
+	// the limiter answered.
 	ProblemDelayAbandoned = "urn:ratekey:problem:delay-abandoned"
 	// ProblemStoreUnavailable: the limiter's store failed and the policy fails closed.
 	ProblemStoreUnavailable = "urn:ratekey:problem:store-unavailable"

@@ -245,9 +245,12 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		}
 		pass := ev.Allowed && !ev.Abandoned
 		switch {
-		case ev.Abandoned:
+		case ev.Abandoned && ev.Delay > 0:
 			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended while it waited out its rate limit delay"})
+		case ev.Abandoned:
+			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
+				Detail: "the request ended before its rate limit was decided"})
 		case !ev.Allowed:
 			writeRejection(w, &ev)
 		}

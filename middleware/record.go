@@ -47,8 +47,9 @@ type Record struct {
 	// DelaySeconds is how long the request waited (or would wait) before
 	// proceeding, for DELAYED; null otherwise.
 	DelaySeconds *float64 `json:"delay_seconds"`
-	// Outcome is "client_timeout" when the request ended during its delay
-	// (see [Evaluation.Abandoned]); empty otherwise.
+	// Outcome is "client_timeout" when the request ended before the
+	// limiter answered or during its delay (see [Evaluation.Abandoned]);
+	// empty otherwise.
 	Outcome string `json:"outcome,omitempty"`
 	// Policies holds each applicable policy's key and decision.
 	Policies []DebugPolicy `json:"policies"`
