@@ -469,6 +469,8 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 				mode = "dry_run"
 			}
 			attrs = append(attrs, slog.String("error", safeError(res.Err)), slog.String("fail_mode", mode))
+		case res.Never && res.Cost <= res.Limit.Burst:
+			attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
 		case res.Never:
 			attrs = append(attrs, slog.String("error", "cost exceeds burst"))
 		case res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun:

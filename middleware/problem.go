@@ -10,8 +10,9 @@ import (
 const (
 	// ProblemRateLimited: a policy's bucket has no room for the request's cost now.
 	ProblemRateLimited = "urn:ratekey:problem:rate-limited"
-	// ProblemNeverSatisfiable: the request's cost exceeds a policy's burst, so
-	// no amount of waiting admits it (no Retry-After is sent).
+	// ProblemNeverSatisfiable: the request's cost exceeds a policy's burst
+	// (or, with max_delay, would wait longer than max_delay even from a full
+	// bucket), so no amount of waiting admits it (no Retry-After is sent).
 	ProblemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
 	// ProblemDelayAbandoned: the request's context ended (client gone or
 	// deadline passed) while it waited out a DELAYED decision, or before

@@ -395,6 +395,12 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 			Detail: "the rate limit store cannot decide right now"})
+	case never != nil && never.Cost <= never.Limit.Burst:
+		// It fits the burst, but even a full bucket would make it wait
+		// longer than max_delay (see limiter.Limit.Ceiling).
+		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+			Title:  "Request cost exceeds what max_delay allows",
+			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)})
 	case never != nil:
 		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",

@@ -307,3 +307,23 @@ func TestChainTooLongIsNamed(t *testing.T) {
 		t.Errorf("got %d %+v", w.Code, p)
 	}
 }
+
+// TestNeverSatisfiableByMaxDelay: a cost that fits the burst but whose
+// charge exceeds delay_after's share plus max_delay (1/s, burst 10,
+// delay_after 1, max_delay 2s, cost 5: 5 s of charge against a 3 s
+// ceiling) never passes; the problem says max_delay is the cause, not the
+// burst it fits.
+func TestNeverSatisfiableByMaxDelay(t *testing.T) {
+	l := limit("1/s", 10)
+	l.DelayAfter, l.MaxDelay = 1, 2*time.Second
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: l, Cost: 5},
+	}})
+	w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	p := decodeProblem(t, w.Body.String())
+	if w.Code != 429 || p.Type != middleware.ProblemNeverSatisfiable || p.Policy != "export" ||
+		p.Detail != "policy export: a request costing 5 tokens would wait longer than its max_delay of 2s even from a full bucket" ||
+		w.Header().Get("Retry-After") != "" {
+		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
+	}
+}

@@ -311,6 +311,14 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 		d, err := time.ParseDuration(pc.MaxDelay)
 		if err != nil || d <= 0 {
 			errs = append(errs, fmt.Errorf("max_delay: %s is not a positive duration such as 2s", shown(pc.MaxDelay)))
+		} else if p.Limit.Validate() == nil && pc.Cost <= pc.Burst {
+			// Even from a full bucket, a request's charge beyond delay_after's
+			// share must fit within max_delay (limiter.Limit.Ceiling), or
+			// every request is refused.
+			p.Limit.MaxDelay = d
+			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > p.Limit.Ceiling() {
+				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge - p.Limit.Free()).Round(time.Millisecond), p.Limit.DelayAfter))
+			}
 		}
 		p.Limit.MaxDelay = d
 	}
@@ -325,16 +333,34 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 const maxDemoDelay = 50 * time.Second
 
 // checkDelays refuses policies whose longest delay (the bucket's ceiling
-// less its delay_after part) exceeds maxDemoDelay without a max_delay.
+// less its delay_after part) exceeds maxDemoDelay without a max_delay, and
+// pre_auth and main policies whose longest delays do together: a request
+// waits out the pre_auth phase's delay, then the main phase's (each the
+// longest of its policies', as nginx waits for the longest of its zones').
+// Dry-run policies never delay.
 func checkDelays(policies []middleware.Policy) []error {
 	var errs []error
+	var longest [2]time.Duration // pre_auth, main
+	var which [2]int
 	for i, p := range policies {
 		if p.Limit.Validate() != nil {
 			continue // reported elsewhere
 		}
-		if d := p.Limit.Ceiling() - p.Limit.Free(); d > maxDemoDelay {
+		d := p.Limit.Ceiling() - p.Limit.Free()
+		if d > maxDemoDelay {
 			errs = append(errs, fmt.Errorf("policies[%d]: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", i, d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
+			continue
 		}
+		phase := 1
+		if p.PreAuth {
+			phase = 0
+		}
+		if !p.DryRun && d > longest[phase] {
+			longest[phase], which[phase] = d, i
+		}
+	}
+	if sum := longest[0] + longest[1]; len(errs) == 0 && longest[0] > 0 && longest[1] > 0 && sum > maxDemoDelay {
+		errs = append(errs, fmt.Errorf("policies[%d] (pre_auth) and policies[%d]: a request may wait up to %v before authentication and %v after it, %v in all, longer than the demo's %v bound under its 60s write timeout: lower their max_delay or delay_after's share", which[0], which[1], longest[0].Round(time.Second), longest[1].Round(time.Second), sum.Round(time.Second), maxDemoDelay))
 	}
 	return errs
 }

@@ -269,6 +269,13 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"redis bad timeout", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", timeout: 5}}\n", `limiter.redis.timeout: "5" is not a positive duration`},
 		{"redis window too long", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\"}}\npolicies:\n  - {name: p, key: [network], rate: 1/h, burst: 5000}\n", "longer than the Redis store's"},
 		{"delay beyond the write timeout", "policies:\n  - {name: p, key: [network], rate: 2/m, burst: 4, delay_after: 1}\n", "a request may have to wait up to 1m30s"},
+		{"pre_auth and main delays beyond the write timeout", "policies:\n" +
+			"  - {name: pre, key: [network], rate: 1/s, burst: 50, delay_after: 1, pre_auth: true}\n" +
+			"  - {name: dry, key: [network], rate: 1/s, burst: 50, delay_after: 1, dry_run: true}\n" +
+			"  - {name: main, key: [network], rate: 1/s, burst: 50, delay_after: 2}\n",
+			"policies[0] (pre_auth) and policies[2]: a request may wait up to 49s before authentication and 48s after it, 1m37s in all"},
+		{"max_delay too short for the cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 10, cost: 5, delay_after: 1, max_delay: 2s}\n",
+			"policies[0]: max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass"},
 		{"redis short hash secret", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: /dev/null}}\n", "limiter.redis.hash_secret_file: holds fewer than 16 bytes"},
 		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
