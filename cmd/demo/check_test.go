@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +280,8 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			"policies[0]: max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass"},
 		{"redis short hash secret", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: /dev/null}}\n", "limiter.redis.hash_secret_file: holds fewer than 16 bytes"},
 		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
+		{"alias", "debug:\n  allow: &nets [127.0.0.1]\nmetrics:\n  allow: *nets\n", "config: line 4: YAML aliases (*name) are not accepted"},
+		{"merge key", "policies:\n  - &p {name: p, key: [network], rate: 1/s, burst: 2}\n  - <<: *p\n    name: q\n", "config: line 3: YAML aliases (*name) are not accepted"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "2 YAML documents"},
 		{"anonymous reject without issuers", "auth: {anonymous: reject}\n", "auth.anonymous: reject needs auth.issuers or auth.api_keys"},
 		{"zero leeway", "auth:\n  leeway: 0s\n  issuers:" + issuer("https://a.invalid", "a") + "\n", `auth.leeway: "0s" is not a positive duration`},
@@ -409,5 +413,27 @@ func TestCheckBurstZeroIsOneError(t *testing.T) {
 	code, _, errOut := runDemo(t, "check", "-config", cfg)
 	if code != 1 || !strings.Contains(errOut, "burst: 0 must be >= 1") || strings.Contains(errOut, "exceeds burst") {
 		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestAliasBombIsRefusedCheaply: nested aliases ("billion laughs") would
+// make the decoder expand 10⁶ values from 360 bytes here (10⁹ from 464
+// bytes exhausts memory); the parse refuses the first alias before
+// decoding.
+func TestAliasBombIsRefusedCheaply(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("debug:\n  allow:\n    - &a0 [l,l,l,l,l,l,l,l,l,l]\n")
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&b, "    - &a%d [%s]\n", i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 10), ","))
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := parseConfig([]byte(b.String()), t.TempDir())
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "line 4: YAML aliases") {
+		t.Errorf("error %v; want the alias on line 4 refused", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("parsing %d bytes allocated %d MB", b.Len(), alloc>>20)
 	}
 }

@@ -220,6 +220,27 @@ func (v *multiLine) Visit(n ast.Node) ast.Visitor {
 	return v
 }
 
+// firstAlias is an ast.Visitor that finds the first YAML alias (*name,
+// including a merge key's <<: *name). The decoder expands aliases without
+// bound, so a few hundred bytes of nested aliases would expand to billions
+// of values and exhaust memory (the "billion laughs"), and a reload would
+// take the running server down with it; this config needs none.
+type firstAlias struct{ at int }
+
+func (v *firstAlias) Visit(n ast.Node) ast.Visitor {
+	if v.at > 0 {
+		return nil
+	}
+	if _, ok := n.(*ast.AliasNode); ok {
+		v.at = 1
+		if tok := n.GetToken(); tok != nil && tok.Position != nil {
+			v.at = tok.Position.Line
+		}
+		return nil
+	}
+	return v
+}
+
 // shownValue names a config value in an error: a scalar as [shown] does,
 // and only the kind of anything else. The text of a mapping or a sequence
 // spans the lines below it, where a password may be.
@@ -270,6 +291,11 @@ func parseConfig(data []byte, dir string) (*Config, error) {
 		ast.Walk(&lines, file.Docs[0])
 		if lines.at > 0 {
 			return nil, fmt.Errorf("config: line %d: a value spans several lines (an unclosed quote, or a line indented under it); every value of this config is one line", lines.at)
+		}
+		var alias firstAlias
+		ast.Walk(&alias, file.Docs[0])
+		if alias.at > 0 {
+			return nil, fmt.Errorf("config: line %d: YAML aliases (*name) are not accepted; write the value out", alias.at)
 		}
 	}
 	var c Config
