@@ -317,7 +317,7 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 			// every request is refused.
 			p.Limit.MaxDelay = d
 			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > p.Limit.Ceiling() {
-				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge - p.Limit.Free()).Round(time.Millisecond), p.Limit.DelayAfter))
+				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge-p.Limit.Free()).Round(time.Millisecond), p.Limit.DelayAfter))
 			}
 		}
 		p.Limit.MaxDelay = d
