@@ -114,7 +114,12 @@ type Evaluation struct {
 	Allowed bool
 	// Delay is how long the request must wait before it proceeds: the
 	// longest Delay of its DELAYED policies (nginx waits for the longest
-	// of its zones' delays). 0 unless Decision is DELAYED.
+	// of its zones' delays). 0 unless Decision is DELAYED. The live chain
+	// evaluates in two phases, PreAuthHandler's policies and then
+	// Handler's, each waiting out its own Delay, so a request can wait
+	// for the sum of the two (a main-phase bucket refills while the
+	// pre-auth wait lasts only if it was in debt); Check, which evaluates
+	// every policy at once, reports the longest.
 	Delay time.Duration
 	// Abandoned reports that the request's context ended (the client went
 	// away, or its deadline passed): before the limiter answered (its
