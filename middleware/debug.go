@@ -169,16 +169,21 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		rs.client, rs.hasClient = res, true
 	}
 	rec.Authentication.Outcome = "not_configured"
+	ph := phaseAll
 	if cfg.Authenticator != nil {
 		out := authenticate(cfg.Authenticator, cfg.Auth, r)
 		rec.recordAuth(&out)
 		if out.ok {
 			rs.principal, rs.hasPrincipal = out.principal, true
+		} else {
+			// The live chain answers at Authenticate: only the pre-auth
+			// policies, in front of it, would decide (and charge).
+			ph = phasePreAuth
 		}
 	}
 	if cfg.RateLimiter != nil {
 		st := cfg.RateLimiter.state.Load()
-		ev := st.check(r, false, phaseAll)
+		ev := st.check(r, false, ph)
 		if cfg.Limited == nil || cfg.Limited(r) {
 			rec.recordEvaluation(&ev, st.store)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,5 +250,32 @@ func TestDebugPredictsAFullStore(t *testing.T) {
 	}
 	if w := s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1"}); w.Code != 503 {
 		t.Errorf("the real request: %d, want 503", w.Code)
+	}
+}
+
+// TestDebugStopsAtAFailedCredential: a request whose credential fails is
+// answered by Authenticate (401), so of the rate limiter only the pre-auth
+// policies, mounted in front of it, decide; the debug view shows those,
+// not a PASSED from policies the request never reaches.
+func TestDebugStopsAtAFailedCredential(t *testing.T) {
+	pre := perNetwork("1/s", 3)
+	pre.Name, pre.PreAuth = "pre-network", true
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	names := func(v map[string]any) (out []string) {
+		for _, p := range v["policies"].([]any) {
+			out = append(out, p.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	bad := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: "not.a.token"})
+	if a := bad["authentication"].(map[string]any); a["outcome"] != "invalid_token" || a["status"] != 401.0 {
+		t.Errorf("authentication = %v; want invalid_token, 401", a)
+	}
+	if got := names(bad); !slices.Equal(got, []string{"pre-network"}) {
+		t.Errorf("policies shown for a 401 request: %v; want only the pre-auth one", got)
+	}
+	good := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: s.token("alice", "app-1")})
+	if got := names(good); !slices.Equal(got, []string{"pre-network", "per-network", "per-account"}) {
+		t.Errorf("policies shown for a verified request: %v; want all three", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -471,5 +472,33 @@ func TestEndedRequestIsNotAStoreFailure(t *testing.T) {
 	// The budget was not spent: the client's next live request passes.
 	if code := s.get("198.51.100.7:1"); code != http.StatusOK || served != 1 {
 		t.Errorf("the next live request: %d, handler ran %d times; want 200 and 1", code, served)
+	}
+}
+
+// TestRecordAddsThePhasesDelays: PreAuthHandler and Handler each wait out
+// their own delay, one after the other (here 2 s, then 3 s, on a clock
+// that stands still), so the Record's delay_seconds is their sum, what
+// the request waited.
+func TestRecordAddsThePhasesDelays(t *testing.T) {
+	var waited time.Duration
+	r := chi.NewRouter()
+	pre := middleware.Policy{Name: "pre", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 3), Cost: 3, PreAuth: true}
+	pre.Limit.DelayAfter = 1
+	main := middleware.Policy{Name: "main", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
+	main.Limit.DelayAfter = 1
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter: memory.New(memory.Options{Clock: memory.NewManualClock()}), Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{pre, main},
+		Wait:     func(_ context.Context, d time.Duration) error { waited += d; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *middleware.Record
+	r.Use(middleware.Recorder, rl.PreAuthHandler, rl.Handler)
+	r.Get("/a", func(_ http.ResponseWriter, r *http.Request) { rec = middleware.RecordFrom(r.Context()) })
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/a", nil))
+	if waited != 5*time.Second || rec == nil || rec.DelaySeconds == nil || *rec.DelaySeconds != 5 {
+		t.Errorf("waited %v, record %+v; want 5s and delay_seconds 5", waited, rec)
 	}
 }

@@ -111,16 +111,20 @@ func (rec *Record) recordAuth(out *authOutcome) {
 }
 
 // recordEvaluation fills the rate-limit part of rec. A second evaluation of
-// the same request (pre-auth policies, then the others) adds its policies
-// and keeps the weightier decision and the longer delay.
+// the same request (pre-auth policies, then the others) adds its policies,
+// keeps the weightier decision and adds its delay: the phases wait one
+// after the other.
 func (rec *Record) recordEvaluation(ev *Evaluation, store string) {
 	rec.Operation = ev.Operation
 	if !rec.Limited || weight(ev.Decision) > weight(rec.Decision) {
 		rec.Decision = ev.Decision
 	}
 	rec.Limited = true
-	if ev.Delay > 0 && (rec.DelaySeconds == nil || ev.Delay.Seconds() > *rec.DelaySeconds) {
+	if ev.Delay > 0 {
 		s := ev.Delay.Seconds()
+		if rec.DelaySeconds != nil {
+			s += *rec.DelaySeconds
+		}
 		rec.DelaySeconds = &s
 	}
 	if ev.Abandoned {
