@@ -308,8 +308,8 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 		sc.b = append(sc.b, ";t="...)
 		sc.b = strconv.AppendInt(sc.b, ceilSeconds(reset), 10)
 	}
-	// Added, not set: after PreAuthHandler each field has two lines, which
-	// RFC 9651 §4.2 combines into one list.
+	// Added, not set: after PreAuthHandler each field's list goes on with
+	// this phase's policies.
 	addField(h, "Ratelimit-Policy", pol, out.field(fieldPolicy))
 	addField(h, "Ratelimit", sc.str(curStart), out.field(fieldRateLimit))
 }

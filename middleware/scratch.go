@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -72,11 +73,13 @@ func (sc *scratch) str(start int) string {
 
 // addField adds a response field value, using slot as the value slice
 // when the field is new and slot is not nil (one []string allocation saved
-// per field), and appending a line when it exists (after PreAuthHandler).
-// key is canonical.
+// per field). When the field exists (after PreAuthHandler) the value joins
+// its list on the same line: RFC 9651 §4.2 reads several lines as one
+// list, but a client reading only the first line (Go's Header.Get) would
+// miss the policies of the second. key is canonical.
 func addField(h http.Header, key, value string, slot *[1]string) {
 	if v := h[key]; len(v) > 0 {
-		h[key] = append(v, value)
+		h[key] = []string{strings.Join(v, ", ") + ", " + value} // a new slice: v may be an arena's slot
 		return
 	}
 	if slot == nil {
