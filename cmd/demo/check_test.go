@@ -267,7 +267,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"dry_run not a bool", "dry_run: maybe\n", `[1:10] cannot unmarshal string`},
 		{"redis without url", "limiter: {store: redis}\n", "limiter.redis.url: required"},
 		{"redis with max_keys", "limiter: {store: redis, max_keys: 5, redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.max_keys: applies to the memory store only"},
-		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a redis://"},
+		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a valid redis://"},
 		{"redis bad timeout", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", timeout: 5}}\n", `limiter.redis.timeout: "5" is not a positive duration`},
 		{"redis window too long", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\"}}\npolicies:\n  - {name: p, key: [network], rate: 1/h, burst: 5000}\n", "longer than the Redis store's"},
 		{"delay beyond the write timeout", "policies:\n  - {name: p, key: [network], rate: 2/m, burst: 4, delay_after: 1}\n", "a request may have to wait up to 1m30s"},
@@ -435,5 +435,17 @@ func TestAliasBombIsRefusedCheaply(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("parsing %d bytes allocated %d MB", b.Len(), alloc>>20)
+	}
+}
+
+// TestServeNamesABadRedisFlag: an unparsable -redis URL is the flag's
+// fault, not the configuration's, and its password is not shown.
+func TestServeNamesABadRedisFlag(t *testing.T) {
+	code, _, errOut := runDemo(t, "serve", "-redis", "redis://user:hunter2@127.0.0.1:notaport/0")
+	if code != 2 || !strings.Contains(errOut, "demo serve: -redis: not a valid redis://") || strings.Contains(errOut, "configuration") {
+		t.Errorf("exit %d, stderr %q; want 2 and the -redis flag named", code, errOut)
+	}
+	if strings.Contains(errOut, "hunter2") {
+		t.Errorf("stderr shows the password: %q", errOut)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -52,6 +54,13 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): use the shared Redis store instead of the config's limiter.store")
 	if !parseFlags(fs, args) {
 		return 2
+	}
+	if *redisURL != "" {
+		// The parser's error may quote the URL, password included: never show it.
+		if _, err := goredis.ParseURL(*redisURL); err != nil {
+			fmt.Fprintln(stderr, "demo serve: -redis: "+badRedisURL)
+			return 2
+		}
 	}
 	logger := newJSONLogger(stderr)
 	cfg, err := loadConfig(*path)

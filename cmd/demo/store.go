@@ -28,6 +28,11 @@ type store struct {
 
 // buildStore creates the store the limiter section names. Nothing connects
 // here: a Redis client dials on first use, so `demo check` does no I/O.
+
+// badRedisURL describes a Redis URL go-redis cannot parse, without
+// quoting it (it may hold a password).
+const badRedisURL = "not a valid redis://, rediss:// or unix:// URL (its scheme, host, port or database does not parse)"
+
 func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	switch lc.Store {
 	case "", "memory":
@@ -66,7 +71,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		var err error
 		// The parser's error may quote the URL, password included: never show it.
 		if opt, err = goredis.ParseURL(rc.URL); err != nil {
-			errs = append(errs, errors.New("limiter.redis.url: not a redis://, rediss:// or unix:// URL"))
+			errs = append(errs, errors.New("limiter.redis.url: "+badRedisURL))
 		}
 	}
 	var secret []byte
