@@ -77,7 +77,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	for i, pc := range cfg.Policies {
 		p, err := buildPolicy(pc, principals)
 		if err != nil {
-			errs = append(errs, prefixErrors(fmt.Sprintf("policies[%d]", i), err)...)
+			errs = append(errs, prefixErrors(policyRef(i, pc.Name), err)...)
 		}
 		a.policies = append(a.policies, p)
 	}
@@ -239,7 +239,7 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 	for i, p := range a.policies {
 		for _, op := range p.Operations {
 			if !known[op] {
-				errs = append(errs, fmt.Errorf("policies[%d]: operations: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", i, shown(op), middleware.UnmatchedOperation))
+				errs = append(errs, fmt.Errorf("%s: operations: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), shown(op), middleware.UnmatchedOperation))
 			}
 		}
 	}
@@ -327,6 +327,15 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 	return p, errors.Join(errs...)
 }
 
+// policyRef names policy i of the config in an error: its index, and its
+// name when [shown] would quote it.
+func policyRef(i int, name string) string {
+	if q := shown(name); name != "" && strings.HasPrefix(q, `"`) {
+		return fmt.Sprintf("policies[%d] (%s)", i, q)
+	}
+	return fmt.Sprintf("policies[%d]", i)
+}
+
 // maxDemoDelay is the longest wait a DELAYED request may be given: the
 // server's write timeout (60 s) less a margin, or the client would be
 // charged and then get nothing.
@@ -348,7 +357,7 @@ func checkDelays(policies []middleware.Policy) []error {
 		}
 		d := p.Limit.Ceiling() - p.Limit.Free()
 		if d > maxDemoDelay {
-			errs = append(errs, fmt.Errorf("policies[%d]: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", i, d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
+			errs = append(errs, fmt.Errorf("%s: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", policyRef(i, p.Name), d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
 			continue
 		}
 		phase := 1
@@ -360,7 +369,7 @@ func checkDelays(policies []middleware.Policy) []error {
 		}
 	}
 	if sum := longest[0] + longest[1]; len(errs) == 0 && longest[0] > 0 && longest[1] > 0 && sum > maxDemoDelay {
-		errs = append(errs, fmt.Errorf("policies[%d] (pre_auth) and policies[%d]: a request may wait up to %v before authentication and %v after it, %v in all, longer than the demo's %v bound under its 60s write timeout: lower their max_delay or delay_after's share", which[0], which[1], longest[0].Round(time.Second), longest[1].Round(time.Second), sum.Round(time.Second), maxDemoDelay))
+		errs = append(errs, fmt.Errorf("%s (pre_auth) and %s: a request may wait up to %v before authentication and %v after it, %v in all, longer than the demo's %v bound under its 60s write timeout: lower their max_delay or delay_after's share", policyRef(which[0], policies[which[0]].Name), policyRef(which[1], policies[which[1]].Name), longest[0].Round(time.Second), longest[1].Round(time.Second), sum.Round(time.Second), maxDemoDelay))
 	}
 	return errs
 }

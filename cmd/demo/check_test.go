@@ -77,9 +77,9 @@ limiter:
 		"300.1.2.3", "0.0.0.0/0",
 		`auth.anonymous: "maybe"`,
 		"auth.issuers[0].keys[0].public_key_file",
-		`policies[0]: key: unknown dimension "colour"`,
-		"policies[0]: burst: 0 must be >= 1",
-		"policies[1]: rate:",
+		`policies[0] ("p1"): key: unknown dimension "colour"`,
+		`policies[0] ("p1"): burst: 0 must be >= 1`,
+		`policies[1] ("p2"): rate:`,
 		`debug.allow: "not-a-cidr"`,
 	} {
 		if !strings.Contains(errOut, want) {
@@ -185,7 +185,7 @@ limiter:
 		`policy "bad name": name must be`,
 		`dimension "account" listed twice`,
 		"status 200",
-		"policies[1]: cost: 5 exceeds burst 2",
+		`policies[1] ("heavy"): cost: 5 exceeds burst 2`,
 		"limiter.max_keys: -1",
 	} {
 		if !strings.Contains(errOut, want) {
@@ -238,7 +238,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		name, config, want string
 	}{
 		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `policies[0].cost (line 2): "1.9" is not a decimal integer`},
-		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0]: key: required`},
+		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0] ("p"): key: required`},
 		{"listen without port", "listen: localhost\n", `listen: "localhost" is not host:port`},
 		{"private key of another pair", "auth:\n  issuers:" + issuer("https://a.invalid", "a") +
 			"\n          private_key_file: " + keys + "/other-es256.key.pem\n", "not the private half of public_key_file"},
@@ -261,9 +261,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"huge burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 99999999999999999999}\n", `"99999999999999999999" is out of range (at most 9223372036854775807)`},
 		{"the file is named", "listen: localhost\n", `configuration /`},
 		{"sample_passed NaN", "log: {sample_passed: .nan}\n", `log.sample_passed: NaN must be between 0 and 1`},
-		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0]: delay_after: 0 must be 1 to burst 3`},
+		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0] ("p"): delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
-		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0]: max_delay: "2" is not a positive duration`},
+		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0] ("p"): max_delay: "2" is not a positive duration`},
 		{"dry_run not a bool", "dry_run: maybe\n", `[1:10] cannot unmarshal string`},
 		{"redis without url", "limiter: {store: redis}\n", "limiter.redis.url: required"},
 		{"redis with max_keys", "limiter: {store: redis, max_keys: 5, redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.max_keys: applies to the memory store only"},
@@ -275,9 +275,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			"  - {name: pre, key: [network], rate: 1/s, burst: 50, delay_after: 1, pre_auth: true}\n" +
 			"  - {name: dry, key: [network], rate: 1/s, burst: 50, delay_after: 1, dry_run: true}\n" +
 			"  - {name: main, key: [network], rate: 1/s, burst: 50, delay_after: 2}\n",
-			"policies[0] (pre_auth) and policies[2]: a request may wait up to 49s before authentication and 48s after it, 1m37s in all"},
+			`policies[0] ("pre") (pre_auth) and policies[2] ("main"): a request may wait up to 49s before authentication and 48s after it, 1m37s in all`},
 		{"max_delay too short for the cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 10, cost: 5, delay_after: 1, max_delay: 2s}\n",
-			"policies[0]: max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass"},
+			`policies[0] ("p"): max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass`},
 		{"redis short hash secret", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: /dev/null}}\n", "limiter.redis.hash_secret_file: holds fewer than 16 bytes"},
 		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
 		{"alias", "debug:\n  allow: &nets [127.0.0.1]\nmetrics:\n  allow: *nets\n", "config: line 4: YAML aliases (*name) are not accepted"},

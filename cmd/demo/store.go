@@ -108,7 +108,7 @@ func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
 	var errs []error
 	for i, p := range policies {
 		if w := p.Limit.Window(); w > rkredis.MaxWindow {
-			errs = append(errs, fmt.Errorf("policies[%d]: burst %d at %v refills in %v, longer than the Redis store's %v", i, p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
+			errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", policyRef(i, p.Name), p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
 		}
 	}
 	return errs
