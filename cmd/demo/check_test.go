@@ -449,3 +449,27 @@ func TestServeNamesABadRedisFlag(t *testing.T) {
 		t.Errorf("stderr shows the password: %q", errOut)
 	}
 }
+
+// TestTokenExpired: -ttl -1h mints a token that expired an hour ago
+// (past the 30 s leeway), which the demo refuses as expired.
+func TestTokenExpired(t *testing.T) {
+	t.Chdir("../..")
+	code, tok, errOut := runDemo(t, "token", "-sub", "alice", "-ttl", "-1h")
+	if code != 0 {
+		t.Fatalf("token: %d %s", code, errOut)
+	}
+	cfg, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.auth.jwt.Verify(strings.TrimSpace(tok)); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an hour-expired token: %v; want refused as expired", err)
+	}
+	if code, _, _ := runDemo(t, "token", "-sub", "alice", "-ttl", "0s"); code != 1 {
+		t.Errorf("-ttl 0s: exit %d; want 1", code)
+	}
+}

@@ -20,7 +20,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	sub := fs.String("sub", "", "subject: the account (required)")
 	clientID := fs.String("client-id", "", "client_id claim: the credential id (optional)")
 	tenant := fs.String("tenant", "", "tenant claim, for issuer records that take the tenant from a claim")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token; negative: a token that expired that long ago, to try expiry")
 	if !parseFlags(fs, args) {
 		return 2
 	}
@@ -31,8 +31,8 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	if *sub == "" {
 		return fail("-sub is required")
 	}
-	if *ttl <= 0 {
-		return fail("-ttl must be positive")
+	if *ttl == 0 {
+		return fail("-ttl must not be 0")
 	}
 	cfg, err := loadConfig(*path)
 	if err != nil {
@@ -69,13 +69,17 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 			return fail("private_key_file %s: %v", k.PrivateKeyFile, err)
 		}
 		now := time.Now()
+		exp, issued := now.Add(*ttl), now
+		if *ttl < 0 {
+			issued = exp.Add(-time.Hour) // an hour-long token, expired -ttl ago
+		}
 		claims := jwt.MapClaims{
 			"iss": rec.Issuer,
 			"sub": *sub,
 			"aud": rec.Audiences[0],
-			"iat": now.Unix(),
-			"nbf": now.Unix(),
-			"exp": now.Add(*ttl).Unix(),
+			"iat": issued.Unix(),
+			"nbf": issued.Unix(),
+			"exp": exp.Unix(),
 		}
 		if *clientID != "" {
 			claims["client_id"] = *clientID
