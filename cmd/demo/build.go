@@ -70,12 +70,17 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, errors.New("auth.anonymous: reject needs auth.issuers or auth.api_keys (without them no credential is checked)"))
 	}
 
-	principals := len(cfg.Auth.Issuers)
-	if cfg.Auth.APIKeys != nil {
-		principals++ // API keys name tenants of their own
+	src := principalSources{credentials: len(cfg.Auth.Issuers) > 0 || cfg.Auth.APIKeys != nil}
+	// Accounts and credential ids are unique only per tenant. Credentials
+	// span several tenants with several issuers, with API keys (each key
+	// names its own tenant), or with an issuer taking the tenant from a
+	// claim.
+	src.tenants = len(cfg.Auth.Issuers) > 1 || cfg.Auth.APIKeys != nil
+	for _, ic := range cfg.Auth.Issuers {
+		src.tenants = src.tenants || ic.TenantClaim != "" && len(ic.Tenants) != 1
 	}
 	for i, pc := range cfg.Policies {
-		p, err := buildPolicy(pc, principals)
+		p, err := buildPolicy(pc, src)
 		if err != nil {
 			errs = append(errs, prefixErrors(policyRef(i, pc.Name), err)...)
 		}
@@ -266,7 +271,13 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 	})
 }
 
-func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
+// principalSources says what the configured credentials can vouch for.
+type principalSources struct {
+	credentials bool // some credential is checked (issuers or API keys)
+	tenants     bool // the credentials may name several tenants
+}
+
+func buildPolicy(pc PolicyConfig, src principalSources) (middleware.Policy, error) {
 	var errs []error
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
@@ -280,14 +291,14 @@ func buildPolicy(pc PolicyConfig, issuers int) (middleware.Policy, error) {
 			errs = append(errs, fmt.Errorf("key: unknown dimension %s (tenant, account, credential, operation, network)", shown(k)))
 			continue
 		}
-		if issuers == 0 && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
+		if !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
 			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", k))
 		}
 		p.Key = append(p.Key, d)
 	}
-	if issuers > 1 && !slices.Contains(p.Key, identity.DimTenant) &&
+	if src.tenants && !slices.Contains(p.Key, identity.DimTenant) &&
 		(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
-		errs = append(errs, errors.New("key: with several issuers, account and credential are unique only per tenant: add tenant to the key"))
+		errs = append(errs, errors.New("key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key"))
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {

@@ -292,6 +292,11 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"debug allow mapped short", "debug: {enabled: true, allow: [\"::ffff:0:0/80\"]}\n", `"::ffff:0:0/80" is not an IPv4 or IPv6 network`},
 		{"account without tenant, two issuers", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "b") +
 			"\npolicies:\n  - {name: p, key: [account], rate: 1/s, burst: 2}\n", "add tenant to the key"},
+		{"account without tenant, API keys", "auth:\n  api_keys: {file: keys.jsonl, pepper_file: pepper}\n" +
+			"policies:\n  - {name: p, key: [account], rate: 1/s, burst: 2}\n", "add tenant to the key"},
+		{"credential without tenant, tenant claim", "auth:\n  issuers:\n    - issuer: https://a.invalid\n      tenant_claim: org\n      tenants: [acme, globex]\n" +
+			"      audiences: [x]\n      algorithms: [EdDSA]\n      keys:\n        - kid: k\n          public_key_file: " + keys + "/demo-ed25519.pub.pem\n" +
+			"policies:\n  - {name: p, key: [credential], rate: 1/s, burst: 2}\n", "add tenant to the key"},
 		{"two issuers, one tenant", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "a") + "\n",
 			`tenant "a" is already vouched for by issuer "https://a.invalid"`},
 	}
