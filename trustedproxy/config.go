@@ -339,7 +339,7 @@ func (ru *rule) load(ctx context.Context, allowAll bool) (*netipx.IPSet, error) 
 		case s == nil || len(s.Ranges()) == 0:
 			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d]: loaded an empty set (refused: more likely a broken source than a real change)", ru.label, i))
 		default:
-			b.AddSet(s)
+			canonicalSet(&b, s) // a mapped entry must match the unmapped lookups
 		}
 	}
 	if len(errs) > 0 {

@@ -141,9 +141,16 @@ func parseTrusted(s string) ([]netipx.IPRange, error) {
 		a = a.WithZone("") // a zone is not part of the address
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	r := netipx.RangeOfPrefix(p.Masked())
+	return canonicalRanges(netipx.RangeOfPrefix(p.Masked())), nil
+}
+
+// canonicalRanges returns the ranges that trust what r trusts when looked
+// up with canonical (unmapped) addresses: r itself, and the IPv4 range
+// mapped by its part inside ::ffff:0:0/96 (only that IPv4 range when r
+// lies entirely inside it).
+func canonicalRanges(r netipx.IPRange) []netipx.IPRange {
 	if !r.From().Is6() {
-		return []netipx.IPRange{r}, nil
+		return []netipx.IPRange{r}
 	}
 	from, to := r.From(), r.To()
 	if from.Less(mapped.From()) {
@@ -153,13 +160,23 @@ func parseTrusted(s string) ([]netipx.IPRange, error) {
 		to = mapped.To()
 	}
 	if to.Less(from) { // no overlap with the mapped range
-		return []netipx.IPRange{r}, nil
+		return []netipx.IPRange{r}
 	}
 	v4 := netipx.IPRangeFrom(from.Unmap(), to.Unmap())
 	if from == r.From() && to == r.To() { // entirely mapped: IPv4 only
-		return []netipx.IPRange{v4}, nil
+		return []netipx.IPRange{v4}
 	}
-	return []netipx.IPRange{r, v4}, nil
+	return []netipx.IPRange{r, v4}
+}
+
+// canonicalSet adds to b the canonical ranges of every range of s (a set a
+// [Source] loaded, written in whatever form its publisher chose).
+func canonicalSet(b *netipx.IPSetBuilder, s *netipx.IPSet) {
+	for _, r := range s.Ranges() {
+		for _, c := range canonicalRanges(r) {
+			b.AddRange(c)
+		}
+	}
 }
 
 // coversFamily reports whether the ranges of one entry contain every IPv4 or

@@ -31,6 +31,10 @@ import (
 //   - A nil or empty set is treated as a failure: an emptied range list is
 //     far more likely a broken download than a real change, and accepting
 //     it would silently demote every proxy to a client.
+//   - The set may hold IPv4-mapped IPv6 ranges ("::ffff:10.0.0.0/104"):
+//     they trust the IPv4 addresses they map, as [ParseSet] entries do, and
+//     count toward the every-address refusal (::ffff:0:0/96 is every IPv4
+//     address).
 //   - Load may be called from several goroutines, but never concurrently
 //     for the same Resolver (Refresh serialises).
 type Source interface {

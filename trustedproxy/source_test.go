@@ -318,3 +318,36 @@ func TestRefreshConcurrentWithResolve(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestSourceSetIsCanonicalised: a Source's set written in IPv4-mapped form
+// trusts the IPv4 addresses it maps, as the same entry in From does
+// (lookups are always made with unmapped addresses), and ::ffff:0:0/96
+// counts as every IPv4 address.
+func TestSourceSetIsCanonicalised(t *testing.T) {
+	raw := func(prefixes ...string) *netipx.IPSet { // not through ParseSet, which canonicalises
+		var b netipx.IPSetBuilder
+		for _, p := range prefixes {
+			b.AddPrefix(netip.MustParsePrefix(p))
+		}
+		s, err := b.IPSet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	viaSource := mustNew(t, Config{Rules: []Rule{{Sources: []Source{StaticSource(raw("::ffff:10.0.0.0/104"))}, Header: "X-Forwarded-For"}}})
+	h := http.Header{"X-Forwarded-For": {"203.0.113.9"}}
+	for _, peer := range []string{"10.0.0.1:1", "[::ffff:10.0.0.1]:1"} {
+		res, err := viaSource.Resolve(peer, h)
+		if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.Reason != ReasonFirstUntrustedHop {
+			t.Errorf("peer %s: client %v (%s), %v; want 203.0.113.9 (first_untrusted_hop): the mapped range trusts 10/8", peer, res.Client, res.Derivation.Reason, err)
+		}
+	}
+	if !viaSource.Trusts(netip.MustParseAddr("10.0.0.1")) || !viaSource.Trusts(netip.MustParseAddr("::ffff:10.0.0.1")) {
+		t.Error("Trusts(10.0.0.1) or Trusts(::ffff:10.0.0.1) is false for a Source holding ::ffff:10.0.0.0/104")
+	}
+	_, err := New(Config{Rules: []Rule{{Sources: []Source{StaticSource(raw("::ffff:0:0/96"))}, Header: "X-Forwarded-For"}}})
+	if err == nil || !strings.Contains(err.Error(), "every IPv4 or every IPv6") {
+		t.Errorf("a Source of ::ffff:0:0/96 (every IPv4 address): %v; want refused without AllowAll", err)
+	}
+}
