@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/ratekey/ratekey/internal/httpsonly"
 )
 
 // Leeway bounds for [JWTConfig.Leeway].
@@ -500,24 +500,10 @@ func checkJWKSURL(raw string) (*url.URL, error) {
 	if u.Host == "" || u.Fragment != "" || u.Opaque != "" {
 		return nil, errors.New("must be an absolute URL with a host and no fragment")
 	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !isLoopbackHost(u.Hostname()) {
-			return nil, errors.New("http is allowed only for loopback hosts; use https")
-		}
-	default:
-		return nil, fmt.Errorf("scheme %q is not https", u.Scheme)
+	if err := httpsonly.Check(u); err != nil {
+		return nil, err
 	}
 	return u, nil
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // validTyp reports whether t looks like a media type without parameters:

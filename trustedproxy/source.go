@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/httpsonly"
 	"github.com/ratekey/ratekey/internal/redact"
 	"go4.org/netipx"
 )
@@ -106,10 +107,14 @@ func (s FileSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 // documents (AWS ip-ranges.json, Google cloud.json) are not parsed: convert
 // them, or use a [SourceFunc].
 type URLSource struct {
-	// URL is an http or https URL.
+	// URL is an https URL, or an http URL to a loopback host (localhost,
+	// 127.0.0.0/8, ::1): over plain http, anyone on the network path could
+	// add ranges.
 	URL string
 	// Client sends the request; nil means a client with no cookie jar that
-	// follows at most 3 redirects, and only to http or https URLs.
+	// follows at most 3 redirects, each to a URL URL may be (so never from
+	// https down to http to another host). A Client of your own must refuse
+	// such redirects itself.
 	Client *http.Client
 	// Timeout bounds one whole load (connect, headers, body); 0 means
 	// DefaultSourceTimeout.
@@ -124,8 +129,8 @@ var defaultSourceClient = &http.Client{
 		if len(via) >= 3 {
 			return errors.New("stopped after 3 redirects")
 		}
-		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-			return fmt.Errorf("redirect to %s URL refused", req.URL.Scheme)
+		if err := httpsonly.Check(req.URL); err != nil {
+			return fmt.Errorf("redirect refused: %w", err)
 		}
 		return nil
 	},
@@ -138,6 +143,11 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("trustedproxy: URLSource: not an http or https URL") // the URL may hold a password
+	}
+	if err := httpsonly.Check(u); err != nil {
+		// Whoever is on the path of a plain-http fetch could add ranges,
+		// whose hosts may then name any client.
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", redact.URL(s.URL), err)
 	}
 	shown := redact.URL(s.URL)
 	timeout := s.Timeout

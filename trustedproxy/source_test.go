@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -349,5 +350,51 @@ func TestSourceSetIsCanonicalised(t *testing.T) {
 	_, err := New(Config{Rules: []Rule{{Sources: []Source{StaticSource(raw("::ffff:0:0/96"))}, Header: "X-Forwarded-For"}}})
 	if err == nil || !strings.Contains(err.Error(), "every IPv4 or every IPv6") {
 		t.Errorf("a Source of ::ffff:0:0/96 (every IPv4 address): %v; want refused without AllowAll", err)
+	}
+}
+
+// roundTrip is an http.RoundTripper from a function: the network path.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestURLSourceNeedsHTTPS: a trust list decides who may name any client,
+// so it is fetched over https, or plain http to a loopback host only
+// (as a JWK Set is): over plain http anyone on the path could answer with
+// a range of their own. The default client follows no redirect down to
+// plain http to another host either.
+func TestURLSourceNeedsHTTPS(t *testing.T) {
+	fetched := 0
+	path := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		fetched++
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{},
+			Body: io.NopCloser(strings.NewReader("198.51.100.0/24\n")), Request: r}, nil
+	})}
+	ctx := context.Background()
+	_, err := URLSource{URL: "http://u:hunter2@ranges.example/ips-v4", Client: path}.Load(ctx)
+	if err == nil || !strings.Contains(err.Error(), "http is allowed only for loopback hosts; use https") || strings.Contains(err.Error(), "hunter2") || fetched != 0 {
+		t.Errorf("plain http to another host: %v (fetched %d times); want refused before fetching, without the password", err, fetched)
+	}
+	if _, err := New(Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For",
+		Sources: []Source{URLSource{URL: "http://ranges.example/ips-v4", Client: path}}}}}); err == nil {
+		t.Error("New accepted a plain-http trust list from another host")
+	}
+	if s, err := (URLSource{URL: "https://ranges.example/ips-v4", Client: path}).Load(ctx); err != nil || !s.Contains(netip.MustParseAddr("198.51.100.7")) {
+		t.Errorf("https: %v, %v", s, err)
+	}
+	from, _ := http.NewRequest(http.MethodGet, "https://ranges.example/ips-v4", nil)
+	for _, tt := range []struct {
+		to   string
+		want bool // followed
+	}{
+		{"https://mirror.example/ips-v4", true},
+		{"http://127.0.0.1:8080/ips-v4", true},
+		{"http://mirror.example/ips-v4", false},
+		{"ftp://mirror.example/ips-v4", false},
+	} {
+		next, _ := http.NewRequest(http.MethodGet, tt.to, nil)
+		if err := defaultSourceClient.CheckRedirect(next, []*http.Request{from}); (err == nil) != tt.want {
+			t.Errorf("redirect to %s: %v; want followed %v", tt.to, err, tt.want)
+		}
 	}
 }
