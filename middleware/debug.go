@@ -1,8 +1,10 @@
 package middleware
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -197,10 +199,57 @@ const maxSimulation = 64 << 10
 
 // simulation is the JSON body of a simulated request.
 type simulation struct {
-	Peer    string              `json:"peer"`
-	Method  string              `json:"method"`
-	Path    string              `json:"path"`
-	Headers map[string][]string `json:"headers"`
+	Peer    string      `json:"peer"`
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`
+	Headers headerLines `json:"headers"`
+}
+
+// headerLines is the "headers" object of a simulated request, in document
+// order: name → list of lines.
+type headerLines []headerLine
+
+type headerLine struct {
+	name   string
+	values []string
+}
+
+// errHeaderTwice reports a header named twice in a simulated request.
+var errHeaderTwice = errors.New("a header is named twice")
+
+// UnmarshalJSON reads the object in document order, refusing a name given
+// twice, exactly or in another case: a Go map would keep the last of two
+// exact repeats, and replay differently-cased names in random order,
+// where the live request's lines have one order (an X-Forwarded-For chain
+// then changes from one answer to the next).
+func (hl *headerLines) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("headers: not an object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string) // object keys are strings
+		var values []string
+		if err := dec.Decode(&values); err != nil {
+			return err
+		}
+		key := http.CanonicalHeaderKey(name)
+		if seen[key] {
+			return errHeaderTwice
+		}
+		seen[key] = true
+		*hl = append(*hl, headerLine{name, values})
+	}
+	_, err := dec.Token() // the closing brace
+	return err
 }
 
 // simulatedRequest decodes a POSTed simulation into a request, or returns
@@ -216,7 +265,9 @@ func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *p
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSimulation))
 	dec.DisallowUnknownFields()
 	var sim simulation
-	if err := dec.Decode(&sim); err != nil {
+	if err := dec.Decode(&sim); errors.Is(err, errHeaderTwice) {
+		return bad(http.StatusBadRequest, `a header is named twice in "headers" (perhaps in another case): give all its lines, in order, in one list`)
+	} else if err != nil {
 		return bad(http.StatusBadRequest, `the body must be one JSON object {"peer", "method", "path", "headers"} of at most 64 KiB`)
 	}
 	if dec.More() {
@@ -236,7 +287,8 @@ func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *p
 		return bad(http.StatusBadRequest, `"path" must be an absolute path such as /v1/reports/1`)
 	}
 	h := make(http.Header, len(sim.Headers))
-	for name, values := range sim.Headers {
+	for _, line := range sim.Headers {
+		name, values := line.name, line.values
 		if !httpguts.ValidHeaderFieldName(name) {
 			return bad(http.StatusBadRequest, "a header name is not an RFC 9110 token")
 		}

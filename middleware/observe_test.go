@@ -259,11 +259,28 @@ func TestDebugSimulate(t *testing.T) {
 		{"header with a newline", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/", "headers": {"X": ["a\nb"]}}`, 400},
 		{"two objects", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/"} {}`, 400},
 		{"oversized", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/", "headers": {"X": ["` + strings.Repeat("a", 70<<10) + `"]}}`, 400},
+		// A header named twice has no order the simulation could replay
+		// (JSON objects are unordered; net/http keeps the wire order), and
+		// an exact repeat would silently drop a line (two Authorization
+		// lines are a 400 live).
+		{"header named twice, two cases", "192.0.2.10:1", "application/json",
+			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"x-forwarded-for": ["6.6.6.6"], "X-Forwarded-For": ["192.0.2.77"]}}`, 400},
+		{"header named twice, exactly", "192.0.2.10:1", "application/json",
+			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"Authorization": ["Bearer a"], "Authorization": ["Bearer b"]}}`, 400},
+		{"headers not an object", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/", "headers": ["X"]}`, 400},
+		{"headers null", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/", "headers": null}`, 200},
 	}
 	for _, tt := range tests {
 		if w := post(tt.peer, tt.ctype, tt.body); w.Code != tt.want {
 			t.Errorf("%s: %d; want %d (%s)", tt.name, w.Code, tt.want, w.Body)
 		}
+	}
+	// Lines of one header in one list keep their order: the live answer.
+	live = getDebug(t, s, req{path: "?method=GET&path=/v1/reports/1", peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"6.6.6.6", "192.0.2.77"}}})
+	w := post("192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"x-forwarded-for": ["6.6.6.6", "192.0.2.77"]}}`)
+	var sim map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &sim); err != nil || sim["client"] != "192.0.2.77" || live["client"] != "192.0.2.77" {
+		t.Errorf("two lines in one list: simulated client %v (%v), live %v; want 192.0.2.77", sim["client"], err, live["client"])
 	}
 }
 
