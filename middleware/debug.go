@@ -46,7 +46,9 @@ type DebugConfig struct {
 // DebugAuthentication is the outcome of the credential check in a [DebugView].
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
-	// off), "invalid_request", "invalid_token", "unavailable" or "not_configured".
+	// off), "invalid_request", "invalid_token", "unavailable", "not_configured",
+	// or "not_reached" (the client address derivation failed: the request
+	// is refused before any credential is checked).
 	Outcome string `json:"outcome"`
 	// Status is the HTTP status a normal route would answer (0 when admitted).
 	Status int `json:"status,omitempty"`
@@ -167,9 +169,16 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	r = r.WithContext(ctx)
 	res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
 	rec.recordDerivation(r.RemoteAddr, &res, err)
-	if err == nil {
-		rs.client, rs.hasClient = res, true
+	if err != nil {
+		// The live chain answers 400 at ClientAddress: no credential is
+		// checked and no policy decides.
+		rec.Authentication.Outcome = "not_reached"
+		if cfg.RateLimiter != nil {
+			rec.Operation = cfg.RateLimiter.state.Load().Operation(r)
+		}
+		return rec
 	}
+	rs.client, rs.hasClient = res, true
 	rec.Authentication.Outcome = "not_configured"
 	ph := phaseAll
 	if cfg.Authenticator != nil {

@@ -178,6 +178,14 @@ func TestDebugShowsFailedDerivation(t *testing.T) {
 	if der["reason"] != "malformed_entry" || !strings.Contains(der["error"].(string), "garbage") {
 		t.Errorf("derivation = %v", der)
 	}
+	// Live, ClientAddress answers 400: nothing after it runs, so the
+	// view shows no credential check and no policy decision.
+	if a := v["authentication"].(map[string]any); a["outcome"] != "not_reached" {
+		t.Errorf("authentication = %v; want not_reached", a)
+	}
+	if pols := v["policies"].([]any); len(pols) != 0 || v["decision"] != "" || v["limited"] != false || v["operation"] != "GET /v1/reports/{id}" {
+		t.Errorf("policies %v, decision %q, limited %v, operation %v; want none, \"\", false and the route", pols, v["decision"], v["limited"], v["operation"])
+	}
 	// The same request on a normal route is refused, never keyed by the peer.
 	if w := s2.do(req{path: "/v1/reports/1", peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}}); w.Code != 400 {
 		t.Errorf("normal route: %d, want 400", w.Code)
