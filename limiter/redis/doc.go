@@ -39,8 +39,8 @@
 // MaxKeyLen-64 bytes, "#", and the 64 hex digits of HMAC-SHA256(HashSecret,
 // Key): exactly MaxKeyLen+1 bytes, so a hashed key part never equals a raw
 // one, and a Redis key never exceeds len(Prefix) + 42 + MaxKeyLen+1 bytes.
-// The shape segment is all digits between fixed separators, so the name is
-// injective. Keys come from identity.Key encodings, which never hold a
+// The shape segment is all digits between fixed separators, and a Prefix
+// may not end in a digit ([New] refuses one), so the name is injective. Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in
@@ -68,6 +68,14 @@
 // server clock stepping far backwards could produce, is clamped to 2^53-1:
 // the request is still rejected, with a RetryAfter computed from the clamp.
 // Server time has microsecond resolution; decisions are exact at it.
+//
+// The server's clock is the limiter's clock. If it steps backwards by S (an
+// NTP step, a VM restored from a snapshot), every bucket in debt at that
+// moment stays in debt S longer, since its stored TAT is S further ahead of
+// the new clock: its client is rejected for up to S plus one window. Run
+// Redis hosts with a clock that slews rather than steps (chrony and
+// systemd-timesyncd slew small offsets), or delete the prefix's keys after
+// a large step back (every bucket is then full).
 //
 // # Cluster and Ring
 //

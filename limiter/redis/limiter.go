@@ -45,7 +45,9 @@ var ErrTimeout = errors.New("limiter/redis: no reply within the timeout")
 // HashSecret, or its keys name other buckets.
 type Options struct {
 	// Prefix starts every Redis key; "" means [DefaultPrefix]. At most
-	// [MaxPrefixLen] bytes. On a Redis Cluster (or Ring) client it must
+	// [MaxPrefixLen] bytes, not ending in a digit (the burst's digits
+	// follow it, so "app1" and "app12" could name one bucket: end it with a
+	// separator such as ':'). On a Redis Cluster (or Ring) client it must
 	// contain a hash tag, e.g. "ratekey:{rl}:", so that every key of a
 	// call hashes to one slot: see the package documentation.
 	Prefix string
@@ -121,6 +123,11 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	}
 	if len(prefix) > MaxPrefixLen {
 		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), MaxPrefixLen)
+	}
+	if c := prefix[len(prefix)-1]; c >= '0' && c <= '9' {
+		// The burst's digits follow the prefix: "app1" with burst 23 and
+		// "app12" with burst 3 would name one bucket.
+		return nil, fmt.Errorf("limiter/redis: prefix %q ends in a digit, which the burst's digits would run into; end it with a separator such as ':'", prefix)
 	}
 	timeout := opts.Timeout
 	switch {

@@ -106,6 +106,10 @@ func TestNewOptions(t *testing.T) {
 		{"short MaxKeyLen", plain, rkredis.Options{MaxKeyLen: rkredis.MinMaxKeyLen - 1}, "max key length 95"},
 		{"MinMaxKeyLen", plain, rkredis.Options{MaxKeyLen: rkredis.MinMaxKeyLen}, ""},
 		{"long prefix", plain, rkredis.Options{Prefix: strings.Repeat("p", rkredis.MaxPrefixLen+1)}, "prefix of 129 bytes"},
+		// "app1" with burst 23 and "app12" with burst 3 would both name
+		// "app123x...": a prefix must not end where the burst's digits start.
+		{"prefix ending in a digit", plain, rkredis.Options{Prefix: "app1"}, `prefix "app1" ends in a digit`},
+		{"prefix ending in a separator", plain, rkredis.Options{Prefix: "app1:"}, ""},
 		{"cluster without hash tag", cluster, rkredis.Options{}, "no hash tag"},
 		{"cluster with empty hash tag", cluster, rkredis.Options{Prefix: "rk:{}:{x}:"}, "no hash tag"},
 		{"cluster with open brace only", cluster, rkredis.Options{Prefix: "rk:{x:"}, "no hash tag"},
