@@ -73,8 +73,9 @@ type RateLimiter struct {
 // filled in) and what is derived from it.
 type rateLimitState struct {
 	RateLimitConfig
-	store string   // the limiter store's name, for records, logs and metrics
-	items []string // each policy's RateLimit-Policy list item (see policyItem)
+	store   string   // the limiter store's name, for records, logs and metrics
+	items   []string // each policy's RateLimit-Policy list item (see policyItem)
+	windows []int64  // each policy's w, in seconds (see windowSeconds)
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -123,6 +124,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
 		st.items = append(st.items, policyItem(&p))
+		st.windows = append(st.windows, windowSeconds(p.Limit))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -306,7 +308,9 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";r=`...)
 		sc.b = strconv.AppendInt(sc.b, remaining, 10)
 		sc.b = append(sc.b, ";t="...)
-		sc.b = strconv.AppendInt(sc.b, ceilSeconds(reset), 10)
+		// At most w: the bucket refills with the interval rounded up to
+		// whole nanoseconds (3/s: 1.000000002 s from empty), w is exact.
+		sc.b = strconv.AppendInt(sc.b, min(ceilSeconds(reset), res.window), 10)
 	}
 	// Added, not set: after PreAuthHandler each field's list goes on with
 	// this phase's policies.

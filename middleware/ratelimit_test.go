@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,26 @@ func TestNeverSatisfiableByMaxDelay(t *testing.T) {
 		p.Detail != "policy export: a request costing 5 tokens would wait longer than its max_delay of 2s even from a full bucket" ||
 		w.Header().Get("Retry-After") != "" {
 		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
+	}
+}
+
+// TestResetNeverExceedsWindow: t (seconds until full) is at most w
+// (seconds to refill from empty). At 3/s with burst 3 the bucket refills
+// with a 333 333 334 ns interval, 1.000000002 s from empty, while w is
+// Burst ÷ Rate = 1 s exactly; after three requests t is 1, not 2.
+func TestResetNeverExceedsWindow(t *testing.T) {
+	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("3/s", 3)}, anonymous: true})
+	var got []string
+	for range 3 {
+		w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+		got = append(got, w.Header().Get("RateLimit-Policy")+" "+w.Header().Get("RateLimit"))
+	}
+	want := []string{
+		`"per-network";q=3;w=1 "per-network";r=2;t=1`,
+		`"per-network";q=3;w=1 "per-network";r=1;t=1`,
+		`"per-network";q=3;w=1 "per-network";r=0;t=1`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %q; want %q", got, want)
 	}
 }
