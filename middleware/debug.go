@@ -47,8 +47,9 @@ type DebugConfig struct {
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
 	// off), "invalid_request", "invalid_token", "unavailable", "not_configured",
-	// or "not_reached" (the client address derivation failed: the request
-	// is refused before any credential is checked).
+	// or "not_reached" (the client address derivation failed, or a pre-auth
+	// policy rejected: the request is refused before any credential is
+	// checked).
 	Outcome string `json:"outcome"`
 	// Status is the HTTP status a normal route would answer (0 when admitted).
 	Status int `json:"status,omitempty"`
@@ -179,27 +180,38 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		return rec
 	}
 	rs.client, rs.hasClient = res, true
+	// Then, as the live chain runs them: the pre-auth policies, the
+	// credential check, the other policies, each only if the step before
+	// let the request through. One configuration for all three.
+	var st *rateLimitState
+	limited := false
+	if cfg.RateLimiter != nil {
+		st = cfg.RateLimiter.state.Load()
+		rec.Operation = st.Operation(r)
+		limited = cfg.Limited == nil || cfg.Limited(r)
+	}
+	phase := func(ph phase) bool {
+		if !limited {
+			return true
+		}
+		ev := st.check(r, false, ph)
+		rec.recordEvaluation(&ev, st.store)
+		return ev.Allowed
+	}
+	if !phase(phasePreAuth) {
+		rec.Authentication.Outcome = "not_reached"
+		return rec
+	}
 	rec.Authentication.Outcome = "not_configured"
-	ph := phaseAll
 	if cfg.Authenticator != nil {
 		out := authenticate(cfg.Authenticator, cfg.Auth, r)
 		rec.recordAuth(&out)
-		if out.ok {
-			rs.principal, rs.hasPrincipal = out.principal, true
-		} else {
-			// The live chain answers at Authenticate: only the pre-auth
-			// policies, in front of it, would decide (and charge).
-			ph = phasePreAuth
+		if !out.ok {
+			return rec // the live chain answers at Authenticate
 		}
+		rs.principal, rs.hasPrincipal = out.principal, true
 	}
-	if cfg.RateLimiter != nil {
-		st := cfg.RateLimiter.state.Load()
-		ev := st.check(r, false, ph)
-		if cfg.Limited == nil || cfg.Limited(r) {
-			rec.recordEvaluation(&ev, st.store)
-		}
-		rec.Operation = ev.Operation
-	}
+	phase(phaseMain)
 	return rec
 }
 
@@ -232,6 +244,9 @@ var errHeaderTwice = errors.New("a header is named twice")
 // where the live request's lines have one order (an X-Forwarded-For chain
 // then changes from one answer to the next).
 func (hl *headerLines) UnmarshalJSON(b []byte) error {
+	if *hl != nil {
+		return errHeaderTwice // "headers" itself given twice
+	}
 	if string(b) == "null" {
 		return nil
 	}
@@ -240,6 +255,7 @@ func (hl *headerLines) UnmarshalJSON(b []byte) error {
 		return errors.New("headers: not an object")
 	}
 	seen := map[string]bool{}
+	lines := headerLines{} // not nil, even for {}: a second "headers" is refused
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -255,10 +271,13 @@ func (hl *headerLines) UnmarshalJSON(b []byte) error {
 			return errHeaderTwice
 		}
 		seen[key] = true
-		*hl = append(*hl, headerLine{name, values})
+		lines = append(lines, headerLine{name, values})
 	}
-	_, err := dec.Token() // the closing brace
-	return err
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return err
+	}
+	*hl = lines
+	return nil
 }
 
 // simulatedRequest decodes a POSTed simulation into a request, or returns

@@ -287,3 +287,39 @@ func TestDebugStopsAtAFailedCredential(t *testing.T) {
 		t.Errorf("policies shown for a verified request: %v; want all three", got)
 	}
 }
+
+// TestDebugFollowsTheLiveChain: the view runs the steps the live chain
+// runs, in its order, and stops where it stops. A pre-auth rejection
+// answers 429 before the credential is checked: only the pre-auth policy
+// shows, and the credential is not_reached. A request delayed in both
+// phases waits for one delay and then the other, and the view adds them,
+// as the live request's Record does.
+func TestDebugFollowsTheLiveChain(t *testing.T) {
+	pre := perNetwork("1/h", 1)
+	pre.Name, pre.PreAuth = "pre-network", true
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	tok := s.token("alice", "app-1")
+	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
+	v := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
+	var names []string
+	for _, p := range v["policies"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	if a := v["authentication"].(map[string]any); a["outcome"] != "not_reached" || v["principal"] != nil ||
+		!slices.Equal(names, []string{"pre-network"}) || v["decision"] != "REJECTED" {
+		t.Errorf("after a pre-auth rejection: authentication %v, principal %v, policies %v, decision %v; want not_reached, null, [pre-network], REJECTED",
+			a, v["principal"], names, v["decision"])
+	}
+
+	delayed := func(name string, preAuth bool, burst, cost int64) middleware.Policy {
+		p := middleware.Policy{Name: name, Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", burst), Cost: cost, PreAuth: preAuth}
+		p.Limit.DelayAfter = 1
+		return p
+	}
+	// 2 s in the pre-auth phase (cost 3, one free), 3 s in the main one.
+	s2 := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{delayed("pre", true, 3, 3), delayed("main", false, 4, 4)}})
+	v = getDebug(t, s2, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
+	if v["delay_seconds"] != 5.0 {
+		t.Errorf("delay_seconds %v; want 5 (2 s before authentication, then 3 s)", v["delay_seconds"])
+	}
+}

@@ -86,6 +86,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	ok := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
 	chain := []func(http.Handler) http.Handler{
 		middleware.ClientAddress(res),
+		rl.PreAuthHandler, // the policies with PreAuth, if any
 		middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: o.anonymous}),
 	}
 	if o.mount == "root" {

@@ -268,6 +268,10 @@ func TestDebugSimulate(t *testing.T) {
 		{"header named twice, exactly", "192.0.2.10:1", "application/json",
 			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"Authorization": ["Bearer a"], "Authorization": ["Bearer b"]}}`, 400},
 		{"headers not an object", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/", "headers": ["X"]}`, 400},
+		{"headers given twice", "192.0.2.10:1", "application/json",
+			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {"X-Forwarded-For": ["192.0.2.10"]}, "headers": {"x-forwarded-for": ["6.6.6.6"]}}`, 400},
+		{"headers given twice, first empty", "192.0.2.10:1", "application/json",
+			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {}, "headers": {"X-Forwarded-For": ["6.6.6.6"]}}`, 400},
 		{"headers null", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/", "headers": null}`, 200},
 	}
 	for _, tt := range tests {
