@@ -477,4 +477,8 @@ func TestTokenExpired(t *testing.T) {
 	if code, _, _ := runDemo(t, "token", "-sub", "alice", "-ttl", "0s"); code != 1 {
 		t.Errorf("-ttl 0s: exit %d; want 1", code)
 	}
+	// Within the 30 s leeway the token would still be accepted: refused.
+	if code, _, errOut := runDemo(t, "token", "-sub", "alice", "-ttl", "-5s"); code != 1 || !strings.Contains(errOut, "auth.leeway") {
+		t.Errorf("-ttl -5s: exit %d %q; want 1 and the leeway named", code, errOut)
+	}
 }

@@ -38,6 +38,15 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *ttl < 0 {
+		leeway := identity.DefaultLeeway
+		if d, err := time.ParseDuration(cfg.Auth.Leeway); err == nil && d > 0 {
+			leeway = d
+		}
+		if -*ttl <= leeway {
+			return fail("-ttl %v: the config accepts a token up to %v (auth.leeway) past its expiry; use -ttl -%v or less to mint one it refuses", *ttl, leeway, 2*leeway)
+		}
+	}
 	if *issuer == "" {
 		if len(cfg.Auth.Issuers) != 1 {
 			return fail("-issuer is required: the config has %d issuers", len(cfg.Auth.Issuers))
