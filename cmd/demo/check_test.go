@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/identity"
 )
 
 func runDemo(t *testing.T, args ...string) (int, string, string) {
@@ -127,9 +129,12 @@ auth:
 	}
 }
 
-func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
+// verifyMinted mints a token with `demo token args...` (from the
+// repository root) and verifies it against the embedded default config.
+func verifyMinted(t *testing.T, args ...string) (identity.Principal, error) {
+	t.Helper()
 	t.Chdir("../..")
-	code, tok, errOut := runDemo(t, "token", "-issuer", "https://issuer.demo.ratekey.invalid", "-sub", "alice", "-client-id", "cli")
+	code, tok, errOut := runDemo(t, append([]string{"token"}, args...)...)
 	if code != 0 {
 		t.Fatalf("token: %d %s", code, errOut)
 	}
@@ -141,7 +146,11 @@ func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.auth.jwt.Verify(strings.TrimSpace(tok))
+	return a.auth.jwt.Verify(strings.TrimSpace(tok))
+}
+
+func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
+	p, err := verifyMinted(t, "-issuer", "https://issuer.demo.ratekey.invalid", "-sub", "alice", "-client-id", "cli")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,20 +467,7 @@ func TestServeNamesABadRedisFlag(t *testing.T) {
 // TestTokenExpired: -ttl -1h mints a token that expired an hour ago
 // (past the 30 s leeway), which the demo refuses as expired.
 func TestTokenExpired(t *testing.T) {
-	t.Chdir("../..")
-	code, tok, errOut := runDemo(t, "token", "-sub", "alice", "-ttl", "-1h")
-	if code != 0 {
-		t.Fatalf("token: %d %s", code, errOut)
-	}
-	cfg, err := loadConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := build(cfg, discardLogger(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.auth.jwt.Verify(strings.TrimSpace(tok)); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, err := verifyMinted(t, "-sub", "alice", "-ttl", "-1h"); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("an hour-expired token: %v; want refused as expired", err)
 	}
 	if code, _, _ := runDemo(t, "token", "-sub", "alice", "-ttl", "0s"); code != 1 {
