@@ -95,7 +95,6 @@ type PolicyResult struct {
 	onStore   OnStoreError
 	principal bool   // a principal (not anonymous) was present
 	item      string // the policy's RateLimit-Policy list item
-	window    int64  // the policy's w (RateLimit-Policy), in seconds
 }
 
 // Evaluation is the combined outcome of every policy that applies to one request.
@@ -198,7 +197,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 			continue
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun,
-			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i], window: st.windows[i]}
+			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)

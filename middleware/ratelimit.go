@@ -73,9 +73,8 @@ type RateLimiter struct {
 // filled in) and what is derived from it.
 type rateLimitState struct {
 	RateLimitConfig
-	store   string   // the limiter store's name, for records, logs and metrics
-	items   []string // each policy's RateLimit-Policy list item (see policyItem)
-	windows []int64  // each policy's w, in seconds (see windowSeconds)
+	store string   // the limiter store's name, for records, logs and metrics
+	items []string // each policy's RateLimit-Policy list item (see policyItem)
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -124,7 +123,6 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
 		st.items = append(st.items, policyItem(&p))
-		st.windows = append(st.windows, windowSeconds(p.Limit))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -308,9 +306,11 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";r=`...)
 		sc.b = strconv.AppendInt(sc.b, remaining, 10)
 		sc.b = append(sc.b, ";t="...)
-		// At most w: the bucket refills with the interval rounded up to
-		// whole nanoseconds (3/s: 1.000000002 s from empty), w is exact.
-		sc.b = strconv.AppendInt(sc.b, min(ceilSeconds(reset), res.window), 10)
+		// The real time to full, rounded up: never early. It can pass w by
+		// a second where the interval is not a whole number of ns (3/s,
+		// burst 3: 1.000000002 s from empty, w=1, t=2); a client trusting
+		// t then never finds the bucket short (Retry-After <= t).
+		sc.b = strconv.AppendInt(sc.b, ceilSeconds(reset), 10)
 	}
 	// Added, not set: after PreAuthHandler each field's list goes on with
 	// this phase's policies.

@@ -36,7 +36,7 @@ func TestRateLimitFieldsList(t *testing.T) {
 	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
 		p := Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
 		return PolicyResult{Policy: name, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
-			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(&p), window: windowSeconds(p.Limit)}
+			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(&p)}
 	}
 	all := []PolicyResult{
 		mk("a", 2, DecisionPassed, false),
@@ -78,7 +78,6 @@ func BenchmarkRateLimitFields(b *testing.B) {
 	}}
 	for i := range ev.Policies {
 		ev.Policies[i].item = policyItem(&Policy{Name: ev.Policies[i].Policy, Limit: lim})
-		ev.Policies[i].window = windowSeconds(lim)
 	}
 	h, out := http.Header{}, new(arena)
 	b.ReportAllocs()

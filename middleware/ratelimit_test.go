@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,22 +330,22 @@ func TestNeverSatisfiableByMaxDelay(t *testing.T) {
 	}
 }
 
-// TestResetNeverExceedsWindow: t (seconds until full) is at most w
-// (seconds to refill from empty). At 3/s with burst 3 the bucket refills
-// with a 333 333 334 ns interval, 1.000000002 s from empty, while w is
-// Burst ÷ Rate = 1 s exactly; after three requests t is 1, not 2.
-func TestResetNeverExceedsWindow(t *testing.T) {
-	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("3/s", 3)}, anonymous: true})
-	var got []string
-	for range 3 {
-		w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
-		got = append(got, w.Header().Get("RateLimit-Policy")+" "+w.Header().Get("RateLimit"))
+// TestResetIsNeverEarly: t (seconds until full) is the real time to full
+// rounded up, so a client that comes back after t finds its whole burst,
+// and a 429's Retry-After is never later than its t. At 3/s the bucket
+// refills with a 333 333 334 ns interval: three tokens take 1.000000002 s,
+// so t is 2 while w, Burst ÷ Rate exactly, is 1.
+func TestResetIsNeverEarly(t *testing.T) {
+	p := perNetwork("3/s", 3)
+	p.Cost = 3
+	s := newStack(t, stackOptions{policies: []middleware.Policy{p}, anonymous: true})
+	first := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	second := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	got := []string{
+		first.Header().Get("RateLimit-Policy"), first.Header().Get("RateLimit"),
+		strconv.Itoa(second.Code), second.Header().Get("Retry-After"), second.Header().Get("RateLimit"),
 	}
-	want := []string{
-		`"per-network";q=3;w=1 "per-network";r=2;t=1`,
-		`"per-network";q=3;w=1 "per-network";r=1;t=1`,
-		`"per-network";q=3;w=1 "per-network";r=0;t=1`,
-	}
+	want := []string{`"per-network";q=3;w=1`, `"per-network";r=0;t=2`, "429", "2", `"per-network";r=0;t=2`}
 	if !slices.Equal(got, want) {
 		t.Errorf("fields %q; want %q", got, want)
 	}
