@@ -35,6 +35,11 @@ type DebugConfig struct {
 	// means every route. Routes it excludes show "limited": false and no
 	// policies, so the endpoint never claims a limit that does not apply.
 	Limited func(r *http.Request) bool
+	// Authenticated reports, likewise, whether Authenticate is mounted in
+	// front of the route that serves r; nil means every route. Routes it
+	// excludes show the authentication outcome "not_reached", never a
+	// status the route would not answer.
+	Authenticated func(r *http.Request) bool
 	// Allow holds the admin networks: see [AdminOnly], whose rule the
 	// endpoint applies to the live request (never to a simulated one's
 	// peer). A request whose own derivation fails is refused; simulate it
@@ -47,9 +52,10 @@ type DebugConfig struct {
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
 	// off), "invalid_request", "invalid_token", "unavailable", "not_configured",
-	// or "not_reached" (the client address derivation failed, or a pre-auth
-	// policy rejected: the request is refused before any credential is
-	// checked).
+	// or "not_reached" (the request never reaches Authenticate: the client
+	// address derivation failed, a pre-auth policy rejected it, or its
+	// route has no Authenticate; also a live Record's value until
+	// Authenticate runs).
 	Outcome string `json:"outcome"`
 	// Status is the HTTP status a normal route would answer (0 when admitted).
 	Status int `json:"status,omitempty"`
@@ -172,11 +178,8 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	rec.recordDerivation(r.RemoteAddr, &res, err)
 	if err != nil {
 		// The live chain answers 400 at ClientAddress: no credential is
-		// checked and no policy decides.
+		// checked, no operation named, no policy decides.
 		rec.Authentication.Outcome = "not_reached"
-		if cfg.RateLimiter != nil {
-			rec.Operation = cfg.RateLimiter.state.Load().Operation(r)
-		}
 		return rec
 	}
 	rs.client, rs.hasClient = res, true
@@ -202,8 +205,12 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		rec.Authentication.Outcome = "not_reached"
 		return rec
 	}
-	rec.Authentication.Outcome = "not_configured"
-	if cfg.Authenticator != nil {
+	switch {
+	case cfg.Authenticator == nil:
+		rec.Authentication.Outcome = "not_configured"
+	case cfg.Authenticated != nil && !cfg.Authenticated(r):
+		rec.Authentication.Outcome = "not_reached" // no Authenticate on this route
+	default:
 		out := authenticate(cfg.Authenticator, cfg.Auth, r)
 		rec.recordAuth(&out)
 		if !out.ok {

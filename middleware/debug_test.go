@@ -183,8 +183,8 @@ func TestDebugShowsFailedDerivation(t *testing.T) {
 	if a := v["authentication"].(map[string]any); a["outcome"] != "not_reached" {
 		t.Errorf("authentication = %v; want not_reached", a)
 	}
-	if pols := v["policies"].([]any); len(pols) != 0 || v["decision"] != "" || v["limited"] != false || v["operation"] != "GET /v1/reports/{id}" {
-		t.Errorf("policies %v, decision %q, limited %v, operation %v; want none, \"\", false and the route", pols, v["decision"], v["limited"], v["operation"])
+	if pols := v["policies"].([]any); len(pols) != 0 || v["decision"] != "" || v["limited"] != false || v["operation"] != "" {
+		t.Errorf("policies %v, decision %q, limited %v, operation %q; want none, \"\", false, \"\" (as the live Record)", pols, v["decision"], v["limited"], v["operation"])
 	}
 	// The same request on a normal route is refused, never keyed by the peer.
 	if w := s2.do(req{path: "/v1/reports/1", peer: "10.0.0.1:1", headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}}); w.Code != 400 {
@@ -321,5 +321,41 @@ func TestDebugFollowsTheLiveChain(t *testing.T) {
 	v = getDebug(t, s2, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
 	if v["delay_seconds"] != 5.0 {
 		t.Errorf("delay_seconds %v; want 5 (2 s before authentication, then 3 s)", v["delay_seconds"])
+	}
+}
+
+// TestDebugMatchesTheLiveRecord: for a request refused before
+// Authenticate (a pre-auth rejection), the debug view and the live
+// request's Record say the same: authentication not_reached, the same
+// decision and policies.
+func TestDebugMatchesTheLiveRecord(t *testing.T) {
+	pre := perNetwork("1/h", 1)
+	pre.Name, pre.PreAuth = "pre-network", true
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	tok := s.token("alice", "app-1")
+	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
+	view := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
+
+	// The live request, through a chain with a Record of its own.
+	r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+	r.RemoteAddr = "192.0.2.10:1"
+	r.Header.Set("Authorization", "Bearer "+tok)
+	ctx, rec := middleware.WithRecord(r.Context())
+	w := httptest.NewRecorder()
+	s.handler.ServeHTTP(w, r.WithContext(ctx))
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("live: %d", w.Code)
+	}
+	var live map[string]any
+	b, _ := json.Marshal(rec)
+	if err := json.Unmarshal(b, &live); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"authentication", "decision", "policies", "principal", "operation", "limited"} {
+		a, _ := json.Marshal(view[field])
+		l, _ := json.Marshal(live[field])
+		if string(a) != string(l) {
+			t.Errorf("%s: debug view %s, live Record %s", field, a, l)
+		}
 	}
 }

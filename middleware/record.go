@@ -73,10 +73,12 @@ func Recorder(next http.Handler) http.Handler {
 }
 
 // WithRecord returns a context holding a new, empty Record (its Policies a
-// non-nil empty slice), and the Record. The ratekey middlewares after it
-// fill it.
+// non-nil empty slice, its authentication outcome "not_reached"), and the
+// Record. The ratekey middlewares after it fill it.
 func WithRecord(ctx context.Context) (context.Context, *Record) {
-	rec := &Record{Policies: []DebugPolicy{}}
+	// Until Authenticate records its outcome, none was reached: the
+	// request may be refused before it, or its route may have none.
+	rec := &Record{Policies: []DebugPolicy{}, Authentication: DebugAuthentication{Outcome: "not_reached"}}
 	ctx, st := withState(ctx)
 	st.record = rec
 	return ctx, rec

@@ -255,3 +255,33 @@ func TestReloadReportsAPIKeys(t *testing.T) {
 		t.Errorf("bob after the reload: %d; want 200", w.Code)
 	}
 }
+
+// TestDebugOfAnUnauthenticatedRoute: /healthz has no Authenticate (nor
+// rate limiter) in front of it, so its debug view claims no 401 even when
+// anonymous requests are refused elsewhere: the credential is not_reached.
+func TestDebugOfAnUnauthenticatedRoute(t *testing.T) {
+	t.Chdir("../..")
+	cfg := strings.Replace(string(defaultConfig), "anonymous: allow", "anonymous: reject", 1)
+	h := serveConfig(t, t.TempDir(), strings.ReplaceAll(cfg, "testdata/keys/", mustAbs(t, "testdata/keys")+"/"))
+	if w := call(h, "127.0.0.1:1", "/healthz", nil); w.Code != http.StatusOK {
+		t.Fatalf("/healthz: %d", w.Code)
+	}
+	w := call(h, "127.0.0.1:1", "/debug/ratekey?path=/healthz", nil)
+	if !strings.Contains(w.Body.String(), `"authentication": {
+    "outcome": "not_reached"
+  }`) || !strings.Contains(w.Body.String(), `"limited": false`) {
+		t.Errorf("debug view of /healthz: %s; want authentication not_reached, limited false", w.Body)
+	}
+	if w := call(h, "127.0.0.1:1", "/debug/ratekey?path=/v1/reports/1", nil); !strings.Contains(w.Body.String(), `"outcome": "missing"`) {
+		t.Errorf("debug view of /v1/reports/1 without a credential: %s; want outcome missing", w.Body)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

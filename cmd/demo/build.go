@@ -497,7 +497,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	if a.cfg.Debug.Enabled {
 		r.Handle(a.cfg.Debug.Path, middleware.Debug(middleware.DebugConfig{
 			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.debug,
-			Limited: underV1,
+			Limited: underV1, Authenticated: underV1,
 		}))
 	}
 	r.Route("/v1", func(v chi.Router) {
