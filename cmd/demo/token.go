@@ -43,7 +43,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		if d, err := time.ParseDuration(cfg.Auth.Leeway); err == nil && d > 0 {
 			leeway = d
 		}
-		if -*ttl <= leeway {
+		if *ttl >= -leeway { // not -*ttl <= leeway: -ttl overflows for the most negative duration
 			return fail("-ttl %v: the config accepts a token up to %v (auth.leeway) past its expiry; use -ttl -%v or less to mint one it refuses", *ttl, leeway, 2*leeway)
 		}
 	}

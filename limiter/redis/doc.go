@@ -40,7 +40,11 @@
 // Key): exactly MaxKeyLen+1 bytes, so a hashed key part never equals a raw
 // one, and a Redis key never exceeds len(Prefix) + 42 + MaxKeyLen+1 bytes.
 // The shape segment is all digits between fixed separators, and a Prefix
-// may not end in a digit ([New] refuses one), so the name is injective. Keys come from identity.Key encodings, which never hold a
+// may not end in a digit ([New] refuses one), so under one Prefix the name
+// is injective. Deployments sharing a Redis share no bucket as long as
+// neither's Prefix begins with the other's ("app:" and "app:eu:" may meet:
+// "app:" with the Key "eu:..." is not excluded by the encoding; "app:us:"
+// and "app:eu:" never meet). Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in

@@ -47,9 +47,11 @@ type Options struct {
 	// Prefix starts every Redis key; "" means [DefaultPrefix]. At most
 	// [MaxPrefixLen] bytes, not ending in a digit (the burst's digits
 	// follow it, so "app1" and "app12" could name one bucket: end it with a
-	// separator such as ':'). On a Redis Cluster (or Ring) client it must
-	// contain a hash tag, e.g. "ratekey:{rl}:", so that every key of a
-	// call hashes to one slot: see the package documentation.
+	// separator such as ':'). Deployments that share a Redis but not their
+	// budgets need Prefixes neither of which begins with the other ("app:us:"
+	// and "app:eu:", not "app:" and "app:eu:"). On a Redis Cluster (or Ring)
+	// client it must contain a hash tag, e.g. "ratekey:{rl}:", so that every
+	// key of a call hashes to one slot: see the package documentation.
 	Prefix string
 	// Timeout bounds each Take and Peek (context.WithTimeout around the one
 	// round trip, including waiting for a pooled connection); 0 means
