@@ -42,9 +42,10 @@
 // The shape segment is all digits between fixed separators, and a Prefix
 // may not end in a digit ([New] refuses one), so under one Prefix the name
 // is injective. Deployments sharing a Redis share no bucket as long as
-// neither's Prefix begins with the other's ("app:" and "app:eu:" may meet:
-// "app:" with the Key "eu:..." is not excluded by the encoding; "app:us:"
-// and "app:eu:" never meet). Keys come from identity.Key encodings, which never hold a
+// neither's Prefix begins with the other's: then their names differ within
+// the shorter Prefix. (Otherwise they can meet when the rest of the longer
+// Prefix reads as a shape segment: "app:" with burst 3 and Key
+// "1x1000ns:k", "app:1x1000ns:" with burst 3 and Key "k".) Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in

@@ -48,8 +48,8 @@ type Options struct {
 	// [MaxPrefixLen] bytes, not ending in a digit (the burst's digits
 	// follow it, so "app1" and "app12" could name one bucket: end it with a
 	// separator such as ':'). Deployments that share a Redis but not their
-	// budgets need Prefixes neither of which begins with the other ("app:us:"
-	// and "app:eu:", not "app:" and "app:eu:"). On a Redis Cluster (or Ring)
+	// budgets are kept apart by Prefixes neither of which begins with the
+	// other ("app:us:" and "app:eu:"). On a Redis Cluster (or Ring)
 	// client it must contain a hash tag, e.g. "ratekey:{rl}:", so that every
 	// key of a call hashes to one slot: see the package documentation.
 	Prefix string
