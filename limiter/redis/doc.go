@@ -44,8 +44,9 @@
 // is injective. Deployments sharing a Redis share no bucket as long as
 // neither's Prefix begins with the other's: then their names differ within
 // the shorter Prefix. (Otherwise they can meet when the rest of the longer
-// Prefix reads as a shape segment: "app:" with burst 3 and Key
-// "1x1000ns:k", "app:1x1000ns:" with burst 3 and Key "k".) Keys come from identity.Key encodings, which never hold a
+// Prefix reads as a shape segment: "app:" with burst 1 at 1/s and Key
+// "3x1000000000ns:k", and "app:1x1000000000ns:" with burst 3 at 1/s and
+// Key "k", both name "app:1x1000000000ns:3x1000000000ns:k".) Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in
