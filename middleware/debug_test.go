@@ -288,6 +288,20 @@ func TestDebugStopsAtAFailedCredential(t *testing.T) {
 	}
 }
 
+// preAuthSpent returns a stack whose pre-auth policy "pre-network" (1 per
+// hour) has spent its one token on 192.0.2.10, with the debug policies
+// after Authenticate, a token, and the debug view of that client's next
+// request with it.
+func preAuthSpent(t *testing.T) (*stack, string, map[string]any) {
+	t.Helper()
+	pre := perNetwork("1/h", 1)
+	pre.Name, pre.PreAuth = "pre-network", true
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	tok := s.token("alice", "app-1")
+	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
+	return s, tok, getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
+}
+
 // TestDebugFollowsTheLiveChain: the view runs the steps the live chain
 // runs, in its order, and stops where it stops. A pre-auth rejection
 // answers 429 before the credential is checked: only the pre-auth policy
@@ -295,12 +309,7 @@ func TestDebugStopsAtAFailedCredential(t *testing.T) {
 // phases waits for one delay and then the other, and the view adds them,
 // as the live request's Record does.
 func TestDebugFollowsTheLiveChain(t *testing.T) {
-	pre := perNetwork("1/h", 1)
-	pre.Name, pre.PreAuth = "pre-network", true
-	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
-	tok := s.token("alice", "app-1")
-	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
-	v := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
+	_, _, v := preAuthSpent(t)
 	var names []string
 	for _, p := range v["policies"].([]any) {
 		names = append(names, p.(map[string]any)["name"].(string))
@@ -329,12 +338,7 @@ func TestDebugFollowsTheLiveChain(t *testing.T) {
 // request's Record say the same: authentication not_reached, the same
 // decision and policies.
 func TestDebugMatchesTheLiveRecord(t *testing.T) {
-	pre := perNetwork("1/h", 1)
-	pre.Name, pre.PreAuth = "pre-network", true
-	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
-	tok := s.token("alice", "app-1")
-	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
-	view := getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
+	s, tok, view := preAuthSpent(t)
 
 	// The live request, through a chain with a Record of its own.
 	r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
