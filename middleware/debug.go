@@ -51,8 +51,9 @@ type DebugConfig struct {
 // DebugAuthentication is the outcome of the credential check in a [DebugView].
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
-	// off), "invalid_request", "invalid_token", "unavailable", "not_configured",
-	// or "not_reached" (the request never reaches Authenticate: the client
+	// off), "invalid_request", "invalid_token", "unavailable", "not_configured"
+	// (the debug endpoint has no Authenticator; a live Record, which cannot
+	// tell, says "not_reached"), or "not_reached" (the request never reaches Authenticate: the client
 	// address derivation failed, a pre-auth policy rejected it, or its
 	// route has no Authenticate; also a live Record's value until
 	// Authenticate runs).
@@ -189,8 +190,9 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	var st *rateLimitState
 	limited := false
 	if cfg.RateLimiter != nil {
+		// The operation is named by the rate limiter, as in a live Record:
+		// a route without one shows none.
 		st = cfg.RateLimiter.state.Load()
-		rec.Operation = st.Operation(r)
 		limited = cfg.Limited == nil || cfg.Limited(r)
 	}
 	phase := func(ph phase) bool {

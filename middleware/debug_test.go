@@ -235,8 +235,8 @@ func TestDebugSaysWhenARouteIsNotLimited(t *testing.T) {
 	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(),
 		limited: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1/") }})
 	v := getDebug(t, s, req{path: "?path=/healthz", peer: "192.0.2.10:1"})
-	if v["limited"] != false || len(v["policies"].([]any)) != 0 {
-		t.Errorf("limited = %v policies = %v, want false and none", v["limited"], v["policies"])
+	if v["limited"] != false || len(v["policies"].([]any)) != 0 || v["operation"] != "" {
+		t.Errorf("limited = %v policies = %v operation = %q, want false, none and \"\" (as a live Record: no rate limiter names it)", v["limited"], v["policies"], v["operation"])
 	}
 	v = getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
 	if v["limited"] != true || len(v["policies"].([]any)) != 2 {
