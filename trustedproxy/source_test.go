@@ -233,8 +233,21 @@ func TestRefreshAllowAll(t *testing.T) {
 	}
 }
 
+// loadResult is one answer of a stepped Source.
+type loadResult struct {
+	set *netipx.IPSet
+	err error
+}
+
 func TestRefreshLoop(t *testing.T) {
-	src := &switchable{set: mustSet(t, "192.0.2.0/24")}
+	// Each Load takes its answer from the test, in turn, so what a refresh
+	// loads never depends on when the loop gets to it.
+	answers := make(chan loadResult, 1)
+	src := SourceFunc(func(context.Context) (*netipx.IPSet, error) {
+		a := <-answers
+		return a.set, a.err
+	})
+	answers <- loadResult{set: mustSet(t, "192.0.2.0/24")} // New's initial load
 	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}, Header: "X-Real-IP"}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	tick := make(chan time.Time)
@@ -245,15 +258,15 @@ func TestRefreshLoop(t *testing.T) {
 		close(done)
 	}()
 
-	src.next(nil, errors.New("down"))
 	tick <- time.Time{}
+	answers <- loadResult{err: errors.New("down")}
 	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down") {
 		t.Errorf("report = %v", err)
 	}
-	src.next(mustSet(t, "198.51.100.0/24"), nil)
-	tick <- time.Time{} // a successful refresh reports nothing...
-	src.next(nil, errors.New("down again"))
-	tick <- time.Time{} // ...so the next report is this one, and the loop has applied the good set.
+	tick <- time.Time{}
+	answers <- loadResult{set: mustSet(t, "198.51.100.0/24")} // a successful refresh reports nothing...
+	tick <- time.Time{}
+	answers <- loadResult{err: errors.New("down again")} // ...so the next report is this one, and the loop has applied the good set.
 	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down again") {
 		t.Errorf("report = %v", err)
 	}
@@ -268,6 +281,7 @@ func TestRefreshLoop(t *testing.T) {
 	done2 := make(chan struct{})
 	go func() { r.RefreshLoop(context.Background(), tick2, nil); close(done2) }()
 	tick2 <- time.Time{}
+	answers <- loadResult{err: errors.New("down")}
 	close(tick2)
 	<-done2
 }
