@@ -310,8 +310,8 @@ func (s *jwksSet) close() { s.stopOnce.Do(func() { close(s.stop) }) }
 func (s *jwksSet) loop() {
 	defer s.env.wg.Done()
 	for {
-		err := s.fetch()
-		s.finish(err)
+		snap, err := s.fetch()
+		s.finish(snap, err)
 		wait := s.refresh
 		if err != nil {
 			wait = s.env.jwks.retry
@@ -334,9 +334,13 @@ func (s *jwksSet) loop() {
 	}
 }
 
-// finish records the end of an attempt and wakes the requests waiting on
-// it (after logging, so that whoever waits sees the log line).
-func (s *jwksSet) finish(err error) {
+// finish records the end of an attempt, installs its snapshot (when it
+// succeeded) and wakes the requests waiting on it (after logging, so that
+// whoever waits sees the log line). The snapshot appears under the lock
+// that ends the attempt: a request that finds it comes after the attempt,
+// so an unknown kid it then meets triggers a fetch of its own instead of
+// waiting on this attempt, which may have fetched before that kid existed.
+func (s *jwksSet) finish(snap *keySnapshot, err error) {
 	if f := s.env.jwks.onFetch; f != nil && s.env.ctx.Err() == nil {
 		f(s.issuer, err)
 	}
@@ -346,6 +350,9 @@ func (s *jwksSet) finish(err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if snap != nil {
+		s.snap.Store(snap)
+	}
 	s.inflight = false
 	s.attempts++
 	s.lastErr = err
@@ -359,38 +366,39 @@ var (
 	errJWKSTooLarge = errors.New("response body exceeds the size cap")
 )
 
-// fetch downloads, parses and (on success) installs the set.
-func (s *jwksSet) fetch() error {
+// fetch downloads and parses the set, returning the snapshot to install
+// (numbered: a new generation only when the keys changed).
+func (s *jwksSet) fetch() (*keySnapshot, error) {
 	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.jwks.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return errors.New("cannot build the request")
+		return nil, errors.New("cannot build the request")
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	s.requests.Add(1)
 	resp, err := s.env.jwks.client.Do(req)
 	if err != nil {
-		return redact.Error(err) // a *url.Error, whose text names the URL
+		return nil, redact.Error(err) // a *url.Error, whose text names the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w %d", errJWKSStatus, resp.StatusCode)
+		return nil, fmt.Errorf("%w %d", errJWKSStatus, resp.StatusCode)
 	}
 	max := s.env.jwks.maxBytes
 	if resp.ContentLength > max {
-		return fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
+		return nil, fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
-		return fmt.Errorf("reading the body: %w", err)
+		return nil, fmt.Errorf("reading the body: %w", err)
 	}
 	if int64(len(body)) > max {
-		return fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
+		return nil, fmt.Errorf("%w (%d bytes)", errJWKSTooLarge, max)
 	}
 	snap, err := parseJWKS(body, s.algs, s.env.jwks.maxKeys)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Only this set's loop goroutine stores snapshots, so reading the
 	// previous one and numbering the new one cannot race.
@@ -402,15 +410,13 @@ func (s *jwksSet) fetch() error {
 	default:
 		snap.gen = prev.gen + 1
 	}
-	s.snap.Store(snap)
-	return nil
+	return snap, nil
 }
 
-// find looks kid up in the current snapshot and returns the key with the
-// snapshot's generation. ok is false when the answer may change with a
+// find looks kid up in snap (nil: nothing cached) and returns the key with
+// the snapshot's generation. ok is false when the answer may change with a
 // refresh (nothing cached, or the kid is unknown).
-func (s *jwksSet) find(kid string, hasKID bool) (bk boundKey, gen uint64, err error, ok bool) {
-	snap := s.snap.Load()
+func find(snap *keySnapshot, kid string, hasKID bool) (bk boundKey, gen uint64, err error, ok bool) {
 	if snap == nil {
 		return boundKey{}, 0, nil, false
 	}
@@ -443,14 +449,16 @@ func (s *jwksSet) gen() uint64 {
 // cached.
 func (s *jwksSet) lookup(ctx context.Context, kid string, hasKID bool) (boundKey, uint64, error) {
 	s.start()
-	if bk, gen, err, ok := s.find(kid, hasKID); ok {
+	seen := s.snap.Load()
+	if bk, gen, err, ok := find(seen, kid, hasKID); ok {
 		return bk, gen, err
 	}
-	s.awaitRefresh(ctx)
-	if bk, gen, err, ok := s.find(kid, hasKID); ok {
+	s.awaitRefresh(ctx, seen)
+	snap := s.snap.Load()
+	if bk, gen, err, ok := find(snap, kid, hasKID); ok {
 		return bk, gen, err
 	}
-	if s.snap.Load() == nil {
+	if snap == nil {
 		return boundKey{}, 0, ErrKeySourceUnavailable
 	}
 	return boundKey{}, 0, errUnknownKID
@@ -458,12 +466,16 @@ func (s *jwksSet) lookup(ctx context.Context, kid string, hasKID bool) (boundKey
 
 // awaitRefresh waits for the fetch in flight, or triggers one if the
 // issuer's cooldown allows, bounded by MissWait and ctx. Within the
-// cooldown and with nothing in flight it returns at once.
-func (s *jwksSet) awaitRefresh(ctx context.Context) {
+// cooldown and with nothing in flight it returns at once; so it does when
+// a snapshot other than seen (the one the caller looked in) was installed
+// meanwhile, for the caller to look again: a miss on an outdated snapshot
+// (the first fetch finishing just after the look) neither triggers a
+// fetch nor spends the cooldown.
+func (s *jwksSet) awaitRefresh(ctx context.Context, seen *keySnapshot) {
 	s.mu.Lock()
 	ch := s.done
 	switch {
-	case !s.started:
+	case !s.started || s.snap.Load() != seen:
 		s.mu.Unlock()
 		return
 	case s.inflight:
