@@ -486,6 +486,10 @@ func (s *jwksSet) awaitRefresh(ctx context.Context, seen *keySnapshot) {
 			return
 		}
 		s.hasKick, s.lastKick = true, now
+		// In flight from the kick on: a request missing the same kid
+		// before the loop takes the kick up waits for this fetch too,
+		// rather than getting 401 under the cooldown just spent.
+		s.inflight = true
 		select {
 		case s.kick <- struct{}{}:
 		default:

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -568,5 +570,83 @@ func TestJWKSTransportErrorRedactsURLQuery(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "SECRET") || !strings.Contains(logs.String(), `/jwks.json?…`) {
 		t.Errorf("log: %s", logs)
+	}
+}
+
+// gateClock is a fakeClock whose Timer call number free+1 blocks until
+// gate is closed (closing entered first): it holds a JWK Set loop between
+// the end of a fetch and its wait for the next.
+type gateClock struct {
+	*fakeClock
+	mu      sync.Mutex
+	calls   int
+	free    int
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gateClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	g.mu.Lock()
+	g.calls++
+	n := g.calls
+	g.mu.Unlock()
+	if n == g.free+1 {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.fakeClock.Timer(d)
+}
+
+// TestJWKSSameNewKidTogether: two tokens with the same newly published
+// kid. The first triggers the refresh; the second, arriving before the
+// loop has taken that kick up, waits for the same fetch (it is in flight
+// from the kick on) rather than getting 401 at once under the cooldown.
+func TestJWKSSameNewKidTogether(t *testing.T) {
+	k := getKeys(t)
+	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+	gc := &gateClock{fakeClock: newFakeClock(), free: 0, entered: make(chan struct{}), gate: make(chan struct{})}
+	a, err := NewJWTAuthenticator(JWTConfig{Issuers: []IssuerRecord{jwksRecord(issJ1, "j1", srv, "EdDSA")}, Now: gc.Now, clock: gc,
+		JWKS: JWKSOptions{MissWait: 5 * time.Second}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var once sync.Once
+	release := func() { once.Do(func() { close(gc.gate) }) }
+	defer release() // before Close, which waits for the loop the gate holds
+	if err := a.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The loop finished the first fetch and is blocked before its select.
+	<-gc.entered
+	srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
+	tok := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1))
+	r1 := make(chan error, 1)
+	go func() { _, err := a.Verify(tok); r1 <- err }()
+	// Wait until R1 has kicked.
+	set := a.set(issJ1)
+	for {
+		set.mu.Lock()
+		h := set.hasKick
+		set.mu.Unlock()
+		if h {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r2 := make(chan error, 1)
+	go func() { _, err := a.Verify(tok); r2 <- err }() // same kid, same moment
+	// The second must wait for the fetch the first triggered, which the
+	// gate holds back: an answer before the gate opens is the bug (a 401
+	// under the cooldown the first just spent).
+	select {
+	case err := <-r2:
+		t.Fatalf("second token answered before the triggered fetch could run: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	err1, err2 := <-r1, <-r2
+	if err1 != nil || err2 != nil || srv.hits.Load() != 2 {
+		t.Errorf("first %v, second %v, fetches %d; want both verified by one refresh (2 fetches)", err1, err2, srv.hits.Load())
 	}
 }
