@@ -48,15 +48,19 @@ type DebugConfig struct {
 	Allow *netipx.IPSet
 }
 
+// outcomeNotReached is the authentication outcome of a request that never
+// reaches Authenticate.
+const outcomeNotReached = "not_reached"
+
 // DebugAuthentication is the outcome of the credential check in a [DebugView].
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
-	// off), "invalid_request", "invalid_token", "unavailable", "not_configured"
-	// (the debug endpoint has no Authenticator; a live Record, which cannot
-	// tell, says "not_reached"), or "not_reached" (the request never reaches Authenticate: the client
-	// address derivation failed, a pre-auth policy rejected it, or its
-	// route has no Authenticate; also a live Record's value until
-	// Authenticate runs).
+	// off), "invalid_request", "invalid_token", "unavailable",
+	// "not_configured" (the debug endpoint has no Authenticator; a live
+	// Record, which cannot tell, says "not_reached"), or "not_reached" (the
+	// request never reaches Authenticate: the client address derivation
+	// failed, a pre-auth policy rejected it, or its route has no
+	// Authenticate; also a live Record's value until Authenticate runs).
 	Outcome string `json:"outcome"`
 	// Status is the HTTP status a normal route would answer (0 when admitted).
 	Status int `json:"status,omitempty"`
@@ -180,7 +184,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	if err != nil {
 		// The live chain answers 400 at ClientAddress: no credential is
 		// checked, no operation named, no policy decides.
-		rec.Authentication.Outcome = "not_reached"
+		rec.Authentication.Outcome = outcomeNotReached
 		return rec
 	}
 	rs.client, rs.hasClient = res, true
@@ -204,14 +208,14 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		return ev.Allowed
 	}
 	if !phase(phasePreAuth) {
-		rec.Authentication.Outcome = "not_reached"
+		rec.Authentication.Outcome = outcomeNotReached
 		return rec
 	}
 	switch {
 	case cfg.Authenticator == nil:
 		rec.Authentication.Outcome = "not_configured"
 	case cfg.Authenticated != nil && !cfg.Authenticated(r):
-		rec.Authentication.Outcome = "not_reached" // no Authenticate on this route
+		rec.Authentication.Outcome = outcomeNotReached // no Authenticate on this route
 	default:
 		out := authenticate(cfg.Authenticator, cfg.Auth, r)
 		rec.recordAuth(&out)

@@ -78,7 +78,7 @@ func Recorder(next http.Handler) http.Handler {
 func WithRecord(ctx context.Context) (context.Context, *Record) {
 	// Until Authenticate records its outcome, none was reached: the
 	// request may be refused before it, or its route may have none.
-	rec := &Record{Policies: []DebugPolicy{}, Authentication: DebugAuthentication{Outcome: "not_reached"}}
+	rec := &Record{Policies: []DebugPolicy{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
 	ctx, st := withState(ctx)
 	st.record = rec
 	return ctx, rec

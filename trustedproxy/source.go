@@ -144,12 +144,12 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("trustedproxy: URLSource: not an http or https URL") // the URL may hold a password
 	}
+	shown := redact.URL(s.URL)
 	if err := httpsonly.Check(u); err != nil {
 		// Whoever is on the path of a plain-http fetch could add ranges,
 		// whose hosts may then name any client.
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", redact.URL(s.URL), err)
+		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
 	}
-	shown := redact.URL(s.URL)
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = DefaultSourceTimeout

@@ -320,18 +320,18 @@ func buildPolicy(pc PolicyConfig, src principalSources) (middleware.Policy, erro
 	}
 	if pc.MaxDelay != "" {
 		d, err := time.ParseDuration(pc.MaxDelay)
-		if err != nil || d <= 0 {
+		p.Limit.MaxDelay = d
+		switch {
+		case err != nil || d <= 0:
 			errs = append(errs, fmt.Errorf("max_delay: %s is not a positive duration such as 2s", shown(pc.MaxDelay)))
-		} else if p.Limit.Validate() == nil && pc.Cost <= pc.Burst {
+		case p.Limit.Validate() == nil && pc.Cost <= pc.Burst:
 			// Even from a full bucket, a request's charge beyond delay_after's
 			// share must fit within max_delay (limiter.Limit.Ceiling), or
 			// every request is refused.
-			p.Limit.MaxDelay = d
 			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > p.Limit.Ceiling() {
 				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge-p.Limit.Free()).Round(time.Millisecond), p.Limit.DelayAfter))
 			}
 		}
-		p.Limit.MaxDelay = d
 	}
 	p.DryRun = pc.DryRun
 	p.PreAuth = pc.PreAuth

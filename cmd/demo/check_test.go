@@ -129,16 +129,21 @@ auth:
 	}
 }
 
-// verifyMinted mints a token with `demo token args...` (from the
-// repository root) and verifies it against the embedded default config.
-func verifyMinted(t *testing.T, args ...string) (identity.Principal, error) {
+// verifyMinted mints a token with `demo token -config cfgPath args...` and
+// verifies it against the same config: the embedded default when cfgPath
+// is "" (run from the repository root, where its key paths resolve).
+func verifyMinted(t *testing.T, cfgPath string, args ...string) (identity.Principal, error) {
 	t.Helper()
-	t.Chdir("../..")
+	if cfgPath == "" {
+		t.Chdir("../..")
+	} else {
+		args = append([]string{"-config", cfgPath}, args...)
+	}
 	code, tok, errOut := runDemo(t, append([]string{"token"}, args...)...)
 	if code != 0 {
 		t.Fatalf("token: %d %s", code, errOut)
 	}
-	cfg, err := loadConfig("")
+	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +151,12 @@ func verifyMinted(t *testing.T, args ...string) (identity.Principal, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.auth.close)
 	return a.auth.jwt.Verify(strings.TrimSpace(tok))
 }
 
 func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
-	p, err := verifyMinted(t, "-issuer", "https://issuer.demo.ratekey.invalid", "-sub", "alice", "-client-id", "cli")
+	p, err := verifyMinted(t, "", "-issuer", "https://issuer.demo.ratekey.invalid", "-sub", "alice", "-client-id", "cli")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,19 +389,7 @@ auth:
 policies:
   - {name: p, key: [network], rate: 1/s, burst: 1}
 `)
-	code, tok, errOut := runDemo(t, "token", "-config", cfgPath, "-sub", "alice")
-	if code != 0 {
-		t.Fatalf("token: %d %s", code, errOut)
-	}
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := build(cfg, discardLogger(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := a.auth.jwt.Verify(strings.TrimSpace(tok)); err != nil || p.Account != "alice" {
+	if p, err := verifyMinted(t, cfgPath, "-sub", "alice"); err != nil || p.Account != "alice" {
 		t.Fatalf("verify: %+v %v", p, err)
 	}
 }
@@ -467,7 +461,7 @@ func TestServeNamesABadRedisFlag(t *testing.T) {
 // TestTokenExpired: -ttl -1h mints a token that expired an hour ago
 // (past the 30 s leeway), which the demo refuses as expired.
 func TestTokenExpired(t *testing.T) {
-	if _, err := verifyMinted(t, "-sub", "alice", "-ttl", "-1h"); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, err := verifyMinted(t, "", "-sub", "alice", "-ttl", "-1h"); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("an hour-expired token: %v; want refused as expired", err)
 	}
 	if code, _, _ := runDemo(t, "token", "-sub", "alice", "-ttl", "0s"); code != 1 {

@@ -15,7 +15,8 @@ import (
 
 // Check returns nil when u may be fetched: an https URL, or an http URL
 // whose host is localhost, in 127.0.0.0/8 or ::1. Otherwise it returns an
-// error saying why, which never quotes u (it may hold a password).
+// error saying why, which never quotes u (it may hold a password). It is a
+// pure function of u, safe for concurrent use.
 func Check(u *url.URL) error {
 	switch u.Scheme {
 	case "https":
