@@ -44,7 +44,7 @@ import (
 //     spare capacity are unspecified. Errors wrap
 //     [ErrInvalidRequest] for malformed requests (nothing charged),
 //     [ErrCapacity] when a bounded store cannot track a new key (nothing
-//     charged), ctx.Err() when ctx is done before the decision is made, or a
+//     charged; a [*CapacityError] says when it can), ctx.Err() when ctx is done before the decision is made, or a
 //     store-specific error (after which a remote store may or may not have
 //     charged: the outcome is unknown).
 //

@@ -77,7 +77,7 @@ func TestEvictionAllOrNothing(t *testing.T) {
 	if !errors.Is(err, limiter.ErrCapacity) || d != nil {
 		t.Fatalf("got %v, %v; want nil, ErrCapacity", d, err)
 	}
-	if got := err.Error(); got != "limiter: store full, no state evictable: 2 buckets tracked, all still refilling" {
+	if got := err.Error(); got != "limiter: store full, no state evictable: retry after 1s (2 buckets tracked, all still refilling)" {
 		t.Errorf("error text %q", got)
 	}
 	if r := remaining(t, l, "a", li); r != 2 {

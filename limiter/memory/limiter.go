@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -89,7 +90,14 @@ func New(opts Options) *Limiter {
 // and [limiter.ErrInvalidRequest], it fails with [limiter.ErrCapacity] when
 // the call would track new buckets, the store holds MaxKeys, and too few
 // states are full again to be evicted (see [Options]); nothing is charged
-// then. Safe for concurrent use.
+// then. That error is a wrapped [*limiter.CapacityError] whose RetryAfter
+// is the time until enough states are full again for the call's new
+// buckets, as of the failure: the k-th lowest TAT in the store minus the
+// clock, for a call needing k slots (exact for k up to 8; above that, the
+// time until every tracked state is full again, a later bound). It is 0
+// when there are fewer tracked states than the call needs freed (it needs
+// more new buckets than MaxKeys, or other calls were inserting meanwhile).
+// Safe for concurrent use.
 func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
 	return l.run(ctx, dst, reqs, true)
 }
@@ -99,7 +107,8 @@ func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limit
 // [limiter.Limiter] contract says. Its errors are ctx.Err(),
 // [limiter.ErrInvalidRequest], and [limiter.ErrCapacity] when Take would
 // charge but could not track the new buckets (the store is full of states
-// still refilling). Safe for concurrent use.
+// still refilling), with the RetryAfter Take's error would carry. Safe for
+// concurrent use.
 func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
 	return l.run(ctx, dst, reqs, false)
 }
@@ -196,7 +205,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		}
 	}
 	if err == errNeedRoom && !charge {
-		return nil, fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+		return nil, l.capacityError(sl, now)
 	}
 	if err == errNeedRoom {
 		// Make room in every shard, one lock at a time (never while
@@ -205,13 +214,86 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		l.sweepAll(now)
 		err = l.decideLocked(reqs, sl, out, now, charge)
 		if err == errNeedRoom {
-			return nil, fmt.Errorf("%w: %d buckets tracked, all still refilling", limiter.ErrCapacity, l.maxKeys)
+			return nil, l.capacityError(sl, now)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return dst, nil
+}
+
+// maxNeed is the most new buckets of one call for which a [limiter.CapacityError]
+// reports exactly when they fit; beyond it, when every tracked state is
+// full again.
+const maxNeed = smallCall
+
+// capacityError returns the error of a call that cannot track its new
+// buckets: a [limiter.CapacityError] whose RetryAfter is the time from now
+// until enough tracked states are full again (TAT <= clock) to be evicted
+// for them. A call needing k more states than there is room for waits for
+// the k-th lowest TAT of the store (MaxKeys is one bound over all shards,
+// so any shard's state makes room); for k above maxNeed, for the highest.
+// It runs only on this failure path, one shard's mutex at a time (callers
+// hold none). Its cost for k = 1 is one load per shard while the
+// earliest state of each shard is unchanged (see [shard.earliest]), else
+// at most one visit of every cell, skipping the shards whose hint shows
+// they cannot hold an earlier state.
+func (l *Limiter) capacityError(sl []slot, now int64) error {
+	now = max(now, l.now())
+	// As peekFits counts: the call's new buckets, and its tracked ones
+	// that Take would evict as full and track again.
+	need := newBuckets(sl)
+	for i := range sl {
+		if sl[i].owner == int32(i) && sl[i].charged && sl[i].existed && sl[i].orig <= now {
+			need++
+		}
+	}
+	var wait time.Duration
+	if k := l.count.Load() + need - l.maxKeys; k > 0 {
+		if at, ok := l.freeAt(int(k)); ok && at > now {
+			wait = time.Duration(at - now) // both >= minTAT: no overflow
+		}
+	}
+	return fmt.Errorf("%w (%d buckets tracked, all still refilling)", &limiter.CapacityError{RetryAfter: wait}, l.maxKeys)
+}
+
+// freeAt returns the k-th lowest TAT of the tracked states (k >= 1; for k
+// above maxNeed, the highest TAT). It reports false when fewer than k
+// states are found (calls that claimed room have not inserted yet, or the
+// store changed meanwhile). Callers hold no shard mutex.
+func (l *Limiter) freeAt(k int) (int64, bool) {
+	if k > maxNeed {
+		high, n := int64(math.MinInt64), 0
+		for i := range l.shards {
+			s := &l.shards[i]
+			s.mu.Lock()
+			if t := s.tab.Load(); t != nil && s.live > 0 {
+				high = max(high, t.highest())
+				n += s.live
+			}
+			s.mu.Unlock()
+		}
+		return high, n >= k
+	}
+	var buf [maxNeed]int64
+	best, n := buf[:k], 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		if n == k && s.hint.Load() >= best[k-1] {
+			continue // no state here is lower than the k lowest so far
+		}
+		s.mu.Lock()
+		if k == 1 {
+			if low, ok := s.earliest(); ok && (n == 0 || low < best[0]) {
+				best[0], n = low, 1
+			}
+		} else if t := s.tab.Load(); t != nil {
+			n = t.smallest(best, n)
+		}
+		s.mu.Unlock()
+	}
+	return best[k-1], n == k
 }
 
 // now reads the clock, raised to minTAT so that a TAT stored at or after
@@ -436,7 +518,7 @@ func (l *Limiter) decideLocked(reqs []limiter.Request, sl []slot, out []limiter.
 			sl[i].cell.tat.Store(v)
 			if !sl[i].existed { // revived
 				s.live++
-				s.lower(v)
+				s.lower(v, sl[i].cell)
 			}
 		}
 	}

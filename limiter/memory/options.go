@@ -22,7 +22,11 @@ type Options struct {
 	// i.e. a client in debt, is never evicted: that would hand it a fresh
 	// bucket (the Envoy local-rate-limit failure). If nothing can be
 	// evicted, the call fails with [limiter.ErrCapacity] and charges
-	// nothing.
+	// nothing; the error is a [*limiter.CapacityError] saying when enough
+	// states are full again (see [Limiter.Take]). Finding that time, for a
+	// call needing one slot, costs one load per shard while each shard's
+	// earliest state is unchanged since it was last found, and at most one
+	// visit of every cell otherwise; calls that succeed never pay for it.
 	//
 	// Eviction happens only then, never in the background: a sweep visits
 	// a whole shard and evicts every full state in it at once, so its cost

@@ -25,7 +25,13 @@ type shard struct {
 	// TATs, so it stays a lower bound; a sweep makes it exact. Written
 	// under mu; read without it to skip shards cheaply.
 	hint atomic.Int64
-	_    [24]byte // keep hot shards on separate cache lines
+	// low is the cell that held the hint's value when the hint was last
+	// made exact (by a sweep, a visit of [shard.earliest], or an insert or
+	// revival that lowered it), or nil. While low still holds the hint,
+	// the hint is exact: TATs only rise and only the holder of mu inserts.
+	// Guarded by mu.
+	low *cell
+	_   [16]byte // keep hot shards on separate cache lines
 }
 
 func (s *shard) init() {
@@ -58,22 +64,25 @@ func (s *shard) reserve(n int) {
 		nt, live = t.rebuild(size)
 	}
 	s.live, s.used = live, live
+	s.low = nil // a cell of the old table
 	s.tab.Store(nt)
 }
 
 // insert tracks a new bucket with the given TAT, lowering the hint. The
 // caller holds s.mu and has reserved room.
 func (s *shard) insert(h uint64, tat int64) {
-	s.tab.Load().insert(h, tat)
+	c := s.tab.Load().insert(h, tat)
 	s.live++
 	s.used++
-	s.lower(tat)
+	s.lower(tat, c)
 }
 
-// lower lowers the hint to tat if it is lower. Callers hold s.mu.
-func (s *shard) lower(tat int64) {
+// lower lowers the hint to tat, the TAT just stored in c, if it is lower.
+// Callers hold s.mu.
+func (s *shard) lower(tat int64, c *cell) {
 	if tat < s.hint.Load() {
 		s.hint.Store(tat)
+		s.low = c
 	}
 }
 
@@ -89,8 +98,33 @@ func (s *shard) sweep(now int64) int64 {
 	if t == nil || now < s.hint.Load() {
 		return 0
 	}
-	evicted, low := t.evict(now)
+	evicted, low, c := t.evict(now)
 	s.live -= evicted
 	s.hint.Store(low)
+	s.low = c
 	return int64(evicted)
+}
+
+// earliest returns the lowest TAT the shard tracks, current as of the call,
+// and makes the hint exact; it reports false when the shard tracks none. It
+// visits the table only when the cell that held the lowest TAT when the
+// hint was last made exact no longer holds it (it was charged, evicted or
+// rebuilt, or no visit has been made since a sweep found nothing): a store
+// full of clients in debt answers repeated calls with one load per shard
+// until one of them is charged. A visit costs one load per cell of the
+// table (at most about 1.9 per tracked bucket of the shard). Callers hold
+// s.mu and no cell of the table.
+func (s *shard) earliest() (int64, bool) {
+	h := s.hint.Load()
+	if s.low != nil && s.low.load() == h {
+		return h, true
+	}
+	t := s.tab.Load()
+	if t == nil || s.live == 0 {
+		return 0, false
+	}
+	low, c := t.lowest()
+	s.hint.Store(low)
+	s.low = c
+	return low, c != nil
 }

@@ -97,15 +97,16 @@ func (t *table) find(h uint64) int {
 }
 
 // insert places a bucket that has no cell in the first empty cell of its
-// probe run: the TAT first, then the hash that makes it visible. The caller
-// holds the shard's mutex and has made room (a table is never full).
-func (t *table) insert(h uint64, tat int64) {
+// probe run: the TAT first, then the hash that makes it visible. It returns
+// the cell. The caller holds the shard's mutex and has made room (a table
+// is never full).
+func (t *table) insert(h uint64, tat int64) *cell {
 	for i := t.home(h); ; {
 		c := &t.cells[i]
 		if c.h.Load() == 0 {
 			c.tat.Store(tat)
 			c.h.Store(h)
-			return
+			return c
 		}
 		if i++; i == len(t.cells) {
 			i = 0
@@ -114,10 +115,10 @@ func (t *table) insert(h uint64, tat int64) {
 }
 
 // evict swaps the TAT of every bucket that is full at now (TAT <= now) for
-// tomb and returns how many it evicted and the lowest TAT left
-// (math.MaxInt64 when none). A held cell is waited for. The caller holds the
-// shard's mutex and holds no cell of this table.
-func (t *table) evict(now int64) (evicted int, low int64) {
+// tomb and returns how many it evicted, the lowest TAT left (math.MaxInt64
+// when none) and its cell (nil when none). A held cell is waited for. The
+// caller holds the shard's mutex and holds no cell of this table.
+func (t *table) evict(now int64) (evicted int, low int64, lowCell *cell) {
 	low = math.MaxInt64
 	for i := range t.cells {
 		c := &t.cells[i]
@@ -134,11 +135,70 @@ func (t *table) evict(now int64) (evicted int, low int64) {
 		case v == tomb:
 		case v <= now:
 			evicted++
-		default:
-			low = min(low, v)
+		case v < low:
+			low, lowCell = v, c
 		}
 	}
-	return evicted, low
+	return evicted, low, lowCell
+}
+
+// lowest returns the lowest TAT of the tracked buckets (math.MaxInt64 when
+// none) and its cell (nil when none). A held cell is waited for. The caller
+// holds the shard's mutex and holds no cell of this table.
+func (t *table) lowest() (low int64, lowCell *cell) {
+	low = math.MaxInt64
+	for i := range t.cells {
+		c := &t.cells[i]
+		if c.h.Load() == 0 {
+			continue
+		}
+		if v := c.load(); v != tomb && v < low {
+			low, lowCell = v, c
+		}
+	}
+	return low, lowCell
+}
+
+// smallest merges the tracked TATs of t into best[:n], the lowest TATs
+// seen so far in ascending order, keeping at most len(best) of them, and
+// returns the new n. A held cell is waited for. The caller holds the
+// shard's mutex and holds no cell of this table.
+func (t *table) smallest(best []int64, n int) int {
+	for i := range t.cells {
+		c := &t.cells[i]
+		if c.h.Load() == 0 {
+			continue
+		}
+		v := c.load()
+		if v == tomb || n == len(best) && v >= best[n-1] {
+			continue
+		}
+		if n < len(best) {
+			n++
+		}
+		j := n - 1
+		for ; j > 0 && best[j-1] > v; j-- {
+			best[j] = best[j-1]
+		}
+		best[j] = v
+	}
+	return n
+}
+
+// highest returns the highest TAT of the tracked buckets (math.MinInt64
+// when none). A held cell is waited for. The caller holds the shard's mutex
+// and holds no cell of this table.
+func (t *table) highest() int64 {
+	high := int64(math.MinInt64)
+	for i := range t.cells {
+		c := &t.cells[i]
+		if c.h.Load() != 0 {
+			if v := c.load(); v != tomb {
+				high = max(high, v)
+			}
+		}
+	}
+	return high
 }
 
 // full counts the buckets that are full at now (TAT <= now), which a sweep
@@ -189,6 +249,18 @@ func (c *cell) swap(next func(v int64) int64) int64 {
 		if c.tat.CompareAndSwap(v, next(v)) {
 			return v
 		}
+	}
+}
+
+// load returns c's TAT, waiting while another call holds the cell. The
+// caller holds the shard's mutex and no cell of the table, so the cell is
+// not frozen and its only holders are calls that never wait while holding.
+func (c *cell) load() int64 {
+	for spin := 0; ; spin++ {
+		if v := c.tat.Load(); v != busy {
+			return v
+		}
+		backoff(spin)
 	}
 }
 

@@ -14,7 +14,7 @@ func (s *shard) put(h uint64, tat int64) (isNew bool) {
 			c := &t.cells[k]
 			old := c.tat.Load()
 			c.tat.Store(tat)
-			s.lower(tat) // random TATs may go down, unlike charges
+			s.lower(tat, c) // random TATs may go down, unlike charges
 			if old == tomb {
 				s.live++
 				return true
@@ -42,7 +42,7 @@ func (s *shard) get(h uint64) (int64, bool) {
 }
 
 // TestTableAgainstMap drives a shard's table and a Go map with the same
-// random puts, gets and sweeps, over hashes crowded into few home cells (so
+// random puts, gets, sweeps and earliest-TAT queries, over hashes crowded into few home cells (so
 // probe runs wrap around the end, and evicted cells are revived and
 // rebuilt away), and checks they always agree.
 func TestTableAgainstMap(t *testing.T) {
@@ -64,12 +64,21 @@ func TestTableAgainstMap(t *testing.T) {
 					t.Fatalf("spread %d step %d: put(%#x) new=%v; map had it: %v", spread, step, h, isNew, had)
 				}
 				ref[h] = tat
-			case op < 9:
+			case op < 8:
 				h := hash()
 				got, ok := s.get(h)
 				want, wok := ref[h]
 				if got != want && ok || ok != wok {
 					t.Fatalf("spread %d step %d: get(%#x) = %d, %v; map %d, %v", spread, step, h, got, ok, want, wok)
+				}
+			case op < 9:
+				// earliest is exact whether it trusts the hint or visits.
+				want := int64(math.MaxInt64)
+				for _, tat := range ref {
+					want = min(want, tat)
+				}
+				if got, ok := s.earliest(); ok != (len(ref) > 0) || ok && (got != want || s.hint.Load() != want) {
+					t.Fatalf("spread %d step %d: earliest = %d, hint %d; map %d", spread, step, got, s.hint.Load(), want)
 				}
 			default:
 				now := rng.Int64N(1000)
