@@ -2,11 +2,14 @@ package middleware_test
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -76,3 +79,51 @@ type discardWriter struct {
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+// BenchmarkLogSample measures the rejection path (ClientAddress and the
+// RateLimiter, every request rejected, over 1 000 client networks) with the
+// decision log bounded (the default) and with a line per rejection
+// (LogEveryDecision), the JSON lines going to io.Discard, on one goroutine
+// and on all of them.
+func BenchmarkLogSample(b *testing.B) {
+	for _, every := range []bool{false, true} {
+		for _, parallel := range []bool{false, true} {
+			b.Run(fmt.Sprintf("every=%v/parallel=%v", every, parallel), func(b *testing.B) {
+				rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+					Policies:  []middleware.Policy{perNetwork("1/h", 1)},
+					Operation: func(*http.Request) string { return "GET /v1/reports/{id}" },
+					Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)), LogEveryDecision: every})
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := middleware.ClientAddress(proxyResolver(b))(rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+				const clients = 1000
+				reqs := make([]*http.Request, clients)
+				w := &discardWriter{h: http.Header{}}
+				for i := range reqs {
+					r := httptest.NewRequest("GET", "/v1/reports/1", nil)
+					r.RemoteAddr = "10.0.0.1:1234"
+					r.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.%d.%d", i/256, i%256))
+					reqs[i] = r
+					h.ServeHTTP(w, r) // spend the only token
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				if !parallel {
+					for i := 0; b.Loop(); i++ {
+						clear(w.h)
+						h.ServeHTTP(w, reqs[i%clients])
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					w := &discardWriter{h: http.Header{}}
+					for i := 0; pb.Next(); i++ {
+						clear(w.h)
+						h.ServeHTTP(w, reqs[i%clients])
+					}
+				})
+			})
+		}
+	}
+}

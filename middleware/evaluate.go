@@ -425,9 +425,10 @@ func missingReason(d identity.Dimension, authenticated bool) string {
 	return "the request carries no " + string(d)
 }
 
-// log writes one line per non-PASSED decision of the request: REJECTED,
-// DELAYED, the dry-run decisions and ERROR at Info or Warn, SKIPPED at
-// Debug. Field names match the debug JSON.
+// log writes a line per non-PASSED decision of the request: REJECTED,
+// DELAYED, the dry-run decisions and ERROR at Info or Warn (bounded per
+// interval unless LogEveryDecision: see logLine), SKIPPED at Debug. Field
+// names match the debug JSON.
 func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	sampled := st.SamplePassed > 0 && rand.Float64() < st.SamplePassed
 	for i := range ev.Policies {
@@ -445,7 +446,7 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		case res.Missing == identity.DimNetwork:
 			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
 		}
-		if !st.Logger.Enabled(r.Context(), level) {
+		if !st.Logger.Enabled(r.Context(), level) || !st.logLine(res, level) {
 			continue
 		}
 		attrs := []slog.Attr{

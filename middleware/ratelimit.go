@@ -34,7 +34,8 @@ type RateLimitConfig struct {
 	Operation func(*http.Request) string
 	// Custom supplies the values of custom key dimensions by name.
 	Custom map[identity.Dimension]DimensionFunc
-	// Logger receives one line per non-PASSED decision; nil means slog.Default().
+	// Logger receives the decision log (see LogEveryDecision); nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// DryRun puts every policy in dry run (nginx limit_req_dry_run on):
 	// budgets are accounted exactly as in enforcing mode, but no request is
@@ -58,6 +59,27 @@ type RateLimitConfig struct {
 	// decisions are logged too, at Info level with the same fields as the
 	// others; 0 (the default) logs none of them.
 	SamplePassed float64
+	// LogEveryDecision writes one line per REJECTED, DELAYED, dry-run and
+	// ERROR decision, as nginx does for limit_req. Off by default, because
+	// a client that can be rejected at will could then fill the disk (745 000
+	// rejections wrote 210 MB). By default the log is bounded, per
+	// LogInterval: the first decision of each (policy, decision, key) gets
+	// its "ratekey decision" line, for at most 10 such keys per interval;
+	// the rest of the interval's decisions of those keys are counted into one
+	// "ratekey decisions summarised" line per key (policy, decision, key,
+	// count), and those of other keys into one "ratekey decisions
+	// suppressed" line per policy and decision (count, and keys: how many
+	// distinct keys, exact up to 4096). The first lines plus the counts add
+	// up exactly to the decisions; a flood over any number of keys writes a
+	// few KB a second, and the sampler's memory stays bounded. Summaries are
+	// written when the interval ends (or at [RateLimiter.FlushLog]). PASSED
+	// (see SamplePassed) and SKIPPED (Debug) lines are not sampled. Metrics
+	// count every decision either way.
+	LogEveryDecision bool
+	// LogInterval is the decision log's interval (see LogEveryDecision);
+	// 0 means [DefaultLogInterval], 1 s. After Reload, the interval under
+	// way keeps its length, and its summaries go to the new Logger.
+	LogInterval time.Duration
 }
 
 // RateLimiter applies a set of policies to requests. Its configuration is
@@ -75,6 +97,9 @@ type rateLimitState struct {
 	RateLimitConfig
 	store string   // the limiter store's name, for records, logs and metrics
 	items []string // each policy's RateLimit-Policy list item (see policyItem)
+
+	// logs is the RateLimiter's decision-log sampler, shared across Reload.
+	logs *logSampler
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -86,6 +111,7 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 		return nil, err
 	}
 	rl := &RateLimiter{}
+	st.logs = newLogSampler()
 	rl.state.Store(st)
 	return rl, nil
 }
@@ -106,6 +132,12 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	}
 	if st.Logger == nil {
 		st.Logger = slog.Default()
+	}
+	if cfg.LogInterval < 0 {
+		errs = append(errs, fmt.Errorf("rate limit: log interval %v must not be negative", cfg.LogInterval))
+	}
+	if st.LogInterval <= 0 {
+		st.LogInterval = DefaultLogInterval
 	}
 	if st.Wait == nil {
 		st.Wait = timerWait
@@ -176,6 +208,7 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.logs = rl.state.Load().logs
 	old := rl.state.Swap(st)
 	changes := DiffPolicies(old.Policies, st.Policies)
 	if old.Limiter != st.Limiter {
