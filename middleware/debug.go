@@ -87,8 +87,9 @@ type DebugPolicy struct {
 	// Remaining is the whole tokens that would be left after this request
 	// (or that are left now, when it would be rejected).
 	Remaining int64 `json:"remaining"`
-	// RetryAfterSeconds is the Retry-After a rejection would carry, null when
-	// passed or never satisfiable.
+	// RetryAfterSeconds is the Retry-After a rejection would carry, or the
+	// 503's for an ERROR failing closed; null when passed, never
+	// satisfiable, or failing open.
 	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
 	// Store names the limiter store that decided ("memory", "redis", ...).
 	Store string `json:"store"`
@@ -432,6 +433,10 @@ func debugPolicy(res *PolicyResult, store string) DebugPolicy {
 	d.DelayAfter = delayAfter(res.Limit)
 	if (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never {
 		s := max(ceilSeconds(res.RetryAfter), 1)
+		d.RetryAfterSeconds = &s
+	}
+	if res.Decision == DecisionError && res.onStore == OnStoreErrorDeny && !res.DryRun {
+		s := storeRetryAfter(res.Err) // the 503's Retry-After
 		d.RetryAfterSeconds = &s
 	}
 	if res.Delay > 0 {

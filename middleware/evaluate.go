@@ -475,6 +475,9 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 				mode = "dry_run"
 			}
 			attrs = append(attrs, slog.String("error", safeError(res.Err)), slog.String("fail_mode", mode))
+			if mode == string(OnStoreErrorDeny) {
+				attrs = append(attrs, slog.Int64("retry_after_seconds", storeRetryAfter(res.Err))) // the 503's Retry-After
+			}
 		case res.Never && res.Cost <= res.Limit.Burst:
 			attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
 		case res.Never:

@@ -33,7 +33,10 @@ const (
 type OnStoreError string
 
 const (
-	// OnStoreErrorDeny fails closed with 503 and a short Retry-After (default).
+	// OnStoreErrorDeny fails closed with 503 (default). Its Retry-After is,
+	// for a full store ([limiter.CapacityError]), the time until the store
+	// can next take the key, rounded up to whole seconds; 1 for any other
+	// store error.
 	OnStoreErrorDeny OnStoreError = "deny"
 	// OnStoreErrorAllow fails open: the request proceeds and the error is logged.
 	OnStoreErrorAllow OnStoreError = "allow"

@@ -392,13 +392,13 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 	var violated []string
 	var first, never *PolicyResult
 	var retry time.Duration
-	storeErr := false
+	storeErr, storeRetry := false, int64(0)
 	var missing *PolicyResult
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		switch {
 		case res.Decision == DecisionError && res.onStore == OnStoreErrorDeny:
-			storeErr = true
+			storeErr, storeRetry = true, max(storeRetry, storeRetryAfter(res.Err))
 		case res.Decision == DecisionRejected && res.Missing != "":
 			if missing == nil {
 				missing = res
@@ -429,7 +429,7 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 		}
 		writeProblem(w, p)
 	case storeErr:
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.FormatInt(storeRetry, 10))
 		writeProblem(w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
 			Detail: "the rate limit store cannot decide right now"})
 	case never != nil && never.Cost <= never.Limit.Burst:
@@ -452,6 +452,18 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 		writeProblem(w, problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
 			Title: "Rate limit exceeded", Detail: detail})
 	}
+}
+
+// storeRetryAfter returns the Retry-After, in whole seconds, of a 503 for
+// the store error err: when a full store can next track the key (a
+// [limiter.CapacityError]), rounded up, or 1 for any other error (a
+// store that is down says nothing of when it is back).
+func storeRetryAfter(err error) int64 {
+	var ce *limiter.CapacityError
+	if errors.As(err, &ce) {
+		return max(ceilSeconds(ce.RetryAfter), 1)
+	}
+	return 1
 }
 
 // ceilSeconds rounds d up to whole seconds (a client told to come back
