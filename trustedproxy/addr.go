@@ -134,6 +134,41 @@ func canonical(a netip.Addr) netip.Addr {
 	return a.Unmap().WithZone("")
 }
 
+// nonSource returns what kind of address the canonical address a is when no
+// connection can come from it ("unspecified address", "multicast address"
+// or "limited broadcast address"), and "" for any other address. The
+// resolver refuses such an address as the peer ([ErrNonSourcePeer]) and as
+// a header entry ([ErrNonSourceEntry]):
+//
+//   - unspecified 0.0.0.0 (RFC 1122 §3.2.1.3 (a)) and :: (RFC 4291 §2.5.2)
+//     are sent as a source only by a host still learning its own address
+//     (DHCP, duplicate address detection), never on a TCP connection;
+//   - multicast 224.0.0.0/4 and ff00::/8 name a group, never a sender:
+//     RFC 4291 §2.7 forbids it as a source, and RFC 1112 has hosts discard
+//     an IPv4 datagram whose source is a group address;
+//   - the limited broadcast 255.255.255.255 "MUST NOT be used as a source
+//     address" (RFC 1122 §3.2.1.3 (c)).
+//
+// Other reserved ranges stay addresses: 0.0.0.0/8 and 240.0.0.0/4 are
+// assignable on some stacks (Linux accepts both as unicast), and a directed
+// broadcast cannot be told from a host address without the subnet's mask.
+// a is canonical, so ::ffff:0.0.0.0 and the other mapped forms are caught
+// as their IPv4 address; NAT64 and IPv4-compatible embeddings stay IPv6
+// (64:ff9b::e000:1 is not multicast), as everywhere in the package.
+func nonSource(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "unspecified address"
+	case a.IsMulticast():
+		return "multicast address"
+	case a == limitedBroadcast:
+		return "limited broadcast address"
+	}
+	return ""
+}
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
 // validPort reports whether p is 1 to 5 ASCII digits with value <= 65535.
 func validPort(p string) bool {
 	if len(p) == 0 || len(p) > 5 {

@@ -30,8 +30,9 @@ type Result struct {
 // value owned by the caller (its Hops alias the buffer given to
 // [Resolver.ResolveBuf], if any); nothing in the Resolver keeps it.
 type Derivation struct {
-	// Peer is the canonical TCP peer address without port, or the raw
-	// remoteAddr truncated to 64 bytes when it could not be parsed.
+	// Peer is the canonical TCP peer address without port (also when it
+	// is refused with [ErrNonSourcePeer]), or the raw remoteAddr truncated
+	// to 64 bytes when it could not be parsed.
 	Peer string `json:"peer"`
 	// PeerTrusted reports whether Peer is in the trusted set of some rule
 	// (for the v0 form of Config, the Trusted set).
@@ -71,7 +72,8 @@ type Hop struct {
 	// or the whole element when the element is malformed.
 	// Attacker-controlled.
 	Value string `json:"value"`
-	// Address is the canonical address parsed from Value, "" when malformed.
+	// Address is the canonical address parsed from Value, "" when malformed
+	// (including an address refused with [ErrNonSourceEntry]).
 	Address string `json:"address,omitempty"`
 	// Verdict is what the walk concluded about this entry.
 	Verdict Verdict `json:"verdict"`
@@ -91,7 +93,9 @@ const (
 	// VerdictClient: the entry is the client (first untrusted address, or
 	// the value of a single-address header).
 	VerdictClient Verdict = "client"
-	// VerdictMalformed: the entry is not an address; the walk failed closed.
+	// VerdictMalformed: the entry is not an address, or is an address no
+	// connection can come from (unspecified, multicast, 255.255.255.255:
+	// [ErrNonSourceEntry]); the walk failed closed.
 	VerdictMalformed Verdict = "malformed"
 	// VerdictUnknown: the entry is "unknown" or an obfuscated node
 	// (RFC 7239 §6); the walk failed closed.
@@ -131,7 +135,9 @@ const (
 	// single-address header sent by the trusted peer.
 	ReasonSingleAddressHeader Reason = "single_address_header"
 	// ReasonMalformedEntry: a header entry reached by the walk is not an
-	// address; Resolve returned a *ChainError wrapping ErrMalformedEntry.
+	// address, or is an unspecified, multicast or broadcast address;
+	// Resolve returned a *ChainError wrapping ErrMalformedEntry (Err is
+	// ErrNonSourceEntry in the second case).
 	ReasonMalformedEntry Reason = "malformed_entry"
 	// ReasonUnknownNode: a header entry reached by the walk is "unknown" or
 	// an obfuscated node; Resolve returned a *ChainError wrapping
@@ -144,8 +150,10 @@ const (
 	// ReasonChainTooLong: more than MaxHops entries would have had to be
 	// examined; Resolve returned a *ChainError wrapping ErrChainTooLong.
 	ReasonChainTooLong Reason = "chain_too_long"
-	// ReasonMalformedPeer: remoteAddr is not an address; Resolve returned
-	// an error wrapping ErrMalformedPeer.
+	// ReasonMalformedPeer: remoteAddr is not an address, or is an
+	// unspecified, multicast or broadcast address; Resolve returned an
+	// error wrapping ErrMalformedPeer (ErrNonSourcePeer in the second
+	// case).
 	ReasonMalformedPeer Reason = "malformed_peer"
 	// ReasonUnixPeerUntrusted: remoteAddr is a Unix-domain socket ("",
 	// "@..." or "/...") and no rule lists "unix"; Resolve returned an

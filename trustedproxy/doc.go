@@ -24,7 +24,8 @@
 // vectors in testdata/trustedproxy:
 //
 //  1. Gate on the peer. The peer is canonicalised (see 6); if no rule's set
-//     contains it, it is the client and no header is read at all.
+//     contains it, it is the client and no header is read at all. A peer
+//     no connection can come from (see 8) is refused first.
 //  2. List headers: X-Forwarded-For, and RFC 7239 Forwarded (its for=
 //     parameters). Every line of the header is merged in wire order (a
 //     proxy may append a line instead of extending the last one; reading
@@ -46,13 +47,15 @@
 //     a [*ChainError]: [ErrMalformedEntry] (garbage, an empty element, an
 //     RFC 7239 element breaking the grammar, a repeated or missing for) or
 //     [ErrUnknownNode] ("unknown" and obfuscated "_xyz" nodes, whose trust
-//     cannot be decided). The resolver never skips such an entry and never
-//     falls back to the peer. More than [MaxHops] entries to examine is
-//     [ErrChainTooLong].
+//     cannot be decided), or [ErrNonSourceEntry] for an address no
+//     connection can come from (see 8). The resolver never skips such an
+//     entry and never falls back to the peer. More than [MaxHops] entries
+//     to examine is [ErrChainTooLong].
 //  5. Single-address headers (X-Real-IP, CF-Connecting-IP, True-Client-IP,
 //     ...). Read only from a peer the rule trusts; the last line wins; the
-//     value must be exactly one address, otherwise [*ChainError]. The value
-//     names the client, so its own trust is not checked.
+//     value must be exactly one address that can be a source (see 8),
+//     otherwise [*ChainError]. The value names the client, so its own
+//     trust is not checked.
 //  6. Canonicalise before any trust comparison: brackets and port are
 //     stripped, IPv4-mapped IPv6 (::ffff:a.b.c.d) is unmapped, and the IPv6
 //     zone is dropped. [netip.Prefix.Contains] and [netipx.IPSet.Contains] are
@@ -63,6 +66,27 @@
 //  7. Network key: the client masked to a configurable prefix length (IPv4
 //     /32 and IPv6 /64 by default), applied after unmapping, so that
 //     ::ffff:1.2.3.4 keys as 1.2.3.4/32, not as ::/64.
+//  8. Addresses that are never a source. The unspecified address (0.0.0.0,
+//     ::), multicast (224.0.0.0/4, ff00::/8) and the limited broadcast
+//     255.255.255.255 cannot be the source of a TCP connection: RFC 1122
+//     §3.2.1.3 lets 0.0.0.0 be a source only while a host learns its own
+//     address and forbids 255.255.255.255 as a source, RFC 4291 §2.5.2
+//     restricts :: as 0.0.0.0 is, and §2.7 forbids a multicast source
+//     (so does RFC 1112 for IPv4 groups). Keying such an
+//     address would put every request that carries it in one bucket, so
+//     it is refused after canonicalisation (::ffff:0.0.0.0 is 0.0.0.0, a
+//     zone is dropped): as the peer with [ErrNonSourcePeer], a malformed
+//     peer ([ReasonMalformedPeer]); reached in a chain or as a
+//     single-address value with [ErrNonSourceEntry], a malformed entry
+//     ([ReasonMalformedEntry], [VerdictMalformed], [ChainError.Detail]
+//     naming the kind). The check comes before the trusted sets: a set
+//     that contains such an address (a broad range, Config.AllowAll) is
+//     an artifact of how it was written, not a proxy the request came
+//     through, so it neither admits such a peer nor skips such a hop, and
+//     a hop count does not count it. Other reserved ranges (the rest of
+//     0.0.0.0/8, 240.0.0.0/4) stay addresses: some stacks assign them. A
+//     directed broadcast cannot be told from a host address without the
+//     subnet's mask, so it is not refused.
 //
 // # RFC 7239 Forwarded
 //
@@ -127,6 +151,10 @@
 //   - Header-name aliases (X_Forwarded_For, X-Forwarded_For) are never read,
 //     whatever stack folded them; Config.Aliases can also reject requests
 //     carrying them.
+//   - Unspecified, multicast and broadcast addresses are refused, as peer
+//     and as entry (rule 8). realclientip-go refuses the unspecified
+//     address too; chi takes 0.0.0.0 or :: as the client, one bucket for
+//     every such request.
 //   - Ports and brackets in X-Forwarded-For entries are accepted
 //     ("[2001:db8::1]:443", "192.0.2.1:5555" as Azure Application Gateway
 //     writes); chi parses bare addresses only and fails closed on them.

@@ -10,8 +10,21 @@ import (
 // returned error wraps it, so test with errors.Is. Nothing is read from the
 // headers in that case. A Unix-socket peer ("", "@..." or "/...") that no
 // rule accepts gets an error wrapping both ErrMalformedPeer and
-// [ErrUnixPeer].
+// [ErrUnixPeer]; a peer that is an address no connection can come from
+// (unspecified, multicast, limited broadcast) gets [ErrNonSourcePeer],
+// which wraps ErrMalformedPeer.
 var ErrMalformedPeer = errors.New("trustedproxy: malformed peer address")
+
+// ErrNonSourcePeer is returned when remoteAddr parses as an address that
+// can never be the source of a TCP connection: unspecified (0.0.0.0, ::,
+// also written ::ffff:0.0.0.0), multicast (224.0.0.0/4, ff00::/8) or the
+// limited broadcast 255.255.255.255. Such a peer says nothing about who
+// sent the request (a listener or a layer in front of the handler reported
+// a placeholder), so it is refused whatever the trusted sets contain, and
+// no header is read. It wraps [ErrMalformedPeer], so code that only knows
+// v0 errors treats it as a malformed peer; Derivation.Reason is
+// [ReasonMalformedPeer].
+var ErrNonSourcePeer = fmt.Errorf("%w: not a source address", ErrMalformedPeer)
 
 // ErrUnixPeer is returned, together with [ErrMalformedPeer] (one error wraps
 // both), when the peer is a Unix-domain socket and either no rule lists
@@ -28,7 +41,7 @@ var ErrUnixPeer = errors.New("trustedproxy: Unix-socket peer")
 // for parameter, ...). The walk fails closed on it: the entry is never
 // skipped and the resolver never falls back to the peer.
 // errors.Is(err, ErrMalformedEntry) works through [*ChainError], and also
-// matches [ErrUnknownNode].
+// matches [ErrUnknownNode] and [ErrNonSourceEntry].
 var ErrMalformedEntry = errors.New("trustedproxy: malformed forwarding entry")
 
 // ErrUnknownNode is the [ChainError.Err] of an entry that names no address on
@@ -38,6 +51,19 @@ var ErrMalformedEntry = errors.New("trustedproxy: malformed forwarding entry")
 // wraps [ErrMalformedEntry], so code that only knows v0 errors treats it as a
 // malformed entry.
 var ErrUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEntry)
+
+// ErrNonSourceEntry is the [ChainError.Err] of an entry that is an address
+// no connection can come from: unspecified (0.0.0.0, ::, also written
+// ::ffff:0.0.0.0), multicast (224.0.0.0/4, ff00::/8) or the limited
+// broadcast 255.255.255.255 (RFC 1122 §3.2.1.3, RFC 4291 §2.5.2 and §2.7).
+// No proxy can have received the request from such an address, so the
+// entry is as malformed as a host name: the walk fails closed on it,
+// whether or not a trusted set contains it, and a single-address header
+// holding one fails the same way. [ChainError.Detail] says which kind
+// ("unspecified address", "multicast address", "limited broadcast
+// address"). It wraps [ErrMalformedEntry]; Derivation.Reason is
+// [ReasonMalformedEntry] and the hop's verdict [VerdictMalformed].
+var ErrNonSourceEntry = fmt.Errorf("%w: not a source address", ErrMalformedEntry)
 
 // ErrChainTooLong is the [ChainError.Err] when the walk would have to examine
 // more than [MaxHops] entries of a list header, all of them trusted so far.
@@ -61,7 +87,8 @@ var ErrHeaderAlias = errors.New("trustedproxy: forwarding header alias")
 
 // ChainError reports a forwarding header written by a trusted peer that
 // cannot be resolved to a client. Err is [ErrMalformedEntry],
-// [ErrUnknownNode] or [ErrChainTooLong]; Unwrap returns it.
+// [ErrUnknownNode], [ErrNonSourceEntry] or [ErrChainTooLong]; Unwrap
+// returns it.
 //
 // Value is attacker-controlled: it holds at most 64 bytes of the offending
 // entry, after trimming spaces and tabs, and is quoted by Error.
@@ -77,10 +104,12 @@ type ChainError struct {
 	// itself is malformed.
 	Value string
 	// Detail says what is wrong when the entry's text alone does not (RFC
-	// 7239 syntax errors, repeated parameters, a missing for parameter);
-	// "" otherwise. Fixed text, never request bytes.
+	// 7239 syntax errors, repeated parameters, a missing for parameter,
+	// the kind of address [ErrNonSourceEntry] refused); "" otherwise.
+	// Fixed text, never request bytes.
 	Detail string
-	// Err is ErrMalformedEntry, ErrUnknownNode or ErrChainTooLong.
+	// Err is ErrMalformedEntry, ErrUnknownNode, ErrNonSourceEntry or
+	// ErrChainTooLong.
 	Err error
 }
 

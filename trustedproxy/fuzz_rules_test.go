@@ -57,6 +57,10 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		out.reason, out.err = ReasonMalformedPeer, ErrMalformedPeer
 		return out
 	}
+	if ok && refNonSource(p0) { // before any rule: trust cannot make it a sender
+		out.reason, out.err = ReasonMalformedPeer, ErrNonSourcePeer
+		return out
+	}
 	var ru *refRule
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -144,6 +148,8 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		a, ok := refParse(v)
 		out.pos = last
 		switch {
+		case ok && !strings.Contains(v, ",") && refNonSource(a):
+			out.reason, out.err = ReasonMalformedEntry, ErrNonSourceEntry
 		case ok && !strings.Contains(v, ","):
 			out.client, out.reason = a, ReasonSingleAddressHeader
 		case !strings.Contains(v, ",") && refUnknown(v):
@@ -168,6 +174,10 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 			return out
 		case nodeUnknown:
 			out.reason, out.err, out.pos = ReasonUnknownNode, ErrUnknownNode, i
+			return out
+		}
+		if refNonSource(e.addr) { // before the trusted set
+			out.reason, out.err, out.pos = ReasonMalformedEntry, ErrNonSourceEntry, i
 			return out
 		}
 		if refIn(ru.prefixes, e.addr) {
@@ -438,6 +448,9 @@ func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res 
 	c := res.Client
 	if !c.IsValid() || c.Is4In6() || c.Zone() != "" {
 		t.Fatalf("client %v not canonical", c)
+	}
+	if refNonSource(c) {
+		t.Fatalf("client %v can never be a source", c)
 	}
 	if back, perr := netip.ParseAddr(c.String()); perr != nil || back != c {
 		t.Fatalf("client %v does not round-trip through %q", c, c.String())

@@ -50,6 +50,27 @@ func refUnknown(v string) bool {
 
 var refUnknownRE = regexp.MustCompile(`^(?i:unknown)$|^_[A-Za-z0-9._-]+$`)
 
+// refNonSourcePrefixes are the addresses no connection can come from,
+// written out by hand (canonical forms only: refParse unmaps): unspecified,
+// multicast, limited broadcast.
+var refNonSourcePrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/32"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("255.255.255.255/32"),
+}
+
+// refNonSource reports whether the canonical a is refused as a source.
+func refNonSource(a netip.Addr) bool {
+	for _, p := range refNonSourcePrefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 func refTrusted(a netip.Addr) bool {
 	for _, p := range fuzzTrustedCanonical {
 		if p.Contains(a) {
@@ -74,6 +95,9 @@ func refResolve(header, peer string, lines []string) refResult {
 			return refResult{reason: ReasonUnixPeerUntrusted, err: ErrUnixPeer, pos: -1}
 		}
 		return refResult{reason: ReasonMalformedPeer, err: ErrMalformedPeer, pos: -1}
+	}
+	if refNonSource(p) { // before the gate: trust cannot make it a sender
+		return refResult{reason: ReasonMalformedPeer, err: ErrNonSourcePeer, pos: -1}
 	}
 	if !refTrusted(p) {
 		return refResult{client: p, reason: ReasonPeerUntrusted, pos: -1}
@@ -100,6 +124,9 @@ func refResolve(header, peer string, lines []string) refResult {
 			}
 			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: last}
 		}
+		if refNonSource(a) {
+			return refResult{reason: ReasonMalformedEntry, err: ErrNonSourceEntry, pos: last}
+		}
 		return refResult{client: a, reason: ReasonSingleAddressHeader, pos: last}
 	}
 	entries := strings.Split(strings.Join(nonEmpty, ","), ",")
@@ -116,6 +143,9 @@ func refResolve(header, peer string, lines []string) refResult {
 				return refResult{reason: ReasonUnknownNode, err: ErrUnknownNode, pos: i}
 			}
 			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: i}
+		}
+		if refNonSource(a) { // before the trusted set
+			return refResult{reason: ReasonMalformedEntry, err: ErrNonSourceEntry, pos: i}
 		}
 		if !refTrusted(a) {
 			return refResult{client: a, reason: ReasonFirstUntrustedHop, pos: i}
@@ -159,7 +189,7 @@ func FuzzResolve(f *testing.F) {
 		d := got.Derivation
 
 		// Agreement with the reference.
-		if !errors.Is(err, want.err) || (err == nil) != (want.err == nil) {
+		if !errors.Is(err, want.err) || (err == nil) != (want.err == nil) || errorName(err) != errorName(want.err) {
 			t.Fatalf("Resolve(%q, %q) error %v, reference %v", peer, lines, err, want.err)
 		}
 		if got.Client != want.client {
@@ -205,6 +235,9 @@ func FuzzResolve(f *testing.F) {
 		c := got.Client
 		if !c.IsValid() || c.Is4In6() || c.Zone() != "" {
 			t.Fatalf("client %v not canonical", c)
+		}
+		if refNonSource(c) {
+			t.Fatalf("client %v can never be a source", c)
 		}
 		bits := bits6[m]
 		if c.Is4() {

@@ -100,10 +100,12 @@ var errorNames = []struct {
 }{
 	{"ErrUnixPeer", ErrUnixPeer},
 	{"ErrUnknownNode", ErrUnknownNode},
+	{"ErrNonSourceEntry", ErrNonSourceEntry},
 	{"ErrMalformedEntry", ErrMalformedEntry},
 	{"ErrChainTooLong", ErrChainTooLong},
 	{"ErrMissingHeader", ErrMissingHeader},
 	{"ErrHeaderAlias", ErrHeaderAlias},
+	{"ErrNonSourcePeer", ErrNonSourcePeer},
 	{"ErrMalformedPeer", ErrMalformedPeer},
 }
 

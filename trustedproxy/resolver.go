@@ -189,8 +189,12 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 //
 // The rules, in order (see the package documentation):
 //   - peer unparsable: error wrapping [ErrMalformedPeer]
-//     ([ReasonMalformedPeer]); a Unix-socket peer no rule accepts: error
-//     wrapping [ErrUnixPeer] and ErrMalformedPeer ([ReasonUnixPeerUntrusted]);
+//     ([ReasonMalformedPeer]); a peer no connection can come from
+//     (unspecified, multicast, 255.255.255.255), whatever the rules trust:
+//     error wrapping [ErrNonSourcePeer], which wraps ErrMalformedPeer
+//     (also [ReasonMalformedPeer]); a Unix-socket peer no rule accepts:
+//     error wrapping [ErrUnixPeer] and ErrMalformedPeer
+//     ([ReasonUnixPeerUntrusted]);
 //   - no rule matches the peer: client = peer ([ReasonPeerUntrusted]), no
 //     header read;
 //   - the first matching rule names no header: client = peer
@@ -207,11 +211,15 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 //     that is not an address reached, including an empty element and an
 //     RFC 7239 element breaking the grammar: [*ChainError] wrapping
 //     [ErrMalformedEntry] ([ErrUnknownNode] for "unknown" and obfuscated
-//     nodes); more than [MaxHops] entries to examine: [*ChainError]
-//     wrapping [ErrChainTooLong];
+//     nodes, [ErrNonSourceEntry] for an unspecified, multicast or
+//     broadcast address, checked before the trusted set); more than
+//     [MaxHops] entries to examine: [*ChainError] wrapping
+//     [ErrChainTooLong];
 //   - single-address header: the last line, which must be exactly one
 //     address (a comma or empty value is a [*ChainError] wrapping
-//     [ErrMalformedEntry]), is the client ([ReasonSingleAddressHeader]).
+//     [ErrMalformedEntry], an unspecified, multicast or broadcast address
+//     one wrapping [ErrNonSourceEntry]), is the client
+//     ([ReasonSingleAddressHeader]).
 //
 // When a rule accepting a Unix-socket peer ends in "client = peer", the
 // result is instead an error wrapping [ErrUnixPeer]: a socket has no
@@ -336,6 +344,13 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 	}
 	switch {
 	case ok:
+		if why := nonSource(peer); why != "" {
+			// Checked before the gate: no rule can make such a peer
+			// the sender, even one whose set happens to contain it.
+			d.Peer = addrText(peer, text)
+			d.Reason = ReasonMalformedPeer
+			return netip.Addr{}, fmt.Errorf("%w %q: %s", ErrNonSourcePeer, d.Peer, why)
+		}
 		if explain {
 			d.Peer = addrText(peer, text)
 		}
@@ -506,6 +521,14 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 			} else {
 				a, text, kind = classifyXFF(elem)
 			}
+			sentinel := ErrMalformedEntry
+			if kind == nodeAddr {
+				// Before the trusted set: no proxy, listed or not, can
+				// have received the request from such an address.
+				if why := nonSource(a); why != "" {
+					kind, detail, sentinel = nodeMalformed, why, ErrNonSourceEntry
+				}
+			}
 			if kind != nodeAddr {
 				// Fail closed: skipping the entry would let whoever wrote
 				// it choose the next one as the client, and falling back
@@ -514,7 +537,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 					total = countElems(lines, fwd)
 				}
 				pos := total - 1 - k
-				verdict, reason, sentinel := VerdictMalformed, ReasonMalformedEntry, ErrMalformedEntry
+				verdict, reason := VerdictMalformed, ReasonMalformedEntry
 				if kind == nodeUnknown {
 					verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
 				}
@@ -556,7 +579,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 // single resolves a single-address header sent by a trusted peer: the last
 // line wins (a proxy that appends rather than replaces puts its value last),
 // and must hold exactly one address. Its trust is not checked: it names the
-// client.
+// client. An address no connection can come from is refused like garbage.
 func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivation, explain bool) (netip.Addr, error) {
 	if !present(lines) {
 		return r.absent(peer, unix, d)
@@ -567,15 +590,21 @@ func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivat
 	if strings.IndexByte(raw, ',') < 0 { // a list here is malformed, even via a zone
 		a, text, kind = classifyXFF(raw)
 	}
+	sentinel, detail := ErrMalformedEntry, ""
+	if kind == nodeAddr {
+		if why := nonSource(a); why != "" {
+			kind, detail, sentinel = nodeMalformed, why, ErrNonSourceEntry
+		}
+	}
 	if kind != nodeAddr {
-		verdict, reason, sentinel := VerdictMalformed, ReasonMalformedEntry, ErrMalformedEntry
+		verdict, reason := VerdictMalformed, ReasonMalformedEntry
 		if kind == nodeUnknown {
 			verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
 		}
 		if explain {
 			d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Verdict: verdict})
 		}
-		return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Err: sentinel})
+		return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Detail: detail, Err: sentinel})
 	}
 	if explain {
 		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: VerdictClient})
