@@ -28,7 +28,17 @@ func TestRequestContextPrintsNoState(t *testing.T) {
 	req.RemoteAddr = "10.0.0.1:1"
 	req.Header.Set("X-Forwarded-For", "203.0.113.77")
 	req.Header.Set("X-Test-Account", "account-of-alice")
-	r.ServeHTTP(httptest.NewRecorder(), req)
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d, want 200 (the handler must run for its print to be checked): %s", rec.Code, rec.Body)
+	}
+	// Each of the three verbs must have named the layer: the handler ran,
+	// under ratekey's request state.
+	const layer = ".WithValue(ratekey request state)"
+	if n := strings.Count(printed, layer); n != 3 {
+		t.Fatalf("the printed context names the ratekey layer %d times, want 3 (%%v, %%+v, %%#v):\n%.400s", n, printed)
+	}
 	for _, s := range []string{"account-of-alice", "203.0.113.77"} {
 		if strings.Contains(printed, s) {
 			t.Errorf("fmt %%v of the request context shows %q:\n%.400s", s, printed)
