@@ -313,6 +313,9 @@ func TestAuthErrorNeverLeaksToken(t *testing.T) {
 	// Header-level failures too.
 	for _, v := range [][]string{{"Bearer a.b.c", "Bearer d.e.f"}, {"Basic dXNlcjpwYXNz"}, {"Bearer " + strings.Repeat("A", MaxTokenBytes+1)}, {"Bearer abc def"}} {
 		_, err := a.Authenticate(context.Background(), http.Header{"Authorization": v})
+		if err == nil {
+			t.Errorf("Authorization %.40q accepted; want an error whose text is checked", v)
+		}
 		for e := err; e != nil; e = errors.Unwrap(e) {
 			for _, line := range v {
 				_, cred, _ := strings.Cut(line, " ")

@@ -107,12 +107,13 @@ func TestParsePrivateKeyPEM(t *testing.T) {
 	}
 }
 
-// TestRepoTestdataKeys parses the shared dev keys when they are present.
+// TestRepoTestdataKeys parses the shared dev keys (testdata/keys, part of
+// the repository: each public key with its private key) and checks they pair.
 func TestRepoTestdataKeys(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "keys")
 	pubs, _ := filepath.Glob(filepath.Join(dir, "*.pub.pem"))
 	if len(pubs) == 0 {
-		t.Skip("no shared test keys")
+		t.Fatalf("no shared test keys in %s (they are part of the repository)", dir)
 	}
 	for _, pub := range pubs {
 		priv := strings.TrimSuffix(pub, ".pub.pem") + ".key.pem"
@@ -123,6 +124,7 @@ func TestRepoTestdataKeys(t *testing.T) {
 		}
 		data, err := os.ReadFile(priv)
 		if err != nil {
+			t.Errorf("%s has no private key: %v", pub, err)
 			continue
 		}
 		s, err := ParsePrivateKeyPEM(data)

@@ -116,7 +116,13 @@ func TestDebugExplainsWithoutSpending(t *testing.T) {
 		t.Errorf("RateLimit after debug looks = %q", got)
 	}
 	// The debug output never holds the token or any part of its signature.
-	body := s.do(req{path: "/debug/ratekey", peer: "192.0.2.10:1", token: tok}).Body.String()
+	dw := s.do(req{path: "/debug/ratekey", peer: "192.0.2.10:1", token: tok})
+	body := dw.Body.String()
+	// It is the view of a request whose token was verified: the token
+	// reached the code that must keep it out.
+	if dw.Code != 200 || !strings.Contains(body, `"outcome": "verified"`) || !strings.Contains(body, `"credential_id": "app-1"`) {
+		t.Fatalf("debug of the token's request: %d, want 200 with the verified principal:\n%s", dw.Code, body)
+	}
 	for _, part := range append([]string{tok}, strings.Split(tok, ".")...) {
 		if strings.Contains(body, part) {
 			t.Errorf("debug output contains a token part")
