@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // RequestAuthenticator is an [Authenticator] that may need more of the
@@ -62,7 +64,7 @@ func ParseSource(s string) (Source, error) {
 	case SourceHeader, SourceQuery, SourceCookie:
 		return Source(s), nil
 	}
-	return "", fmt.Errorf("identity: unknown credential source %q (want header, query or cookie)", s)
+	return "", fmt.Errorf("identity: unknown credential source %s (want header, query or cookie)", quote.Value(s))
 }
 
 // Sentinels of credential extraction (wrapped in AuthError.Err).
@@ -143,7 +145,7 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 	seen := map[Source]bool{}
 	for _, s := range sources {
 		if seen[s] {
-			errs = append(errs, fmt.Errorf("identity: credentials: source %q listed twice", s))
+			errs = append(errs, fmt.Errorf("identity: credentials: source %s listed twice", quote.Value(s)))
 		}
 		seen[s] = true
 		switch s {
@@ -154,20 +156,20 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 		case SourceCookie:
 			x.cookie = true
 		default:
-			errs = append(errs, fmt.Errorf("identity: credentials: unknown source %q (want header, query or cookie)", s))
+			errs = append(errs, fmt.Errorf("identity: credentials: unknown source %s (want header, query or cookie)", quote.Value(s)))
 		}
 	}
 	if x.param == "" {
 		x.param = DefaultQueryParameter
 	}
 	if !httpguts.ValidHeaderFieldName(x.param) {
-		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %q is not a token", x.param))
+		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %s is not a token", quote.Value(x.param)))
 	}
 	if x.cookieName == "" {
 		x.cookieName = DefaultCookieName
 	}
 	if !httpguts.ValidHeaderFieldName(x.cookieName) {
-		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %q is not a token", x.cookieName))
+		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %s is not a token", quote.Value(x.cookieName)))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/redact"
 )
 
@@ -515,14 +516,14 @@ func (s *jwksSet) waitFirst(ctx context.Context) error {
 		s.mu.Unlock()
 		if n > 0 {
 			if s.snap.Load() == nil {
-				return fmt.Errorf("identity: issuer %q: %w: %v", s.issuer, ErrKeySourceUnavailable, err)
+				return fmt.Errorf("identity: issuer %s: %w: %v", quote.Value(s.issuer), ErrKeySourceUnavailable, err)
 			}
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("identity: issuer %q: %w: %v", s.issuer, ErrKeySourceUnavailable, ctx.Err())
+			return fmt.Errorf("identity: issuer %s: %w: %v", quote.Value(s.issuer), ErrKeySourceUnavailable, ctx.Err())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/ratekey/ratekey/internal/httpsonly"
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // Leeway bounds for [JWTConfig.Leeway].
@@ -270,12 +271,12 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 		// built from (tenant, account). One tenant, one issuer.
 		for _, t := range recordTenants(rec) {
 			if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
-				errs = append(errs, fmt.Errorf("identity: issuer %q: tenant %q is already vouched for by issuer %q (subjects are unique only per issuer, so their accounts would share budgets)", rec.Issuer, t, owner))
+				errs = append(errs, fmt.Errorf("identity: issuer %s: tenant %s is already vouched for by issuer %s (subjects are unique only per issuer, so their accounts would share budgets)", quote.Value(rec.Issuer), quote.Value(t), quote.Value(owner)))
 				continue
 			}
 			tenantOwner[t] = rec.Issuer
 		}
-		name := fmt.Sprintf("issuer %q", rec.Issuer)
+		name := fmt.Sprintf("issuer %s", quote.Value(rec.Issuer))
 		if rec.Issuer == "" {
 			name = fmt.Sprintf("issuers[%d]", i)
 			errs = append(errs, fmt.Errorf("identity: %s: issuer is empty", name))
@@ -332,7 +333,7 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 	case rec.Tenant != "" && len(rec.Tenants) > 0:
 		fail("Tenants is only allowed with TenantClaim")
 	case rec.TenantClaim != "" && len(rec.Tenants) == 0:
-		fail("TenantClaim %q requires a non-empty Tenants list", rec.TenantClaim)
+		fail("TenantClaim %s requires a non-empty Tenants list", quote.Value(rec.TenantClaim))
 	}
 	if rec.TenantClaim != "" {
 		st.tenants = make(map[string]struct{}, len(rec.Tenants))
@@ -354,7 +355,7 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 
 	// Type.
 	if rec.Type != "" && !validTyp(rec.Type) {
-		fail("Type %q is not a media type such as at+jwt", rec.Type)
+		fail("Type %s is not a media type such as at+jwt", quote.Value(rec.Type))
 	}
 
 	// Algorithms, in configuration order (deterministic messages).
@@ -364,11 +365,11 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 	var algs []string
 	for _, alg := range rec.Algorithms {
 		if _, ok := algorithms[alg]; !ok {
-			fail("unknown or unsupported algorithm %q", alg)
+			fail("unknown or unsupported algorithm %s", quote.Value(alg))
 			continue
 		}
 		if st.algs[alg] {
-			fail("algorithm %q listed twice", alg)
+			fail("algorithm %s listed twice", quote.Value(alg))
 			continue
 		}
 		st.algs[alg] = true
@@ -421,7 +422,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 	var errs []error
 	seenKID := make(map[string]bool, len(rec.Keys))
 	for _, vk := range rec.Keys {
-		kname := fmt.Sprintf("key %q", vk.KID)
+		kname := fmt.Sprintf("key %s", quote.Value(vk.KID))
 		kfail := func(format string, args ...any) {
 			errs = append(errs, fmt.Errorf("identity: %s %s: %s", name, kname, fmt.Sprintf(format, args...)))
 		}
@@ -457,7 +458,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 		switch {
 		case vk.Algorithm != "":
 			if !slices.Contains(usable, vk.Algorithm) {
-				kfail("Algorithm %q is not one of the record's algorithms usable with a %s key %v", vk.Algorithm, keyTypeName(key), usable)
+				kfail("Algorithm %s is not one of the record's algorithms usable with a %s key %v", quote.Value(vk.Algorithm), keyTypeName(key), usable)
 				continue
 			}
 			bound = vk.Algorithm

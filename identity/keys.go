@@ -13,6 +13,8 @@ import (
 	"fmt"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // minRSABits is the smallest RSA modulus accepted anywhere in this package
@@ -64,7 +66,7 @@ var algorithms = map[string]algorithm{
 func SigningMethodFor(alg string) (jwt.SigningMethod, error) {
 	a, ok := algorithms[alg]
 	if !ok {
-		return nil, fmt.Errorf("identity: unsupported JWS algorithm %q", alg)
+		return nil, fmt.Errorf("identity: unsupported JWS algorithm %s", quote.Value(alg))
 	}
 	return a.method, nil
 }
@@ -185,7 +187,7 @@ func ParsePublicKeyPEM(data []byte) (any, error) {
 	case "RSA PUBLIC KEY":
 		key, err = x509.ParsePKCS1PublicKey(block.Bytes)
 	default:
-		return nil, fmt.Errorf("identity: unsupported PEM block type %q (want PUBLIC KEY or RSA PUBLIC KEY)", block.Type)
+		return nil, fmt.Errorf("identity: unsupported PEM block type %s (want PUBLIC KEY or RSA PUBLIC KEY)", quote.Value(block.Type))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("identity: parsing public key: %w", err)
@@ -224,7 +226,7 @@ func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
 	case "RSA PRIVATE KEY":
 		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
 	default:
-		return nil, fmt.Errorf("identity: unsupported PEM block type %q (want PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY)", block.Type)
+		return nil, fmt.Errorf("identity: unsupported PEM block type %s (want PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY)", quote.Value(block.Type))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("identity: parsing private key: %w", err)

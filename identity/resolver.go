@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // ErrUnknownIssuer is what an [IssuerResolver] returns (possibly wrapped)
@@ -204,7 +206,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 		return old.st, nil
 	}
 	rec = cloneRecord(rec)
-	st, errs := compileRecord(fmt.Sprintf("issuer %q", iss), rec, a.env)
+	st, errs := compileRecord(fmt.Sprintf("issuer %s", quote.Value(iss)), rec, a.env)
 	if len(errs) > 0 {
 		log.Warn("ratekey: issuer resolver returned an invalid record", "issuer", logIssuer(iss), "error", errors.Join(errs...).Error())
 		if st != nil && st.jwks != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // Rate is Count tokens per Per: the speed at which a bucket refills.
@@ -30,7 +32,7 @@ type Rate struct {
 func ParseRate(s string) (Rate, error) {
 	num, unit, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("limiter: invalid rate %q: want N/s, N/m or N/h", s)
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: want N/s, N/m or N/h", quote.Value(s))
 	}
 	num = strings.TrimSuffix(num, "r") // nginx "10r/s"
 	var per time.Duration
@@ -42,22 +44,22 @@ func ParseRate(s string) (Rate, error) {
 	case "h":
 		per = time.Hour
 	default:
-		return Rate{}, fmt.Errorf("limiter: invalid rate %q: unit %q is not s, m or h", s, unit)
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: unit %s is not s, m or h", quote.Value(s), quote.Value(unit))
 	}
 	if num == "" {
-		return Rate{}, fmt.Errorf("limiter: invalid rate %q: missing count before %q", s, "/")
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: missing count before %q", quote.Value(s), "/")
 	}
 	for i := 0; i < len(num); i++ {
 		if num[i] < '0' || num[i] > '9' {
-			return Rate{}, fmt.Errorf("limiter: invalid rate %q: count %q is not a whole number", s, num)
+			return Rate{}, fmt.Errorf("limiter: invalid rate %s: count %s is not a whole number", quote.Value(s), quote.Value(num))
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil {
-		return Rate{}, fmt.Errorf("limiter: invalid rate %q: count %q out of range", s, num)
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: count %s out of range", quote.Value(s), quote.Value(num))
 	}
 	if n < 1 {
-		return Rate{}, fmt.Errorf("limiter: invalid rate %q: count must be at least 1", s)
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: count must be at least 1", quote.Value(s))
 	}
 	return Rate{Count: n, Per: per}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -176,48 +177,48 @@ var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
 	var errs []error
 	if !policyNameRE.MatchString(p.Name) {
-		errs = append(errs, fmt.Errorf("policy %q: name must be 1-64 letters, digits, '.', '_' or '-'", p.Name))
+		errs = append(errs, fmt.Errorf("policy %s: name must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name)))
 	}
 	seen := map[identity.Dimension]bool{}
 	for _, d := range p.Key {
 		if seen[d] {
-			errs = append(errs, fmt.Errorf("policy %q: dimension %q listed twice", p.Name, d))
+			errs = append(errs, fmt.Errorf("policy %s: dimension %s listed twice", quote.Value(p.Name), quote.Value(d)))
 		}
 		seen[d] = true
 		if _, err := identity.ParseDimension(string(d)); err != nil {
-			errs = append(errs, fmt.Errorf("policy %q: %w", p.Name, err))
+			errs = append(errs, fmt.Errorf("policy %s: %w", quote.Value(p.Name), err))
 			continue
 		}
 		if !d.Builtin() && custom[d] == nil {
-			errs = append(errs, fmt.Errorf("policy %q: unknown dimension %q (built-in: tenant, account, credential, operation, network)", p.Name, d))
+			errs = append(errs, fmt.Errorf("policy %s: unknown dimension %s (built-in: tenant, account, credential, operation, network)", quote.Value(p.Name), quote.Value(d)))
 		}
 	}
 	if p.PreAuth {
 		for _, d := range p.Key {
 			if d != identity.DimNetwork && d != identity.DimOperation {
-				errs = append(errs, fmt.Errorf("policy %q: pre_auth: dimension %q is not known before authentication (network and operation are)", p.Name, d))
+				errs = append(errs, fmt.Errorf("policy %s: pre_auth: dimension %s is not known before authentication (network and operation are)", quote.Value(p.Name), quote.Value(d)))
 			}
 		}
 	}
 	if err := p.Limit.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("policy %q: %w", p.Name, err))
+		errs = append(errs, fmt.Errorf("policy %s: %w", quote.Value(p.Name), err))
 	}
 	p.fillDefaults()
 	if p.Cost < 0 {
-		errs = append(errs, fmt.Errorf("policy %q: cost %d must be >= 1", p.Name, p.Cost))
+		errs = append(errs, fmt.Errorf("policy %s: cost %d must be >= 1", quote.Value(p.Name), p.Cost))
 	}
 	if p.Status < 400 || p.Status > 599 {
-		errs = append(errs, fmt.Errorf("policy %q: status %d is not a 4xx or 5xx code", p.Name, p.Status))
+		errs = append(errs, fmt.Errorf("policy %s: status %d is not a 4xx or 5xx code", quote.Value(p.Name), p.Status))
 	}
 	switch p.OnMissing {
 	case OnMissingReject, OnMissingSkip:
 	default:
-		errs = append(errs, fmt.Errorf("policy %q: on_missing %q must be reject or skip", p.Name, p.OnMissing))
+		errs = append(errs, fmt.Errorf("policy %s: on_missing %s must be reject or skip", quote.Value(p.Name), quote.Value(p.OnMissing)))
 	}
 	switch p.OnStoreError {
 	case OnStoreErrorDeny, OnStoreErrorAllow:
 	default:
-		errs = append(errs, fmt.Errorf("policy %q: on_store_error %q must be deny or allow", p.Name, p.OnStoreError))
+		errs = append(errs, fmt.Errorf("policy %s: on_store_error %s must be deny or allow", quote.Value(p.Name), quote.Value(p.OnStoreError)))
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/metrics"
 )
@@ -150,7 +151,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 			errs = append(errs, err)
 		}
 		if names[p.Name] {
-			errs = append(errs, fmt.Errorf("policy %q: defined twice", p.Name))
+			errs = append(errs, fmt.Errorf("policy %s: defined twice", quote.Value(p.Name)))
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)

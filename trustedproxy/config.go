@@ -9,6 +9,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"go4.org/netipx"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // Default network-key prefix lengths, in bits.
@@ -217,14 +219,14 @@ func New(cfg Config) (*Resolver, error) {
 	case MissingHeaderReject:
 		r.rejectMissing = true
 	default:
-		errs = append(errs, fmt.Errorf("trustedproxy: MissingHeader %q is not %q or %q", cfg.MissingHeader, MissingHeaderPeer, MissingHeaderReject))
+		errs = append(errs, fmt.Errorf("trustedproxy: MissingHeader %s is not %s or %s", quote.Value(cfg.MissingHeader), quote.Value(MissingHeaderPeer), quote.Value(MissingHeaderReject)))
 	}
 	switch cfg.Aliases {
 	case "", AliasesIgnore:
 	case AliasesReject:
 		r.rejectAliases = true
 	default:
-		errs = append(errs, fmt.Errorf("trustedproxy: Aliases %q is not %q or %q", cfg.Aliases, AliasesIgnore, AliasesReject))
+		errs = append(errs, fmt.Errorf("trustedproxy: Aliases %s is not %s or %s", quote.Value(cfg.Aliases), quote.Value(AliasesIgnore), quote.Value(AliasesReject)))
 	}
 
 	if len(errs) > 0 {
@@ -251,11 +253,11 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 		}
 		ranges, err := parseSetEntry(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %q: %v", fromName, i, s, err))
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %s: %v", fromName, i, quote.Value(s), err))
 			continue
 		}
 		if !allowAll && coversFamily(ranges) {
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %q trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, i, s))
+			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %s trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, i, quote.Value(s)))
 			continue
 		}
 		for _, rg := range ranges {
@@ -298,7 +300,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	case rc.Hops < 0 || rc.Hops > MaxHops:
 		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d out of range 0..%d", prefix, rc.Hops, MaxHops))
 	case rc.Hops > 0 && ru.kind != kindXFF && ru.kind != kindForwarded:
-		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %q", prefix, rc.Hops, HeaderXForwardedFor, HeaderForwarded, rc.Header))
+		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %s", prefix, rc.Hops, HeaderXForwardedFor, HeaderForwarded, quote.Value(rc.Header)))
 	}
 	return ru, errs
 }
@@ -306,7 +308,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 // parseHeaderName validates and canonicalises a configured header name.
 func parseHeaderName(name, field string) (string, headerKind, error) {
 	if !httpguts.ValidHeaderFieldName(name) {
-		return "", kindNone, fmt.Errorf("trustedproxy: %s %q is not a valid header name", field, name)
+		return "", kindNone, fmt.Errorf("trustedproxy: %s %s is not a valid header name", field, quote.Value(name))
 	}
 	h := http.CanonicalHeaderKey(name)
 	switch h {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go4.org/netipx"
+
+	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // Named shorthands accepted by [ParseSet], Config.Trusted and Rule.From.
@@ -77,7 +79,7 @@ func ParseSet(entries []string) (*netipx.IPSet, error) {
 	for i, s := range entries {
 		ranges, err := parseSetEntry(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: [%d] %q: %v", i, s, err))
+			errs = append(errs, fmt.Errorf("trustedproxy: [%d] %s: %v", i, quote.Value(s), err))
 			continue
 		}
 		for _, rg := range ranges {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/metrics"
 )
 
@@ -161,7 +162,7 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		f.Close()
 		for _, rec := range recs {
 			if iss := tenantIssuer(cfg, rec.Tenant); iss != "" {
-				errs = append(errs, fmt.Errorf("auth.api_keys.file: key %s: tenant %q is vouched for by issuer %q; API keys and that issuer's tokens would share its accounts' budgets", rec.ID, rec.Tenant, iss))
+				errs = append(errs, fmt.Errorf("auth.api_keys.file: key %s: tenant %s is vouched for by issuer %s; API keys and that issuer's tokens would share its accounts' budgets", rec.ID, quote.Value(rec.Tenant), quote.Value(iss)))
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -129,7 +130,7 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if c := prefix[len(prefix)-1]; c >= '0' && c <= '9' {
 		// The burst's digits follow the prefix: "app1" with burst 23 and
 		// "app12" with burst 3 would name one bucket.
-		return nil, fmt.Errorf("limiter/redis: prefix %q ends in a digit, which the burst's digits would run into; end it with a separator such as ':'", prefix)
+		return nil, fmt.Errorf("limiter/redis: prefix %s ends in a digit, which the burst's digits would run into; end it with a separator such as ':'", quote.Value(prefix))
 	}
 	timeout := opts.Timeout
 	switch {
@@ -160,7 +161,7 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 		return nil, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
 	}
 	if sharded && !hashTag(prefix) {
-		return nil, fmt.Errorf("limiter/redis: prefix %q has no hash tag: on a Cluster or Ring client every key of a call must share one slot, e.g. prefix %q", prefix, "ratekey:{rl}:")
+		return nil, fmt.Errorf("limiter/redis: prefix %s has no hash tag: on a Cluster or Ring client every key of a call must share one slot, e.g. prefix %q", quote.Value(prefix), "ratekey:{rl}:")
 	}
 	return &Limiter{
 		client:  client,
