@@ -12,6 +12,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/quote"
+	"github.com/ratekey/ratekey/internal/regularfile"
 )
 
 // The API key file (JSON Lines): one record per line, UTF-8, "\n" line ends
@@ -138,20 +141,20 @@ func parseAPIKeyLine(line []byte) (APIKeyRecord, error) {
 			known = known || k == f
 		}
 		if !known {
-			return APIKeyRecord{}, fmt.Errorf("unknown member %q", k)
+			return APIKeyRecord{}, fmt.Errorf("unknown member %s", quote.Value(k))
 		}
 	}
 	str := func(name string, required bool) (string, error) {
 		raw, ok := obj[name]
 		if !ok {
 			if required {
-				return "", fmt.Errorf("member %q is missing", name)
+				return "", fmt.Errorf("member %s is missing", quote.Value(name))
 			}
 			return "", nil
 		}
 		s, ok := jsonString(raw)
 		if !ok {
-			return "", fmt.Errorf("member %q is not a string", name)
+			return "", fmt.Errorf("member %s is not a string", quote.Value(name))
 		}
 		return s, nil
 	}
@@ -242,11 +245,17 @@ func AppendAPIKeyRecord(path string, rec APIKeyRecord) error {
 	return f.Close()
 }
 
+// maxPepperFileBytes bounds a pepper file (a pepper is 32 to a few hundred
+// bytes).
+const maxPepperFileBytes = 4096
+
 // ReadPepperFile reads a pepper: the file's bytes without one trailing
-// "\n" or "\r\n", at least [MinPepperBytes] long. The error never contains
-// the file's content. Generate one with [GeneratePepper].
+// "\n" or "\r\n", at least [MinPepperBytes] long. The file must be a
+// regular file of at most 4096 bytes (a device such as /dev/urandom is
+// refused, not read until memory runs out). The error never contains the
+// file's content. Generate one with [GeneratePepper].
 func ReadPepperFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read(path, maxPepperFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("identity: pepper file: %w", err)
 	}

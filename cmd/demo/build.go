@@ -20,6 +20,7 @@ import (
 	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/metrics"
@@ -39,6 +40,10 @@ type app struct {
 	policies     []middleware.Policy
 	debug        *netipx.IPSet // nil when the debug endpoint is off
 	metricsAllow *netipx.IPSet // nil when the metrics endpoint is off
+	logInterval  time.Duration // the decision log's interval; 0: the library's default
+	// rl is the rate limiter of the router built last (nil before): its
+	// pending log summaries are flushed when the app is replaced or stops.
+	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
 	registry *prometheus.Registry
 	metrics  *metrics.Metrics
@@ -78,6 +83,11 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	src.tenants = len(cfg.Auth.Issuers) > 1 || cfg.Auth.APIKeys != nil
 	for _, ic := range cfg.Auth.Issuers {
 		src.tenants = src.tenants || ic.TenantClaim != "" && len(ic.Tenants) != 1
+	}
+	if len(cfg.Policies) == 0 {
+		// An empty file, or one that is only "---", decodes to no policies:
+		// a demo that would limit nothing is a mistake, not a config.
+		errs = append(errs, errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)"))
 	}
 	for i, pc := range cfg.Policies {
 		p, err := buildPolicy(pc, src)
@@ -136,6 +146,13 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	}
 	if !validSample(cfg.Log.SamplePassed) {
 		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", cfg.Log.SamplePassed))
+	}
+	if cfg.Log.Interval != "" {
+		d, err := time.ParseDuration(cfg.Log.Interval)
+		if err != nil || d <= 0 || d > time.Hour {
+			errs = append(errs, fmt.Errorf("log.interval: %s is not a duration from 1ns to 1h such as 1s", shown(cfg.Log.Interval)))
+		}
+		a.logInterval = max(d, 0)
 	}
 
 	if cfg.Debug.Enabled {
@@ -268,6 +285,10 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		DecisionHeader: a.cfg.DecisionHeader,
 		Metrics:        a.metrics,
 		SamplePassed:   sample,
+		// Bounded by default: a client that is rejected at will must not
+		// fill the operator's disk (log.every_decision turns it off).
+		LogEveryDecision: a.cfg.Log.EveryDecision,
+		LogInterval:      min(a.logInterval, time.Hour),
 	})
 }
 
@@ -292,7 +313,7 @@ func buildPolicy(pc PolicyConfig, src principalSources) (middleware.Policy, erro
 			continue
 		}
 		if !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
-			errs = append(errs, fmt.Errorf("key: dimension %q comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", k))
+			errs = append(errs, fmt.Errorf("key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", quote.Value(k)))
 		}
 		p.Key = append(p.Key, d)
 	}
@@ -485,6 +506,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.rl = rl
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

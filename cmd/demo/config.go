@@ -12,6 +12,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/ratekey/ratekey/internal/regularfile"
 )
 
 // Config is the demo's YAML configuration. Field names are a public contract
@@ -152,6 +154,14 @@ type LogConfig struct {
 	// SamplePassed is the fraction of requests whose PASSED decisions are
 	// logged too (0 to 1; default 0: only non-PASSED decisions).
 	SamplePassed float64 `yaml:"sample_passed"`
+	// EveryDecision writes a line for every non-PASSED decision. By default
+	// (false) the log is bounded: per interval, the first decision of each
+	// key gets its line and the rest are summarised (RateLimitConfig.
+	// LogEveryDecision), so a client rejected at will cannot fill the disk.
+	EveryDecision bool `yaml:"every_decision"`
+	// Interval is the bounded log's interval, a Go duration from 1ns to 1h
+	// (default 1s).
+	Interval string `yaml:"interval"`
 }
 
 // LimiterConfig selects the limiter store.
@@ -279,6 +289,9 @@ func shown(s string) string {
 // the source: a neighbouring line may hold a password): unknown fields, duplicate keys, numbers
 // that are not decimal integers and further YAML documents are errors.
 func parseConfig(data []byte, dir string) (*Config, error) {
+	if err := checkYAMLBounds(data); err != nil {
+		return nil, err
+	}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, false)))
@@ -325,7 +338,7 @@ func loadConfig(path string) (*Config, error) {
 		}
 		return parseConfig(defaultConfig, wd)
 	}
-	data, err := os.ReadFile(path)
+	data, err := regularfile.Read(path, maxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -344,13 +357,16 @@ func (c *Config) useRedis(url string) {
 	}
 }
 
-// file resolves a path named in the config and reads it.
+// maxKeyFileBytes bounds a key or secret file named in the config: a PEM
+// RSA key of 8192 bits is under 7 KiB.
+const maxKeyFileBytes = 64 << 10
+
+// file resolves a path named in the config and reads it: a regular file of
+// at most maxKeyFileBytes (a device such as /dev/zero would be read until
+// memory ran out).
 func (c *Config) file(name string) ([]byte, error) {
 	if name == "" {
 		return nil, errors.New("no file named")
 	}
-	if !filepath.IsAbs(name) {
-		name = filepath.Join(c.dir, name)
-	}
-	return os.ReadFile(name)
+	return regularfile.Read(c.path(name), maxKeyFileBytes)
 }

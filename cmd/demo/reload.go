@@ -55,6 +55,9 @@ func (s *server) close() {
 	}
 	s.app.auth.close()
 	s.app.store.close()
+	if s.app.rl != nil {
+		s.app.rl.FlushLog()
+	}
 }
 
 // newServer wraps a built app.
@@ -79,9 +82,18 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and changed ones start fresh; each change is logged. An invalid config is
 // refused, logged with every error, and the running one stays. The listen
 // address is not re-bound (a restart applies it).
-func (s *server) reload() error {
+func (s *server) reload() (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A reload that fails for any reason keeps the running configuration
+	// and the process: a panic while reading a new file is a bug to report,
+	// not a reason to stop serving.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("config: internal error while reloading: %v", p)
+			s.logger.Error("ratekey reload refused: the running configuration stays", slog.Any("errors", []string{err.Error()}))
+		}
+	}()
 	cfg, err := loadConfig(s.path)
 	var a *app
 	if err == nil {
@@ -116,6 +128,9 @@ func (s *server) reload() error {
 	s.handler.Store(&h)
 	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
+	if old.rl != nil {
+		old.rl.FlushLog() // its pending summaries; requests in flight may add more, flushed by its timer
+	}
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)),
 		slog.Int("issuers", len(cfg.Auth.Issuers)), slog.Int("api_keys", a.auth.apiKeys))
 	return nil

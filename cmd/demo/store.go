@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/internal/regularfile"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
@@ -76,7 +76,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	}
 	var secret []byte
 	if rc.HashSecretFile != "" {
-		b, err := os.ReadFile(path(rc.HashSecretFile))
+		b, err := regularfile.Read(path(rc.HashSecretFile), maxKeyFileBytes)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("limiter.redis.hash_secret_file: %v", err))
