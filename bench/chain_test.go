@@ -58,7 +58,7 @@ const (
 // newStagedRouter is newChainRouter's router running only the first
 // stages of its chain.
 func newStagedRouter(tb testing.TB, k jwtKey, anonymous bool, stages int) http.Handler {
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

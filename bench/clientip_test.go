@@ -67,13 +67,13 @@ var sinkAddr netip.Addr
 // with trust lists of 3 and 2 000 prefixes (see trustList2000). Every
 // request's answer is checked against the expected client for every
 // resolver before timing. Contenders (metric unit prefixes):
-//   - ratekey: trustedproxy.Resolver.ResolveAddr, its allocation-free
+//   - ratekey: trustedproxy.Resolver.Resolve, its allocation-free
 //     fast path (client and network key, no Derivation).
-//   - ratekey-mw: ResolveAddr, then the client stored in the request
+//   - ratekey-mw: Resolve, then the client stored in the request
 //     context and the next handler called: the same shape as chi's
 //     middleware, like for like.
 //   - ratekey-ClientAddress: ratekey's real middleware.ClientAddress
-//     (Resolve with the full Derivation, stored in the context).
+//     (Explain with the full Derivation, stored in the context).
 //   - chi: chi v5.5.0 middleware.ClientIPFromXFF(prefixes...) (its only
 //     entry point: a middleware, which checks the peer, walks the header
 //     right to left and stores the client in the request context).
@@ -88,11 +88,15 @@ func BenchmarkClientIP(b *testing.B) {
 		for i, p := range list.ps {
 			strs[i] = p.String()
 		}
-		rk, err := trustedproxy.New(trustedproxy.Config{Trusted: strs, Header: "X-Forwarded-For"})
+		rk, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: strs, Header: "X-Forwarded-For"}}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if got := len(rk.TrustedSet(0).Ranges()); got != len(list.ps) {
+		set, err := trustedproxy.ParseSet(strs) // how New parses a rule's From
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(set.Ranges()); got != len(list.ps) {
 			b.Fatalf("ratekey's set has %d ranges, want %d", got, len(list.ps))
 		}
 		nets, err := realclientip.AddressesAndRangesToIPNets(strs...)
@@ -111,7 +115,7 @@ func BenchmarkClientIP(b *testing.B) {
 			got, _ = r.Context().Value(benchCtxKey{}).(netip.Addr)
 		})
 		rkMW := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, _, err := rk.ResolveAddr(r.RemoteAddr, r.Header)
+			c, _, err := rk.Resolve(r.RemoteAddr, r.Header)
 			if err != nil {
 				http.Error(w, "bad forwarding chain", http.StatusBadRequest)
 				return
@@ -127,7 +131,7 @@ func BenchmarkClientIP(b *testing.B) {
 			b.Run(fmt.Sprintf("prefixes=%s/hops=%d", list.name, hops), func(b *testing.B) {
 				reqs := xffRequests(list.ps, hops)
 				for i, q := range reqs {
-					if c, _, err := rk.ResolveAddr(q.req.RemoteAddr, q.req.Header); err != nil || c != q.client {
+					if c, _, err := rk.Resolve(q.req.RemoteAddr, q.req.Header); err != nil || c != q.client {
 						b.Fatalf("request %d: ratekey %v %v, want %v", i, c, err, q.client)
 					}
 					for name, h := range map[string]http.Handler{"chi": chiH, "ratekey-mw": rkMW, "ratekey-ClientAddress": rkCA} {
@@ -153,7 +157,7 @@ func BenchmarkClientIP(b *testing.B) {
 				var sinkS string
 				interleave(b, []contender{
 					{"ratekey", loop(func(q *xffRequest) {
-						sinkAddr, _, _ = rk.ResolveAddr(q.req.RemoteAddr, q.req.Header)
+						sinkAddr, _, _ = rk.Resolve(q.req.RemoteAddr, q.req.Header)
 					})},
 					{"ratekey-mw", loop(func(q *xffRequest) { rkMW.ServeHTTP(nil, q.req) })},
 					{"ratekey-ClientAddress", loop(func(q *xffRequest) { rkCA.ServeHTTP(nil, q.req) })},

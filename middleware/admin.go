@@ -36,6 +36,6 @@ func adminAllowed(res *trustedproxy.Resolver, allow *netipx.IPSet, r *http.Reque
 	if allow == nil {
 		return false
 	}
-	client, _, err := res.ResolveAddr(r.RemoteAddr, r.Header)
+	client, _, err := res.Resolve(r.RemoteAddr, r.Header)
 	return err == nil && allow.Contains(client)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -27,7 +26,7 @@ type ClientAddressOptions struct {
 	// Metrics counts trusted-proxy anomalies (ratekey_trusted_proxy_anomalies_total
 	// by derivation reason): failed derivations, trusted peers that sent no
 	// forwarding header, chains whose every hop is trusted. nil counts nothing.
-	Metrics *metrics.Metrics
+	Metrics Metrics
 }
 
 // ClientAddressWith is [ClientAddress] with options. It also fills the
@@ -36,7 +35,7 @@ func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) fu
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r, st := ensureState(r)
-			result, err := res.ResolveBuf(r.RemoteAddr, r.Header, st.hops[:0])
+			result, err := res.Explain(r.RemoteAddr, r.Header, st.hops[:0])
 			if st.record != nil {
 				st.record.recordDerivation(r.RemoteAddr, &result, err)
 			}
@@ -44,7 +43,7 @@ func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) fu
 				opts.Metrics.ProxyAnomaly(string(result.Derivation.Reason))
 			}
 			if err != nil {
-				writeProblem(w, forwardingProblem(err))
+				writeProblem(w, forwardingProblem(err, r.RemoteAddr))
 				return
 			}
 			st.client, st.hasClient = result, true
@@ -60,14 +59,21 @@ func anomalous(reason trustedproxy.Reason) bool {
 	return reason == trustedproxy.ReasonHeaderAbsent || reason == trustedproxy.ReasonAllHopsTrusted
 }
 
+// unixPeer reports whether remoteAddr is how net/http reports a peer on a
+// Unix-domain socket ("", "@name", a path): a malformed-peer error for such
+// a peer means no trusted-proxy rule could key it.
+func unixPeer(remoteAddr string) bool {
+	return remoteAddr == "" || remoteAddr[0] == '@' || remoteAddr[0] == '/'
+}
+
 // forwardingProblem describes a failed derivation without echoing header
 // bytes (the debug endpoint shows the entry to operators).
-func forwardingProblem(err error) problem {
+func forwardingProblem(err error, remoteAddr string) problem {
 	p := problem{Type: ProblemInvalidForwarding, Status: http.StatusBadRequest, Title: "Invalid forwarding chain"}
 	switch {
 	case errors.Is(err, trustedproxy.ErrChainTooLong):
 		p.Detail = fmt.Sprintf("the forwarding chain needs more than %d entries examined", trustedproxy.MaxHops)
-	case errors.Is(err, trustedproxy.ErrUnixPeer):
+	case errors.Is(err, trustedproxy.ErrMalformedPeer) && unixPeer(remoteAddr):
 		// A Unix-socket peer without a rule that trusts it: server wiring.
 		p.Status, p.Title = http.StatusInternalServerError, "Unusable peer address"
 		p.Detail = "the connection came over a Unix socket that no trusted-proxy rule lists"

@@ -52,7 +52,7 @@ type DebugConfig struct {
 // reaches Authenticate.
 const outcomeNotReached = "not_reached"
 
-// DebugAuthentication is the outcome of the credential check in a [DebugView].
+// DebugAuthentication is the outcome of the credential check in a [Record].
 type DebugAuthentication struct {
 	// Outcome is "verified", "anonymous", "missing" (no credential, anonymous
 	// off), "invalid_request", "invalid_token", "unavailable",
@@ -66,47 +66,6 @@ type DebugAuthentication struct {
 	Status int `json:"status,omitempty"`
 	// Detail is a fixed, secret-free description of a failure.
 	Detail string `json:"detail,omitempty"`
-}
-
-// DebugPolicy is one policy's would-be decision in a [DebugView].
-type DebugPolicy struct {
-	// Name is the policy's name.
-	Name string `json:"name"`
-	// Key is the encoded key, null when a dimension is missing.
-	Key *string `json:"key"`
-	// Decision is PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN,
-	// REJECTED_DRY_RUN, SKIPPED or ERROR, computed without spending budget.
-	Decision Decision `json:"decision"`
-	// DryRun reports that the policy is accounted but not enforced.
-	DryRun bool `json:"dry_run"`
-	// Cost is the tokens the request would spend.
-	Cost int64 `json:"cost"`
-	// Rate and Burst restate the policy's limit ("5/s", tokens).
-	Rate  string `json:"rate"`
-	Burst int64  `json:"burst"`
-	// Remaining is the whole tokens that would be left after this request
-	// (or that are left now, when it would be rejected).
-	Remaining int64 `json:"remaining"`
-	// RetryAfterSeconds is the Retry-After a rejection would carry, or the
-	// 503's for an ERROR failing closed; null when passed, never
-	// satisfiable, or failing open.
-	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
-	// Store names the limiter store that decided ("memory", "redis", ...).
-	Store string `json:"store"`
-	// FailMode is the path taken on a store error: "deny" (503), "allow"
-	// (let through and counted) or "dry_run" (a dry-run policy never
-	// fails a request); null unless Decision is ERROR.
-	FailMode *string `json:"fail_mode"`
-	// DelayAfter is the tokens of the burst admitted without delay
-	// (equal to burst for nodelay).
-	DelayAfter int64 `json:"delay_after"`
-	// DelaySeconds is how long the request would wait, for DELAYED and
-	// DELAYED_DRY_RUN; null otherwise.
-	DelaySeconds *float64 `json:"delay_seconds"`
-	// SkippedReason names the missing dimension, null otherwise.
-	SkippedReason *string `json:"skipped_reason"`
-	// Error is a limiter failure, null otherwise.
-	Error *string `json:"error"`
 }
 
 // Debug returns the handler of the operators' debug endpoint. For the
@@ -170,17 +129,23 @@ func Debug(cfg DebugConfig) http.Handler {
 	})
 }
 
+// Explain returns the Record of r as the live chain would compute it
+// (client address, authentication, operation, each policy's key and
+// would-be decision), charging nothing: what [Debug] shows for r. r's
+// RemoteAddr is its peer. Safe for concurrent use.
+func (cfg *DebugConfig) Explain(r *http.Request) *Record { return cfg.describe(r) }
+
 // describe computes the Record of r as the live chain would, charging
 // nothing.
 func (cfg *DebugConfig) describe(r *http.Request) *Record {
-	rec := &Record{Policies: []DebugPolicy{}}
+	rec := &Record{Policies: []PolicyResult{}}
 	// A fresh request state: the described request shares nothing with the
 	// live one's (which may carry a Recorder's record).
 	// Nor does it share the debug request's chi routing context, which
 	// holds the debug route's method and path, not the described ones.
 	ctx, rs := withState(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
 	r = r.WithContext(ctx)
-	res, err := cfg.Resolver.Resolve(r.RemoteAddr, r.Header)
+	res, err := cfg.Resolver.Explain(r.RemoteAddr, r.Header, nil)
 	rec.recordDerivation(r.RemoteAddr, &res, err)
 	if err != nil {
 		// The live chain answers 400 at ClientAddress: no credential is
@@ -205,7 +170,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 			return true
 		}
 		ev := st.check(r, false, ph)
-		rec.recordEvaluation(&ev, st.store)
+		rec.recordEvaluation(&ev)
 		return ev.Allowed
 	}
 	if !phase(phasePreAuth) {
@@ -413,43 +378,4 @@ func describeAuth(out *authOutcome) DebugAuthentication {
 		return DebugAuthentication{Outcome: "unavailable", Status: out.status, Detail: out.detail}
 	}
 	return DebugAuthentication{Outcome: "missing", Status: out.status, Detail: out.detail}
-}
-
-func debugPolicy(res *PolicyResult, store string) DebugPolicy {
-	d := DebugPolicy{Name: res.Policy, Decision: res.Decision, Cost: res.Cost, Rate: res.Limit.Rate.String(),
-		Burst: res.Limit.Burst, Remaining: max(res.Remaining, 0), Store: store}
-	if res.Decision == DecisionError {
-		mode := string(res.onStore)
-		if res.DryRun {
-			mode = "dry_run"
-		}
-		d.FailMode = &mode
-	}
-	if res.Key != "" {
-		k := res.Key
-		d.Key = &k
-	}
-	d.DryRun = res.DryRun
-	d.DelayAfter = delayAfter(res.Limit)
-	if (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never {
-		s := max(ceilSeconds(res.RetryAfter), 1)
-		d.RetryAfterSeconds = &s
-	}
-	if res.Decision == DecisionError && res.onStore == OnStoreErrorDeny && !res.DryRun {
-		s := storeRetryAfter(res.Err) // the 503's Retry-After
-		d.RetryAfterSeconds = &s
-	}
-	if res.Delay > 0 {
-		s := res.Delay.Seconds()
-		d.DelaySeconds = &s
-	}
-	if res.SkippedReason != "" {
-		s := res.SkippedReason
-		d.SkippedReason = &s
-	}
-	if res.Err != nil {
-		s := safeError(res.Err)
-		d.Error = &s
-	}
-	return d
 }

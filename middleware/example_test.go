@@ -19,8 +19,7 @@ import (
 // budget, and every report id shares the operation's budget.
 func ExampleRateLimiter_Handler() {
 	resolver, err := trustedproxy.New(trustedproxy.Config{
-		Trusted: []string{"10.0.0.1"},
-		Header:  "X-Forwarded-For",
+		Rules: []trustedproxy.Rule{{From: []string{"10.0.0.1"}, Header: "X-Forwarded-For"}},
 	})
 	if err != nil {
 		panic(err)

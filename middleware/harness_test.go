@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -26,7 +27,7 @@ const testIssuer = "https://issuer.test.invalid"
 // resolver, JWT authenticator and in-memory limiter, with a manual clock.
 type stack struct {
 	t       *testing.T
-	clock   *memory.ManualClock
+	clock   *clocktest.ManualClock
 	lim     *memory.Limiter
 	key     ed25519.PrivateKey
 	handler http.Handler
@@ -52,9 +53,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, clock: memory.NewManualClock(), key: priv, now: time.Now()}
+	s := &stack{t: t, clock: clocktest.NewManualClock(), key: priv, now: time.Now()}
 	s.lim = memory.New(memory.Options{Clock: s.clock, MaxKeys: o.maxKeys})
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func newDemoLikeRouter() chi.Router {
 // 10.0.0.0/8 are proxies whose X-Forwarded-For is read.
 func proxyResolver(tb testing.TB) *trustedproxy.Resolver {
 	tb.Helper()
-	res, err := trustedproxy.New(trustedproxy.Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

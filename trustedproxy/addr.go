@@ -137,8 +137,8 @@ func canonical(a netip.Addr) netip.Addr {
 // nonSource returns what kind of address the canonical address a is when no
 // connection can come from it ("unspecified address", "multicast address"
 // or "limited broadcast address"), and "" for any other address. The
-// resolver refuses such an address as the peer ([ErrNonSourcePeer]) and as
-// a header entry ([ErrNonSourceEntry]):
+// resolver refuses such an address as the peer (wrapping [ErrMalformedPeer]) and as
+// a header entry (wrapping [ErrMalformedEntry]):
 //
 //   - unspecified 0.0.0.0 (RFC 1122 §3.2.1.3 (a)) and :: (RFC 4291 §2.5.2)
 //     are sent as a source only by a host still learning its own address

@@ -14,10 +14,10 @@ import (
 // allHeaderConfigs is every way a rule can read a header, for tests that
 // must hold whatever the operator configured.
 var allHeaderConfigs = []Config{
-	{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"},
-	{Trusted: []string{"10.0.0.0/8"}, Header: "Forwarded"},
-	{Trusted: []string{"10.0.0.0/8"}, Header: "X-Real-IP"},
-	{Trusted: []string{"10.0.0.0/8"}, Header: "True-Client-IP"},
+	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}},
+	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "Forwarded"}}},
+	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Real-IP"}}},
+	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "True-Client-IP"}}},
 	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: 3}}},
 	{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "Forwarded", Hops: 2}}},
 }
@@ -38,7 +38,7 @@ func forgedHeaders() http.Header {
 func TestGHSA_3fxj_6jh8_hvhx(t *testing.T) {
 	for _, cfg := range allHeaderConfigs {
 		r := mustNew(t, cfg)
-		res, err := r.Resolve("203.0.113.9:41000", forgedHeaders())
+		res, err := r.Explain("203.0.113.9:41000", forgedHeaders(), nil)
 		if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.PeerTrusted || res.Derivation.Header != "" || res.Derivation.Hops != nil {
 			t.Errorf("%+v: direct client resolved to %+v, %v", cfg, res, err)
 		}
@@ -52,7 +52,7 @@ func TestGHSA_rjr7_jggh_pgcp(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
 	// The advisory's proof of concept: the client sends "192.0.2.2", the
 	// proxy appends the real client 192.0.2.1.
-	res, err := r.Resolve("10.0.0.1:80", xff("192.0.2.2, 192.0.2.1"))
+	res, err := r.Explain("10.0.0.1:80", xff("192.0.2.2, 192.0.2.1"), nil)
 	if err != nil || res.Client != netip.MustParseAddr("192.0.2.1") {
 		t.Errorf("got %v, %v; want the appended 192.0.2.1", res.Client, err)
 	}
@@ -66,7 +66,7 @@ func TestGHSA_9g5q_2w5x_hmxf(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
 	h := xff("10.0.0.1")
 	before := h.Clone()
-	res, err := r.Resolve("203.0.113.9:1", h)
+	res, err := r.Explain("203.0.113.9:1", h, nil)
 	if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.PeerTrusted || res.Derivation.Peer != "203.0.113.9" {
 		t.Errorf("got %+v, %v", res, err)
 	}
@@ -79,14 +79,14 @@ func TestGHSA_9g5q_2w5x_hmxf(t *testing.T) {
 // everyone must be asked for (gin trusted every proxy by default, so
 // X-Forwarded-For chose ClientIP for direct clients).
 func TestCVE_2020_28483(t *testing.T) {
-	for name, r := range map[string]*Resolver{"zero Config": mustNew(t, Config{}), "nil": nil, "zero value": {}, "header only": mustNew(t, Config{Header: "X-Forwarded-For"})} {
-		res, err := r.Resolve("198.51.100.7:1", xff("1.2.3.4"))
+	for name, r := range map[string]*Resolver{"zero Config": mustNew(t, Config{}), "nil": nil, "zero value": {}, "header, peer untrusted": mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}})} {
+		res, err := r.Explain("198.51.100.7:1", xff("1.2.3.4"), nil)
 		if err != nil || res.Client != netip.MustParseAddr("198.51.100.7") || res.Derivation.Reason != ReasonPeerUntrusted {
 			t.Errorf("%s: got %+v, %v", name, res, err)
 		}
 	}
 	for _, all := range []string{"0.0.0.0/0", "::/0", "::ffff:0:0/96"} {
-		if _, err := New(Config{Trusted: []string{all}, Header: "X-Forwarded-For"}); err == nil {
+		if _, err := New(Config{Rules: []Rule{{From: []string{all}, Header: "X-Forwarded-For"}}}); err == nil {
 			t.Errorf("%s accepted without AllowAll", all)
 		}
 		if _, err := New(Config{Rules: []Rule{{From: []string{all}, Header: "X-Forwarded-For"}}}); err == nil {
@@ -101,7 +101,7 @@ func TestCVE_2020_28483(t *testing.T) {
 func TestRealclientipGoIssue4(t *testing.T) {
 	for _, cfg := range allHeaderConfigs {
 		r := mustNew(t, cfg)
-		c, n, err := r.ResolveAddr("[2001:db8:c1::5]:1", forgedHeaders())
+		c, n, err := r.Resolve("[2001:db8:c1::5]:1", forgedHeaders())
 		if err != nil || c != netip.MustParseAddr("2001:db8:c1::5") || n != netip.MustParsePrefix("2001:db8:c1::/64") {
 			t.Errorf("%+v: got %v %v %v", cfg, c, n, err)
 		}
@@ -112,9 +112,9 @@ func TestRealclientipGoIssue4(t *testing.T) {
 // untrusted entry from the right, not the leftmost valid one (Caddy's
 // default trusted_proxies mode took the leftmost, which the client writes).
 func TestCaddyIssue5804(t *testing.T) {
-	r := mustNew(t, Config{Trusted: []string{"173.245.48.0/20", "10.0.0.0/8"}, Header: "X-Forwarded-For"})
+	r := mustNew(t, Config{Rules: []Rule{{From: []string{"173.245.48.0/20", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	// Cloudflare appends the real client; the client prepended a forgery.
-	res, err := r.Resolve("10.0.0.1:1", xff("6.6.6.6, 203.0.113.7, 173.245.48.5"))
+	res, err := r.Explain("10.0.0.1:1", xff("6.6.6.6, 203.0.113.7, 173.245.48.5"), nil)
 	if err != nil || res.Client != netip.MustParseAddr("203.0.113.7") {
 		t.Errorf("got %v, %v; want 203.0.113.7", res.Client, err)
 	}
@@ -129,11 +129,11 @@ func TestTraefikIssue8586(t *testing.T) {
 		h   http.Header
 	}{
 		{cfgXFF10, xff("6.6.6.6", "203.0.113.7")},
-		{Config{Trusted: []string{"10.0.0.0/8"}, Header: "Forwarded"}, hdr("Forwarded", "for=6.6.6.6", "for=203.0.113.7")},
+		{Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "Forwarded"}}}, hdr("Forwarded", "for=6.6.6.6", "for=203.0.113.7")},
 		{Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: 2}}}, xff("6.6.6.6, 203.0.113.7", "192.0.2.10")},
 	} {
 		r := mustNew(t, tc.cfg)
-		if c, _, err := r.ResolveAddr("10.0.0.1:1", tc.h); err != nil || c != netip.MustParseAddr("203.0.113.7") {
+		if c, _, err := r.Resolve("10.0.0.1:1", tc.h); err != nil || c != netip.MustParseAddr("203.0.113.7") {
 			t.Errorf("%v: got %v, %v", tc.h, c, err)
 		}
 	}
@@ -146,13 +146,13 @@ func TestTraefikIssue8586(t *testing.T) {
 func TestTraefikIssue7884(t *testing.T) {
 	for _, cfg := range allHeaderConfigs {
 		r := mustNew(t, cfg)
-		res, err := r.Resolve("10.0.0.1:1", http.Header{"Accept": {"*/*"}})
+		res, err := r.Explain("10.0.0.1:1", http.Header{"Accept": {"*/*"}}, nil)
 		if err != nil || res.Client != netip.MustParseAddr("10.0.0.1") || res.Derivation.Reason != ReasonHeaderAbsent || !res.Derivation.PeerTrusted {
 			t.Errorf("%+v: got %+v, %v", cfg, res, err)
 		}
-		cfg.MissingHeader = MissingHeaderReject
+		cfg.RejectMissingHeader = true
 		r = mustNew(t, cfg)
-		c, _, err := r.ResolveAddr("10.0.0.1:1", nil)
+		c, _, err := r.Resolve("10.0.0.1:1", nil)
 		if !errors.Is(err, ErrMissingHeader) || c.IsValid() {
 			t.Errorf("%+v reject: got %v, %v", cfg, c, err)
 		}

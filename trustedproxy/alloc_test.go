@@ -6,14 +6,14 @@ import (
 )
 
 // TestResolveAllocs pins the allocation budget of the common paths (see
-// Resolve): nothing but the Hops slice when a header is examined, as long as
+// Explain): nothing but the Hops slice when a header is examined, as long as
 // the addresses are written canonically (the strings in the Derivation are
 // then substrings of the request's own strings). Upper-case IPv6 costs one
 // string per address.
 func TestResolveAllocs(t *testing.T) {
-	xffR := mustNew(t, Config{Trusted: []string{"10.0.0.0/8", "2001:db8::/32"}, Header: "X-Forwarded-For"})
-	realR := mustNew(t, Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Real-IP"})
-	noneR := mustNew(t, Config{Trusted: []string{"10.0.0.0/8"}})
+	xffR := mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "2001:db8::/32"}, Header: "X-Forwarded-For"}}})
+	realR := mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Real-IP"}}})
+	noneR := mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}}}})
 	tests := []struct {
 		name string
 		r    *Resolver
@@ -34,18 +34,18 @@ func TestResolveAllocs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := testing.AllocsPerRun(200, func() {
-			if _, err := tc.r.Resolve(tc.peer, tc.h); err != nil {
+			if _, err := tc.r.Explain(tc.peer, tc.h, nil); err != nil {
 				t.Fatal(err)
 			}
 		})
 		if got != tc.want {
-			t.Errorf("%s: %v allocs per Resolve, want %v", tc.name, got, tc.want)
+			t.Errorf("%s: %v allocs per Explain, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
-// TestFastPathAllocs pins 0 allocations per successful ResolveAddr, and per
-// successful ResolveBuf given a buffer of MaxHops hops, on every kind of
+// TestFastPathAllocs pins 0 allocations per successful Resolve, and per
+// successful Explain(buf) given a buffer of MaxHops hops, on every kind of
 // rule and header, including a 100 000-entry header (the work left of the
 // client allocates nothing either).
 func TestFastPathAllocs(t *testing.T) {
@@ -55,7 +55,7 @@ func TestFastPathAllocs(t *testing.T) {
 		{From: []string{"172.16.0.0/12"}, Header: "Forwarded"},
 		{From: []string{"198.51.100.0/24"}, Header: "X-Forwarded-For", Hops: 3},
 		{From: []string{"unix"}, Header: "Forwarded", Hops: 2},
-	}, Aliases: AliasesReject})
+	}, RejectAliases: true})
 	big := chain("6.6.6.6", 100000) + ", 203.0.113.7, 10.0.0.2"
 	bigFwd := chain(`for="[2001:db8::1]:1"`, 100000) + ", for=203.0.113.7"
 	withOther := xff("203.0.113.7, 10.0.0.3")
@@ -83,14 +83,14 @@ func TestFastPathAllocs(t *testing.T) {
 	}
 	buf := make([]Hop, 0, MaxHops)
 	for _, tc := range tests {
-		if _, _, err := rules.ResolveAddr(tc.peer, tc.h); err != nil {
+		if _, _, err := rules.Resolve(tc.peer, tc.h); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if n := testing.AllocsPerRun(50, func() { rules.ResolveAddr(tc.peer, tc.h) }); n != 0 {
-			t.Errorf("%s: ResolveAddr %v allocs, want 0", tc.name, n)
+		if n := testing.AllocsPerRun(50, func() { rules.Resolve(tc.peer, tc.h) }); n != 0 {
+			t.Errorf("%s: Resolve %v allocs, want 0", tc.name, n)
 		}
-		if n := testing.AllocsPerRun(50, func() { rules.ResolveBuf(tc.peer, tc.h, buf) }); n != 0 {
-			t.Errorf("%s: ResolveBuf %v allocs, want 0", tc.name, n)
+		if n := testing.AllocsPerRun(50, func() { rules.Explain(tc.peer, tc.h, buf) }); n != 0 {
+			t.Errorf("%s: Explain(buf) %v allocs, want 0", tc.name, n)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func ratekeyHandler(r *Resolver, got *netip.Addr) http.Handler {
 		*got, _ = req.Context().Value(benchCtxKey{}).(netip.Addr)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, _, err := r.ResolveAddr(req.RemoteAddr, req.Header)
+		c, _, err := r.Resolve(req.RemoteAddr, req.Header)
 		if err != nil {
 			http.Error(w, "bad forwarding chain", http.StatusBadRequest)
 			return
@@ -85,8 +85,8 @@ func BenchmarkVsChi(b *testing.B) {
 		{"prefixes=2000", benchTrusted(1997, false)},
 		{"prefixes=2000-matching-first", benchTrusted(1997, true)},
 	} {
-		r := mustNew(b, Config{Trusted: tc.prefixes, Header: "X-Forwarded-For"})
-		if got := len(r.TrustedSet(0).Ranges()); got != len(tc.prefixes) {
+		r := mustNew(b, Config{Rules: []Rule{{From: tc.prefixes, Header: "X-Forwarded-For"}}})
+		if got := len(r.trustedSet(0).Ranges()); got != len(tc.prefixes) {
 			b.Fatalf("set has %d ranges, want %d", got, len(tc.prefixes))
 		}
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -130,7 +130,7 @@ func BenchmarkVsChi(b *testing.B) {
 		b.Run(tc.name+"/ratekey-ResolveAddr", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				got, _, _ = r.ResolveAddr(benchPeer, h)
+				got, _, _ = r.Resolve(benchPeer, h)
 			}
 			if got != benchClient {
 				b.Fatal(got)
@@ -140,7 +140,7 @@ func BenchmarkVsChi(b *testing.B) {
 			buf := make([]Hop, 0, MaxHops)
 			b.ReportAllocs()
 			for b.Loop() {
-				res, _ := r.ResolveBuf(benchPeer, h, buf)
+				res, _ := r.Explain(benchPeer, h, buf)
 				got = res.Client
 			}
 			if got != benchClient {
@@ -150,7 +150,7 @@ func BenchmarkVsChi(b *testing.B) {
 		b.Run(tc.name+"/ratekey-Resolve", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res, _ := r.Resolve(benchPeer, h)
+				res, _ := r.Explain(benchPeer, h, nil)
 				got = res.Client
 			}
 			if got != benchClient {
@@ -171,7 +171,7 @@ func BenchmarkVsChi(b *testing.B) {
 //     ErrChainTooLong beyond (an error, so it allocates).
 func BenchmarkChainLength(b *testing.B) {
 	prefixes := benchTrusted(0, false)
-	r := mustNew(b, Config{Trusted: prefixes, Header: "X-Forwarded-For"})
+	r := mustNew(b, Config{Rules: []Rule{{From: prefixes, Header: "X-Forwarded-For"}}})
 	for _, shape := range []string{"client-right", "all-trusted"} {
 		for _, n := range []int{1, 10, 100, 1000, 10000} {
 			var v string
@@ -197,13 +197,13 @@ func BenchmarkChainLength(b *testing.B) {
 			b.Run(name+"/ratekey-ResolveAddr", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					got, _, _ = r.ResolveAddr(benchPeer, h)
+					got, _, _ = r.Resolve(benchPeer, h)
 				}
 			})
 			b.Run(name+"/ratekey-Resolve", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					res, _ := r.Resolve(benchPeer, h)
+					res, _ := r.Explain(benchPeer, h, nil)
 					got = res.Client
 				}
 			})
@@ -231,7 +231,7 @@ func BenchmarkResolve(b *testing.B) {
 		b.Run(tc.name+"/ResolveAddr", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := r.ResolveAddr(tc.peer, tc.h); err != nil {
+				if _, _, err := r.Resolve(tc.peer, tc.h); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -239,7 +239,7 @@ func BenchmarkResolve(b *testing.B) {
 		b.Run(tc.name+"/Resolve", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := r.Resolve(tc.peer, tc.h); err != nil {
+				if _, err := r.Explain(tc.peer, tc.h, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

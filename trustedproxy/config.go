@@ -15,21 +15,21 @@ import (
 
 // Default network-key prefix lengths, in bits.
 const (
-	DefaultIPv4Prefix = 32 // one key per IPv4 address
-	DefaultIPv6Prefix = 64 // one key per IPv6 subnet: a host usually owns a whole /64
+	defaultIPv4Prefix = 32 // one key per IPv4 address
+	defaultIPv6Prefix = 64 // one key per IPv6 subnet: a host usually owns a whole /64
 )
 
 // The list headers. Every other header name configured in a rule is read as
 // a single-address header (X-Real-IP, CF-Connecting-IP, True-Client-IP,
 // Fly-Client-IP, ...).
 const (
-	// HeaderXForwardedFor is the de-facto X-Forwarded-For list: one address
+	// headerXForwardedFor is the de-facto X-Forwarded-For list: one address
 	// per comma-separated element, appended by each proxy.
-	HeaderXForwardedFor = "X-Forwarded-For"
-	// HeaderForwarded is the RFC 7239 list: the for= parameter of each
+	headerXForwardedFor = "X-Forwarded-For"
+	// headerForwarded is the RFC 7239 list: the for= parameter of each
 	// forwarded-element. The same chain written as X-Forwarded-For or as
 	// Forwarded resolves to the same client.
-	HeaderForwarded = "Forwarded"
+	headerForwarded = "Forwarded"
 )
 
 // Config describes which peers are trusted proxies and what they forward.
@@ -38,56 +38,41 @@ const (
 // its slices) do not affect a Resolver already built. The Sources in its
 // rules are kept and reloaded by [Resolver.Refresh].
 //
-// Two equivalent forms: Rules (an ordered list of [Rule]), or the v0 form
-// Trusted + Header, which means exactly Rules: []Rule{{From: Trusted,
-// Header: Header}} (and no rule at all when Trusted is empty). Using both
-// forms at once is an error.
+// One proxy setup is one rule:
+//
+//	trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
 type Config struct {
-	// Trusted (v0 form) lists the trusted proxies, in the syntax of
-	// [Rule.From]: CIDR prefixes ("10.0.0.0/8", "2001:db8::/32"), single
-	// addresses ("127.0.0.1", "::1") and explicit shorthands
-	// ("private_ranges", "loopback", "link_local", "unix"). Entries are
-	// canonicalised: an IPv4-mapped entry ("::ffff:10.0.0.0/104",
-	// "::ffff:10.0.0.1") trusts the IPv4 addresses it maps, the zone of a
-	// single address is dropped, host bits right of a prefix length are
-	// ignored ("10.1.2.3/8" trusts 10.0.0.0/8). Surrounding spaces, host
-	// names and zoned prefixes are errors. Trusting whole private ranges
-	// turns every LAN client into a "proxy" that can name any client: list
-	// the proxies themselves.
-	Trusted []string
-	// Header (v0 form) is the forwarding header trusted peers' values are
-	// read from, in the syntax of [Rule.Header].
-	Header string
 	// Rules is the ordered list of trust rules. For each request the first
 	// rule whose From set (or Sources) contains the TCP peer applies; when
-	// none does, the peer is the client and no header is read. Empty, with
-	// Trusted empty too, trusts nobody.
+	// none does, the peer is the client and no header is read. Empty
+	// trusts nobody.
 	Rules []Rule
 	// IPv4Prefix is the network-key prefix length, in bits, for IPv4
-	// clients: 1..32; 0 means DefaultIPv4Prefix (32).
+	// clients: 1..32; 0 means 32 (one key per address).
 	IPv4Prefix int
 	// IPv6Prefix is the network-key prefix length, in bits, for IPv6
-	// clients: 1..128; 0 means DefaultIPv6Prefix (64).
+	// clients: 1..128; 0 means 64 (one key per /64: a host usually owns a
+	// whole /64).
 	IPv6Prefix int
 	// AllowAll permits a rule whose set contains every IPv4 or every IPv6
 	// address (0.0.0.0/0, ::/0, ::ffff:0:0/96, ::/80, or several entries or
 	// a Source whose union covers a family). Refused by default: it lets
 	// any client name any address as itself.
 	AllowAll bool
-	// MissingHeader says what a trusted peer that sent no value in its
-	// rule's header gets: "" or MissingHeaderPeer (the default: the client
-	// is the peer, reason trusted_peer_without_header, which keeps load
-	// balancer health checks working) or MissingHeaderReject (error
-	// ErrMissingHeader, same reason). Either way the Derivation reports it,
-	// so it can be counted.
-	MissingHeader MissingHeaderAction
-	// Aliases says what happens when a trusted peer's request carries a
-	// header whose name differs from its rule's header only by case or by
-	// '_' for '-' ("X_Forwarded_For", "X-Forwarded_For"): "" or
-	// AliasesIgnore (the default: aliases are never read, whatever they
-	// hold) or AliasesReject (error ErrHeaderAlias, reason header_alias).
-	// Aliases are never read in either mode.
-	Aliases AliasAction
+	// RejectMissingHeader says what a trusted peer that sent no value in
+	// its rule's header gets: false (the default) makes the client the
+	// peer, reason [ReasonHeaderAbsent] (which keeps load balancer health
+	// checks working); true fails the resolution with [ErrMissingHeader],
+	// same reason. Either way the Derivation reports it, so it can be
+	// counted.
+	RejectMissingHeader bool
+	// RejectAliases says what happens when a trusted peer's request
+	// carries a header whose name differs from its rule's header only by
+	// case or by '_' for '-' ("X_Forwarded_For", "X-Forwarded_For"): false
+	// (the default) ignores it; true fails the resolution with
+	// [ErrHeaderAlias] (reason header_alias). Aliases are never read in
+	// either mode.
+	RejectAliases bool
 }
 
 // Rule is one trust rule: "when the TCP peer is in From (or one of
@@ -108,11 +93,19 @@ type Config struct {
 // exact unit, empty elements and chains that run out.
 type Rule struct {
 	// From lists the peers this rule applies to, and the addresses the
-	// walk skips as trusted proxies: CIDR prefixes, single addresses, and
-	// shorthands used only when listed (ShorthandPrivateRanges "private_ranges",
-	// ShorthandLoopback "loopback", ShorthandLinkLocal "link_local", and
-	// ShorthandUnix "unix" for peers connected over a Unix-domain socket).
-	// Parsed as by [ParseSet].
+	// walk skips as trusted proxies: CIDR prefixes ("10.0.0.0/8",
+	// "2001:db8::/32"), single addresses ("127.0.0.1", "::1"), and the
+	// shorthands of [ParseSet] ("private_ranges", "loopback",
+	// "link_local"), used only when listed. "unix", in From only, makes
+	// the rule accept peers connected over a Unix-domain socket
+	// (http.Request.RemoteAddr "", "@..." or "/..."); it names no address,
+	// and without it such peers are an error wrapping [ErrMalformedPeer].
+	// Parsed as by [ParseSet]: entries are canonicalised (an IPv4-mapped
+	// entry trusts the IPv4 addresses it maps, the zone of a single address
+	// is dropped, host bits right of a prefix length are ignored);
+	// surrounding spaces, host names and zoned prefixes are errors.
+	// Trusting whole private ranges turns every LAN client into a "proxy"
+	// that can name any client: list the proxies themselves.
 	From []string
 	// Sources add refreshable sets to From (see [Source],
 	// [Resolver.Refresh]). New loads each once and fails if a load fails.
@@ -125,45 +118,20 @@ type Rule struct {
 	// names the client). An RFC 9110 token, canonicalised with
 	// http.CanonicalHeaderKey, so "x-forwarded-for" is the list header.
 	Header string
-	// Hops is the number of trusted hops, 0..MaxHops, for list headers
+	// Hops is the number of trusted hops, 0..[MaxHops], for list headers
 	// only: 0 and 1 mean the same (the first entry not in From is the
 	// client); n >= 2 trusts n-1 entries not in From as proxies, by count.
 	Hops int
 }
-
-// MissingHeaderAction is the value of [Config.MissingHeader].
-type MissingHeaderAction string
-
-// MissingHeader actions.
-const (
-	// MissingHeaderPeer: the client is the peer (reason
-	// trusted_peer_without_header). The default.
-	MissingHeaderPeer MissingHeaderAction = "peer"
-	// MissingHeaderReject: Resolve fails with ErrMissingHeader.
-	MissingHeaderReject MissingHeaderAction = "reject"
-)
-
-// AliasAction is the value of [Config.Aliases].
-type AliasAction string
-
-// Aliases actions.
-const (
-	// AliasesIgnore: header-name aliases are never read and do not affect
-	// the result. The default.
-	AliasesIgnore AliasAction = "ignore"
-	// AliasesReject: a trusted peer's request carrying an alias of its
-	// rule's header fails with ErrHeaderAlias.
-	AliasesReject AliasAction = "reject"
-)
 
 // New validates cfg and builds a [Resolver].
 //
 // Every problem is reported at once: the error is an errors.Join of one error
 // per problem, each naming the offending field and value (every malformed
 // entry, a refused catch-all range, an invalid header name, Hops out of
-// range or on a header that is not a list, a prefix length out of range, an
-// unknown action, a Source that failed its first load). Field names are
-// Go's: "Trusted[2]", "Header", "Rules[1].From[0]", "Rules[1].Hops", ...
+// range or on a header that is not a list, a prefix length out of range, a
+// Source that failed its first load). Field names are
+// Go's: "Rules[1].From[0]", "Rules[1].Header", "Rules[1].Hops", "IPv4Prefix", ...
 // On error the Resolver is nil.
 //
 // New calls Load on every Source once, with context.Background(), before
@@ -175,59 +143,29 @@ func New(cfg Config) (*Resolver, error) {
 	var errs []error
 	r := &Resolver{allowAll: cfg.AllowAll}
 
-	v0 := len(cfg.Trusted) > 0 || cfg.Header != ""
-	if v0 && len(cfg.Rules) > 0 {
-		errs = append(errs, errors.New("trustedproxy: Rules and the v0 form (Trusted, Header) cannot be combined: write the v0 form as one more Rule"))
-	}
-	switch {
-	case len(cfg.Rules) > 0:
-		for i, rc := range cfg.Rules {
-			ru, es := buildRule(rc, fmt.Sprintf("Rules[%d].", i), cfg.AllowAll)
-			errs = append(errs, es...)
-			r.rules = append(r.rules, ru)
-		}
-	case len(cfg.Trusted) > 0:
-		ru, es := buildRule(Rule{From: cfg.Trusted, Header: cfg.Header}, "", cfg.AllowAll)
+	for i, rc := range cfg.Rules {
+		ru, es := buildRule(rc, fmt.Sprintf("Rules[%d].", i), cfg.AllowAll)
 		errs = append(errs, es...)
 		r.rules = append(r.rules, ru)
-	case cfg.Header != "":
-		// v0: a header with nobody trusted is valid (and never read).
-		h, _, err := parseHeaderName(cfg.Header, "Header")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		r.header0 = h
 	}
 
-	r.v4bits = DefaultIPv4Prefix
+	r.v4bits = defaultIPv4Prefix
 	if cfg.IPv4Prefix != 0 {
 		if cfg.IPv4Prefix < 1 || cfg.IPv4Prefix > 32 {
-			errs = append(errs, fmt.Errorf("trustedproxy: IPv4Prefix %d out of range 1..32 (0 means %d)", cfg.IPv4Prefix, DefaultIPv4Prefix))
+			errs = append(errs, fmt.Errorf("trustedproxy: IPv4Prefix %d out of range 1..32 (0 means %d)", cfg.IPv4Prefix, defaultIPv4Prefix))
 		}
 		r.v4bits = cfg.IPv4Prefix
 	}
-	r.v6bits = DefaultIPv6Prefix
+	r.v6bits = defaultIPv6Prefix
 	if cfg.IPv6Prefix != 0 {
 		if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
-			errs = append(errs, fmt.Errorf("trustedproxy: IPv6Prefix %d out of range 1..128 (0 means %d)", cfg.IPv6Prefix, DefaultIPv6Prefix))
+			errs = append(errs, fmt.Errorf("trustedproxy: IPv6Prefix %d out of range 1..128 (0 means %d)", cfg.IPv6Prefix, defaultIPv6Prefix))
 		}
 		r.v6bits = cfg.IPv6Prefix
 	}
 
-	switch cfg.MissingHeader {
-	case "", MissingHeaderPeer:
-	case MissingHeaderReject:
-		r.rejectMissing = true
-	default:
-		errs = append(errs, fmt.Errorf("trustedproxy: MissingHeader %s is not %s or %s", quote.Value(cfg.MissingHeader), quote.Value(MissingHeaderPeer), quote.Value(MissingHeaderReject)))
-	}
-	switch cfg.Aliases {
-	case "", AliasesIgnore:
-	case AliasesReject:
-		r.rejectAliases = true
-	default:
-		errs = append(errs, fmt.Errorf("trustedproxy: Aliases %s is not %s or %s", quote.Value(cfg.Aliases), quote.Value(AliasesIgnore), quote.Value(AliasesReject)))
-	}
+	r.rejectMissing = cfg.RejectMissingHeader
+	r.rejectAliases = cfg.RejectAliases
 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -235,19 +173,15 @@ func New(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
-// buildRule validates one rule. prefix is "Rules[i]." or "" for the v0 form,
-// whose fields are named Trusted and Header.
+// buildRule validates one rule. prefix is "Rules[i].".
 func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	var errs []error
 	ru := &rule{hops: max(rc.Hops, 1), sources: append([]Source(nil), rc.Sources...)}
 	fromName, headerName := prefix+"From", prefix+"Header"
-	if prefix == "" {
-		fromName, headerName = "Trusted", "Header"
-	}
 
 	var b netipx.IPSetBuilder
 	for i, s := range rc.From {
-		if s == ShorthandUnix {
+		if s == shorthandUnix {
 			ru.unix = true
 			continue
 		}
@@ -282,7 +216,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 			errs = append(errs, err)
 		}
 	}
-	if len(rc.From) == 0 && len(ru.sources) == 0 && prefix != "" {
+	if len(rc.From) == 0 && len(ru.sources) == 0 {
 		errs = append(errs, fmt.Errorf("trustedproxy: %sFrom and %sSources are both empty: the rule would match no peer", prefix, prefix))
 	}
 	if set != nil {
@@ -300,7 +234,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	case rc.Hops < 0 || rc.Hops > MaxHops:
 		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d out of range 0..%d", prefix, rc.Hops, MaxHops))
 	case rc.Hops > 0 && ru.kind != kindXFF && ru.kind != kindForwarded:
-		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %s", prefix, rc.Hops, HeaderXForwardedFor, HeaderForwarded, quote.Value(rc.Header)))
+		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %s", prefix, rc.Hops, headerXForwardedFor, headerForwarded, quote.Value(rc.Header)))
 	}
 	return ru, errs
 }
@@ -312,9 +246,9 @@ func parseHeaderName(name, field string) (string, headerKind, error) {
 	}
 	h := http.CanonicalHeaderKey(name)
 	switch h {
-	case HeaderXForwardedFor:
+	case headerXForwardedFor:
 		return h, kindXFF, nil
-	case HeaderForwarded:
+	case headerForwarded:
 		return h, kindForwarded, nil
 	}
 	return h, kindSingle, nil

@@ -13,18 +13,18 @@ func TestNewValid(t *testing.T) {
 		wantHeader string
 	}{
 		{"zero", Config{}, ""},
-		{"XFF lower case", Config{Header: "x-forwarded-for"}, "X-Forwarded-For"},
-		{"X-Real-IP", Config{Header: "X-Real-IP"}, "X-Real-Ip"},
-		{"CF-Connecting-IP", Config{Header: "CF-Connecting-IP"}, "Cf-Connecting-Ip"},
-		{"True-Client-IP", Config{Header: "True-Client-IP"}, "True-Client-Ip"},
-		{"Forwarded (RFC 7239, refused in v0)", Config{Header: "forwarded"}, "Forwarded"},
-		{"Forwarded with a trusted peer", Config{Trusted: []string{"10.0.0.0/8"}, Header: "FORWARDED"}, "Forwarded"},
+		{"XFF lower case", Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "x-forwarded-for"}}}, "X-Forwarded-For"},
+		{"X-Real-IP", Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "X-Real-IP"}}}, "X-Real-Ip"},
+		{"CF-Connecting-IP", Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "CF-Connecting-IP"}}}, "Cf-Connecting-Ip"},
+		{"True-Client-IP", Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "True-Client-IP"}}}, "True-Client-Ip"},
+		{"Forwarded (RFC 7239)", Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "forwarded"}}}, "Forwarded"},
+		{"Forwarded with a trusted peer", Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "FORWARDED"}}}, "Forwarded"},
 		{"prefix bounds", Config{IPv4Prefix: 1, IPv6Prefix: 128}, ""},
 		{"prefix bounds 2", Config{IPv4Prefix: 32, IPv6Prefix: 1}, ""},
-		{"all v4 with AllowAll", Config{Trusted: []string{"0.0.0.0/0"}, AllowAll: true}, ""},
-		{"all v6 with AllowAll", Config{Trusted: []string{"::/0"}, AllowAll: true}, ""},
-		{"mapped all with AllowAll", Config{Trusted: []string{"::ffff:0.0.0.0/96"}, AllowAll: true}, ""},
-		{"many entries", Config{Trusted: []string{"10.0.0.0/8", "192.0.2.1", "2001:db8::/32", "::1", "fe80::1%eth0", "::ffff:172.16.0.0/108", "10.1.2.3/8"}}, ""},
+		{"all v4 with AllowAll", Config{Rules: []Rule{{From: []string{"0.0.0.0/0"}}}, AllowAll: true}, ""},
+		{"all v6 with AllowAll", Config{Rules: []Rule{{From: []string{"::/0"}}}, AllowAll: true}, ""},
+		{"mapped all with AllowAll", Config{Rules: []Rule{{From: []string{"::ffff:0.0.0.0/96"}}}, AllowAll: true}, ""},
+		{"many entries", Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "192.0.2.1", "2001:db8::/32", "::1", "fe80::1%eth0", "::ffff:172.16.0.0/108", "10.1.2.3/8"}}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,8 +32,8 @@ func TestNewValid(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			if r.Header() != tc.wantHeader {
-				t.Errorf("Header() = %q, want %q", r.Header(), tc.wantHeader)
+			if r.header() != tc.wantHeader {
+				t.Errorf("Header() = %q, want %q", r.header(), tc.wantHeader)
 			}
 		})
 	}
@@ -47,54 +47,54 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{
 			name: "every bad entry listed",
-			cfg:  Config{Trusted: []string{"10.0.0.0/8", "10.0.0.0/33", "not-an-ip", "", " 10.0.0.1", "192.168.1.1/", "fe80::/64%eth0", "example.com"}},
-			want: []string{`Trusted[1] "10.0.0.0/33"`, `Trusted[2] "not-an-ip"`, `Trusted[3] ""`, `Trusted[4] " 10.0.0.1"`, `Trusted[5] "192.168.1.1/"`, `Trusted[6] "fe80::/64%eth0"`, `Trusted[7] "example.com"`},
+			cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "10.0.0.0/33", "not-an-ip", "", " 10.0.0.1", "192.168.1.1/", "fe80::/64%eth0", "example.com"}}}},
+			want: []string{`Rules[0].From[1] "10.0.0.0/33"`, `Rules[0].From[2] "not-an-ip"`, `Rules[0].From[3] ""`, `Rules[0].From[4] " 10.0.0.1"`, `Rules[0].From[5] "192.168.1.1/"`, `Rules[0].From[6] "fe80::/64%eth0"`, `Rules[0].From[7] "example.com"`},
 		},
 		{
 			name: "0.0.0.0/0 refused",
-			cfg:  Config{Trusted: []string{"0.0.0.0/0"}},
-			want: []string{`Trusted[0] "0.0.0.0/0" trusts every IPv4 or every IPv6 address`},
+			cfg:  Config{Rules: []Rule{{From: []string{"0.0.0.0/0"}}}},
+			want: []string{`Rules[0].From[0] "0.0.0.0/0" trusts every IPv4 or every IPv6 address`},
 		},
 		{
 			name: "::/0 refused",
-			cfg:  Config{Trusted: []string{"10.0.0.0/8", "::/0"}},
-			want: []string{`Trusted[1] "::/0" trusts every`},
+			cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "::/0"}}}},
+			want: []string{`Rules[0].From[1] "::/0" trusts every`},
 		},
 		{
 			name: "mapped ::ffff:0.0.0.0/96 trick refused",
-			cfg:  Config{Trusted: []string{"::ffff:0.0.0.0/96"}},
-			want: []string{`Trusted[0] "::ffff:0.0.0.0/96" trusts every`},
+			cfg:  Config{Rules: []Rule{{From: []string{"::ffff:0.0.0.0/96"}}}},
+			want: []string{`Rules[0].From[0] "::ffff:0.0.0.0/96" trusts every`},
 		},
 		{
 			name: "::/80 covers every mapped address, refused",
-			cfg:  Config{Trusted: []string{"::/80"}},
-			want: []string{`Trusted[0] "::/80" trusts every`},
+			cfg:  Config{Rules: []Rule{{From: []string{"::/80"}}}},
+			want: []string{`Rules[0].From[0] "::/80" trusts every`},
 		},
 		{
 			name: "union of halves refused",
-			cfg:  Config{Trusted: []string{"0.0.0.0/1", "128.0.0.0/1"}},
+			cfg:  Config{Rules: []Rule{{From: []string{"0.0.0.0/1", "128.0.0.0/1"}}}},
 			want: []string{`union of the 2 entries trusts every`},
 		},
 		{
 			// ::/1 holds ::ffff:0:0/96, so it alone trusts every IPv4
 			// address once unmapped; 8000::/1 alone is fine.
 			name: "v6 half holding the mapped range refused",
-			cfg:  Config{Trusted: []string{"::/1", "8000::/1"}},
-			want: []string{`Trusted[0] "::/1" trusts every`},
+			cfg:  Config{Rules: []Rule{{From: []string{"::/1", "8000::/1"}}}},
+			want: []string{`Rules[0].From[0] "::/1" trusts every`},
 		},
 		{
 			name: "mapped half plus v4 half refused",
-			cfg:  Config{Trusted: []string{"::ffff:0.0.0.0/97", "128.0.0.0/1"}},
+			cfg:  Config{Rules: []Rule{{From: []string{"::ffff:0.0.0.0/97", "128.0.0.0/1"}}}},
 			want: []string{`union of the 2 entries trusts every`},
 		},
 		{
 			name: "header not a token",
-			cfg:  Config{Header: "X Real IP"},
+			cfg:  Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "X Real IP"}}},
 			want: []string{`Header "X Real IP" is not a valid header name`},
 		},
 		{
 			name: "header with colon",
-			cfg:  Config{Header: "X-Real-IP:"},
+			cfg:  Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "X-Real-IP:"}}},
 			want: []string{`Header "X-Real-IP:" is not a valid header name`},
 		},
 		{
@@ -109,8 +109,8 @@ func TestNewErrors(t *testing.T) {
 		},
 		{
 			name: "all problems at once",
-			cfg:  Config{Trusted: []string{"bad", "0.0.0.0/0"}, Header: "X Forwarded", IPv4Prefix: 40, IPv6Prefix: 200},
-			want: []string{`Trusted[0] "bad"`, `Trusted[1] "0.0.0.0/0"`, `Header "X Forwarded"`, `IPv4Prefix 40`, `IPv6Prefix 200`},
+			cfg:  Config{Rules: []Rule{{From: []string{"bad", "0.0.0.0/0"}, Header: "X Forwarded"}}, IPv4Prefix: 40, IPv6Prefix: 200},
+			want: []string{`Rules[0].From[0] "bad"`, `Rules[0].From[1] "0.0.0.0/0"`, `Rules[0].Header "X Forwarded"`, `IPv4Prefix 40`, `IPv6Prefix 200`},
 		},
 	}
 	for _, tc := range tests {
@@ -140,7 +140,7 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestTrusts(t *testing.T) {
-	r := mustNew(t, Config{Trusted: []string{
+	r := mustNew(t, Config{Rules: []Rule{{From: []string{
 		"10.0.0.0/8",
 		"::ffff:172.16.0.0/108", // mapped form of 172.16.0.0/12
 		"::ffff:192.0.2.1",      // mapped single address
@@ -148,7 +148,7 @@ func TestTrusts(t *testing.T) {
 		"2001:DB8::/32",         // upper case
 		"198.51.100.77/24",      // host bits ignored
 		"::/96",                 // IPv4-compatible range, not mapped: stays IPv6
-	}})
+	}}}})
 	tests := []struct {
 		addr string
 		want bool
@@ -176,11 +176,11 @@ func TestTrusts(t *testing.T) {
 		{"127.0.0.1", false},
 	}
 	for _, tc := range tests {
-		if got := r.Trusts(netip.MustParseAddr(tc.addr)); got != tc.want {
+		if got := r.trusts(netip.MustParseAddr(tc.addr)); got != tc.want {
 			t.Errorf("Trusts(%s) = %v, want %v", tc.addr, got, tc.want)
 		}
 	}
-	if r.Trusts(netip.Addr{}) {
+	if r.trusts(netip.Addr{}) {
 		t.Error("Trusts(invalid) = true")
 	}
 }
@@ -189,28 +189,28 @@ func TestTrusts(t *testing.T) {
 // mapped range trusts both its IPv6 addresses and the IPv4 addresses mapped
 // into it.
 func TestTrustedOverlappingMappedRange(t *testing.T) {
-	r := mustNew(t, Config{Trusted: []string{"::ffff:0:0/95"}, AllowAll: true}) // ::fffe:0:0 - ::ffff:ffff:ffff
+	r := mustNew(t, Config{Rules: []Rule{{From: []string{"::ffff:0:0/95"}}}, AllowAll: true}) // ::fffe:0:0 - ::ffff:ffff:ffff
 	for _, a := range []string{"::fffe:1:2", "1.2.3.4", "255.255.255.255"} {
-		if !r.Trusts(netip.MustParseAddr(a)) {
+		if !r.trusts(netip.MustParseAddr(a)) {
 			t.Errorf("Trusts(%s) = false", a)
 		}
 	}
-	if _, err := New(Config{Trusted: []string{"::ffff:0:0/95"}}); err == nil {
+	if _, err := New(Config{Rules: []Rule{{From: []string{"::ffff:0:0/95"}}}}); err == nil {
 		t.Error("::ffff:0:0/95 covers every IPv4 address once unmapped; want refusal without AllowAll")
 	}
-	r = mustNew(t, Config{Trusted: []string{"::ffff:10.0.0.0/104"}})
-	if !r.Trusts(netip.MustParseAddr("10.255.0.1")) || r.Trusts(netip.MustParseAddr("11.0.0.0")) {
+	r = mustNew(t, Config{Rules: []Rule{{From: []string{"::ffff:10.0.0.0/104"}}}})
+	if !r.trusts(netip.MustParseAddr("10.255.0.1")) || r.trusts(netip.MustParseAddr("11.0.0.0")) {
 		t.Error("::ffff:10.0.0.0/104 should trust exactly 10.0.0.0/8")
 	}
 }
 
 // TestConfigNotRetained: changing the Config after New has no effect.
 func TestConfigNotRetained(t *testing.T) {
-	cfg := Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}
+	cfg := Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
 	r := mustNew(t, cfg)
-	cfg.Trusted[0] = "0.0.0.0/0"
-	cfg.Header = "X-Real-IP"
-	if r.Trusts(netip.MustParseAddr("1.2.3.4")) || r.Header() != "X-Forwarded-For" {
+	cfg.Rules[0].From[0] = "0.0.0.0/0"
+	cfg.Rules[0].Header = "X-Real-IP"
+	if r.trusts(netip.MustParseAddr("1.2.3.4")) || r.header() != "X-Forwarded-For" {
 		t.Error("Resolver changed with its Config")
 	}
 }

@@ -28,17 +28,16 @@ type Result struct {
 // Values copied from the request (Peer when unparsable, Hop.Value) are
 // attacker-controlled and truncated to 64 bytes. A Derivation is a plain
 // value owned by the caller (its Hops alias the buffer given to
-// [Resolver.ResolveBuf], if any); nothing in the Resolver keeps it.
+// [Resolver.Explain], if any); nothing in the Resolver keeps it.
 type Derivation struct {
 	// Peer is the canonical TCP peer address without port (also when it
-	// is refused with [ErrNonSourcePeer]), or the raw remoteAddr truncated
+	// is refused as an address no connection can come from), or the raw remoteAddr truncated
 	// to 64 bytes when it could not be parsed.
 	Peer string `json:"peer"`
-	// PeerTrusted reports whether Peer is in the trusted set of some rule
-	// (for the v0 form of Config, the Trusted set).
+	// PeerTrusted reports whether Peer is in the trusted set of some rule.
 	PeerTrusted bool `json:"peer_trusted"`
-	// Rule is the index into Config.Rules of the rule the peer matched (0
-	// for the v0 form), or -1 when no rule matched.
+	// Rule is the index into Config.Rules of the rule the peer matched, or
+	// -1 when no rule matched.
 	Rule int `json:"rule"`
 	// Header is the canonical name of the header consulted: set only when
 	// the peer is trusted and its rule names a header.
@@ -50,7 +49,7 @@ type Derivation struct {
 	Hops []Hop `json:"hops"`
 	// Chosen is the index into Hops of the client, or -1 when the client
 	// is the peer or the resolution failed (or when Hops was not built:
-	// see [Resolver.ResolveAddr]).
+	// see [Resolver.Resolve]).
 	Chosen int `json:"chosen"`
 	// Reason says why the client is what it is.
 	Reason Reason `json:"reason"`
@@ -73,36 +72,53 @@ type Hop struct {
 	// Attacker-controlled.
 	Value string `json:"value"`
 	// Address is the canonical address parsed from Value, "" when malformed
-	// (including an address refused with [ErrNonSourceEntry]).
+	// (including an address no connection can come from).
 	Address string `json:"address,omitempty"`
 	// Verdict is what the walk concluded about this entry.
 	Verdict Verdict `json:"verdict"`
 }
 
-// Verdict classifies one examined [Hop].
+// Verdict classifies one examined [Hop]. Its values are part of the
+// debug JSON: "trusted" (in the rule's trusted set; the walk continued
+// left), "counted" (not in the set, but the rule's Hops count vouches for
+// it; the walk continued left), "client" (the first untrusted address, or
+// the value of a single-address header), "malformed" (not an address, or an
+// address no connection can come from; the walk failed closed) and
+// "unknown" ("unknown" or an obfuscated node, RFC 7239 §6; the walk failed
+// closed). A Verdict is for display: to act on an outcome, use the error
+// and [Derivation.Reason].
 type Verdict string
 
 // Verdicts.
 const (
-	// VerdictTrusted: the entry is in the rule's trusted set; the walk
+	// verdictTrusted: the entry is in the rule's trusted set; the walk
 	// continued left.
-	VerdictTrusted Verdict = "trusted"
-	// VerdictCounted: the entry is not in the trusted set but the rule's
+	verdictTrusted Verdict = "trusted"
+	// verdictCounted: the entry is not in the trusted set but the rule's
 	// Hops count vouches for it as a proxy; the walk continued left.
-	VerdictCounted Verdict = "counted"
-	// VerdictClient: the entry is the client (first untrusted address, or
+	verdictCounted Verdict = "counted"
+	// verdictClient: the entry is the client (first untrusted address, or
 	// the value of a single-address header).
-	VerdictClient Verdict = "client"
-	// VerdictMalformed: the entry is not an address, or is an address no
-	// connection can come from (unspecified, multicast, 255.255.255.255:
-	// [ErrNonSourceEntry]); the walk failed closed.
-	VerdictMalformed Verdict = "malformed"
-	// VerdictUnknown: the entry is "unknown" or an obfuscated node
+	verdictClient Verdict = "client"
+	// verdictMalformed: the entry is not an address, or is an address no
+	// connection can come from (unspecified, multicast, 255.255.255.255);
+	// the walk failed closed.
+	verdictMalformed Verdict = "malformed"
+	// verdictUnknown: the entry is "unknown" or an obfuscated node
 	// (RFC 7239 §6); the walk failed closed.
-	VerdictUnknown Verdict = "unknown"
+	verdictUnknown Verdict = "unknown"
 )
 
-// Reason says why a [Derivation] chose its client (or failed).
+// Reason says why a [Derivation] chose its client (or failed). Its values
+// are part of the debug JSON and the label of anomaly counters. The
+// reasons of a successful resolution are exported constants (compare
+// against them, for instance to count [ReasonHeaderAbsent]); those of a
+// failure are not, since the error says the same and is what to test
+// (with errors.Is): "malformed_entry" ([ErrMalformedEntry], also for an
+// address no connection can come from), "unknown_node" ([ErrUnknownNode]),
+// "header_alias" ([ErrHeaderAlias]), "chain_too_long" ([ErrChainTooLong]),
+// "malformed_peer" ([ErrMalformedPeer]) and "unix_peer_untrusted" (a
+// Unix-socket peer no rule accepts, [ErrMalformedPeer]).
 type Reason string
 
 // Reasons.
@@ -115,8 +131,8 @@ const (
 	ReasonNoHeaderConfigured Reason = "no_header_configured"
 	// ReasonHeaderAbsent: the peer is trusted but sent no value in its
 	// rule's header (no line, or only lines of spaces and tabs). With
-	// Config.MissingHeader "peer" (the default) the client is the peer;
-	// with "reject" Resolve returns [ErrMissingHeader]. Reported either
+	// Config.RejectMissingHeader false (the default) the client is the
+	// peer; with true Resolve returns [ErrMissingHeader]. Reported either
 	// way: a trusted proxy that forwards without the header is usually a
 	// misconfiguration (or a health check) and should be counted.
 	ReasonHeaderAbsent Reason = "trusted_peer_without_header"
@@ -125,7 +141,7 @@ const (
 	ReasonFirstUntrustedHop Reason = "first_untrusted_hop"
 	// ReasonHopCount: the rule has Hops n >= 2 and the client is the n-th
 	// entry, walking right to left, that is not in the rule's trusted set;
-	// the n-1 before it were trusted by count ([VerdictCounted]).
+	// the n-1 before it were trusted by count (verdict "counted").
 	ReasonHopCount Reason = "hop_count"
 	// ReasonAllHopsTrusted: every entry of the list header is trusted (by
 	// address or by count); the client is the peer (documented choice:
@@ -134,29 +150,29 @@ const (
 	// ReasonSingleAddressHeader: the client is the value of the
 	// single-address header sent by the trusted peer.
 	ReasonSingleAddressHeader Reason = "single_address_header"
-	// ReasonMalformedEntry: a header entry reached by the walk is not an
+	// reasonMalformedEntry: a header entry reached by the walk is not an
 	// address, or is an unspecified, multicast or broadcast address;
 	// Resolve returned a *ChainError wrapping ErrMalformedEntry (Err is
-	// ErrNonSourceEntry in the second case).
-	ReasonMalformedEntry Reason = "malformed_entry"
-	// ReasonUnknownNode: a header entry reached by the walk is "unknown" or
+	// errNonSourceEntry in the second case).
+	reasonMalformedEntry Reason = "malformed_entry"
+	// reasonUnknownNode: a header entry reached by the walk is "unknown" or
 	// an obfuscated node; Resolve returned a *ChainError wrapping
 	// ErrUnknownNode.
-	ReasonUnknownNode Reason = "unknown_node"
-	// ReasonHeaderAlias: Config.Aliases is "reject" and the trusted peer's
+	reasonUnknownNode Reason = "unknown_node"
+	// reasonHeaderAlias: Config.RejectAliases is set and the trusted peer's
 	// request carries an alias of its rule's header; Resolve returned an
 	// error wrapping ErrHeaderAlias.
-	ReasonHeaderAlias Reason = "header_alias"
-	// ReasonChainTooLong: more than MaxHops entries would have had to be
+	reasonHeaderAlias Reason = "header_alias"
+	// reasonChainTooLong: more than MaxHops entries would have had to be
 	// examined; Resolve returned a *ChainError wrapping ErrChainTooLong.
-	ReasonChainTooLong Reason = "chain_too_long"
-	// ReasonMalformedPeer: remoteAddr is not an address, or is an
+	reasonChainTooLong Reason = "chain_too_long"
+	// reasonMalformedPeer: remoteAddr is not an address, or is an
 	// unspecified, multicast or broadcast address; Resolve returned an
-	// error wrapping ErrMalformedPeer (ErrNonSourcePeer in the second
+	// error wrapping ErrMalformedPeer (errNonSourcePeer in the second
 	// case).
-	ReasonMalformedPeer Reason = "malformed_peer"
-	// ReasonUnixPeerUntrusted: remoteAddr is a Unix-domain socket ("",
+	reasonMalformedPeer Reason = "malformed_peer"
+	// reasonUnixPeerUntrusted: remoteAddr is a Unix-domain socket ("",
 	// "@..." or "/...") and no rule lists "unix"; Resolve returned an
-	// error wrapping ErrUnixPeer and ErrMalformedPeer.
-	ReasonUnixPeerUntrusted Reason = "unix_peer_untrusted"
+	// error wrapping errUnixPeer and ErrMalformedPeer.
+	reasonUnixPeerUntrusted Reason = "unix_peer_untrusted"
 )

@@ -11,7 +11,7 @@
 // A [Config] holds an ordered list of [Rule]s, each "when the peer is in
 // set S, read header H, trusting N hops". The first rule whose set contains
 // the peer applies; when none does, the peer is the client and no header is
-// read. The v0 form, Config{Trusted, Header}, is exactly one rule. A mixed
+// read. A single proxy setup is one rule. A mixed
 // topology, for instance a CDN in front of some routes and a load balancer
 // in front of others, with some clients coming direct:
 //
@@ -41,13 +41,13 @@
 //     the rightmost entry (the address the peer saw). When the set lists your
 //     own load balancers, n = 2 reads "skip my known ranges, then trust one
 //     more hop" (a CDN whose ranges you do not keep). Entries trusted by
-//     count are reported with [VerdictCounted] and the client with
+//     count are reported with the verdict "counted" and the client with
 //     [ReasonHopCount].
 //  4. Failing closed. An entry reached by the walk that is not an address is
 //     a [*ChainError]: [ErrMalformedEntry] (garbage, an empty element, an
 //     RFC 7239 element breaking the grammar, a repeated or missing for) or
 //     [ErrUnknownNode] ("unknown" and obfuscated "_xyz" nodes, whose trust
-//     cannot be decided), or [ErrNonSourceEntry] for an address no
+//     cannot be decided), or, wrapping ErrMalformedEntry, for an address no
 //     connection can come from (see 8). The resolver never skips such an
 //     entry and never falls back to the peer. More than [MaxHops] entries
 //     to examine is [ErrChainTooLong].
@@ -75,11 +75,11 @@
 //     (so does RFC 1112 for IPv4 groups). Keying such an
 //     address would put every request that carries it in one bucket, so
 //     it is refused after canonicalisation (::ffff:0.0.0.0 is 0.0.0.0, a
-//     zone is dropped): as the peer with [ErrNonSourcePeer], a malformed
-//     peer ([ReasonMalformedPeer]); reached in a chain or as a
-//     single-address value with [ErrNonSourceEntry], a malformed entry
-//     ([ReasonMalformedEntry], [VerdictMalformed], [ChainError.Detail]
-//     naming the kind). The check comes before the trusted sets: a set
+//     zone is dropped): as the peer with an error wrapping
+//     [ErrMalformedPeer] (reason malformed_peer); reached in a chain or as
+//     a single-address value with a [*ChainError] wrapping
+//     [ErrMalformedEntry] (reason malformed_entry, verdict malformed,
+//     [ChainError.Detail] naming the kind). The check comes before the trusted sets: a set
 //     that contains such an address (a broad range, Config.AllowAll) is
 //     an artifact of how it was written, not a proxy the request came
 //     through, so it neither admits such a peer nor skips such a hop, and
@@ -146,10 +146,10 @@
 //   - A trusted peer that sent no forwarding header is reported
 //     ([ReasonHeaderAbsent]), never silently keyed as the proxy, and never
 //     turned into an empty address (Traefik issue 7884 answers 403):
-//     Config.MissingHeader picks the peer (default, so load balancer
+//     Config.RejectMissingHeader picks the peer (false, the default, so load balancer
 //     health checks keep working) or an error.
 //   - Header-name aliases (X_Forwarded_For, X-Forwarded_For) are never read,
-//     whatever stack folded them; Config.Aliases can also reject requests
+//     whatever stack folded them; Config.RejectAliases can also reject requests
 //     carrying them.
 //   - Unspecified, multicast and broadcast addresses are refused, as peer
 //     and as entry (rule 8). realclientip-go refuses the unspecified
@@ -175,20 +175,21 @@
 //
 // Sets are netipx.IPSet values built by [ParseSet] (CIDRs, addresses,
 // shorthands), compiled into a sorted interval table searched in O(log n)
-// without allocation. A rule's [Source]s ([FileSource], [URLSource],
-// [StaticSource], [SourceFunc]) are loaded by [New] and reloaded by
-// [Resolver.Refresh], which swaps the rule's set atomically and keeps the
+// without allocation. A rule's [Source]s ([FileSource], [URLSource], or
+// your own through [SourceFunc]) are loaded by [New] and reloaded by
+// [Resolver.Refresh] (or [Resolver.RefreshLoop]), which swaps the rule's set atomically and keeps the
 // last good set when a load fails. Requests never wait for, or fail
 // because of, a refresh.
 //
 // # Explaining
 //
-// [Resolver.Resolve] returns a [Derivation] saying which peer was seen,
-// whether it was trusted and by which rule, which header was read, which
-// hops were examined with their verdicts, which one was chosen and why. The
-// debug endpoint prints it. [Resolver.ResolveBuf] does the same into a
-// caller's buffer without allocating; [Resolver.ResolveAddr] skips the
-// explanation and any work on the unexamined part of a header.
+// [Resolver.Resolve] returns the client address and network key, without
+// allocating and without any work on the unexamined part of a header.
+// [Resolver.Explain] returns the same with a [Derivation] saying which peer
+// was seen, whether it was trusted and by which rule, which header was
+// read, which hops were examined with their verdicts, which one was chosen
+// and why; given a buffer of [MaxHops] hops it does not allocate either.
+// The debug endpoint prints it.
 //
 // Work per request is bounded: at most [MaxHops] entries are examined and
 // at most 64 bytes of any attacker-written value are copied into a

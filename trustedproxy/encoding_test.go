@@ -112,18 +112,18 @@ func TestGoldenForwardedEncoding(t *testing.T) {
 	checked := 0
 	for _, g := range groups {
 		for _, c := range g.Cases {
-			if c.Policy.Aliases != "" || c.Headers[HeaderForwarded] != nil {
+			if c.Policy.Aliases != "" || c.Headers[headerForwarded] != nil {
 				continue
 			}
 			pol := c.Policy
 			usesXFF := false
-			if http.CanonicalHeaderKey(pol.Header) == HeaderXForwardedFor {
-				pol.Header, usesXFF = HeaderForwarded, true
+			if http.CanonicalHeaderKey(pol.Header) == headerXForwardedFor {
+				pol.Header, usesXFF = headerForwarded, true
 			}
 			pol.Rules = append([]goldenRule(nil), pol.Rules...)
 			for i := range pol.Rules {
-				if http.CanonicalHeaderKey(pol.Rules[i].Header) == HeaderXForwardedFor {
-					pol.Rules[i].Header, usesXFF = HeaderForwarded, true
+				if http.CanonicalHeaderKey(pol.Rules[i].Header) == headerXForwardedFor {
+					pol.Rules[i].Header, usesXFF = headerForwarded, true
 				}
 			}
 			if !usesXFF {
@@ -131,20 +131,20 @@ func TestGoldenForwardedEncoding(t *testing.T) {
 			}
 			h := c.header()
 			fh := h.Clone()
-			if lines, ok := h[HeaderXForwardedFor]; ok {
+			if lines, ok := h[headerXForwardedFor]; ok {
 				fl, ok := xffLinesToForwarded(lines)
 				if !ok {
 					continue
 				}
-				delete(fh, HeaderXForwardedFor)
-				fh[HeaderForwarded] = fl
+				delete(fh, headerXForwardedFor)
+				fh[headerForwarded] = fl
 			}
 			t.Run(g.Group+"/"+c.Name, func(t *testing.T) {
 				rx := mustNew(t, c.Policy.config())
 				rf := mustNew(t, pol.config())
 				ox, of := outcomeOf(rx, c.Peer, h), outcomeOf(rf, c.Peer, fh)
 				if !reflect.DeepEqual(ox, of) {
-					t.Errorf("X-Forwarded-For %+v\nForwarded       %+v\nlines %q", ox, of, fh[HeaderForwarded])
+					t.Errorf("X-Forwarded-For %+v\nForwarded       %+v\nlines %q", ox, of, fh[headerForwarded])
 				}
 			})
 			checked++

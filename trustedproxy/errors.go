@@ -5,34 +5,35 @@ import (
 	"fmt"
 )
 
-// ErrMalformedPeer is returned by [Resolver.Resolve] when remoteAddr is not
-// an address in one of the forms documented on [Resolver.Resolve]. The
-// returned error wraps it, so test with errors.Is. Nothing is read from the
-// headers in that case. A Unix-socket peer ("", "@..." or "/...") that no
-// rule accepts gets an error wrapping both ErrMalformedPeer and
-// [ErrUnixPeer]; a peer that is an address no connection can come from
-// (unspecified, multicast, limited broadcast) gets [ErrNonSourcePeer],
-// which wraps ErrMalformedPeer.
+// ErrMalformedPeer is returned by [Resolver.Resolve] and [Resolver.Explain]
+// when remoteAddr cannot key a client: it is not an address in one of the
+// forms documented on [Resolver.Resolve]; or it is an address no connection
+// can come from (unspecified, multicast, limited broadcast; the text says
+// "not a source address"); or it is a Unix-socket peer ("", "@..." or
+// "/...") that no rule accepts, or that a rule accepts but that would be
+// the client itself (the text says "Unix-socket peer"). The returned error
+// wraps it, so test with errors.Is; Derivation.Reason tells the cases
+// apart (malformed_peer, unix_peer_untrusted). Nothing is read from the
+// headers of an unusable peer.
 var ErrMalformedPeer = errors.New("trustedproxy: malformed peer address")
 
-// ErrNonSourcePeer is returned when remoteAddr parses as an address that
+// errNonSourcePeer is returned when remoteAddr parses as an address that
 // can never be the source of a TCP connection: unspecified (0.0.0.0, ::,
 // also written ::ffff:0.0.0.0), multicast (224.0.0.0/4, ff00::/8) or the
 // limited broadcast 255.255.255.255. Such a peer says nothing about who
 // sent the request (a listener or a layer in front of the handler reported
 // a placeholder), so it is refused whatever the trusted sets contain, and
-// no header is read. It wraps [ErrMalformedPeer], so code that only knows
-// v0 errors treats it as a malformed peer; Derivation.Reason is
-// [ReasonMalformedPeer].
-var ErrNonSourcePeer = fmt.Errorf("%w: not a source address", ErrMalformedPeer)
+// no header is read. It wraps [ErrMalformedPeer]; Derivation.Reason is
+// malformed_peer.
+var errNonSourcePeer = fmt.Errorf("%w: not a source address", ErrMalformedPeer)
 
-// ErrUnixPeer is returned, together with [ErrMalformedPeer] (one error wraps
+// errUnixPeer is returned, together with [ErrMalformedPeer] (one error wraps
 // both), when the peer is a Unix-domain socket and either no rule lists
 // "unix" in its From (Unix-socket peers are trusted only by explicit opt-in),
 // or a rule accepted it but the resolution would have chosen the peer itself
 // as the client (no forwarding header, every hop trusted): a socket has no
 // address to key a client by. Derivation.Reason tells the cases apart.
-var ErrUnixPeer = errors.New("trustedproxy: Unix-socket peer")
+var errUnixPeer = errors.New("trustedproxy: Unix-socket peer")
 
 // ErrMalformedEntry is the [ChainError.Err] of a forwarding-header entry that
 // is not a single IP address (empty element, host name, port without
@@ -41,18 +42,20 @@ var ErrUnixPeer = errors.New("trustedproxy: Unix-socket peer")
 // for parameter, ...). The walk fails closed on it: the entry is never
 // skipped and the resolver never falls back to the peer.
 // errors.Is(err, ErrMalformedEntry) works through [*ChainError], and also
-// matches [ErrUnknownNode] and [ErrNonSourceEntry].
+// matches [ErrUnknownNode] and the error of an entry that is an address no
+// connection can come from (unspecified, multicast, limited broadcast:
+// [ChainError.Detail] names the kind).
 var ErrMalformedEntry = errors.New("trustedproxy: malformed forwarding entry")
 
 // ErrUnknownNode is the [ChainError.Err] of an entry that names no address on
 // purpose: RFC 7239 §6 "unknown" or an obfuscated node "_xyz" (in Forwarded
 // for= values and, with the same spelling, in X-Forwarded-For). The walk
 // cannot tell whether such a hop is trusted, so it stops with this error. It
-// wraps [ErrMalformedEntry], so code that only knows v0 errors treats it as a
-// malformed entry.
+// wraps [ErrMalformedEntry], so code that only tests for malformed entries
+// treats it as one.
 var ErrUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEntry)
 
-// ErrNonSourceEntry is the [ChainError.Err] of an entry that is an address
+// errNonSourceEntry is the [ChainError.Err] of an entry that is an address
 // no connection can come from: unspecified (0.0.0.0, ::, also written
 // ::ffff:0.0.0.0), multicast (224.0.0.0/4, ff00::/8) or the limited
 // broadcast 255.255.255.255 (RFC 1122 §3.2.1.3, RFC 4291 §2.5.2 and §2.7).
@@ -62,8 +65,8 @@ var ErrUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEn
 // holding one fails the same way. [ChainError.Detail] says which kind
 // ("unspecified address", "multicast address", "limited broadcast
 // address"). It wraps [ErrMalformedEntry]; Derivation.Reason is
-// [ReasonMalformedEntry] and the hop's verdict [VerdictMalformed].
-var ErrNonSourceEntry = fmt.Errorf("%w: not a source address", ErrMalformedEntry)
+// malformed_entry and the hop's verdict malformed.
+var errNonSourceEntry = fmt.Errorf("%w: not a source address", ErrMalformedEntry)
 
 // ErrChainTooLong is the [ChainError.Err] when the walk would have to examine
 // more than [MaxHops] entries of a list header, all of them trusted so far.
@@ -71,12 +74,12 @@ var ErrNonSourceEntry = fmt.Errorf("%w: not a source address", ErrMalformedEntry
 var ErrChainTooLong = errors.New("trustedproxy: forwarding chain too long")
 
 // ErrMissingHeader is returned when a trusted peer sent no value in its
-// rule's forwarding header and [Config.MissingHeader] is
-// [MissingHeaderReject]. With the default ([MissingHeaderPeer]) the peer is
-// the client and Derivation.Reason is [ReasonHeaderAbsent] instead.
+// rule's forwarding header and [Config.RejectMissingHeader] is set. By
+// default the peer is the client instead; Derivation.Reason is
+// [ReasonHeaderAbsent] either way.
 var ErrMissingHeader = errors.New("trustedproxy: trusted peer sent no forwarding header")
 
-// ErrHeaderAlias is returned when [Config.Aliases] is [AliasesReject] and a
+// ErrHeaderAlias is returned when [Config.RejectAliases] is set and a
 // trusted peer's request carries a header whose name differs from the
 // rule's forwarding header only by case or by '_' in place of '-'
 // ("X_Forwarded_For", "X-Forwarded_For", a non-canonical key in a
@@ -87,8 +90,9 @@ var ErrHeaderAlias = errors.New("trustedproxy: forwarding header alias")
 
 // ChainError reports a forwarding header written by a trusted peer that
 // cannot be resolved to a client. Err is [ErrMalformedEntry],
-// [ErrUnknownNode], [ErrNonSourceEntry] or [ErrChainTooLong]; Unwrap
-// returns it.
+// [ErrUnknownNode], [ErrChainTooLong], or for an address no connection can
+// come from an error wrapping ErrMalformedEntry (Detail names the kind);
+// Unwrap returns it.
 //
 // Value is attacker-controlled: it holds at most 64 bytes of the offending
 // entry, after trimming spaces and tabs, and is quoted by Error.
@@ -105,11 +109,13 @@ type ChainError struct {
 	Value string
 	// Detail says what is wrong when the entry's text alone does not (RFC
 	// 7239 syntax errors, repeated parameters, a missing for parameter,
-	// the kind of address [ErrNonSourceEntry] refused); "" otherwise.
+	// the kind of non-source address refused: "unspecified address",
+	// "multicast address", "limited broadcast address"); "" otherwise.
 	// Fixed text, never request bytes.
 	Detail string
-	// Err is ErrMalformedEntry, ErrUnknownNode, ErrNonSourceEntry or
-	// ErrChainTooLong.
+	// Err is ErrMalformedEntry, ErrUnknownNode, ErrChainTooLong, or an
+	// error wrapping ErrMalformedEntry for a non-source address; test it
+	// with errors.Is.
 	Err error
 }
 

@@ -14,10 +14,9 @@ import (
 // A client that reaches the service directly cannot choose its address by
 // forging X-Forwarded-For: the header is read only from trusted proxies, and
 // then walked from the right.
-func ExampleResolver_Resolve() {
+func ExampleResolver_Explain() {
 	r, err := trustedproxy.New(trustedproxy.Config{
-		Trusted: []string{"10.0.0.0/8"}, // the load balancers
-		Header:  "X-Forwarded-For",
+		Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}, // the load balancers
 	})
 	if err != nil {
 		panic(err)
@@ -26,13 +25,13 @@ func ExampleResolver_Resolve() {
 	h.Set("X-Forwarded-For", "1.2.3.4, 10.0.0.1") // forged by the client
 
 	// Direct connection from 203.0.113.9: the forged header is ignored.
-	res, _ := r.Resolve("203.0.113.9:41000", h)
+	res, _ := r.Explain("203.0.113.9:41000", h, nil)
 	fmt.Println(res.Client, res.Network, res.Derivation.Reason)
 
 	// The same forged value behind a trusted load balancer, which appended
 	// the address it saw: the walk stops at the first untrusted hop.
 	h.Set("X-Forwarded-For", "1.2.3.4, 10.0.0.1, 203.0.113.9")
-	res, _ = r.Resolve("10.0.0.2:55000", h)
+	res, _ = r.Explain("10.0.0.2:55000", h, nil)
 	fmt.Println(res.Client, res.Network, res.Derivation.Reason)
 	for _, hop := range res.Derivation.Hops {
 		fmt.Println(hop.Position, hop.Value, hop.Verdict)
@@ -60,7 +59,7 @@ func ExampleNew_rules() {
 	h.Set("X-Forwarded-For", "198.51.100.9")
 
 	for _, peer := range []string{"173.245.48.1:443", "10.0.0.2:55000", "192.0.2.44:41000"} {
-		res, _ := r.Resolve(peer, h)
+		res, _ := r.Explain(peer, h, nil)
 		fmt.Println(peer, "->", res.Client, "rule", res.Derivation.Rule, res.Derivation.Reason)
 	}
 	// Output:
@@ -73,24 +72,23 @@ func ExampleNew_rules() {
 // the same client. Quoted IPv6 with a port, parameters in any order and
 // case, and "unknown" or obfuscated nodes are understood; a node that
 // names no address stops the walk with a typed error.
-func ExampleResolver_Resolve_forwarded() {
+func ExampleResolver_Explain_forwarded() {
 	r, err := trustedproxy.New(trustedproxy.Config{
-		Trusted: []string{"10.0.0.0/8"},
-		Header:  "Forwarded",
+		Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "Forwarded"}},
 	})
 	if err != nil {
 		panic(err)
 	}
 	h := http.Header{}
 	h.Set("Forwarded", `for=192.0.2.43, For="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.5`)
-	res, _ := r.Resolve("10.0.0.1:443", h)
+	res, _ := r.Explain("10.0.0.1:443", h, nil)
 	fmt.Println(res.Client, res.Network)
 	for _, hop := range res.Derivation.Hops {
 		fmt.Println(hop.Position, hop.Value, hop.Verdict)
 	}
 
 	h.Set("Forwarded", "for=192.0.2.43, for=_hidden")
-	_, err = r.Resolve("10.0.0.1:443", h)
+	_, err = r.Explain("10.0.0.1:443", h, nil)
 	fmt.Println(errors.Is(err, trustedproxy.ErrUnknownNode), errors.Is(err, trustedproxy.ErrMalformedEntry))
 	// Output:
 	// 2001:db8:cafe::17 2001:db8:cafe::/64
@@ -103,7 +101,7 @@ func ExampleResolver_Resolve_forwarded() {
 // that is not in the rule's From. Here the load balancers are listed and
 // skipped, and one more hop, a CDN whose ranges we do not keep, is trusted
 // by count: "skip my ranges, then trust one more hop".
-func ExampleResolver_Resolve_hops() {
+func ExampleResolver_Explain_hops() {
 	r, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{
 		{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: 2},
 	}})
@@ -113,7 +111,7 @@ func ExampleResolver_Resolve_hops() {
 	h := http.Header{}
 	// forged by the client, then appended by the CDN edge, then by our inner load balancer
 	h.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7, 198.51.100.20, 10.0.0.7")
-	res, _ := r.Resolve("10.0.0.1:443", h)
+	res, _ := r.Explain("10.0.0.1:443", h, nil)
 	fmt.Println(res.Client, res.Derivation.Reason)
 	for _, hop := range res.Derivation.Hops {
 		fmt.Println(hop.Position, hop.Address, hop.Verdict)
@@ -125,18 +123,17 @@ func ExampleResolver_Resolve_hops() {
 	// 1 203.0.113.7 client
 }
 
-// ResolveAddr is the allocation-free fast path when only the key matters.
-func ExampleResolver_ResolveAddr() {
+// Resolve is the allocation-free fast path when only the key matters.
+func ExampleResolver_Resolve() {
 	r, err := trustedproxy.New(trustedproxy.Config{
-		Trusted:    []string{"10.0.0.0/8"},
-		Header:     "X-Forwarded-For",
+		Rules:      []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}},
 		IPv6Prefix: 56,
 	})
 	if err != nil {
 		panic(err)
 	}
 	h := http.Header{"X-Forwarded-For": {"[2001:db8:1:2ff::9]:51000, 10.0.0.3"}}
-	client, network, err := r.ResolveAddr("10.0.0.1:443", h)
+	client, network, err := r.Resolve("10.0.0.1:443", h)
 	fmt.Println(client, network, err)
 	// Output:
 	// 2001:db8:1:2ff::9 2001:db8:1:200::/56 <nil>
@@ -177,8 +174,8 @@ func ExampleResolver_Refresh() {
 	}
 	h := http.Header{"X-Forwarded-For": {"203.0.113.7"}}
 	show := func() {
-		a, _, _ := r.ResolveAddr("192.0.2.10:443", h)
-		b, _, _ := r.ResolveAddr("198.51.100.10:443", h)
+		a, _, _ := r.Resolve("192.0.2.10:443", h)
+		b, _, _ := r.Resolve("198.51.100.10:443", h)
 		fmt.Println(a, b)
 	}
 	show()

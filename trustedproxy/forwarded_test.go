@@ -210,11 +210,11 @@ func TestForwardedAgreesWithXFFTable(t *testing.T) {
 		{"unknown, 10.0.0.2", "for=unknown, for=10.0.0.2", ""},
 		{"203.0.113.7,, 10.0.0.2", "for=203.0.113.7,, for=10.0.0.2", ""},
 	}
-	rx := mustNew(t, Config{Trusted: []string{"10.0.0.0/8"}, Header: HeaderXForwardedFor})
-	rf := mustNew(t, Config{Trusted: []string{"10.0.0.0/8"}, Header: HeaderForwarded})
+	rx := mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: headerXForwardedFor}}})
+	rf := mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: headerForwarded}}})
 	for _, tc := range tests {
 		ox := outcomeOf(rx, "10.0.0.1:1", xff(tc.xff))
-		of := outcomeOf(rf, "10.0.0.1:1", hdr(HeaderForwarded, tc.fwd))
+		of := outcomeOf(rf, "10.0.0.1:1", hdr(headerForwarded, tc.fwd))
 		if ox.Client != tc.client {
 			t.Errorf("%q: client %q, want %q", tc.xff, ox.Client, tc.client)
 		}
@@ -222,7 +222,7 @@ func TestForwardedAgreesWithXFFTable(t *testing.T) {
 			t.Errorf("%q vs %q:\n xff %+v\n fwd %+v", tc.xff, tc.fwd, ox, of)
 		}
 	}
-	if a, _, _ := rf.ResolveAddr("10.0.0.1:1", hdr(HeaderForwarded, `for="[2001:db8::7]"`)); a != netip.MustParseAddr("2001:db8::7") {
-		t.Errorf("ResolveAddr over Forwarded = %v", a)
+	if a, _, _ := rf.Resolve("10.0.0.1:1", hdr(headerForwarded, `for="[2001:db8::7]"`)); a != netip.MustParseAddr("2001:db8::7") {
+		t.Errorf("Resolve over Forwarded = %v", a)
 	}
 }

@@ -54,11 +54,11 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		ok = false
 	}
 	if !ok && !unix {
-		out.reason, out.err = ReasonMalformedPeer, ErrMalformedPeer
+		out.reason, out.err = reasonMalformedPeer, ErrMalformedPeer
 		return out
 	}
 	if ok && refNonSource(p0) { // before any rule: trust cannot make it a sender
-		out.reason, out.err = ReasonMalformedPeer, ErrNonSourcePeer
+		out.reason, out.err = reasonMalformedPeer, errNonSourcePeer
 		return out
 	}
 	var ru *refRule
@@ -75,7 +75,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 	}
 	if ru == nil {
 		if unix {
-			out.reason, out.err = ReasonUnixPeerUntrusted, ErrUnixPeer
+			out.reason, out.err = reasonUnixPeerUntrusted, errUnixPeer
 			return out
 		}
 		out.client, out.reason = p0, ReasonPeerUntrusted
@@ -84,7 +84,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 	peerResult := func(reason Reason) refResolved {
 		out.reason = reason
 		if unix {
-			out.err = ErrUnixPeer
+			out.err = errUnixPeer
 		} else {
 			out.client = p0
 		}
@@ -114,7 +114,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 	}
 	var entries []entry
 	switch ru.header {
-	case HeaderXForwardedFor:
+	case headerXForwardedFor:
 		for _, e := range strings.Split(strings.Join(nonBlank, ","), ",") {
 			e = strings.Trim(e, " \t")
 			a, ok := refParse(e)
@@ -127,7 +127,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 				entries = append(entries, entry{kind: nodeMalformed})
 			}
 		}
-	case HeaderForwarded:
+	case headerForwarded:
 		for _, l := range nonBlank {
 			elems, ok := refSplitForwarded(l)
 			if !ok {
@@ -149,13 +149,13 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		out.pos = last
 		switch {
 		case ok && !strings.Contains(v, ",") && refNonSource(a):
-			out.reason, out.err = ReasonMalformedEntry, ErrNonSourceEntry
+			out.reason, out.err = reasonMalformedEntry, errNonSourceEntry
 		case ok && !strings.Contains(v, ","):
 			out.client, out.reason = a, ReasonSingleAddressHeader
 		case !strings.Contains(v, ",") && refUnknown(v):
-			out.reason, out.err = ReasonUnknownNode, ErrUnknownNode
+			out.reason, out.err = reasonUnknownNode, ErrUnknownNode
 		default:
-			out.reason, out.err = ReasonMalformedEntry, ErrMalformedEntry
+			out.reason, out.err = reasonMalformedEntry, ErrMalformedEntry
 		}
 		return out
 	}
@@ -163,21 +163,21 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 	budget, examined := ru.hops, 0
 	for i := len(entries) - 1; i >= 0; i-- {
 		if examined == MaxHops {
-			out.reason, out.err, out.pos = ReasonChainTooLong, ErrChainTooLong, i
+			out.reason, out.err, out.pos = reasonChainTooLong, ErrChainTooLong, i
 			return out
 		}
 		examined++
 		e := entries[i]
 		switch e.kind {
 		case nodeMalformed:
-			out.reason, out.err, out.pos = ReasonMalformedEntry, ErrMalformedEntry, i
+			out.reason, out.err, out.pos = reasonMalformedEntry, ErrMalformedEntry, i
 			return out
 		case nodeUnknown:
-			out.reason, out.err, out.pos = ReasonUnknownNode, ErrUnknownNode, i
+			out.reason, out.err, out.pos = reasonUnknownNode, ErrUnknownNode, i
 			return out
 		}
 		if refNonSource(e.addr) { // before the trusted set
-			out.reason, out.err, out.pos = ReasonMalformedEntry, ErrNonSourceEntry, i
+			out.reason, out.err, out.pos = reasonMalformedEntry, errNonSourceEntry, i
 			return out
 		}
 		if refIn(ru.prefixes, e.addr) {
@@ -312,15 +312,15 @@ var fuzzRulesModes = []struct {
 }{
 	{
 		Config{Rules: []Rule{{From: fuzzTrusted, Header: "X-Forwarded-For", Hops: 2}}},
-		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: HeaderXForwardedFor, hops: 2}}},
+		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: headerXForwardedFor, hops: 2}}},
 	},
 	{
 		Config{Rules: []Rule{{From: fuzzTrusted, Header: "Forwarded"}}},
-		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: HeaderForwarded, hops: 1}}},
+		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: headerForwarded, hops: 1}}},
 	},
 	{
-		Config{Rules: []Rule{{From: fuzzTrusted, Header: "Forwarded", Hops: 3}}, MissingHeader: MissingHeaderReject},
-		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: HeaderForwarded, hops: 3}}, rejectMissing: true},
+		Config{Rules: []Rule{{From: fuzzTrusted, Header: "Forwarded", Hops: 3}}, RejectMissingHeader: true},
+		refPolicy{rules: []refRule{{prefixes: fuzzTrustedCanonical, header: headerForwarded, hops: 3}}, rejectMissing: true},
 	},
 	{
 		Config{Rules: []Rule{
@@ -330,15 +330,15 @@ var fuzzRulesModes = []struct {
 			{From: []string{"192.168.0.0/16"}},
 		}},
 		refPolicy{rules: []refRule{
-			{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: HeaderXForwardedFor, hops: 2},
-			{prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("127.0.0.1/32")}, header: HeaderForwarded, hops: 1},
+			{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: headerXForwardedFor, hops: 2},
+			{prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("127.0.0.1/32")}, header: headerForwarded, hops: 1},
 			{prefixes: []netip.Prefix{netip.MustParsePrefix("fe80::/10")}, unix: true, header: "X-Real-Ip", hops: 1},
 			{prefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}, hops: 1},
 		}},
 	},
 	{
 		Config{Rules: []Rule{{From: []string{"unix", "10.0.0.0/8"}, Header: "Forwarded", Hops: 2}}},
-		refPolicy{rules: []refRule{{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, unix: true, header: HeaderForwarded, hops: 2}}},
+		refPolicy{rules: []refRule{{prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, unix: true, header: headerForwarded, hops: 2}}},
 	},
 }
 
@@ -354,7 +354,7 @@ var fuzzRulesModes = []struct {
 //   - the client round-trips through its text form (netip.ParseAddr of
 //     Client.String(), netip.ParsePrefix of Network.String()), is
 //     canonical, and Network is masked and contains it;
-//   - ResolveAddr and ResolveBuf agree with Resolve.
+//   - Resolve and Explain(buf) agree with Explain(nil).
 //
 // Inputs: peer, header value (lines separated by '\n'; the header is the
 // one each rule of the mode reads), mode.
@@ -391,7 +391,7 @@ func FuzzRules(f *testing.F) {
 				}
 			}
 		}
-		res, err := r.Resolve(peer, h)
+		res, err := r.Explain(peer, h, nil)
 		d := res.Derivation
 		want := ref.resolve(peer, h)
 		compare := want.wellFormed && isASCII(value)
@@ -416,14 +416,14 @@ func FuzzRules(f *testing.F) {
 func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res Result, err error) {
 	t.Helper()
 	d := res.Derivation
-	c2, n2, err2 := r.ResolveAddr(peer, h)
+	c2, n2, err2 := r.Resolve(peer, h)
 	if c2 != res.Client || n2 != res.Network || errorName(err2) != errorName(err) {
-		t.Fatalf("ResolveAddr %v %v %v; Resolve %v %v %v", c2, n2, err2, res.Client, res.Network, err)
+		t.Fatalf("Resolve %v %v %v; Explain %v %v %v", c2, n2, err2, res.Client, res.Network, err)
 	}
 	var buf [MaxHops]Hop
-	res3, err3 := r.ResolveBuf(peer, h, buf[:0])
+	res3, err3 := r.Explain(peer, h, buf[:0])
 	if res3.Client != res.Client || res3.Derivation.Reason != d.Reason || len(res3.Derivation.Hops) != len(d.Hops) || errorName(err3) != errorName(err) {
-		t.Fatalf("ResolveBuf %+v %v; Resolve %+v %v", res3, err3, res, err)
+		t.Fatalf("Explain(buf) %+v %v; Explain %+v %v", res3, err3, res, err)
 	}
 	if len(d.Peer) > maxValueLen || len(d.Hops) > MaxHops {
 		t.Fatalf("derivation too big: peer %d bytes, %d hops", len(d.Peer), len(d.Hops))
@@ -435,7 +435,7 @@ func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res 
 		if i > 0 && hop.Position >= d.Hops[i-1].Position {
 			t.Fatalf("hops out of walk order: %+v", d.Hops)
 		}
-		if (hop.Verdict == VerdictMalformed || hop.Verdict == VerdictUnknown) != (hop.Address == "") {
+		if (hop.Verdict == verdictMalformed || hop.Verdict == verdictUnknown) != (hop.Address == "") {
 			t.Fatalf("hop %+v: address and verdict disagree", hop)
 		}
 	}
@@ -460,14 +460,14 @@ func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res 
 	}
 	switch d.Reason {
 	case ReasonFirstUntrustedHop, ReasonHopCount:
-		if set := r.TrustedSet(d.Rule); set == nil || set.Contains(c) {
+		if set := r.trustedSet(d.Rule); set == nil || set.Contains(c) {
 			t.Fatalf("walk chose %v, which rule %d trusts", c, d.Rule)
 		}
-		if d.Chosen != len(d.Hops)-1 || d.Hops[d.Chosen].Verdict != VerdictClient || d.Hops[d.Chosen].Address != c.String() {
+		if d.Chosen != len(d.Hops)-1 || d.Hops[d.Chosen].Verdict != verdictClient || d.Hops[d.Chosen].Address != c.String() {
 			t.Fatalf("chosen hop inconsistent: %+v", d)
 		}
 	case ReasonPeerUntrusted:
-		if d.PeerTrusted || d.Header != "" || d.Hops != nil || r.Trusts(c) {
+		if d.PeerTrusted || d.Header != "" || d.Hops != nil || r.trusts(c) {
 			t.Fatalf("untrusted peer, yet %+v", d)
 		}
 	case ReasonSingleAddressHeader:
@@ -494,8 +494,8 @@ func FuzzForwardedXFF(f *testing.F) {
 	pairs := make([][2]*Resolver, 4)
 	for i, hops := range []int{1, 2, 3, MaxHops} {
 		pairs[i] = [2]*Resolver{
-			mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: HeaderXForwardedFor, Hops: hops}}}),
-			mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: HeaderForwarded, Hops: hops}}}),
+			mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: headerXForwardedFor, Hops: hops}}}),
+			mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: headerForwarded, Hops: hops}}}),
 		}
 	}
 	f.Fuzz(func(t *testing.T, value string, mode, deco byte) {
@@ -508,8 +508,8 @@ func FuzzForwardedXFF(f *testing.F) {
 			fl[i] = decorate(l, deco)
 		}
 		p := pairs[int(mode)%len(pairs)]
-		ox := outcomeOf(p[0], "10.0.0.1:1", http.Header{HeaderXForwardedFor: lines})
-		of := outcomeOf(p[1], "10.0.0.1:1", http.Header{HeaderForwarded: fl})
+		ox := outcomeOf(p[0], "10.0.0.1:1", http.Header{headerXForwardedFor: lines})
+		of := outcomeOf(p[1], "10.0.0.1:1", http.Header{headerForwarded: fl})
 		if ox.Client != of.Client || ox.Network != of.Network || ox.Reason != of.Reason || ox.Err != of.Err || ox.ErrPos != of.ErrPos ||
 			strings.Join(ox.Hops, "|") != strings.Join(of.Hops, "|") {
 			t.Fatalf("X-Forwarded-For %q: %+v\nForwarded %q: %+v", lines, ox, fl, of)

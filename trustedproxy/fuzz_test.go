@@ -92,12 +92,12 @@ func refResolve(header, peer string, lines []string) refResult {
 	p, ok := refParse(peer)
 	if !ok {
 		if peer == "" || peer[0] == '@' || peer[0] == '/' {
-			return refResult{reason: ReasonUnixPeerUntrusted, err: ErrUnixPeer, pos: -1}
+			return refResult{reason: reasonUnixPeerUntrusted, err: errUnixPeer, pos: -1}
 		}
-		return refResult{reason: ReasonMalformedPeer, err: ErrMalformedPeer, pos: -1}
+		return refResult{reason: reasonMalformedPeer, err: ErrMalformedPeer, pos: -1}
 	}
 	if refNonSource(p) { // before the gate: trust cannot make it a sender
-		return refResult{reason: ReasonMalformedPeer, err: ErrNonSourcePeer, pos: -1}
+		return refResult{reason: reasonMalformedPeer, err: errNonSourcePeer, pos: -1}
 	}
 	if !refTrusted(p) {
 		return refResult{client: p, reason: ReasonPeerUntrusted, pos: -1}
@@ -120,12 +120,12 @@ func refResolve(header, peer string, lines []string) refResult {
 		a, ok := refParse(v)
 		if strings.Contains(v, ",") || !ok {
 			if !strings.Contains(v, ",") && refUnknown(v) {
-				return refResult{reason: ReasonUnknownNode, err: ErrUnknownNode, pos: last}
+				return refResult{reason: reasonUnknownNode, err: ErrUnknownNode, pos: last}
 			}
-			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: last}
+			return refResult{reason: reasonMalformedEntry, err: ErrMalformedEntry, pos: last}
 		}
 		if refNonSource(a) {
-			return refResult{reason: ReasonMalformedEntry, err: ErrNonSourceEntry, pos: last}
+			return refResult{reason: reasonMalformedEntry, err: errNonSourceEntry, pos: last}
 		}
 		return refResult{client: a, reason: ReasonSingleAddressHeader, pos: last}
 	}
@@ -133,19 +133,19 @@ func refResolve(header, peer string, lines []string) refResult {
 	examined := 0
 	for i := len(entries) - 1; i >= 0; i-- {
 		if examined == MaxHops {
-			return refResult{reason: ReasonChainTooLong, err: ErrChainTooLong, pos: i}
+			return refResult{reason: reasonChainTooLong, err: ErrChainTooLong, pos: i}
 		}
 		examined++
 		v := strings.Trim(entries[i], " \t")
 		a, ok := refParse(v)
 		if !ok {
 			if refUnknown(v) {
-				return refResult{reason: ReasonUnknownNode, err: ErrUnknownNode, pos: i}
+				return refResult{reason: reasonUnknownNode, err: ErrUnknownNode, pos: i}
 			}
-			return refResult{reason: ReasonMalformedEntry, err: ErrMalformedEntry, pos: i}
+			return refResult{reason: reasonMalformedEntry, err: ErrMalformedEntry, pos: i}
 		}
 		if refNonSource(a) { // before the trusted set
-			return refResult{reason: ReasonMalformedEntry, err: ErrNonSourceEntry, pos: i}
+			return refResult{reason: reasonMalformedEntry, err: errNonSourceEntry, pos: i}
 		}
 		if !refTrusted(a) {
 			return refResult{client: a, reason: ReasonFirstUntrustedHop, pos: i}
@@ -165,9 +165,9 @@ func refResolve(header, peer string, lines []string) refResult {
 func FuzzResolve(f *testing.F) {
 
 	resolvers := [3]*Resolver{
-		mustNew(f, Config{Trusted: fuzzTrusted, Header: "X-Forwarded-For", IPv4Prefix: 24, IPv6Prefix: 56}),
-		mustNew(f, Config{Trusted: fuzzTrusted, Header: "X-Real-IP"}),
-		mustNew(f, Config{Trusted: fuzzTrusted}),
+		mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: "X-Forwarded-For"}}, IPv4Prefix: 24, IPv6Prefix: 56}),
+		mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted, Header: "X-Real-IP"}}}),
+		mustNew(f, Config{Rules: []Rule{{From: fuzzTrusted}}}),
 	}
 	headers := [3]string{"X-Forwarded-For", "X-Real-Ip", ""}
 	bits4 := [3]int{24, 32, 32}
@@ -184,7 +184,7 @@ func FuzzResolve(f *testing.F) {
 			lines = nil
 		}
 
-		got, err := r.Resolve(peer, h)
+		got, err := r.Explain(peer, h, nil)
 		want := refResolve(headers[m], peer, lines)
 		d := got.Derivation
 
@@ -219,7 +219,7 @@ func FuzzResolve(f *testing.F) {
 			if i > 0 && hop.Position >= d.Hops[i-1].Position {
 				t.Fatalf("hops not in walk order: %+v", d.Hops)
 			}
-			if (hop.Verdict == VerdictMalformed || hop.Verdict == VerdictUnknown) != (hop.Address == "") {
+			if (hop.Verdict == verdictMalformed || hop.Verdict == verdictUnknown) != (hop.Address == "") {
 				t.Fatalf("hop %+v: address and verdict disagree", hop)
 			}
 		}
@@ -257,7 +257,7 @@ func FuzzResolve(f *testing.F) {
 			}
 		} else {
 			hop := d.Hops[d.Chosen]
-			if hop.Verdict != VerdictClient || hop.Address != c.String() || d.Chosen != len(d.Hops)-1 {
+			if hop.Verdict != verdictClient || hop.Address != c.String() || d.Chosen != len(d.Hops)-1 {
 				t.Fatalf("chosen hop %+v for client %v", hop, c)
 			}
 			found := false

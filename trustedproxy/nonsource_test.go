@@ -26,18 +26,18 @@ var nonSourceRows = []struct {
 	{"[::ffff:0.0.0.0]:80", "0.0.0.0", "::ffff:0.0.0.0", `"[::ffff:0.0.0.0]"`, "unspecified address"},
 }
 
-// TestNonSourcePeer: such a peer is a malformed peer ([ErrNonSourcePeer]),
+// TestNonSourcePeer: such a peer is a malformed peer ([errNonSourcePeer]),
 // refused before any rule is consulted, so no header is read, even when a
 // rule's set contains the address.
 func TestNonSourcePeer(t *testing.T) {
-	catchAll := Config{Trusted: []string{"0.0.0.0/0", "::/0"}, AllowAll: true, Header: "X-Forwarded-For"}
+	catchAll := Config{Rules: []Rule{{From: []string{"0.0.0.0/0", "::/0"}, Header: "X-Forwarded-For"}}, AllowAll: true}
 	for _, row := range nonSourceRows {
 		for name, cfg := range map[string]Config{"untrusted": cfgXFF10, "trusted by AllowAll": catchAll} {
 			t.Run(row.peer+"/"+name, func(t *testing.T) {
 				checkResolve(t, mustNew(t, cfg), resolveCase{
 					peer: row.peer, h: xff("203.0.113.7"),
-					err:  ErrNonSourcePeer,
-					want: Derivation{Peer: row.canonical, Rule: -1, Chosen: -1, Reason: ReasonMalformedPeer},
+					err:  errNonSourcePeer,
+					want: Derivation{Peer: row.canonical, Rule: -1, Chosen: -1, Reason: reasonMalformedPeer},
 				})
 			})
 		}
@@ -46,44 +46,44 @@ func TestNonSourcePeer(t *testing.T) {
 
 // TestNonSourceEntry: reached as an entry of a list header or as the value
 // of a single-address header, such an address is a malformed entry
-// ([ErrNonSourceEntry]): the resolution fails closed, never skipping it and
+// ([errNonSourceEntry]): the resolution fails closed, never skipping it and
 // never falling back to the peer.
 func TestNonSourceEntry(t *testing.T) {
-	cfgFwd := Config{Trusted: []string{"10.0.0.0/8"}, Header: "Forwarded"}
+	cfgFwd := Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "Forwarded"}}}
 	for _, row := range nonSourceRows {
 		cases := []resolveCase{
 			{
 				name: "X-Forwarded-For alone",
 				cfg:  cfgXFF10, h: xff(row.entry),
-				chain: &ChainError{Header: "X-Forwarded-For", Position: 0, Value: row.entry, Detail: row.detail, Err: ErrNonSourceEntry},
-				want: Derivation{Header: "X-Forwarded-For", Reason: ReasonMalformedEntry,
+				chain: &ChainError{Header: "X-Forwarded-For", Position: 0, Value: row.entry, Detail: row.detail, Err: errNonSourceEntry},
+				want: Derivation{Header: "X-Forwarded-For", Reason: reasonMalformedEntry,
 					Hops: []Hop{malformed(0, row.entry)}},
 			},
 			{
 				name: "X-Forwarded-For between client and proxy",
 				cfg:  cfgXFF10, h: xff("203.0.113.7, "+row.entry, "10.0.0.2"),
-				chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: row.entry, Detail: row.detail, Err: ErrNonSourceEntry},
-				want: Derivation{Header: "X-Forwarded-For", Reason: ReasonMalformedEntry,
+				chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: row.entry, Detail: row.detail, Err: errNonSourceEntry},
+				want: Derivation{Header: "X-Forwarded-For", Reason: reasonMalformedEntry,
 					Hops: []Hop{trusted(2, "10.0.0.2", "10.0.0.2"), malformed(1, row.entry)}},
 			},
 			{
 				name: "Forwarded",
 				cfg:  cfgFwd, h: hdr("Forwarded", "for=203.0.113.7, for="+row.forwarded+";proto=https"),
-				chain: &ChainError{Header: "Forwarded", Position: 1, Value: row.forwarded, Detail: row.detail, Err: ErrNonSourceEntry},
-				want: Derivation{Header: "Forwarded", Reason: ReasonMalformedEntry,
+				chain: &ChainError{Header: "Forwarded", Position: 1, Value: row.forwarded, Detail: row.detail, Err: errNonSourceEntry},
+				want: Derivation{Header: "Forwarded", Reason: reasonMalformedEntry,
 					Hops: []Hop{malformed(1, row.forwarded)}},
 			},
 			{
 				name: "X-Real-IP",
 				cfg:  cfgReal, h: hdr("X-Real-IP", "203.0.113.7", " "+row.entry+"\t"),
-				chain: &ChainError{Header: "X-Real-Ip", Position: 1, Value: row.entry, Detail: row.detail, Err: ErrNonSourceEntry},
-				want: Derivation{Header: "X-Real-Ip", Reason: ReasonMalformedEntry,
+				chain: &ChainError{Header: "X-Real-Ip", Position: 1, Value: row.entry, Detail: row.detail, Err: errNonSourceEntry},
+				want: Derivation{Header: "X-Real-Ip", Reason: reasonMalformedEntry,
 					Hops: []Hop{malformed(1, row.entry)}},
 			},
 		}
 		for _, tc := range cases {
 			t.Run(row.entry+"/"+tc.name, func(t *testing.T) {
-				tc.peer, tc.err = "10.0.0.1:1", ErrNonSourceEntry
+				tc.peer, tc.err = "10.0.0.1:1", errNonSourceEntry
 				tc.want.Peer, tc.want.PeerTrusted, tc.want.Chosen = "10.0.0.1", true, -1
 				checkResolve(t, mustNew(t, tc.cfg), tc)
 			})
@@ -98,29 +98,29 @@ func TestNonSourceTrustedHop(t *testing.T) {
 	for _, tc := range []resolveCase{
 		{
 			name:  "multicast range listed",
-			cfg:   Config{Trusted: []string{"10.0.0.0/8", "224.0.0.0/4"}, Header: "X-Forwarded-For"},
+			cfg:   Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "224.0.0.0/4"}, Header: "X-Forwarded-For"}}},
 			h:     xff("203.0.113.7, 224.0.0.251, 10.0.0.2"),
-			chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "224.0.0.251", Detail: "multicast address", Err: ErrNonSourceEntry},
+			chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "224.0.0.251", Detail: "multicast address", Err: errNonSourceEntry},
 			want:  Derivation{Hops: []Hop{trusted(2, "10.0.0.2", "10.0.0.2"), malformed(1, "224.0.0.251")}},
 		},
 		{
 			name:  "AllowAll",
-			cfg:   Config{Trusted: []string{"0.0.0.0/0", "::/0"}, AllowAll: true, Header: "X-Forwarded-For"},
+			cfg:   Config{Rules: []Rule{{From: []string{"0.0.0.0/0", "::/0"}, Header: "X-Forwarded-For"}}, AllowAll: true},
 			h:     xff("203.0.113.7, [::]:443"),
-			chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "[::]:443", Detail: "unspecified address", Err: ErrNonSourceEntry},
+			chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "[::]:443", Detail: "unspecified address", Err: errNonSourceEntry},
 			want:  Derivation{Hops: []Hop{malformed(1, "[::]:443")}},
 		},
 		{
 			name:  "hop count does not count it",
 			cfg:   Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: 2}}},
 			h:     xff("203.0.113.7, 198.51.100.1, 255.255.255.255"),
-			chain: &ChainError{Header: "X-Forwarded-For", Position: 2, Value: "255.255.255.255", Detail: "limited broadcast address", Err: ErrNonSourceEntry},
+			chain: &ChainError{Header: "X-Forwarded-For", Position: 2, Value: "255.255.255.255", Detail: "limited broadcast address", Err: errNonSourceEntry},
 			want:  Derivation{Hops: []Hop{malformed(2, "255.255.255.255")}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.peer, tc.err = "10.0.0.1:1", ErrNonSourceEntry
-			tc.want.Peer, tc.want.PeerTrusted, tc.want.Header, tc.want.Chosen, tc.want.Reason = "10.0.0.1", true, "X-Forwarded-For", -1, ReasonMalformedEntry
+			tc.peer, tc.err = "10.0.0.1:1", errNonSourceEntry
+			tc.want.Peer, tc.want.PeerTrusted, tc.want.Header, tc.want.Chosen, tc.want.Reason = "10.0.0.1", true, "X-Forwarded-For", -1, reasonMalformedEntry
 			checkResolve(t, mustNew(t, tc.cfg), tc)
 		})
 	}
@@ -155,12 +155,12 @@ func TestNonSourceNotReached(t *testing.T) {
 func TestNonSourceErrors(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
 
-	res, err := r.Resolve("[::ffff:0.0.0.0]:1234", xff("203.0.113.7"))
+	res, err := r.Explain("[::ffff:0.0.0.0]:1234", xff("203.0.113.7"), nil)
 	const wantPeer = `trustedproxy: malformed peer address: not a source address "0.0.0.0": unspecified address`
 	if err == nil || err.Error() != wantPeer {
 		t.Errorf("peer error = %v, want %q", err, wantPeer)
 	}
-	if !errors.Is(err, ErrNonSourcePeer) || !errors.Is(err, ErrMalformedPeer) || errors.Is(err, ErrMalformedEntry) || errors.Is(err, ErrUnixPeer) {
+	if !errors.Is(err, errNonSourcePeer) || !errors.Is(err, ErrMalformedPeer) || errors.Is(err, ErrMalformedEntry) || errors.Is(err, errUnixPeer) {
 		t.Errorf("peer error %v matches the wrong sentinels", err)
 	}
 	b, _ := json.Marshal(res.Derivation)
@@ -170,13 +170,13 @@ func TestNonSourceErrors(t *testing.T) {
 		t.Errorf("peer JSON\n got %s\nwant %s", b, wantPeerJSON)
 	}
 
-	res, err = r.Resolve("10.0.0.9:80", xff("203.0.113.7, [ff02::1]:80, 10.0.0.1"))
+	res, err = r.Explain("10.0.0.9:80", xff("203.0.113.7, [ff02::1]:80, 10.0.0.1"), nil)
 	const wantEntry = `trustedproxy: malformed forwarding entry: not a source address: X-Forwarded-For position 1 "[ff02::1]:80": multicast address`
 	if err == nil || err.Error() != wantEntry {
 		t.Errorf("entry error = %v, want %q", err, wantEntry)
 	}
 	var ce *ChainError
-	if !errors.As(err, &ce) || ce.Err != ErrNonSourceEntry || !errors.Is(err, ErrMalformedEntry) || errors.Is(err, ErrUnknownNode) || errors.Is(err, ErrMalformedPeer) {
+	if !errors.As(err, &ce) || ce.Err != errNonSourceEntry || !errors.Is(err, ErrMalformedEntry) || errors.Is(err, ErrUnknownNode) || errors.Is(err, ErrMalformedPeer) {
 		t.Errorf("entry error %v matches the wrong sentinels", err)
 	}
 	b, _ = json.Marshal(res.Derivation)
@@ -188,12 +188,12 @@ func TestNonSourceErrors(t *testing.T) {
 		t.Errorf("entry JSON\n got %s\nwant %s", b, wantEntryJSON)
 	}
 
-	// ResolveAddr reports the same errors.
-	if _, _, err := r.ResolveAddr("255.255.255.255:1", nil); !errors.Is(err, ErrNonSourcePeer) {
-		t.Errorf("ResolveAddr peer error = %v", err)
+	// Resolve reports the same errors.
+	if _, _, err := r.Resolve("255.255.255.255:1", nil); !errors.Is(err, errNonSourcePeer) {
+		t.Errorf("Resolve peer error = %v", err)
 	}
-	if _, _, err := r.ResolveAddr("10.0.0.9:80", http.Header{"X-Forwarded-For": {"224.0.0.1"}}); !errors.Is(err, ErrNonSourceEntry) {
-		t.Errorf("ResolveAddr entry error = %v", err)
+	if _, _, err := r.Resolve("10.0.0.9:80", http.Header{"X-Forwarded-For": {"224.0.0.1"}}); !errors.Is(err, errNonSourceEntry) {
+		t.Errorf("Resolve entry error = %v", err)
 	}
 }
 

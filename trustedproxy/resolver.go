@@ -19,7 +19,8 @@ import (
 // [ErrChainTooLong]. Real deployments have a handful of proxies (CDN, load
 // balancer, ingress); 32 leaves ample room while bounding the work and the
 // size of a [Derivation] per request. Entries left of the client are never
-// examined and do not count. It is also the largest [Rule.Hops].
+// examined and do not count. It is also the largest [Rule.Hops], and a
+// hop buffer of this capacity makes [Resolver.Explain] allocation-free.
 const MaxHops = 32
 
 // Resolver derives client addresses. Build it with [New]. Its configuration
@@ -35,8 +36,7 @@ const MaxHops = 32
 // nobody and read no header, so every client is its TCP peer.
 type Resolver struct {
 	rules         []*rule
-	header0       string // v0 form with no Trusted entry: the Header, never read
-	v4bits        int    // network-key prefix lengths; 0 means default
+	v4bits        int // network-key prefix lengths; 0 means default
 	v6bits        int
 	rejectMissing bool
 	rejectAliases bool
@@ -74,25 +74,22 @@ type ruleSet struct {
 
 var zeroResolver Resolver
 
-// Header returns the canonical name of the forwarding header of the first
-// rule (for the v0 form, the configured Header), or "" when none is read.
-func (r *Resolver) Header() string {
-	if r == nil {
+// header returns the canonical name of the forwarding header of the first
+// rule, or "" when none is read.
+func (r *Resolver) header() string {
+	if r == nil || len(r.rules) == 0 {
 		return ""
 	}
-	if len(r.rules) > 0 {
-		return r.rules[0].header
-	}
-	return r.header0
+	return r.rules[0].header
 }
 
-// Trusts reports whether a, canonicalised first (unmapped, zone dropped), is
+// trusts reports whether a, canonicalised first (unmapped, zone dropped), is
 // in the current trusted set of some rule, that is, whether a peer with
 // that address would be treated as a trusted proxy. An invalid address is
-// never trusted. So Trusts(::ffff:10.0.0.1) == Trusts(10.0.0.1) and
-// Trusts(fe80::1%eth0) == Trusts(fe80::1), whatever form the configuration
+// never trusted. So trusts(::ffff:10.0.0.1) == trusts(10.0.0.1) and
+// trusts(fe80::1%eth0) == trusts(fe80::1), whatever form the configuration
 // used.
-func (r *Resolver) Trusts(a netip.Addr) bool {
+func (r *Resolver) trusts(a netip.Addr) bool {
 	if r == nil || !a.IsValid() {
 		return false
 	}
@@ -107,10 +104,10 @@ func (r *Resolver) Trusts(a netip.Addr) bool {
 	return false
 }
 
-// TrustedSet returns the current trusted set of rule i (index into
-// Config.Rules; 0 for the v0 form), or nil when there is no such rule. The
-// set is immutable; a later Refresh replaces it rather than changing it.
-func (r *Resolver) TrustedSet(i int) *netipx.IPSet {
+// trustedSet returns the current trusted set of rule i (index into
+// Config.Rules), or nil when there is no such rule. The set is immutable; a
+// later Refresh replaces it rather than changing it.
+func (r *Resolver) trustedSet(i int) *netipx.IPSet {
 	if r == nil || i < 0 || i >= len(r.rules) {
 		return nil
 	}
@@ -178,8 +175,11 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 	}
 }
 
-// Resolve derives the client of a request from its TCP peer and headers,
-// with the full [Derivation].
+// Resolve derives the client of a request from its TCP peer and headers:
+// the canonical client address and its network key (client masked to
+// Config.IPv4Prefix or Config.IPv6Prefix by its family after unmapping, so
+// network.Contains(client) is always true). [Resolver.Explain] returns the
+// same client, network and error with a [Derivation] saying why.
 //
 // remoteAddr is the peer as in http.Request.RemoteAddr ("192.0.2.1:5678",
 // "[2001:db8::1]:443"); a bare address ("192.0.2.1", "2001:db8::1",
@@ -187,22 +187,23 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 // "@...", "/...") for rules listing "unix". h is the request header; it is
 // only read when the peer matches a rule, and never modified.
 //
-// The rules, in order (see the package documentation):
-//   - peer unparsable: error wrapping [ErrMalformedPeer]
-//     ([ReasonMalformedPeer]); a peer no connection can come from
-//     (unspecified, multicast, 255.255.255.255), whatever the rules trust:
-//     error wrapping [ErrNonSourcePeer], which wraps ErrMalformedPeer
-//     (also [ReasonMalformedPeer]); a Unix-socket peer no rule accepts:
-//     error wrapping [ErrUnixPeer] and ErrMalformedPeer
-//     ([ReasonUnixPeerUntrusted]);
+// The rules, in order (see the package documentation); the reason named is
+// the Derivation.Reason Explain reports:
+//   - peer unparsable: error wrapping [ErrMalformedPeer] (reason
+//     malformed_peer); a peer no connection can come from (unspecified,
+//     multicast, 255.255.255.255), whatever the rules trust: also an error
+//     wrapping ErrMalformedPeer, its text saying "not a source address"
+//     (malformed_peer); a Unix-socket peer no rule accepts: an error
+//     wrapping ErrMalformedPeer, its text saying "Unix-socket peer"
+//     (unix_peer_untrusted);
 //   - no rule matches the peer: client = peer ([ReasonPeerUntrusted]), no
 //     header read;
 //   - the first matching rule names no header: client = peer
 //     ([ReasonNoHeaderConfigured]);
-//   - Config.Aliases "reject" and an alias of the header present: error
-//     wrapping [ErrHeaderAlias] ([ReasonHeaderAlias]);
+//   - Config.RejectAliases and an alias of the header present: error
+//     wrapping [ErrHeaderAlias] (header_alias);
 //   - header absent or only spaces/tabs ([ReasonHeaderAbsent]): client =
-//     peer, or error [ErrMissingHeader] with Config.MissingHeader "reject";
+//     peer, or error [ErrMissingHeader] with Config.RejectMissingHeader;
 //   - list header (X-Forwarded-For, Forwarded): lines merged in wire order,
 //     walked right to left; entries in the rule's set are skipped; the
 //     client is the entry that uses up the rule's Hops
@@ -210,46 +211,61 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 //     every entry trusted: client = peer ([ReasonAllHopsTrusted]); an entry
 //     that is not an address reached, including an empty element and an
 //     RFC 7239 element breaking the grammar: [*ChainError] wrapping
-//     [ErrMalformedEntry] ([ErrUnknownNode] for "unknown" and obfuscated
-//     nodes, [ErrNonSourceEntry] for an unspecified, multicast or
-//     broadcast address, checked before the trusted set); more than
-//     [MaxHops] entries to examine: [*ChainError] wrapping
-//     [ErrChainTooLong];
+//     [ErrMalformedEntry] (malformed_entry; [ErrUnknownNode] and
+//     unknown_node for "unknown" and obfuscated nodes; an unspecified,
+//     multicast or broadcast address, checked before the trusted set, is
+//     malformed, ChainError.Detail naming the kind); more than [MaxHops]
+//     entries to examine: [*ChainError] wrapping [ErrChainTooLong]
+//     (chain_too_long);
 //   - single-address header: the last line, which must be exactly one
-//     address (a comma or empty value is a [*ChainError] wrapping
-//     [ErrMalformedEntry], an unspecified, multicast or broadcast address
-//     one wrapping [ErrNonSourceEntry]), is the client
-//     ([ReasonSingleAddressHeader]).
+//     address that can be a source (otherwise a [*ChainError] wrapping
+//     [ErrMalformedEntry]), is the client ([ReasonSingleAddressHeader]).
 //
 // When a rule accepting a Unix-socket peer ends in "client = peer", the
-// result is instead an error wrapping [ErrUnixPeer]: a socket has no
-// address.
+// result is instead an error wrapping [ErrMalformedPeer] whose text says
+// "Unix-socket peer": a socket has no address.
+//
+// On error client and network are zero; the caller must fail closed (for
+// instance answer 400), never fall back to the peer.
+//
+// Resolve is the fast path: it does no work proportional to the part of a
+// header left of the client (it counts a list header's elements only to
+// fill in [ChainError.Position] on failure) and allocates nothing on
+// success. Errors allocate.
+func (r *Resolver) Resolve(remoteAddr string, h http.Header) (client netip.Addr, network netip.Prefix, err error) {
+	if r == nil {
+		r = &zeroResolver
+	}
+	d := Derivation{Chosen: -1, Rule: -1}
+	c, err := r.resolve(remoteAddr, h, &d, false)
+	if err != nil {
+		return netip.Addr{}, netip.Prefix{}, err
+	}
+	return c, r.network(c), nil
+}
+
+// Explain is [Resolver.Resolve] with the full [Derivation]: the same
+// client, network and error (errors.Is and errors.As behave identically),
+// plus the peer, rule, header, examined hops with their verdicts, the
+// chosen hop and the reason. The debug endpoint prints it; its Reason is
+// what anomaly counters are labelled by.
 //
 // On success, Result.Client is canonical and Result.Network contains it. On
 // error, Result.Client and Result.Network are zero and Result.Derivation
-// explains the failure (Error set, Chosen -1); the caller must fail closed
-// (for instance answer 400), never fall back to the peer.
+// explains the failure (Error set, Chosen -1).
 //
-// Cost: when a list header is walked, Resolve allocates the Hops slice,
-// plus one string per examined address whose canonical text is not a
-// substring of what was written (upper-case or zero-padded IPv6; ports,
-// brackets, zones and the ::ffff: prefix cost nothing), and counts the header's
-// elements to number them (one pass, vectorised for X-Forwarded-For and
-// quote-free Forwarded lines). [Resolver.ResolveBuf] avoids the slice
-// allocation; [Resolver.ResolveAddr] builds no Derivation at all.
-func (r *Resolver) Resolve(remoteAddr string, h http.Header) (Result, error) {
-	return r.ResolveBuf(remoteAddr, h, nil)
-}
-
-// ResolveBuf is [Resolver.Resolve] with a caller-provided buffer for the
-// hop list: Derivation.Hops is buf[:n] when n hops were examined (nil when
-// none), so with cap(buf) >= MaxHops no hop list is ever allocated, and
-// when every examined address is written in canonical text (give or take
-// brackets, port, zone and ::ffff:) ResolveBuf allocates nothing on
-// success. Results, reasons and errors are exactly those of
-// Resolve. The returned Derivation aliases buf: reuse buf only once the
-// Result is no longer needed.
-func (r *Resolver) ResolveBuf(remoteAddr string, h http.Header, buf []Hop) (Result, error) {
+// buf is the buffer for the hop list; it may be nil. Derivation.Hops is
+// buf[:n] when n hops were examined (nil when none), and the returned
+// Derivation aliases buf: reuse buf only once the Result is no longer
+// needed. Cost: when a list header is walked, Explain allocates the hop
+// list unless cap(buf) >= n (always, with cap(buf) >= [MaxHops]), plus one
+// string per examined address whose canonical text is not a substring of
+// what was written (upper-case or zero-padded IPv6; ports, brackets, zones
+// and the ::ffff: prefix cost nothing), and counts the header's elements to
+// number them (one pass, vectorised for X-Forwarded-For and quote-free
+// Forwarded lines). So with such a buffer and canonically written
+// addresses Explain allocates nothing on success.
+func (r *Resolver) Explain(remoteAddr string, h http.Header, buf []Hop) (Result, error) {
 	if r == nil {
 		r = &zeroResolver
 	}
@@ -269,37 +285,18 @@ func (r *Resolver) ResolveBuf(remoteAddr string, h http.Header, buf []Hop) (Resu
 	return Result{Client: c, Network: r.network(c), Derivation: d}, nil
 }
 
-// ResolveAddr is the fast path: the client and network key that
-// [Resolver.Resolve] would return, and the same errors (errors.Is and
-// errors.As behave identically), without building a Derivation. It does no
-// work proportional to the part of a header left of the client (Resolve
-// counts a list header's elements to number them; ResolveAddr only does so
-// to fill in [ChainError.Position] on failure), and it allocates nothing on
-// success. Errors allocate.
-func (r *Resolver) ResolveAddr(remoteAddr string, h http.Header) (client netip.Addr, network netip.Prefix, err error) {
-	if r == nil {
-		r = &zeroResolver
-	}
-	d := Derivation{Chosen: -1, Rule: -1}
-	c, err := r.resolve(remoteAddr, h, &d, false)
-	if err != nil {
-		return netip.Addr{}, netip.Prefix{}, err
-	}
-	return c, r.network(c), nil
-}
-
 // network returns the network key of the canonical client c. The key is
 // taken after unmapping (c is canonical), so an IPv4 client reached over a
 // dual-stack socket keys as IPv4/32, not as ::/64.
 func (r *Resolver) network(c netip.Addr) netip.Prefix {
 	bits := r.v6bits
 	if bits == 0 {
-		bits = DefaultIPv6Prefix
+		bits = defaultIPv6Prefix
 	}
 	if c.Is4() {
 		bits = r.v4bits
 		if bits == 0 {
-			bits = DefaultIPv4Prefix
+			bits = defaultIPv4Prefix
 		}
 	}
 	return netip.PrefixFrom(c, bits).Masked()
@@ -313,15 +310,15 @@ func isUnixPeer(remoteAddr string) bool {
 }
 
 // unixPeerError is the error for Unix-socket peers; it matches both
-// ErrUnixPeer and ErrMalformedPeer.
+// errUnixPeer and ErrMalformedPeer.
 type unixPeerError struct{ peer, why string }
 
 func (e *unixPeerError) Error() string {
-	return fmt.Sprintf("%v %q %s", ErrUnixPeer, e.peer, e.why)
+	return fmt.Sprintf("%v %q %s", errUnixPeer, e.peer, e.why)
 }
 
 func (e *unixPeerError) Is(target error) bool {
-	return target == ErrUnixPeer || target == ErrMalformedPeer
+	return target == errUnixPeer || target == ErrMalformedPeer
 }
 
 // resolve runs the rules. It always sets d's scalar fields (except Peer,
@@ -348,8 +345,8 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 			// Checked before the gate: no rule can make such a peer
 			// the sender, even one whose set happens to contain it.
 			d.Peer = addrText(peer, text)
-			d.Reason = ReasonMalformedPeer
-			return netip.Addr{}, fmt.Errorf("%w %q: %s", ErrNonSourcePeer, d.Peer, why)
+			d.Reason = reasonMalformedPeer
+			return netip.Addr{}, fmt.Errorf("%w %q: %s", errNonSourcePeer, d.Peer, why)
 		}
 		if explain {
 			d.Peer = addrText(peer, text)
@@ -376,12 +373,12 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 			}
 		}
 		if ru == nil {
-			d.Reason = ReasonUnixPeerUntrusted
+			d.Reason = reasonUnixPeerUntrusted
 			return netip.Addr{}, &unixPeerError{peer: d.Peer, why: `is trusted by no rule (list "unix" in a rule's From to accept it)`}
 		}
 	default:
 		d.Peer = truncate(remoteAddr)
-		d.Reason = ReasonMalformedPeer
+		d.Reason = reasonMalformedPeer
 		return netip.Addr{}, fmt.Errorf("%w %q", ErrMalformedPeer, d.Peer)
 	}
 	d.PeerTrusted = true
@@ -392,7 +389,7 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 	d.Header = ru.header
 	if r.rejectAliases {
 		if alias := findAlias(h, ru.header); alias != "" {
-			d.Reason = ReasonHeaderAlias
+			d.Reason = reasonHeaderAlias
 			return netip.Addr{}, fmt.Errorf("%w: %q present while reading %s", ErrHeaderAlias, truncate(alias), ru.header)
 		}
 	}
@@ -495,7 +492,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 				if total < 0 {
 					total = countElems(lines, fwd)
 				}
-				return fail(d, ReasonChainTooLong, &ChainError{Header: d.Header, Position: total - 1 - k, Value: truncate(elem), Err: ErrChainTooLong})
+				return fail(d, reasonChainTooLong, &ChainError{Header: d.Header, Position: total - 1 - k, Value: truncate(elem), Err: ErrChainTooLong})
 			}
 			examined++
 
@@ -526,7 +523,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 				// Before the trusted set: no proxy, listed or not, can
 				// have received the request from such an address.
 				if why := nonSource(a); why != "" {
-					kind, detail, sentinel = nodeMalformed, why, ErrNonSourceEntry
+					kind, detail, sentinel = nodeMalformed, why, errNonSourceEntry
 				}
 			}
 			if kind != nodeAddr {
@@ -537,9 +534,9 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 					total = countElems(lines, fwd)
 				}
 				pos := total - 1 - k
-				verdict, reason := VerdictMalformed, ReasonMalformedEntry
+				verdict, reason := verdictMalformed, reasonMalformedEntry
 				if kind == nodeUnknown {
-					verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
+					verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
 				}
 				if explain {
 					d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(value), Verdict: verdict})
@@ -547,18 +544,18 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 				return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(value), Detail: detail, Err: sentinel})
 			}
 
-			verdict := VerdictTrusted
+			verdict := verdictTrusted
 			if !rs.tab.contains(a) { // a is canonical
 				budget--
-				verdict = VerdictCounted
+				verdict = verdictCounted
 				if budget == 0 {
-					verdict = VerdictClient
+					verdict = verdictClient
 				}
 			}
 			if explain {
 				d.Hops = append(d.Hops, Hop{Position: total - 1 - k, Value: truncate(value), Address: addrText(a, text), Verdict: verdict})
 			}
-			if verdict == VerdictClient {
+			if verdict == verdictClient {
 				if explain {
 					d.Chosen = len(d.Hops) - 1
 				}
@@ -593,13 +590,13 @@ func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivat
 	sentinel, detail := ErrMalformedEntry, ""
 	if kind == nodeAddr {
 		if why := nonSource(a); why != "" {
-			kind, detail, sentinel = nodeMalformed, why, ErrNonSourceEntry
+			kind, detail, sentinel = nodeMalformed, why, errNonSourceEntry
 		}
 	}
 	if kind != nodeAddr {
-		verdict, reason := VerdictMalformed, ReasonMalformedEntry
+		verdict, reason := verdictMalformed, reasonMalformedEntry
 		if kind == nodeUnknown {
-			verdict, reason, sentinel = VerdictUnknown, ReasonUnknownNode, ErrUnknownNode
+			verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
 		}
 		if explain {
 			d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Verdict: verdict})
@@ -607,7 +604,7 @@ func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivat
 		return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Detail: detail, Err: sentinel})
 	}
 	if explain {
-		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: VerdictClient})
+		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: verdictClient})
 		d.Chosen = len(d.Hops) - 1
 	}
 	d.Reason = ReasonSingleAddressHeader

@@ -27,9 +27,9 @@ func mustNew(t testing.TB, cfg Config) *Resolver {
 }
 
 var (
-	cfgXFF10 = Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}
-	cfgXFFlo = Config{Trusted: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}
-	cfgReal  = Config{Trusted: []string{"10.0.0.0/8"}, Header: "X-Real-IP"}
+	cfgXFF10 = Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
+	cfgXFFlo = Config{Rules: []Rule{{From: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}}}
+	cfgReal  = Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Real-IP"}}}
 )
 
 type resolveCase struct {
@@ -45,13 +45,13 @@ type resolveCase struct {
 }
 
 func trusted(pos int, v, a string) Hop {
-	return Hop{Position: pos, Value: v, Address: a, Verdict: VerdictTrusted}
+	return Hop{Position: pos, Value: v, Address: a, Verdict: verdictTrusted}
 }
 func client(pos int, v, a string) Hop {
-	return Hop{Position: pos, Value: v, Address: a, Verdict: VerdictClient}
+	return Hop{Position: pos, Value: v, Address: a, Verdict: verdictClient}
 }
 func malformed(pos int, v string) Hop {
-	return Hop{Position: pos, Value: v, Verdict: VerdictMalformed}
+	return Hop{Position: pos, Value: v, Verdict: verdictMalformed}
 }
 
 var resolveCases = []resolveCase{
@@ -87,7 +87,7 @@ var resolveCases = []resolveCase{
 		name: "issue/garbage reached -> ChainError",
 		cfg:  cfgXFF10, peer: "10.0.0.9:80", h: xff("203.0.113.7, garbage, 10.0.0.1"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "garbage", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.9", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.9", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{trusted(2, "10.0.0.1", "10.0.0.1"), malformed(1, "garbage")}},
 	},
 
@@ -132,14 +132,14 @@ var resolveCases = []resolveCase{
 		name: "empty/element between commas reached -> error",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4,,10.0.0.2"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{trusted(2, "10.0.0.2", "10.0.0.2"), malformed(1, "")}},
 	},
 	{
 		name: "empty/trailing comma -> error at the last position",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4, "),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(1, "")}},
 	},
 	{
@@ -153,7 +153,7 @@ var resolveCases = []resolveCase{
 		name: "empty/only a comma -> error",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff(","),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(1, "")}},
 	},
 	{
@@ -162,21 +162,21 @@ var resolveCases = []resolveCase{
 		name: "malformed/unknown right of a trusted hop",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4, unknown"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "unknown", Err: ErrUnknownNode},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonUnknownNode,
-			Hops: []Hop{{Position: 1, Value: "unknown", Verdict: VerdictUnknown}}},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonUnknownNode,
+			Hops: []Hop{{Position: 1, Value: "unknown", Verdict: verdictUnknown}}},
 	},
 	{
 		name: "malformed/IPv4 with zone",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4%eth0"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 0, Value: "1.2.3.4%eth0", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(0, "1.2.3.4%eth0")}},
 	},
 	{
 		name: "malformed/value truncated to 64 bytes",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff(strings.Repeat("x", 100)),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 0, Value: strings.Repeat("x", 64), Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(0, strings.Repeat("x", 64))}},
 	},
 
@@ -196,14 +196,14 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "canon/zoned peer is the trusted link-local address",
-		cfg:  Config{Trusted: []string{"fe80::1"}, Header: "X-Forwarded-For"}, peer: "[fe80::1%eth0]:80", h: xff("2001:db8::7"),
+		cfg:  Config{Rules: []Rule{{From: []string{"fe80::1"}, Header: "X-Forwarded-For"}}}, peer: "[fe80::1%eth0]:80", h: xff("2001:db8::7"),
 		client: "2001:db8::7", net: "2001:db8::/64",
 		want: Derivation{Peer: "fe80::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "2001:db8::7", "2001:db8::7")}},
 	},
 	{
 		name: "canon/zoned and mapped entries are trusted hops, not clients",
-		cfg:  Config{Trusted: []string{"10.0.0.0/8", "fe80::/10"}, Header: "X-Forwarded-For"}, peer: "10.0.0.1:1",
+		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "fe80::/10"}, Header: "X-Forwarded-For"}}}, peer: "10.0.0.1:1",
 		h:      xff("198.51.100.1, fe80::2%eth1, [::ffff:10.0.0.9]:443"),
 		client: "198.51.100.1", net: "198.51.100.1/32",
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 2, Reason: ReasonFirstUntrustedHop,
@@ -218,7 +218,7 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "canon/bracketed IPv6 with and without port",
-		cfg:  Config{Trusted: []string{"2001:db8:ffff::/48"}, Header: "X-Forwarded-For"}, peer: "[2001:db8:ffff::1]:443",
+		cfg:  Config{Rules: []Rule{{From: []string{"2001:db8:ffff::/48"}, Header: "X-Forwarded-For"}}}, peer: "[2001:db8:ffff::1]:443",
 		h:      xff("[2001:db8::1], [2001:db8:ffff::2]:80"),
 		client: "2001:db8::1", net: "2001:db8::/64",
 		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
@@ -226,7 +226,7 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "canon/IPv6 upper case peer and entries",
-		cfg:  Config{Trusted: []string{"2001:DB8:FFFF::/48"}, Header: "X-Forwarded-For"}, peer: "[2001:DB8:FFFF::1]:443",
+		cfg:  Config{Rules: []Rule{{From: []string{"2001:DB8:FFFF::/48"}, Header: "X-Forwarded-For"}}}, peer: "[2001:DB8:FFFF::1]:443",
 		h:      xff("2001:DB8:0:0:1::ABCD, 2001:DB8:FFFF::2"),
 		client: "2001:db8::1:0:0:abcd", net: "2001:db8::/64",
 		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
@@ -241,7 +241,7 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "canon/bare IPv6 peer",
-		cfg:  Config{Trusted: []string{"::1"}, Header: "X-Forwarded-For"}, peer: "::1", h: xff("1.2.3.4"),
+		cfg:  Config{Rules: []Rule{{From: []string{"::1"}, Header: "X-Forwarded-For"}}}, peer: "::1", h: xff("1.2.3.4"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
 		want: Derivation{Peer: "::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "1.2.3.4", "1.2.3.4")}},
@@ -256,7 +256,7 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "gate/trusted peer, no header configured",
-		cfg:  Config{Trusted: []string{"10.0.0.0/8"}}, peer: "10.0.0.1:1", h: xff("1.2.3.4"),
+		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}}}}, peer: "10.0.0.1:1", h: xff("1.2.3.4"),
 		client: "10.0.0.1", net: "10.0.0.1/32",
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Chosen: -1, Reason: ReasonNoHeaderConfigured},
 	},
@@ -279,30 +279,30 @@ var resolveCases = []resolveCase{
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
 	},
 	{
-		// Unix-socket peers are still ErrMalformedPeer (v0) and now also
-		// ErrUnixPeer, with their own reason.
+		// Unix-socket peers are ErrMalformedPeer and also errUnixPeer,
+		// with their own reason.
 		name: "gate/unix peer @ without opt-in",
 		cfg:  cfgXFF10, peer: "@", h: xff("1.2.3.4"),
-		err:  ErrUnixPeer,
-		want: Derivation{Peer: "@", Chosen: -1, Reason: ReasonUnixPeerUntrusted},
+		err:  errUnixPeer,
+		want: Derivation{Peer: "@", Chosen: -1, Reason: reasonUnixPeerUntrusted},
 	},
 	{
 		name: "gate/empty (unnamed unix) peer without opt-in",
 		cfg:  cfgXFF10, peer: "", h: xff("1.2.3.4"),
 		err:  ErrMalformedPeer,
-		want: Derivation{Peer: "", Chosen: -1, Reason: ReasonUnixPeerUntrusted},
+		want: Derivation{Peer: "", Chosen: -1, Reason: reasonUnixPeerUntrusted},
 	},
 	{
 		name: "gate/host name peer",
 		cfg:  cfgXFF10, peer: "localhost:80", h: xff("1.2.3.4"),
 		err:  ErrMalformedPeer,
-		want: Derivation{Peer: "localhost:80", Chosen: -1, Reason: ReasonMalformedPeer},
+		want: Derivation{Peer: "localhost:80", Chosen: -1, Reason: reasonMalformedPeer},
 	},
 	{
 		name: "gate/peer port out of range",
 		cfg:  cfgXFF10, peer: "10.0.0.1:65536", h: xff("1.2.3.4"),
 		err:  ErrMalformedPeer,
-		want: Derivation{Peer: "10.0.0.1:65536", Chosen: -1, Reason: ReasonMalformedPeer},
+		want: Derivation{Peer: "10.0.0.1:65536", Chosen: -1, Reason: reasonMalformedPeer},
 	},
 
 	// ---- Single-address headers. ----
@@ -335,7 +335,7 @@ var resolveCases = []resolveCase{
 	},
 	{
 		name: "single/bracketed IPv6 with port",
-		cfg:  Config{Trusted: []string{"10.0.0.0/8"}, Header: "CF-Connecting-IP"}, peer: "10.0.0.1:1", h: hdr("CF-Connecting-IP", " [2001:DB8::1]:443 "),
+		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "CF-Connecting-IP"}}}, peer: "10.0.0.1:1", h: hdr("CF-Connecting-IP", " [2001:DB8::1]:443 "),
 		client: "2001:db8::1", net: "2001:db8::/64",
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "Cf-Connecting-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
 			Hops: []Hop{client(0, "[2001:DB8::1]:443", "2001:db8::1")}},
@@ -344,21 +344,21 @@ var resolveCases = []resolveCase{
 		name: "single/a list is malformed",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "1.2.3.4, 5.6.7.8"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Real-Ip", Position: 0, Value: "1.2.3.4, 5.6.7.8", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(0, "1.2.3.4, 5.6.7.8")}},
 	},
 	{
 		name: "single/a comma hidden in a zone is malformed",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "fe80::1%a,b"),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Real-Ip", Position: 0, Value: "fe80::1%a,b", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(0, "fe80::1%a,b")}},
 	},
 	{
 		name: "single/empty last line after a value is malformed",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "1.2.3.4", ""),
 		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Real-Ip", Position: 1, Value: "", Err: ErrMalformedEntry},
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: ReasonMalformedEntry,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: reasonMalformedEntry,
 			Hops: []Hop{malformed(1, "")}},
 	},
 	{
@@ -418,7 +418,7 @@ func TestResolve(t *testing.T) {
 
 func checkResolve(t *testing.T, r *Resolver, tc resolveCase) {
 	t.Helper()
-	got, err := r.Resolve(tc.peer, tc.h)
+	got, err := r.Explain(tc.peer, tc.h, nil)
 	if tc.err == nil {
 		if err != nil {
 			t.Fatalf("Resolve: unexpected error %v", err)
@@ -454,7 +454,7 @@ func checkResolve(t *testing.T, r *Resolver, tc resolveCase) {
 	d.Error = ""
 	want := tc.want
 	if want.Rule == 0 && !want.PeerTrusted {
-		// The cases use the v0 form, one rule: Rule is 0 when the peer is
+		// The cases use one rule: Rule is 0 when the peer is
 		// trusted and -1 otherwise, unless the case says.
 		want.Rule = -1
 	}
@@ -466,14 +466,14 @@ func checkResolve(t *testing.T, r *Resolver, tc resolveCase) {
 func TestResolveNilAndZeroResolver(t *testing.T) {
 	want := Derivation{Peer: "10.0.0.1", Rule: -1, Chosen: -1, Reason: ReasonPeerUntrusted}
 	for name, r := range map[string]*Resolver{"nil": nil, "zero": {}} {
-		got, err := r.Resolve("10.0.0.1:80", xff("1.2.3.4"))
+		got, err := r.Explain("10.0.0.1:80", xff("1.2.3.4"), nil)
 		if err != nil || got.Client != netip.MustParseAddr("10.0.0.1") || got.Network != netip.MustParsePrefix("10.0.0.1/32") || !reflect.DeepEqual(got.Derivation, want) {
 			t.Errorf("%s Resolver: got %+v, %v", name, got, err)
 		}
-		if r.Header() != "" || r.Trusts(netip.MustParseAddr("127.0.0.1")) {
-			t.Errorf("%s Resolver: Header %q, trusts loopback %v", name, r.Header(), r.Trusts(netip.MustParseAddr("127.0.0.1")))
+		if r.header() != "" || r.trusts(netip.MustParseAddr("127.0.0.1")) {
+			t.Errorf("%s Resolver: Header %q, trusts loopback %v", name, r.header(), r.trusts(netip.MustParseAddr("127.0.0.1")))
 		}
-		got, _ = r.Resolve("[2001:db8::1]:80", nil)
+		got, _ = r.Explain("[2001:db8::1]:80", nil, nil)
 		if got.Network != netip.MustParsePrefix("2001:db8::/64") {
 			t.Errorf("%s Resolver: IPv6 network %v, want default /64", name, got.Network)
 		}
@@ -489,14 +489,14 @@ func TestResolveMaxHops(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
 
 	// Exactly MaxHops trusted entries: all examined, client = peer.
-	got, err := r.Resolve("10.0.0.1:1", xff(chain("10.0.0.2", MaxHops)))
+	got, err := r.Explain("10.0.0.1:1", xff(chain("10.0.0.2", MaxHops)), nil)
 	if err != nil || got.Derivation.Reason != ReasonAllHopsTrusted || len(got.Derivation.Hops) != MaxHops || got.Client != netip.MustParseAddr("10.0.0.1") {
 		t.Fatalf("%d trusted hops: got %v hops, reason %q, err %v", MaxHops, len(got.Derivation.Hops), got.Derivation.Reason, err)
 	}
 
 	// MaxHops trusted entries right of the client: the client would be the
 	// 33rd entry examined -> too long, fail closed.
-	got, err = r.Resolve("10.0.0.1:1", xff("1.2.3.4, "+chain("10.0.0.2", MaxHops)))
+	got, err = r.Explain("10.0.0.1:1", xff("1.2.3.4, "+chain("10.0.0.2", MaxHops)), nil)
 	var ce *ChainError
 	if !errors.Is(err, ErrChainTooLong) || !errors.As(err, &ce) {
 		t.Fatalf("client after %d trusted hops: err %v, want ErrChainTooLong", MaxHops, err)
@@ -504,18 +504,18 @@ func TestResolveMaxHops(t *testing.T) {
 	if want := (ChainError{Header: "X-Forwarded-For", Position: 0, Value: "1.2.3.4", Err: ErrChainTooLong}); *ce != want {
 		t.Errorf("ChainError = %+v, want %+v", *ce, want)
 	}
-	if got.Client.IsValid() || got.Derivation.Reason != ReasonChainTooLong || len(got.Derivation.Hops) != MaxHops || got.Derivation.Chosen != -1 {
+	if got.Client.IsValid() || got.Derivation.Reason != reasonChainTooLong || len(got.Derivation.Hops) != MaxHops || got.Derivation.Chosen != -1 {
 		t.Errorf("too long: client %v reason %q hops %d chosen %d", got.Client, got.Derivation.Reason, len(got.Derivation.Hops), got.Derivation.Chosen)
 	}
 
 	// One hop fewer: the client is the 32nd entry examined.
-	got, err = r.Resolve("10.0.0.1:1", xff("1.2.3.4, "+chain("10.0.0.2", MaxHops-1)))
+	got, err = r.Explain("10.0.0.1:1", xff("1.2.3.4, "+chain("10.0.0.2", MaxHops-1)), nil)
 	if err != nil || got.Client != netip.MustParseAddr("1.2.3.4") || got.Derivation.Chosen != MaxHops-1 {
 		t.Errorf("client after %d trusted hops: got %v chosen %d err %v", MaxHops-1, got.Client, got.Derivation.Chosen, err)
 	}
 
 	// A long attacker-written prefix left of the client is never examined.
-	got, err = r.Resolve("10.0.0.1:1", xff(chain("garbage", 10000)+", 1.2.3.4, 10.0.0.2"))
+	got, err = r.Explain("10.0.0.1:1", xff(chain("garbage", 10000)+", 1.2.3.4, 10.0.0.2"), nil)
 	if err != nil || got.Client != netip.MustParseAddr("1.2.3.4") || got.Derivation.Hops[1].Position != 10000 {
 		t.Errorf("long garbage prefix: got %+v err %v", got, err)
 	}
@@ -523,18 +523,18 @@ func TestResolveMaxHops(t *testing.T) {
 
 func TestChainErrorText(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
-	_, err := r.Resolve("10.0.0.9:80", xff("203.0.113.7, garbage\n, 10.0.0.1"))
+	_, err := r.Explain("10.0.0.9:80", xff("203.0.113.7, garbage\n, 10.0.0.1"), nil)
 	const want = `trustedproxy: malformed forwarding entry: X-Forwarded-For position 1 "garbage\n"`
 	if err == nil || err.Error() != want {
 		t.Errorf("error text = %q, want %q", err, want)
 	}
-	_, err = r.Resolve("not an address", nil)
+	_, err = r.Explain("not an address", nil, nil)
 	const wantPeer = `trustedproxy: malformed peer address "not an address"`
 	if err == nil || err.Error() != wantPeer {
 		t.Errorf("peer error text = %q, want %q", err, wantPeer)
 	}
 	// The peer value is truncated too.
-	res, err := r.Resolve(strings.Repeat("p", 200), nil)
+	res, err := r.Explain(strings.Repeat("p", 200), nil, nil)
 	if !errors.Is(err, ErrMalformedPeer) || res.Derivation.Peer != strings.Repeat("p", 64) || strings.Count(err.Error(), "p") > 64+2 {
 		t.Errorf("long peer: Peer %q err %v", res.Derivation.Peer, err)
 	}
@@ -542,7 +542,7 @@ func TestChainErrorText(t *testing.T) {
 
 func TestDerivationJSON(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
-	res, err := r.Resolve("10.0.0.9:80", xff("203.0.113.7, [::ffff:10.1.2.3]:80, 10.0.0.1"))
+	res, err := r.Explain("10.0.0.9:80", xff("203.0.113.7, [::ffff:10.1.2.3]:80, 10.0.0.1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ func TestDerivationJSON(t *testing.T) {
 		t.Errorf("JSON\n got %s\nwant %s", b, want)
 	}
 
-	res, err = r.Resolve("10.0.0.9:80", xff("bad"))
+	res, err = r.Explain("10.0.0.9:80", xff("bad"), nil)
 	if err == nil {
 		t.Fatal("want error")
 	}
@@ -577,7 +577,7 @@ func TestResolveDoesNotModifyHeader(t *testing.T) {
 	r := mustNew(t, cfgXFF10)
 	h := xff(" 1.2.3.4 , 10.0.0.2 ", "10.0.0.3")
 	before := h.Clone()
-	if _, err := r.Resolve("10.0.0.1:1", h); err != nil {
+	if _, err := r.Explain("10.0.0.1:1", h, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(h, before) {
@@ -595,7 +595,7 @@ func TestResolveConcurrent(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for i := 0; i < 500; i++ {
-				res, err := r.Resolve("10.0.0.1:1", h)
+				res, err := r.Explain("10.0.0.1:1", h, nil)
 				if err != nil || res.Client != netip.MustParseAddr("198.51.100.1") || res.Derivation.Chosen != 2 {
 					t.Errorf("got %+v, %v", res, err)
 					return

@@ -22,17 +22,13 @@ func mustSet(t testing.TB, entries ...string) *netipx.IPSet {
 
 func TestNewRulesErrors(t *testing.T) {
 	failing := SourceFunc(func(context.Context) (*netipx.IPSet, error) { return nil, errors.New("boom") })
-	empty := StaticSource(&netipx.IPSet{})
-	all := StaticSource(mustSet(t, "0.0.0.0/0"))
+	empty := staticSource(&netipx.IPSet{})
+	all := staticSource(mustSet(t, "0.0.0.0/0"))
 	tests := []struct {
 		name string
 		cfg  Config
 		want []string // substrings, one per joined error, in order
 	}{
-		{"both forms", Config{Trusted: []string{"10.0.0.0/8"}, Rules: []Rule{{From: []string{"10.0.0.0/8"}}}},
-			[]string{"Rules and the v0 form (Trusted, Header) cannot be combined"}},
-		{"header with rules", Config{Header: "X-Real-IP", Rules: []Rule{{From: []string{"10.0.0.0/8"}}}},
-			[]string{"cannot be combined"}},
 		{"bad entries named by rule and index", Config{Rules: []Rule{
 			{From: []string{"10.0.0.0/8", "bad"}},
 			{From: []string{"example.com", "10.0.0.0/33"}, Header: "X Y"},
@@ -49,14 +45,12 @@ func TestNewRulesErrors(t *testing.T) {
 			[]string{"Rules[0].From and Rules[0].Sources are both empty"}},
 		{"catch-all in a rule", Config{Rules: []Rule{{From: []string{"::/0"}}, {From: []string{"0.0.0.0/1", "128.0.0.0/1"}}}},
 			[]string{`Rules[0].From[0] "::/0" trusts every`, "Rules[1].From: the union of the 2 entries trusts every"}},
-		{"unknown actions", Config{MissingHeader: "drop", Aliases: "maybe"},
-			[]string{`MissingHeader "drop" is not "peer" or "reject"`, `Aliases "maybe" is not "ignore" or "reject"`}},
 		{"sources: failing, empty, nil, catch-all", Config{Rules: []Rule{
 			{Sources: []Source{failing, empty, nil}},
 			{Sources: []Source{all}},
 		}}, []string{"Rules[0].Sources[0]: boom", "Rules[0].Sources[1]: loaded an empty set", "Rules[0].Sources[2] is nil", "Rules[1].Sources: the set trusts every IPv4"}},
-		{"shorthand spelled wrong", Config{Trusted: []string{"Private_Ranges", "localhost"}},
-			[]string{`Trusted[0] "Private_Ranges"`, `Trusted[1] "localhost"`}},
+		{"shorthand spelled wrong", Config{Rules: []Rule{{From: []string{"Private_Ranges", "localhost"}}}},
+			[]string{`Rules[0].From[0] "Private_Ranges"`, `Rules[0].From[1] "localhost"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,12 +84,12 @@ func TestNewRulesErrors(t *testing.T) {
 func TestNewRulesValid(t *testing.T) {
 	r := mustNew(t, Config{Rules: []Rule{
 		{From: []string{"192.0.2.0/24", "2001:db8:cd::/48"}, Header: "cf-connecting-ip"},
-		{From: []string{"10.0.0.0/8", "loopback"}, Sources: []Source{StaticSource(mustSet(t, "198.51.100.0/24"))}, Header: "forwarded", Hops: 2},
+		{From: []string{"10.0.0.0/8", "loopback"}, Sources: []Source{staticSource(mustSet(t, "198.51.100.0/24"))}, Header: "forwarded", Hops: 2},
 		{From: []string{"unix"}, Header: "x-forwarded-for"},
 		{From: []string{"0.0.0.0/0"}}, // refused without AllowAll...
 	}, AllowAll: true}) // ...and allowed here
-	if r.Header() != "Cf-Connecting-Ip" {
-		t.Errorf("Header() = %q", r.Header())
+	if r.header() != "Cf-Connecting-Ip" {
+		t.Errorf("Header() = %q", r.header())
 	}
 	for _, tc := range []struct {
 		addr string
@@ -105,28 +99,23 @@ func TestNewRulesValid(t *testing.T) {
 		{"198.51.100.9", true}, {"::ffff:198.51.100.9", true}, {"203.0.113.1", true}, // rule 3 trusts all IPv4
 		{"2001:db8::1", false}, {"fe80::1", false},
 	} {
-		if got := r.Trusts(netip.MustParseAddr(tc.addr)); got != tc.want {
+		if got := r.trusts(netip.MustParseAddr(tc.addr)); got != tc.want {
 			t.Errorf("Trusts(%s) = %v, want %v", tc.addr, got, tc.want)
 		}
 	}
-	if s := r.TrustedSet(1); s == nil || !s.Contains(netip.MustParseAddr("198.51.100.1")) || !s.Contains(netip.MustParseAddr("127.0.0.1")) {
+	if s := r.trustedSet(1); s == nil || !s.Contains(netip.MustParseAddr("198.51.100.1")) || !s.Contains(netip.MustParseAddr("127.0.0.1")) {
 		t.Errorf("TrustedSet(1) = %v", s)
 	}
-	if r.TrustedSet(2) == nil || len(r.TrustedSet(2).Ranges()) != 0 {
-		t.Errorf("TrustedSet(2) (unix only) = %v, want empty", r.TrustedSet(2))
+	if r.trustedSet(2) == nil || len(r.trustedSet(2).Ranges()) != 0 {
+		t.Errorf("TrustedSet(2) (unix only) = %v, want empty", r.trustedSet(2))
 	}
-	if r.TrustedSet(4) != nil || r.TrustedSet(-1) != nil || (*Resolver)(nil).TrustedSet(0) != nil {
+	if r.trustedSet(4) != nil || r.trustedSet(-1) != nil || (*Resolver)(nil).trustedSet(0) != nil {
 		t.Error("TrustedSet out of range is not nil")
 	}
-	// The v0 form is rule 0.
-	r = mustNew(t, Config{Trusted: []string{"10.0.0.0/8"}, Header: "x-real-ip"})
-	if r.Header() != "X-Real-Ip" || r.TrustedSet(0) == nil || r.TrustedSet(1) != nil {
-		t.Errorf("v0 form: Header %q sets %v %v", r.Header(), r.TrustedSet(0), r.TrustedSet(1))
-	}
-	// A v0 header with nobody trusted is valid and never read.
-	r = mustNew(t, Config{Header: "x-forwarded-for"})
-	if r.Header() != "X-Forwarded-For" || r.TrustedSet(0) != nil {
-		t.Errorf("header only: %q %v", r.Header(), r.TrustedSet(0))
+	// A single rule is rule 0.
+	r = mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "x-real-ip"}}})
+	if r.header() != "X-Real-Ip" || r.trustedSet(0) == nil || r.trustedSet(1) != nil {
+		t.Errorf("one rule: Header %q sets %v %v", r.header(), r.trustedSet(0), r.trustedSet(1))
 	}
 }
 
@@ -137,7 +126,7 @@ func TestConfigRulesNotRetained(t *testing.T) {
 	rules[0].From[0] = "0.0.0.0/0"
 	rules[0].Header = "X-Real-IP"
 	rules[0].Sources = append(rules[0].Sources, nil)
-	if r.Trusts(netip.MustParseAddr("1.2.3.4")) || r.Header() != "X-Forwarded-For" {
+	if r.trusts(netip.MustParseAddr("1.2.3.4")) || r.header() != "X-Forwarded-For" {
 		t.Error("Resolver changed with its Config")
 	}
 	if err := r.Refresh(context.Background()); err != nil {

@@ -12,43 +12,43 @@ import (
 	"github.com/ratekey/ratekey/internal/quote"
 )
 
-// Named shorthands accepted by [ParseSet], Config.Trusted and Rule.From.
+// Named shorthands accepted by [ParseSet] and Rule.From.
 // Each names a fixed list of ranges and is used only when listed
 // explicitly: no configuration ever trusts one by default. Names are exact
 // and lower case.
 const (
-	// ShorthandPrivateRanges is RFC 1918 (10.0.0.0/8, 172.16.0.0/12,
+	// shorthandPrivateRanges is RFC 1918 (10.0.0.0/8, 172.16.0.0/12,
 	// 192.168.0.0/16) and RFC 4193 unique local addresses (fc00::/7). Unlike
 	// Caddy's private_ranges it holds neither loopback (list
-	// ShorthandLoopback too) nor only fd00::/8. Trusting it turns every
+	// shorthandLoopback too) nor only fd00::/8. Trusting it turns every
 	// host of those networks into a proxy that can name any client.
-	ShorthandPrivateRanges = "private_ranges"
-	// ShorthandLoopback is 127.0.0.0/8 and ::1/128 (RFC 1122 §3.2.1.3,
+	shorthandPrivateRanges = "private_ranges"
+	// shorthandLoopback is 127.0.0.0/8 and ::1/128 (RFC 1122 §3.2.1.3,
 	// RFC 4291 §2.5.3).
-	ShorthandLoopback = "loopback"
-	// ShorthandLinkLocal is 169.254.0.0/16 (RFC 3927) and fe80::/10
+	shorthandLoopback = "loopback"
+	// shorthandLinkLocal is 169.254.0.0/16 (RFC 3927) and fe80::/10
 	// (RFC 4291 §2.5.6). Zones are dropped before comparison, so fe80::1
 	// on any interface matches.
-	ShorthandLinkLocal = "link_local"
-	// ShorthandUnix, in Config.Trusted or Rule.From only, makes the rule
+	shorthandLinkLocal = "link_local"
+	// shorthandUnix, in Rule.From only, makes the rule
 	// accept peers connected over a Unix-domain socket (http.Request
 	// RemoteAddr "", "@..." or "/..."). It names no address, so ParseSet
-	// refuses it. Without it such peers are an error ([ErrUnixPeer]).
-	ShorthandUnix = "unix"
+	// refuses it. Without it such peers are an error (errUnixPeer).
+	shorthandUnix = "unix"
 )
 
 var shorthands = map[string][]netip.Prefix{
-	ShorthandPrivateRanges: {
+	shorthandPrivateRanges: {
 		netip.MustParsePrefix("10.0.0.0/8"),
 		netip.MustParsePrefix("172.16.0.0/12"),
 		netip.MustParsePrefix("192.168.0.0/16"),
 		netip.MustParsePrefix("fc00::/7"),
 	},
-	ShorthandLoopback: {
+	shorthandLoopback: {
 		netip.MustParsePrefix("127.0.0.0/8"),
 		netip.MustParsePrefix("::1/128"),
 	},
-	ShorthandLinkLocal: {
+	shorthandLinkLocal: {
 		netip.MustParsePrefix("169.254.0.0/16"),
 		netip.MustParsePrefix("fe80::/10"),
 	},
@@ -56,18 +56,23 @@ var shorthands = map[string][]netip.Prefix{
 
 // ParseSet parses a list of trusted-set entries into an immutable
 // netipx.IPSet holding canonical addresses only (IPv4 unmapped, no zone),
-// the form [Resolver] compares peers and hops in. It is what Config.Trusted,
-// Rule.From, [FileSource] and [URLSource] use, exported so that other
-// address lists (an admin allow-list, say) parse the same way.
+// the form [Resolver] compares peers and hops in. It is what Rule.From,
+// [FileSource] and [URLSource] use, exported so that other address lists
+// (an admin allow-list, say) parse the same way.
 //
 // Entries: a CIDR prefix ("10.0.0.0/8", "2001:db8::/32"; host bits right of
 // the length are ignored), a single address ("192.0.2.1", "::1"; a zone is
-// dropped), or a shorthand ([ShorthandPrivateRanges], [ShorthandLoopback],
-// [ShorthandLinkLocal]). IPv4-mapped entries ("::ffff:10.0.0.0/104") also
-// add the IPv4 range they map, and an IPv6 prefix overlapping
+// dropped), or a shorthand used only when listed: "private_ranges" (RFC
+// 1918 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 and RFC 4193 fc00::/7;
+// unlike Caddy's, without loopback), "loopback" (127.0.0.0/8, ::1/128;
+// RFC 1122 §3.2.1.3, RFC 4291 §2.5.3) or "link_local" (169.254.0.0/16, RFC
+// 3927, and fe80::/10, RFC 4291 §2.5.6). Names are exact and lower case.
+// IPv4-mapped entries ("::ffff:10.0.0.0/104") also add the IPv4 range they
+// map, and an IPv6 prefix overlapping
 // ::ffff:0:0/96 adds the IPv4 addresses it covers, so that a set never
 // holds an entry that canonical lookups cannot reach. Surrounding spaces,
-// host names, zoned prefixes and [ShorthandUnix] are errors.
+// host names, zoned prefixes and "unix" (which names Unix-socket peers in
+// Rule.From, not addresses) are errors.
 //
 // ParseSet does not refuse sets covering every address of a family; [New]
 // does, unless Config.AllowAll. On error the set is nil and the error is an
@@ -94,7 +99,7 @@ func ParseSet(entries []string) (*netipx.IPSet, error) {
 
 // parseSetEntry parses one ParseSet entry (not "unix") into canonical ranges.
 func parseSetEntry(s string) ([]netipx.IPRange, error) {
-	if s == ShorthandUnix {
+	if s == shorthandUnix {
 		return nil, errors.New(`"unix" names Unix-socket peers, not addresses: list it in a rule's From`)
 	}
 	if ps, ok := shorthands[s]; ok {

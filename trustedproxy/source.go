@@ -43,28 +43,23 @@ type Source interface {
 }
 
 // SourceFunc adapts a function to [Source]; the function carries the
-// Source contract (complete set or error, may block, honours ctx).
+// Source contract (complete set or error, may block, honours ctx). A set
+// built once with [ParseSet] or netipx is
+// SourceFunc(func(context.Context) (*netipx.IPSet, error) { return set, nil }),
+// though listing its entries in Rule.From is simpler.
 type SourceFunc func(ctx context.Context) (*netipx.IPSet, error)
 
 // Load calls f(ctx).
 func (f SourceFunc) Load(ctx context.Context) (*netipx.IPSet, error) { return f(ctx) }
 
-// StaticSource returns a [Source] whose Load always returns set (safe for
-// concurrent use; set must not be nil or empty, or New refuses it). It lets
-// code that builds sets itself (with [ParseSet] or netipx) use the same
-// Rule.Sources plumbing as refreshable sources.
-func StaticSource(set *netipx.IPSet) Source {
-	return SourceFunc(func(context.Context) (*netipx.IPSet, error) { return set, nil })
-}
-
-// DefaultMaxSourceBytes is the size limit, in bytes, of a [FileSource] or
-// [URLSource] document when MaxBytes is 0: 4 MiB, ample for every published
+// defaultMaxSourceBytes is the size limit, in bytes, of a FileSource or
+// URLSource document when MaxBytes is 0: 4 MiB, ample for every published
 // cloud range list in the text format below.
-const DefaultMaxSourceBytes = 4 << 20
+const defaultMaxSourceBytes = 4 << 20
 
-// DefaultSourceTimeout is the time limit of one [URLSource] load when
+// defaultSourceTimeout is the time limit of one URLSource load when
 // Timeout is 0.
-const DefaultSourceTimeout = 10 * time.Second
+const defaultSourceTimeout = 10 * time.Second
 
 // FileSource loads a trusted set from a text file on every Load: one
 // [ParseSet] entry per line (CIDR, address or shorthand), blank lines and
@@ -75,8 +70,8 @@ const DefaultSourceTimeout = 10 * time.Second
 type FileSource struct {
 	// Path is the file to read.
 	Path string
-	// MaxBytes is the largest file accepted, in bytes; 0 means
-	// DefaultMaxSourceBytes.
+	// MaxBytes is the largest file accepted, in bytes; 0 means 4 MiB
+	// (4 << 20), ample for every published cloud range list.
 	MaxBytes int64
 }
 
@@ -116,11 +111,11 @@ type URLSource struct {
 	// https down to http to another host). A Client of your own must refuse
 	// such redirects itself.
 	Client *http.Client
-	// Timeout bounds one whole load (connect, headers, body); 0 means
-	// DefaultSourceTimeout.
+	// Timeout bounds one whole load (connect, headers, body); 0 means 10
+	// seconds.
 	Timeout time.Duration
-	// MaxBytes is the largest body accepted, in bytes; 0 means
-	// DefaultMaxSourceBytes. A larger body fails the load.
+	// MaxBytes is the largest body accepted, in bytes; 0 means 4 MiB
+	// (4 << 20). A larger body fails the load.
 	MaxBytes int64
 }
 
@@ -152,7 +147,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	}
 	timeout := s.Timeout
 	if timeout <= 0 {
-		timeout = DefaultSourceTimeout
+		timeout = defaultSourceTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -185,10 +180,10 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 }
 
 // readCapped reads all of r, failing if it holds more than max bytes
-// (DefaultMaxSourceBytes when max <= 0).
+// (defaultMaxSourceBytes when max <= 0).
 func readCapped(r io.Reader, max int64) ([]byte, error) {
 	if max <= 0 {
-		max = DefaultMaxSourceBytes
+		max = defaultMaxSourceBytes
 	}
 	b, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {

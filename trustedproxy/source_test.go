@@ -20,6 +20,12 @@ import (
 	"go4.org/netipx"
 )
 
+// staticSource returns a Source whose Load always returns set (a
+// SourceFunc, as the SourceFunc documentation shows).
+func staticSource(set *netipx.IPSet) Source {
+	return SourceFunc(func(context.Context) (*netipx.IPSet, error) { return set, nil })
+}
+
 func TestParseSet(t *testing.T) {
 	s, err := ParseSet([]string{"10.0.0.0/8", "192.0.2.1", "::ffff:172.16.0.0/108", "fe80::1%eth0", "2001:DB8::/32", "loopback", "link_local", "private_ranges"})
 	if err != nil {
@@ -176,7 +182,7 @@ func TestRefresh(t *testing.T) {
 	ctx := context.Background()
 	client := func(peer string) string {
 		t.Helper()
-		c, _, err := r.ResolveAddr(peer, xff("203.0.113.7"))
+		c, _, err := r.Resolve(peer, xff("203.0.113.7"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +200,7 @@ func TestRefresh(t *testing.T) {
 	if client("192.0.2.5:1") != "192.0.2.5" || client("198.51.100.5:1") != "203.0.113.7" || client("10.0.0.1:1") != "203.0.113.7" {
 		t.Fatal("refreshed set not in use")
 	}
-	good := r.TrustedSet(0)
+	good := r.trustedSet(0)
 
 	// Failures keep the last good set and are reported, naming the rule.
 	for name, tc := range map[string]struct {
@@ -212,11 +218,11 @@ func TestRefresh(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Refresh error %v, want %q", name, err, tc.want)
 		}
-		if r.TrustedSet(0) != good || client("198.51.100.5:1") != "203.0.113.7" {
+		if r.trustedSet(0) != good || client("198.51.100.5:1") != "203.0.113.7" {
 			t.Errorf("%s: last good set not kept", name)
 		}
 	}
-	if r.TrustedSet(1) == nil || !r.TrustedSet(1).Contains(netip.MustParseAddr("127.0.0.1")) {
+	if r.trustedSet(1) == nil || !r.trustedSet(1).Contains(netip.MustParseAddr("127.0.0.1")) {
 		t.Error("rule without sources changed")
 	}
 	if err := (*Resolver)(nil).Refresh(ctx); err != nil {
@@ -228,7 +234,7 @@ func TestRefreshAllowAll(t *testing.T) {
 	src := &switchable{set: mustSet(t, "192.0.2.0/24")}
 	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}}}, AllowAll: true})
 	src.next(mustSet(t, "0.0.0.0/0"), nil)
-	if err := r.Refresh(context.Background()); err != nil || !r.Trusts(netip.MustParseAddr("8.8.8.8")) {
+	if err := r.Refresh(context.Background()); err != nil || !r.trusts(netip.MustParseAddr("8.8.8.8")) {
 		t.Errorf("AllowAll refresh: %v", err)
 	}
 }
@@ -270,7 +276,7 @@ func TestRefreshLoop(t *testing.T) {
 	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down again") {
 		t.Errorf("report = %v", err)
 	}
-	if !r.Trusts(netip.MustParseAddr("198.51.100.1")) || r.Trusts(netip.MustParseAddr("192.0.2.1")) {
+	if !r.trusts(netip.MustParseAddr("198.51.100.1")) || r.trusts(netip.MustParseAddr("192.0.2.1")) {
 		t.Error("loop did not apply the good set")
 	}
 	cancel()
@@ -306,7 +312,7 @@ func TestRefreshConcurrentWithResolve(t *testing.T) {
 				default:
 				}
 				for _, peer := range []string{"192.0.2.1:1", "198.51.100.1:1"} {
-					res, err := r.Resolve(peer, h)
+					res, err := r.Explain(peer, h, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -350,18 +356,18 @@ func TestSourceSetIsCanonicalised(t *testing.T) {
 		}
 		return s
 	}
-	viaSource := mustNew(t, Config{Rules: []Rule{{Sources: []Source{StaticSource(raw("::ffff:10.0.0.0/104"))}, Header: "X-Forwarded-For"}}})
+	viaSource := mustNew(t, Config{Rules: []Rule{{Sources: []Source{staticSource(raw("::ffff:10.0.0.0/104"))}, Header: "X-Forwarded-For"}}})
 	h := http.Header{"X-Forwarded-For": {"203.0.113.9"}}
 	for _, peer := range []string{"10.0.0.1:1", "[::ffff:10.0.0.1]:1"} {
-		res, err := viaSource.Resolve(peer, h)
+		res, err := viaSource.Explain(peer, h, nil)
 		if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.Reason != ReasonFirstUntrustedHop {
 			t.Errorf("peer %s: client %v (%s), %v; want 203.0.113.9 (first_untrusted_hop): the mapped range trusts 10/8", peer, res.Client, res.Derivation.Reason, err)
 		}
 	}
-	if !viaSource.Trusts(netip.MustParseAddr("10.0.0.1")) || !viaSource.Trusts(netip.MustParseAddr("::ffff:10.0.0.1")) {
+	if !viaSource.trusts(netip.MustParseAddr("10.0.0.1")) || !viaSource.trusts(netip.MustParseAddr("::ffff:10.0.0.1")) {
 		t.Error("Trusts(10.0.0.1) or Trusts(::ffff:10.0.0.1) is false for a Source holding ::ffff:10.0.0.0/104")
 	}
-	_, err := New(Config{Rules: []Rule{{Sources: []Source{StaticSource(raw("::ffff:0:0/96"))}, Header: "X-Forwarded-For"}}})
+	_, err := New(Config{Rules: []Rule{{Sources: []Source{staticSource(raw("::ffff:0:0/96"))}, Header: "X-Forwarded-For"}}})
 	if err == nil || !strings.Contains(err.Error(), "every IPv4 or every IPv6") {
 		t.Errorf("a Source of ::ffff:0:0/96 (every IPv4 address): %v; want refused without AllowAll", err)
 	}

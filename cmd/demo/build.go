@@ -18,8 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go4.org/netipx"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -46,7 +48,7 @@ type app struct {
 	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
 	registry *prometheus.Registry
-	metrics  *metrics.Metrics
+	metrics  metrics.Metrics
 }
 
 // build validates cfg and returns the wired app, or every error found. When
@@ -197,9 +199,33 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 // an error) and then every refresh.
 func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedproxy.Resolver, time.Duration, []error) {
 	var errs []error
-	tpc := trustedproxy.Config{Trusted: tp.CIDRs, Header: tp.Header,
-		IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll,
-		MissingHeader: trustedproxy.MissingHeaderAction(tp.MissingHeader), Aliases: trustedproxy.AliasAction(tp.Aliases)}
+	tpc := trustedproxy.Config{IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll}
+	switch tp.MissingHeader {
+	case "", "peer":
+	case "reject":
+		tpc.RejectMissingHeader = true
+	default:
+		errs = append(errs, fmt.Errorf("trusted_proxies: missing_header %s is not \"peer\" or \"reject\"", quote.Value(tp.MissingHeader)))
+	}
+	switch tp.Aliases {
+	case "", "ignore":
+	case "reject":
+		tpc.RejectAliases = true
+	default:
+		errs = append(errs, fmt.Errorf("trusted_proxies: aliases %s is not \"ignore\" or \"reject\"", quote.Value(tp.Aliases)))
+	}
+	names := yamlNames
+	switch {
+	case (len(tp.CIDRs) > 0 || tp.Header != "") && len(tp.Rules) > 0:
+		errs = append(errs, errors.New("trusted_proxies: rules and the v0 form (cidrs, header) cannot be combined: write the v0 form as one more rule"))
+	case len(tp.CIDRs) > 0:
+		// The v0 form is exactly one rule; its errors name cidrs and header.
+		tpc.Rules = []trustedproxy.Rule{{From: tp.CIDRs, Header: tp.Header}}
+		names = v0Names
+	case tp.Header != "" && !httpguts.ValidHeaderFieldName(tp.Header):
+		// A header with nobody trusted is never read, but still checked.
+		errs = append(errs, fmt.Errorf("trusted_proxies: header %s is not a valid header name", quote.Value(tp.Header)))
+	}
 	sources := false
 	for _, rc := range tp.Rules {
 		rule := trustedproxy.Rule{From: rc.From, Header: rc.Header, Hops: int(rc.Hops)}
@@ -228,20 +254,22 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 	res, err := trustedproxy.New(tpc) // loads file and URL sources once (URLSource has its own timeout)
 	if err != nil {
 		for _, e := range prefixErrors("trusted_proxies", err) {
-			errs = append(errs, errors.New(yamlNames.Replace(e.Error())))
+			errs = append(errs, errors.New(names.Replace(e.Error())))
 		}
 	}
 	return res, refresh, errs
 }
 
-// yamlNames maps trustedproxy.Config field names in its errors to the YAML
-// names the operator wrote.
-var yamlNames = strings.NewReplacer("trustedproxy: ", "",
-	"Rules and the v0 form (Trusted, Header) cannot be combined: write the v0 form as one more Rule",
-	"rules and the v0 form (cidrs, header) cannot be combined: write the v0 form as one more rule", "Trusted[", "cidrs[", "Trusted:", "cidrs:",
-	"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix", "Header ", "header ",
-	"Rules[", "rules[", "].From[", "].from[", "].Header", "].header", "].Hops", "].hops", "].Sources[", "].sources[",
-	"MissingHeader", "missing_header", "Aliases", "aliases")
+// yamlPairs maps trustedproxy.Config field names in its errors to the YAML
+// names the operator wrote (yamlNames); v0Names first maps rule 0, which
+// the v0 form (cidrs, header) becomes, back to cidrs and header.
+var (
+	yamlPairs = []string{"trustedproxy: ", "",
+		"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix",
+		"Rules[", "rules[", "].From[", "].from[", "].From:", "].from:", "].Header", "].header", "].Hops", "].hops", "].Sources[", "].sources["}
+	yamlNames = strings.NewReplacer(yamlPairs...)
+	v0Names   = strings.NewReplacer(append([]string{"Rules[0].From[", "cidrs[", "Rules[0].From:", "cidrs:", "Rules[0].Header ", "header "}, yamlPairs...)...)
+)
 
 // checkOperations refuses policy operations that no demo route serves: such
 // a policy would silently never apply.
@@ -347,10 +375,10 @@ func buildPolicy(pc PolicyConfig, src principalSources) (middleware.Policy, erro
 			errs = append(errs, fmt.Errorf("max_delay: %s is not a positive duration such as 2s", shown(pc.MaxDelay)))
 		case p.Limit.Validate() == nil && pc.Cost <= pc.Burst:
 			// Even from a full bucket, a request's charge beyond delay_after's
-			// share must fit within max_delay (limiter.Limit.Ceiling), or
+			// share must fit within max_delay (gcra.Ceiling), or
 			// every request is refused.
-			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > p.Limit.Ceiling() {
-				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge-p.Limit.Free()).Round(time.Millisecond), p.Limit.DelayAfter))
+			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > gcra.Ceiling(p.Limit) {
+				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge-gcra.Free(p.Limit)).Round(time.Millisecond), p.Limit.DelayAfter))
 			}
 		}
 	}
@@ -387,7 +415,7 @@ func checkDelays(policies []middleware.Policy) []error {
 		if p.Limit.Validate() != nil {
 			continue // reported elsewhere
 		}
-		d := p.Limit.Ceiling() - p.Limit.Free()
+		d := gcra.Ceiling(p.Limit) - gcra.Free(p.Limit)
 		if d > maxDemoDelay {
 			errs = append(errs, fmt.Errorf("%s: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", policyRef(i, p.Name), d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
 			continue
