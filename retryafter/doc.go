@@ -1,6 +1,5 @@
 // Package retryafter is the client side of ratekey's 429 and 503 answers: a
-// strict parser for the Retry-After field ([Parse], [ParseDate],
-// [FromHeader]) and a bounded retrying [http.RoundTripper] ([Transport]) that
+// strict parser for the Retry-After field ([Parse], [FromHeader]) and a bounded retrying [http.RoundTripper] ([Transport]) that
 // honours it.
 //
 // # Parsing (RFC 9110 §10.2.3 and §5.6.7)
@@ -11,8 +10,8 @@
 //
 // delay-seconds is a non-negative decimal integer: no sign, fraction,
 // exponent or inner space. Leading zeros are digits like any other, so "007"
-// is seven seconds. A value too large for a [time.Duration] saturates to
-// [MaxDelay] (as RFC 9111 §1.2.2 has caches do for delta-seconds) instead of
+// is seven seconds. A value too large for a [time.Duration] saturates to the
+// largest Duration, math.MaxInt64 nanoseconds (as RFC 9111 §1.2.2 has caches do for delta-seconds) instead of
 // failing or wrapping around.
 //
 // An HTTP-date is accepted in exactly the three forms of RFC 9110 §5.6.7, in
@@ -47,8 +46,8 @@
 //     Retry-After is a singleton, and a date contains a comma, so lines
 //     cannot be split or merged safely.
 //
-// Invalid input is reported as a [*SyntaxError] wrapping [ErrInvalid]; the
-// error quotes at most the first 64 bytes of the value, escaped.
+// Invalid input is reported as an error wrapping [ErrInvalid]; the error
+// quotes at most the first 64 bytes of the value, escaped.
 //
 // # Retrying
 //

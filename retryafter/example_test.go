@@ -43,22 +43,6 @@ func ExampleParse() {
 	// error: retryafter: invalid Retry-After value "Mon, 01 Mar 2026 00:00:30 GMT": weekday does not match the date
 }
 
-// RFC 850 dates carry a two-digit year: it is read as the one that puts the
-// date no more than 50 years after the receipt time.
-func ExampleParseDate() {
-	received := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
-	for _, v := range []string{
-		"Tuesday, 01-Jan-69 00:00:00 GMT",
-		"Friday, 31-Dec-99 23:59:59 GMT",
-	} {
-		t, err := retryafter.ParseDate(v, received)
-		fmt.Println(t, err)
-	}
-	// Output:
-	// 2069-01-01 00:00:00 +0000 UTC <nil>
-	// 1999-12-31 23:59:59 +0000 UTC <nil>
-}
-
 func ExampleFromHeader() {
 	received := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
 	h := http.Header{}
@@ -122,7 +106,7 @@ func ExampleWaitTooLongError() {
 	if errors.As(err, &wt) {
 		fmt.Println("status", wt.StatusCode, "asked for", wt.Wait, "deadline-bound:", wt.Deadline)
 	}
-	fmt.Println(errors.Is(err, retryafter.ErrWaitTooLong), hits.Load(), "request", time.Since(start) < 5*time.Second)
+	fmt.Println(errors.As(err, &wt), hits.Load(), "request", time.Since(start) < 5*time.Second)
 	// Output:
 	// status 429 asked for 2m0s deadline-bound: true
 	// true 1 request true

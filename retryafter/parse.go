@@ -8,31 +8,31 @@ import (
 	"time"
 )
 
-// MaxDelay is the longest delay [Parse] reports: the largest [time.Duration],
+// maxDelay is the longest delay [Parse] reports: the largest [time.Duration],
 // about 292 years. A delay-seconds value above 9223372036 seconds, or an
-// HTTP-date further than that after the receipt time, saturates to MaxDelay
+// HTTP-date further than that after the receipt time, saturates to maxDelay
 // (RFC 9111 §1.2.2 prescribes the same for caches reading delta-seconds).
-const MaxDelay time.Duration = math.MaxInt64
+const maxDelay time.Duration = math.MaxInt64
 
 // maxSeconds is the largest delay-seconds value that fits a time.Duration.
-const maxSeconds = uint64(MaxDelay / time.Second)
+const maxSeconds = uint64(maxDelay / time.Second)
 
 // ErrInvalid is wrapped by every error this package returns for a
 // Retry-After value or HTTP-date that does not follow RFC 9110; test for it
 // with errors.Is.
 var ErrInvalid = errors.New("retryafter: invalid Retry-After value")
 
-// maxQuoted is how many bytes of an invalid value a SyntaxError keeps.
+// maxQuoted is how many bytes of an invalid value a syntaxErr keeps.
 const maxQuoted = 64
 
-// SyntaxError reports a Retry-After value or HTTP-date that does not follow
+// syntaxErr reports a Retry-After value or HTTP-date that does not follow
 // the grammar of RFC 9110 §10.2.3 and §5.6.7. It wraps [ErrInvalid].
 //
 // Value holds at most the first 64 bytes of the input so that an
 // attacker-sized header is never echoed whole into logs; Len is the input's
 // full length in bytes. Error quotes Value with Go escaping, so control
 // characters cannot forge log lines.
-type SyntaxError struct {
+type syntaxErr struct {
 	Value  string // the input, truncated to its first 64 bytes
 	Len    int    // the length of the whole input, in bytes
 	Reason string // what is wrong, e.g. "sign not allowed in delay-seconds"
@@ -40,7 +40,7 @@ type SyntaxError struct {
 
 // Error returns "retryafter: invalid Retry-After value " followed by the
 // quoted (and possibly truncated) value and the reason.
-func (e *SyntaxError) Error() string {
+func (e *syntaxErr) Error() string {
 	q := strconv.Quote(e.Value)
 	if e.Len > len(e.Value) {
 		q += "... (" + strconv.Itoa(e.Len) + " bytes)"
@@ -49,14 +49,14 @@ func (e *SyntaxError) Error() string {
 }
 
 // Unwrap returns [ErrInvalid].
-func (e *SyntaxError) Unwrap() error { return ErrInvalid }
+func (e *syntaxErr) Unwrap() error { return ErrInvalid }
 
 func syntaxError(value, reason string) error {
 	v := value
 	if len(v) > maxQuoted {
 		v = v[:maxQuoted]
 	}
-	return &SyntaxError{Value: v, Len: len(value), Reason: reason}
+	return &syntaxErr{Value: v, Len: len(value), Reason: reason}
 }
 
 // Parse returns how long to wait, counted from received, before the
@@ -65,13 +65,14 @@ func syntaxError(value, reason string) error {
 // taken when the response headers arrived.
 //
 // A delay-seconds value (1*DIGIT) is that many seconds, whatever received is;
-// leading zeros are allowed and values beyond [MaxDelay] saturate to it. An
-// HTTP-date (see [ParseDate]) gives the date minus received, or zero if the
+// leading zeros are allowed and values beyond the largest time.Duration (math.MaxInt64 nanoseconds, about
+// 292 years) saturate to it. An
+// HTTP-date (see the package documentation) gives the date minus received, or zero if the
 // date is not after received; received also anchors the two-digit years of
 // the RFC 850 form. The result is never negative. Leading and trailing spaces
 // and tabs are ignored (RFC 9110 §5.5).
 //
-// A value that is neither form returns 0 and a [*SyntaxError] wrapping
+// A value that is neither form returns 0 and a an error wrapping
 // [ErrInvalid]. Parse does not allocate unless it returns an error, and is
 // safe for concurrent use.
 func Parse(value string, received time.Time) (time.Duration, error) {
@@ -89,14 +90,14 @@ func Parse(value string, received time.Time) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	d := t.Sub(received) // saturates at MaxDelay; wall clock, since t has no monotonic reading
+	d := t.Sub(received) // saturates at maxDelay; wall clock, since t has no monotonic reading
 	if d < 0 {
 		d = 0
 	}
 	return d, nil
 }
 
-// ParseDate parses an HTTP-date (RFC 9110 §5.6.7) in any of its three forms,
+// parseHTTPDate parses an HTTP-date (RFC 9110 §5.6.7) in any of its three forms,
 // IMF-fixdate, RFC 850 and asctime, and returns it in UTC. received is only
 // used to resolve the two-digit year of the RFC 850 form: the year is placed
 // in the century that puts the timestamp after received minus 50 years and
@@ -107,9 +108,9 @@ func Parse(value string, received time.Time) (time.Duration, error) {
 // weekday must match the date, the day must exist in its month, and second 60
 // (a leap second) is accepted as second 0 of the next minute. Leading and
 // trailing spaces and tabs are ignored. Anything else returns the zero time
-// and a [*SyntaxError] wrapping [ErrInvalid]. ParseDate does not allocate
+// and a an error wrapping [ErrInvalid]. parseHTTPDate does not allocate
 // unless it returns an error, and is safe for concurrent use.
-func ParseDate(value string, received time.Time) (time.Time, error) {
+func parseHTTPDate(value string, received time.Time) (time.Time, error) {
 	return parseDate(value, trimOWS(value), received)
 }
 
@@ -118,7 +119,7 @@ func ParseDate(value string, received time.Time) (time.Time, error) {
 // the field was there at all; when it is absent, d is 0 and err is nil.
 //
 // Retry-After is a singleton field: several lines with the same value (after
-// trimming) count as one, several differing lines are a [*SyntaxError]. A
+// trimming) count as one, several differing lines are invalid (an error wrapping [ErrInvalid]). A
 // present but invalid field returns present == true, d == 0 and an error
 // wrapping [ErrInvalid]. FromHeader only reads h, and is safe for concurrent
 // use with other readers of h.
@@ -175,7 +176,7 @@ func parseSeconds(value, v string) (time.Duration, error) {
 		}
 	}
 	if saturated {
-		return MaxDelay, nil
+		return maxDelay, nil
 	}
 	return time.Duration(n) * time.Second, nil
 }

@@ -344,3 +344,18 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// RFC 850 dates carry a two-digit year: it is read as the one that puts the
+// date no more than 50 years after the receipt time.
+func TestParseDateRFC850CenturyFrom2026(t *testing.T) { // was ExampleParseDate
+	received := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Time{
+		"Tuesday, 01-Jan-69 00:00:00 GMT": time.Date(2069, time.January, 1, 0, 0, 0, 0, time.UTC),
+		"Friday, 31-Dec-99 23:59:59 GMT":  time.Date(1999, time.December, 31, 23, 59, 59, 0, time.UTC),
+	} {
+		got, err := retryafter.ParseDate(v, received)
+		if err != nil || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("ParseDate(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package retryafter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,15 +13,15 @@ import (
 
 // Defaults for the zero fields of a [Transport].
 const (
-	// DefaultMaxAttempts is the number of attempts (the first request
+	// defaultMaxAttempts is the number of attempts (the first request
 	// included) when Transport.MaxAttempts is zero or negative.
-	DefaultMaxAttempts = 3
-	// DefaultMaxWait is the longest single wait followed when
+	defaultMaxAttempts = 3
+	// defaultMaxWait is the longest single wait followed when
 	// Transport.MaxWait is zero or negative.
-	DefaultMaxWait = time.Minute
-	// DefaultBackoff is the first wait when a retryable response carries no
+	defaultMaxWait = time.Minute
+	// defaultBackoff is the first wait when a retryable response carries no
 	// usable Retry-After and Transport.Backoff is zero or negative.
-	DefaultBackoff = time.Second
+	defaultBackoff = time.Second
 )
 
 // drainLimit is how many bytes of a discarded response body are read before
@@ -30,15 +29,11 @@ const (
 // attacker-sized body (net/http's Client uses 2 KiB for redirects too).
 const drainLimit = 2 << 10
 
-// ErrWaitTooLong is wrapped by [*WaitTooLongError]; test for it with
-// errors.Is.
-var ErrWaitTooLong = errors.New("retryafter: requested wait is too long")
-
 // WaitTooLongError is returned by [Transport.RoundTrip] instead of waiting
 // when the delay before the next attempt is at least the time left before
 // the request context's deadline, or is longer than Transport.MaxWait. It is
 // returned at once, without waiting, and the discarded response's body has
-// been closed. It wraps [ErrWaitTooLong].
+// been closed. Test for it with errors.As.
 type WaitTooLongError struct {
 	// StatusCode is the status of the response that asked for the wait.
 	StatusCode int
@@ -64,12 +59,9 @@ func (e *WaitTooLongError) Error() string {
 		", not within " + limit
 }
 
-// Unwrap returns [ErrWaitTooLong].
-func (e *WaitTooLongError) Unwrap() error { return ErrWaitTooLong }
-
-// Clock is the time source of a [Transport]; tests inject a fake one.
+// clock is the time source of a [Transport]; tests inject a fake one.
 // Implementations must be safe for concurrent use.
-type Clock interface {
+type clock interface {
 	// Now returns the current time. The system clock's readings carry a
 	// monotonic component, so durations between them ignore wall-clock
 	// jumps.
@@ -79,16 +71,16 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// SystemClock is the [Clock] a [Transport] uses when its Clock is nil:
+// systemClock is the clock a [Transport] uses unless a test set one:
 // time.Now (monotonic) and a timer.
-type SystemClock struct{}
+type systemClock struct{}
 
 // Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+func (systemClock) Now() time.Time { return time.Now() }
 
 // Sleep waits for d with a timer, or returns ctx.Err() as soon as ctx is
 // done. It returns nil at once when d <= 0 and ctx is not done.
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -135,7 +127,7 @@ func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
 //   - otherwise a jitter, uniform in [0, MaxJitter], is added after the
 //     server's delay (never subtracted; halved when needed so the wait stays
 //     short of the deadline), the discarded response's body is drained (at
-//     most 2 KiB) and closed, and RoundTrip waits on the Clock, measuring
+//     most 2 KiB) and closed, and RoundTrip waits, measuring
 //     from the receipt time with the monotonic clock. If the context is
 //     done during the wait, RoundTrip returns ctx.Err().
 //
@@ -144,7 +136,7 @@ func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
 // request is never modified.
 //
 // A Transport is safe for concurrent use by multiple goroutines once
-// configured, provided Base, Clock and JitterFunc are; its fields must not be
+// configured, provided Base and JitterFunc are; its fields must not be
 // changed while it is in use. The zero value is ready to use and retries GET
 // and HEAD on 429 and 503 through http.DefaultTransport.
 type Transport struct {
@@ -162,17 +154,17 @@ type Transport struct {
 	Statuses []int
 
 	// MaxAttempts bounds the number of requests sent, the first included;
-	// 1 disables retries. Zero or negative means DefaultMaxAttempts (3).
+	// 1 disables retries. Zero or negative means 3.
 	MaxAttempts int
 
 	// MaxWait is the longest single wait the transport follows, jitter
 	// excluded; a longer Retry-After fails with a *WaitTooLongError. Zero or
-	// negative means DefaultMaxWait (1 minute).
+	// negative means 1 minute.
 	MaxWait time.Duration
 
 	// Backoff is the wait before the first retry when the response has no
 	// usable Retry-After; it doubles for each later retry, capped at
-	// MaxWait. Zero or negative means DefaultBackoff (1 second).
+	// MaxWait. Zero or negative means 1 second.
 	Backoff time.Duration
 
 	// MaxJitter bounds the random delay added after every wait, to spread
@@ -185,8 +177,9 @@ type Transport struct {
 	// (math/rand/v2).
 	JitterFunc func(max time.Duration) time.Duration
 
-	// Clock provides the time and the waits. Nil means SystemClock.
-	Clock Clock
+	// clock provides the time and the waits; nil means systemClock.
+	// Tests set it (export_test.go).
+	clock clock
 }
 
 var (
@@ -203,17 +196,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	clock := t.Clock
+	clock := t.clock
 	if clock == nil {
-		clock = SystemClock{}
+		clock = systemClock{}
 	}
 	maxAttempts := t.MaxAttempts
 	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
+		maxAttempts = defaultMaxAttempts
 	}
 	maxWait := t.MaxWait
 	if maxWait <= 0 {
-		maxWait = DefaultMaxWait
+		maxWait = defaultMaxWait
 	}
 	ctx := req.Context()
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
@@ -265,7 +258,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		total := wait + j
 		if total < wait {
-			total = MaxDelay
+			total = maxDelay
 		}
 		discard(resp.Body)
 		if d := received.Add(total).Sub(clock.Now()); d > 0 {
@@ -319,7 +312,7 @@ func (t *Transport) jitter() time.Duration {
 	var j time.Duration
 	if t.JitterFunc != nil {
 		j = t.JitterFunc(m)
-	} else if m == MaxDelay {
+	} else if m == maxDelay {
 		j = time.Duration(rand.Int64N(int64(m)))
 	} else {
 		j = time.Duration(rand.Int64N(int64(m) + 1))
@@ -330,7 +323,7 @@ func (t *Transport) jitter() time.Duration {
 // backoff is base·2^(attempt-1), capped at limit.
 func backoff(base time.Duration, attempt int, limit time.Duration) time.Duration {
 	if base <= 0 {
-		base = DefaultBackoff
+		base = defaultBackoff
 	}
 	d := base
 	for i := 1; i < attempt && d < limit; i++ {
