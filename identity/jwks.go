@@ -17,27 +17,27 @@ import (
 
 // JWK Set defaults and bounds for [JWKSOptions].
 const (
-	// DefaultJWKSTimeout bounds one JWK Set fetch (connect, headers and
+	// defaultJWKSTimeout bounds one JWK Set fetch (connect, headers and
 	// body) when JWKSOptions.Timeout is zero.
-	DefaultJWKSTimeout = 10 * time.Second
-	// DefaultJWKSMaxBytes caps a JWK Set response body when
+	defaultJWKSTimeout = 10 * time.Second
+	// defaultJWKSMaxBytes caps a JWK Set response body when
 	// JWKSOptions.MaxBytes is zero (256 KiB; real sets are a few KiB).
-	DefaultJWKSMaxBytes = 256 << 10
-	// DefaultJWKSMaxKeys caps the number of JWKs in one set.
-	DefaultJWKSMaxKeys = 100
-	// DefaultJWKSRefresh is the background refresh interval of a JWK Set.
-	DefaultJWKSRefresh = time.Hour
-	// DefaultJWKSRetry is the delay before the next background attempt
+	defaultJWKSMaxBytes = 256 << 10
+	// defaultJWKSMaxKeys caps the number of JWKs in one set.
+	defaultJWKSMaxKeys = 100
+	// defaultJWKSRefresh is the background refresh interval of a JWK Set.
+	defaultJWKSRefresh = time.Hour
+	// defaultJWKSRetry is the delay before the next background attempt
 	// after a failed fetch.
-	DefaultJWKSRetry = 30 * time.Second
-	// DefaultJWKSCooldown is the minimum time between two refreshes of one
+	defaultJWKSRetry = 30 * time.Second
+	// defaultJWKSCooldown is the minimum time between two refreshes of one
 	// issuer's set triggered by unknown kids (at most one per cooldown).
-	DefaultJWKSCooldown = 5 * time.Minute
-	// DefaultJWKSMissWait is the longest a request waits for a fetch it
+	defaultJWKSCooldown = 5 * time.Minute
+	// defaultJWKSMissWait is the longest a request waits for a fetch it
 	// needs (unknown kid, or nothing cached yet).
-	DefaultJWKSMissWait = time.Second
-	// MinJWKSInterval is the smallest accepted Refresh, Retry and Cooldown.
-	MinJWKSInterval = time.Second
+	defaultJWKSMissWait = time.Second
+	// minJWKSInterval is the smallest accepted Refresh, Retry and Cooldown.
+	minJWKSInterval = time.Second
 )
 
 // Why not keyfunc/v3, and how jwkset is used (checked against keyfunc
@@ -97,20 +97,20 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 //   - Client: the HTTP client; nil means a client with Timeout as its
 //     timeout that follows no redirects. Whatever the client, each fetch is
 //     bounded by Timeout and its body by MaxBytes.
-//   - Timeout: bound on one fetch; zero means [DefaultJWKSTimeout];
-//     at most 5 minutes.
-//   - MaxBytes: response size cap in bytes; zero means
-//     [DefaultJWKSMaxBytes]; between 1 KiB and 16 MiB.
-//   - MaxKeys: cap on keys per set; zero means [DefaultJWKSMaxKeys].
-//   - Refresh, Retry, Cooldown: see above; zero means [DefaultJWKSRefresh],
-//     [DefaultJWKSRetry], [DefaultJWKSCooldown]; each at least
-//     [MinJWKSInterval]. They are measured with JWTConfig.Now.
-//   - MissWait: see above; zero means [DefaultJWKSMissWait]; at most 30s.
+//   - Timeout: bound on one fetch; zero means 10 seconds; at most 5
+//     minutes.
+//   - MaxBytes: response size cap in bytes; zero means 256 KiB (real
+//     sets are a few KiB); between 1 KiB and 16 MiB.
+//   - MaxKeys: cap on keys per set; zero means 100.
+//   - Refresh, Retry, Cooldown: see above; zero means 1 hour, 30 seconds
+//     and 5 minutes; each at least 1 second. They are measured with
+//     JWTConfig.Now.
+//   - MissWait: see above; zero means 1 second; at most 30s.
 //     Measured in real time, like Timeout (both bound request latency).
 //   - OnFetch, when set, is called after every fetch attempt with the
 //     issuer and the attempt's error (nil on success), from the fetching
 //     goroutine; it must be safe for concurrent use and must not block
-//     (the metrics package's JWKSRefresh counts them).
+//     (the metrics package's Metrics.JWKSFetch counts them).
 type JWKSOptions struct {
 	Client   *http.Client
 	Timeout  time.Duration
@@ -147,20 +147,20 @@ func (o JWKSOptions) resolve() (jwksOptions, []error) {
 		return v
 	}
 	r := jwksOptions{
-		timeout:  def(o.Timeout, DefaultJWKSTimeout),
+		timeout:  def(o.Timeout, defaultJWKSTimeout),
 		maxBytes: o.MaxBytes,
 		maxKeys:  o.MaxKeys,
-		refresh:  def(o.Refresh, DefaultJWKSRefresh),
-		retry:    def(o.Retry, DefaultJWKSRetry),
-		cooldown: def(o.Cooldown, DefaultJWKSCooldown),
-		missWait: def(o.MissWait, DefaultJWKSMissWait),
+		refresh:  def(o.Refresh, defaultJWKSRefresh),
+		retry:    def(o.Retry, defaultJWKSRetry),
+		cooldown: def(o.Cooldown, defaultJWKSCooldown),
+		missWait: def(o.MissWait, defaultJWKSMissWait),
 		onFetch:  o.OnFetch,
 	}
 	if r.maxBytes == 0 {
-		r.maxBytes = DefaultJWKSMaxBytes
+		r.maxBytes = defaultJWKSMaxBytes
 	}
 	if r.maxKeys == 0 {
-		r.maxKeys = DefaultJWKSMaxKeys
+		r.maxKeys = defaultJWKSMaxKeys
 	}
 	if r.timeout < 0 || r.timeout > 5*time.Minute {
 		fail("Timeout %v is outside (0, 5m]", r.timeout)
@@ -175,8 +175,8 @@ func (o JWKSOptions) resolve() (jwksOptions, []error) {
 		name string
 		v    time.Duration
 	}{{"Refresh", r.refresh}, {"Retry", r.retry}, {"Cooldown", r.cooldown}} {
-		if d.v < MinJWKSInterval {
-			fail("%s %v is below %v", d.name, d.v, MinJWKSInterval)
+		if d.v < minJWKSInterval {
+			fail("%s %v is below %v", d.name, d.v, minJWKSInterval)
 		}
 	}
 	if r.missWait < 0 || r.missWait > 30*time.Second {

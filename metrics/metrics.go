@@ -7,20 +7,34 @@
 // never carry a key, an address, a subject, a tenant or a token, so neither
 // cardinality nor secrets depend on client input.
 //
-// The middleware package calls these methods when given a *Metrics; a nil
-// *Metrics records nothing, so every method is safe to call on nil.
+// The middleware package reaches these collectors through its
+// [middleware.Metrics] interface, so only a program that imports this
+// package depends on client_golang.
 package metrics
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekey/ratekey/middleware"
 )
 
-// Metrics holds ratekey's collectors. Create it with [New]; it is safe for
-// concurrent use by multiple goroutines, and a nil *Metrics is a valid,
-// silent recorder.
-type Metrics struct {
+// Metrics is ratekey's Prometheus collectors, as [New] returns them: the
+// [middleware.Metrics] the middlewares' options take, plus the JWK Set
+// fetch counter. Its methods are safe for concurrent use by multiple
+// goroutines and never block.
+type Metrics interface {
+	middleware.Metrics
+	// JWKSFetch counts one JWK Set fetch for issuer (its configured
+	// identifier): outcome "ok" when err is nil, "error" otherwise. Its
+	// signature is that of identity.JWKSOptions.OnFetch, which takes it
+	// as it is.
+	JWKSFetch(issuer string, err error)
+}
+
+// collectors implements Metrics.
+type collectors struct {
 	decisions      *prometheus.CounterVec
 	storeErrors    *prometheus.CounterVec
 	storeLatency   *prometheus.HistogramVec
@@ -33,7 +47,10 @@ type Metrics struct {
 // New creates ratekey's collectors and registers them with reg
 // (prometheus.DefaultRegisterer, or a prometheus.NewRegistry() of your
 // own). It returns the registration error (for instance when another
-// Metrics was already registered with reg) and nil then.
+// Metrics was already registered with reg) and nil then. Give the result
+// to middleware.RateLimitConfig.Metrics, middleware.AuthOptions.Metrics and
+// middleware.ClientAddressOptions.Metrics, and its JWKSFetch method to
+// identity.JWKSOptions.OnFetch.
 //
 // The collectors:
 //
@@ -47,8 +64,8 @@ type Metrics struct {
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
 //	ratekey_jwks_refreshes_total{issuer,outcome}       counter: key set fetches (ok, error)
-func New(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+func New(reg prometheus.Registerer) (Metrics, error) {
+	m := &collectors{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_decisions_total",
 			Help: "Each policy's own decision per request, by policy and decision (PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED, ERROR); a request is admitted only when none of its policies rejects it, so PASSED counts policies that would admit, not admitted requests.",
@@ -87,54 +104,39 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Decision counts one policy's decision for one request.
-func (m *Metrics) Decision(policy, decision string) {
-	if m != nil {
-		m.decisions.WithLabelValues(policy, decision).Inc()
-	}
+// Decision implements [middleware.Metrics].
+func (m *collectors) Decision(policy, decision string) {
+	m.decisions.WithLabelValues(policy, decision).Inc()
 }
 
-// StoreCall records one limiter call: its latency under operation ("take"
-// or "peek") and, if err is not nil, an error for store.
-func (m *Metrics) StoreCall(store, operation string, d time.Duration, err error) {
-	if m == nil {
-		return
-	}
+// StoreCall implements [middleware.Metrics].
+func (m *collectors) StoreCall(store, operation string, d time.Duration, err error) {
 	m.storeLatency.WithLabelValues(store, operation).Observe(d.Seconds())
 	if err != nil {
 		m.storeErrors.WithLabelValues(store).Inc()
 	}
 }
 
-// FailOpen counts a request let through by policy despite a store error.
-func (m *Metrics) FailOpen(policy string) {
-	if m != nil {
-		m.failOpen.WithLabelValues(policy).Inc()
-	}
+// FailOpen implements [middleware.Metrics].
+func (m *collectors) FailOpen(policy string) {
+	m.failOpen.WithLabelValues(policy).Inc()
 }
 
-// ProxyAnomaly counts a trusted-proxy anomaly; reason is a trustedproxy
-// derivation reason such as "malformed_entry" or
-// "trusted_peer_without_header".
-func (m *Metrics) ProxyAnomaly(reason string) {
-	if m != nil {
-		m.proxyAnomalies.WithLabelValues(reason).Inc()
-	}
+// ProxyAnomaly implements [middleware.Metrics].
+func (m *collectors) ProxyAnomaly(reason string) {
+	m.proxyAnomalies.WithLabelValues(reason).Inc()
 }
 
-// AuthFailure counts a refused credential; reason is a fixed string such as
-// an RFC 6750 error code ("invalid_token", "invalid_request"), "missing",
-// "unsupported_scheme" or "unavailable".
-func (m *Metrics) AuthFailure(reason string) {
-	if m != nil {
-		m.authFailures.WithLabelValues(reason).Inc()
-	}
+// AuthFailure implements [middleware.Metrics].
+func (m *collectors) AuthFailure(reason string) {
+	m.authFailures.WithLabelValues(reason).Inc()
 }
 
-// JWKSRefresh counts one key-set fetch for issuer (its configured
-// identifier) with outcome "ok" or "error".
-func (m *Metrics) JWKSRefresh(issuer, outcome string) {
-	if m != nil {
-		m.jwksRefreshes.WithLabelValues(issuer, outcome).Inc()
+// JWKSFetch implements [Metrics].
+func (m *collectors) JWKSFetch(issuer string, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
 	}
+	m.jwksRefreshes.WithLabelValues(issuer, outcome).Inc()
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/ratekey/ratekey/identity"
-	"github.com/ratekey/ratekey/metrics"
 )
 
 // AuthOptions configures [Authenticate].
@@ -23,7 +22,7 @@ type AuthOptions struct {
 	// (ratekey_authentication_failures_total): the RFC 6750 code
 	// (invalid_request, invalid_token), missing, unsupported_scheme or
 	// unavailable. nil counts nothing.
-	Metrics *metrics.Metrics
+	Metrics Metrics
 }
 
 // authOutcome is the result of running an authenticator on a request, shared
@@ -100,7 +99,9 @@ func Authenticate(a identity.Authenticator, opts AuthOptions) func(http.Handler)
 				st.record.recordAuth(&out)
 			}
 			if !out.ok {
-				opts.Metrics.AuthFailure(out.reason)
+				if opts.Metrics != nil {
+					opts.Metrics.AuthFailure(out.reason)
+				}
 				writeAuthFailure(w, opts, out)
 				return
 			}
@@ -119,10 +120,10 @@ func writeAuthFailure(w http.ResponseWriter, opts AuthOptions, out authOutcome) 
 	}
 	p := problem{Status: out.status, Detail: out.detail}
 	switch out.code {
-	case identity.CodeInvalidRequest:
+	case "invalid_request":
 		challenge += sep + `error="invalid_request"`
 		p.Type = ProblemInvalidRequest
-	case identity.CodeInvalidToken:
+	case "invalid_token":
 		challenge += sep + `error="invalid_token"`
 		p.Type = ProblemInvalidToken
 	default:

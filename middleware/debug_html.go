@@ -96,7 +96,7 @@ form { margin: 1rem 0; } input { font: inherit; }
 {{if .Policies}}
 <table>
 <tr><th>policy</th><th>key</th><th>decision</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th><th>remaining</th><th>retry after</th><th>delay</th><th>store</th><th>note</th></tr>
-{{range .Policies}}<tr class="{{.Decision}}">
+{{range .Views}}<tr class="{{.Decision}}">
 <td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td>
 <td>{{.Cost}}</td><td>{{.Rate}}</td><td>{{.Burst}}</td><td>{{.DelayAfter}}</td><td>{{.Remaining}}</td>
 <td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td><td>{{.Store}}</td>
@@ -117,8 +117,13 @@ func writeDebugHTML(w http.ResponseWriter, rec *Record, method, path string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	views := make([]policyJSON, len(rec.Policies))
+	for i := range rec.Policies {
+		views[i] = rec.Policies[i].view()
+	}
 	_ = debugPage.Execute(w, struct {
 		*Record
+		Views                []policyJSON // rec.Policies, as the JSON shows them
 		FormMethod, FormPath string
-	}{rec, method, path})
+	}{rec, views, method, path})
 }

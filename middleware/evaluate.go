@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -52,8 +51,11 @@ const (
 // freely), and must never return a secret. It must be safe for concurrent use.
 type DimensionFunc func(r *http.Request) (value string, ok bool)
 
-// PolicyResult is one policy's decision for one request. It holds the
-// encoded key (secret-free by construction) but never a credential.
+// PolicyResult is one policy's decision for one request: an [Evaluation]
+// holds one per applicable policy, and so does a [Record], whose JSON (the
+// debug endpoint's answer) encodes each with [PolicyResult.MarshalJSON]. It
+// holds the encoded key (secret-free by construction) but never a
+// credential.
 type PolicyResult struct {
 	// Policy is the policy's name.
 	Policy string
@@ -90,6 +92,9 @@ type PolicyResult struct {
 	SkippedReason string
 	// Err is the limiter error behind DecisionError.
 	Err error
+	// Store names the limiter store that decided ("memory", "redis", ...:
+	// the package of the limiter's implementation).
+	Store string
 
 	status    int
 	onStore   OnStoreError
@@ -196,7 +201,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 		if !ph.covers(p) || !p.appliesTo(op) {
 			continue
 		}
-		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun,
+		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun, Store: st.store,
 			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
@@ -303,41 +308,23 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge boo
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and
-// returns the request's Decision (see [Evaluation.Decision]).
+// returns the request's Decision (see [Evaluation.Decision]): its
+// policies' of highest rank.
 func summarise(ev *Evaluation) Decision {
-	// Decisions in order of precedence once the request is allowed.
-	order := [...]Decision{DecisionError, DecisionRejectedDryRun, DecisionDelayedDryRun, DecisionPassed, DecisionSkipped}
-	var seen [len(order)]bool
-	rejected, denied := false, false
+	var d Decision
+	best := 0
+	ev.Allowed = true
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		switch res.Decision {
-		case DecisionRejected:
-			rejected = true
-		case DecisionError:
-			denied = denied || res.onStore == OnStoreErrorDeny && !res.DryRun
+		refuses := res.refuses()
+		if refuses {
+			ev.Allowed = false
 		}
-		for j, d := range order {
-			if res.Decision == d {
-				seen[j] = true
-			}
+		if r := rank(res.Decision, refuses); r > best {
+			best, d = r, res.Decision
 		}
 	}
-	ev.Allowed = !rejected && !denied
-	switch {
-	case rejected:
-		return DecisionRejected
-	case denied:
-		return DecisionError
-	case ev.Delay > 0:
-		return DecisionDelayed
-	}
-	for j, d := range order {
-		if seen[j] {
-			return d
-		}
-	}
-	return ""
+	return d
 }
 
 // Current returns the whole tokens left and the time until the bucket is
@@ -455,8 +442,8 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			slog.String("key", res.Key),
 			slog.String("operation", ev.Operation),
 			slog.Int64("cost", res.Cost),
-			slog.Int64("remaining", max(res.Remaining, 0)),
-			slog.String("store", st.store),
+			slog.Int64("remaining", res.remaining()),
+			slog.String("store", res.Store),
 		}
 		if res.DryRun {
 			attrs = append(attrs, slog.Bool("dry_run", true))
@@ -464,33 +451,31 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
 			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
-		switch {
+		retry, hasRetry := res.retryAfterSeconds() // as in the debug JSON and the response's Retry-After
+		switch delay, delayed := res.delaySeconds(); {
 		case res.SkippedReason != "":
 			attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
 		case res.Err != nil && ev.Abandoned:
-			attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", "client_timeout"))
+			// No fail mode applies: the request ended, the store did not fail.
+			attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", outcomeClientTimeout))
 		case res.Err != nil:
-			mode := string(res.onStore)
-			if res.DryRun {
-				mode = "dry_run"
-			}
-			attrs = append(attrs, slog.String("error", safeError(res.Err)), slog.String("fail_mode", mode))
-			if mode == string(OnStoreErrorDeny) {
-				attrs = append(attrs, slog.Int64("retry_after_seconds", storeRetryAfter(res.Err))) // the 503's Retry-After
+			attrs = append(attrs, slog.String("error", res.errorText()), slog.String("fail_mode", res.failMode()))
+			if hasRetry {
+				attrs = append(attrs, slog.Int64("retry_after_seconds", retry)) // failing closed: the 503's
 			}
 		case res.Never && res.Cost <= res.Limit.Burst:
 			attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
 		case res.Never:
 			attrs = append(attrs, slog.String("error", "cost exceeds burst"))
-		case res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun:
-			attrs = append(attrs, slog.Int64("retry_after_seconds", max(ceilSeconds(res.RetryAfter), 1))) // as in the debug JSON and Retry-After
+		case hasRetry: // REJECTED or REJECTED_DRY_RUN by the limit
+			attrs = append(attrs, slog.Int64("retry_after_seconds", retry))
 			if res.overMaxDelay() {
 				attrs = append(attrs, slog.String("error", "the wait would exceed max_delay"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
 			}
-		case res.Delay > 0:
-			attrs = append(attrs, slog.Float64("delay_seconds", res.Delay.Seconds()))
+		case delayed:
+			attrs = append(attrs, slog.Float64("delay_seconds", delay))
 			if res.Decision == DecisionDelayed && ev.Abandoned {
-				attrs = append(attrs, slog.String("outcome", "client_timeout"))
+				attrs = append(attrs, slog.String("outcome", outcomeClientTimeout))
 			}
 		}
 		st.Logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
@@ -506,17 +491,8 @@ func (st *rateLimitState) observe(ev *Evaluation) {
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		st.Metrics.Decision(res.Policy, string(res.Decision))
-		if res.Decision == DecisionError && res.onStore == OnStoreErrorAllow && !res.DryRun && !ev.Abandoned {
+		if res.failMode() == string(OnStoreErrorAllow) && !ev.Abandoned {
 			st.Metrics.FailOpen(res.Policy)
 		}
 	}
-}
-
-// safeError renders a limiter error for logs. Limiter errors carry keys at
-// most (secret-free by construction), never credentials.
-func safeError(err error) string {
-	if errors.Is(err, limiter.ErrCapacity) {
-		return "store full: no state could be evicted"
-	}
-	return err.Error()
 }

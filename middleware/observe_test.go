@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +41,7 @@ func (failingLimiter) Peek(context.Context, []limiter.Decision, []limiter.Reques
 // metrics on a fresh registry; the handler captures the Record it sees.
 type observedStack struct {
 	reg     *prometheus.Registry
-	m       *metrics.Metrics
+	m       metrics.Metrics
 	handler http.Handler
 	seen    *middleware.Record
 	logs    bytes.Buffer
@@ -355,8 +356,8 @@ func TestAuthFailureMetricsAndRecord(t *testing.T) {
 		reason string
 		status int
 	}{
-		{&identity.AuthError{Code: identity.CodeInvalidToken, Description: "bad signature"}, "invalid_token", 401},
-		{&identity.AuthError{Code: identity.CodeInvalidRequest, Description: "two credentials"}, "invalid_request", 400},
+		{&identity.AuthError{Code: "invalid_token", Description: "bad signature"}, "invalid_token", 401},
+		{&identity.AuthError{Code: "invalid_request", Description: "two credentials"}, "invalid_request", 400},
 		{identity.ErrNoCredential, "missing", 401},
 		{identity.ErrUnsupportedScheme, "unsupported_scheme", 401},
 		{identity.ErrKeySourceUnavailable, "unavailable", 503},
@@ -384,7 +385,7 @@ type countingAuth struct{ n *int }
 
 func (a countingAuth) Authenticate(context.Context, http.Header) (identity.Principal, error) {
 	*a.n++
-	return identity.Principal{}, &identity.AuthError{Code: identity.CodeInvalidToken, Description: "bad signature"}
+	return identity.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
 }
 
 // TestPreAuthLimitsBadTokenFloods: a pre-auth network policy runs before
@@ -512,7 +513,7 @@ func TestRecordAddsThePhasesDelays(t *testing.T) {
 	main := middleware.Policy{Name: "main", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter: memory.New(memory.Options{Clock: memory.NewManualClock()}), Operation: middleware.RouteOperation(r),
+		Limiter: memory.New(memory.Options{Clock: clocktest.NewManualClock()}), Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{pre, main},
 		Wait:     func(_ context.Context, d time.Duration) error { waited += d; return nil },
 	})

@@ -19,7 +19,6 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
-	"github.com/ratekey/ratekey/metrics"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -54,8 +53,9 @@ type RateLimitConfig struct {
 	// timer on the monotonic clock. Tests inject an instant one.
 	Wait func(ctx context.Context, d time.Duration) error
 	// Metrics receives decisions, store latencies and errors, and fail-open
-	// counts; nil records nothing.
-	Metrics *metrics.Metrics
+	// counts (package github.com/ratekey/ratekey/metrics implements it for
+	// Prometheus); nil records nothing.
+	Metrics Metrics
 	// SamplePassed is the fraction (0 to 1) of requests whose PASSED
 	// decisions are logged too, at Info level with the same fields as the
 	// others; 0 (the default) logs none of them.
@@ -267,13 +267,14 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		st.observe(&ev)
 		if rs != nil && rs.record != nil {
 			rs.recordMu.Lock()
-			rs.record.recordEvaluation(&ev, st.store)
+			rs.record.recordEvaluation(&ev)
 			rs.recordMu.Unlock()
 		}
 		h := w.Header()
 		setRateLimitFields(h, &ev, sc, out)
-		if st.DecisionHeader && weight(ev.Decision) > weight(Decision(h.Get("RateLimit-Decision"))) {
-			// After PreAuthHandler, the weightier of the two decisions.
+		if st.DecisionHeader && rank(ev.Decision, !ev.Allowed) > rank(Decision(h.Get("RateLimit-Decision")), false) {
+			// After PreAuthHandler, the weightier of the two decisions
+			// (PreAuthHandler's let the request through).
 			delete(h, "Ratelimit-Decision")
 			addField(h, "Ratelimit-Decision", string(ev.Decision), out.field(fieldDecision))
 		}
@@ -392,14 +393,15 @@ func windowSeconds(l limiter.Limit) int64 {
 func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 	var violated []string
 	var first, never *PolicyResult
-	var retry time.Duration
+	retry := int64(0) // the Retry-After of the rejecting policies, in seconds
 	storeErr, storeRetry := false, int64(0)
 	var missing *PolicyResult
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
+		secs, _ := res.retryAfterSeconds()
 		switch {
-		case res.Decision == DecisionError && res.onStore == OnStoreErrorDeny:
-			storeErr, storeRetry = true, max(storeRetry, storeRetryAfter(res.Err))
+		case res.failMode() == string(OnStoreErrorDeny):
+			storeErr, storeRetry = true, max(storeRetry, secs)
 		case res.Decision == DecisionRejected && res.Missing != "":
 			if missing == nil {
 				missing = res
@@ -412,7 +414,7 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 			if res.Never && never == nil {
 				never = res
 			}
-			retry = max(retry, res.RetryAfter)
+			retry = max(retry, secs)
 		}
 	}
 	switch {
@@ -435,7 +437,7 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 			Detail: "the rate limit store cannot decide right now"})
 	case never != nil && never.Cost <= never.Limit.Burst:
 		// It fits the burst, but even a full bucket would make it wait
-		// longer than max_delay (see limiter.Limit.Ceiling).
+		// longer than max_delay (see the decision rule of package limiter).
 		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds what max_delay allows",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)})
@@ -444,7 +446,7 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 			Title:  "Request cost exceeds the burst",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)})
 	default:
-		secs := max(ceilSeconds(retry), 1)
+		secs := retry // no policy here is never satisfiable: each has one
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		detail := fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)
 		if first.overMaxDelay() {
@@ -453,18 +455,6 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 		writeProblem(w, problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
 			Title: "Rate limit exceeded", Detail: detail})
 	}
-}
-
-// storeRetryAfter returns the Retry-After, in whole seconds, of a 503 for
-// the store error err: when a full store can next track the key (a
-// [limiter.CapacityError]), rounded up, or 1 for any other error (a
-// store that is down says nothing of when it is back).
-func storeRetryAfter(err error) int64 {
-	var ce *limiter.CapacityError
-	if errors.As(err, &ce) {
-		return max(ceilSeconds(ce.RetryAfter), 1)
-	}
-	return 1
 }
 
 // ceilSeconds rounds d up to whole seconds (a client told to come back

@@ -12,8 +12,9 @@ import (
 // derived, which principal it carries (never a credential), its operation
 // and, per policy, its key, cost, decision, remaining tokens, retry-after,
 // limit, store and fail-mode path. The debug endpoint answers with the same
-// value (so its JSON field names are the same public contract), and the
-// rate limiter's log lines use the same names.
+// value, as JSON: its field names are a public contract, the rate
+// limiter's log lines use the same names, and it never holds a token,
+// signature, API key or other secret.
 //
 // A Record exists for a request only when [Recorder] (or [WithRecord]) put
 // one in its context; [ClientAddress], [Authenticate] and [RateLimiter]
@@ -51,14 +52,11 @@ type Record struct {
 	// limiter answered or during its delay (see [Evaluation.Abandoned]);
 	// empty otherwise.
 	Outcome string `json:"outcome,omitempty"`
-	// Policies holds each applicable policy's key and decision.
-	Policies []DebugPolicy `json:"policies"`
+	// Policies holds each applicable policy's key and decision, in
+	// evaluation order (the pre-auth policies first in a live Record); see
+	// [PolicyResult.MarshalJSON] for their JSON.
+	Policies []PolicyResult `json:"policies"`
 }
-
-// DebugView is the JSON the debug endpoint returns: the [Record] of the
-// request it describes. Field names are a public contract. It never holds a
-// token, signature, API key or other secret.
-type DebugView = Record
 
 // Recorder is middleware that puts an empty [Record] in the request context
 // for the ratekey middlewares after it to fill; handlers read it with
@@ -78,7 +76,7 @@ func Recorder(next http.Handler) http.Handler {
 func WithRecord(ctx context.Context) (context.Context, *Record) {
 	// Until Authenticate records its outcome, none was reached: the
 	// request may be refused before it, or its route may have none.
-	rec := &Record{Policies: []DebugPolicy{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
+	rec := &Record{Policies: []PolicyResult{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
 	ctx, st := withState(ctx)
 	st.record = rec
 	return ctx, rec
@@ -114,11 +112,12 @@ func (rec *Record) recordAuth(out *authOutcome) {
 
 // recordEvaluation fills the rate-limit part of rec. A second evaluation of
 // the same request (pre-auth policies, then the others) adds its policies,
-// keeps the weightier decision and adds its delay: the phases wait one
-// after the other.
-func (rec *Record) recordEvaluation(ev *Evaluation, store string) {
+// keeps the weightier decision (see rank: the first evaluation let the
+// request through, or there would be no second) and adds its delay: the
+// phases wait one after the other.
+func (rec *Record) recordEvaluation(ev *Evaluation) {
 	rec.Operation = ev.Operation
-	if !rec.Limited || weight(ev.Decision) > weight(rec.Decision) {
+	if !rec.Limited || rank(ev.Decision, !ev.Allowed) > rank(rec.Decision, false) {
 		rec.Decision = ev.Decision
 	}
 	rec.Limited = true
@@ -130,30 +129,7 @@ func (rec *Record) recordEvaluation(ev *Evaluation, store string) {
 		rec.DelaySeconds = &s
 	}
 	if ev.Abandoned {
-		rec.Outcome = "client_timeout"
+		rec.Outcome = outcomeClientTimeout
 	}
-	for i := range ev.Policies {
-		rec.Policies = append(rec.Policies, debugPolicy(&ev.Policies[i], store))
-	}
-}
-
-// weight orders request decisions as [Evaluation.Decision] does.
-func weight(d Decision) int {
-	switch d {
-	case DecisionRejected:
-		return 7
-	case DecisionError:
-		return 6
-	case DecisionDelayed:
-		return 5
-	case DecisionRejectedDryRun:
-		return 4
-	case DecisionDelayedDryRun:
-		return 3
-	case DecisionPassed:
-		return 2
-	case DecisionSkipped:
-		return 1
-	}
-	return 0
+	rec.Policies = append(rec.Policies, ev.Policies...)
 }

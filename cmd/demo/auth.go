@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/apikeyfile"
+	"github.com/ratekey/ratekey/internal/jwkey"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/metrics"
 )
+
+// defaultLeeway is identity's default JWTConfig.Leeway (auth.leeway
+// omitted).
+const defaultLeeway = 30 * time.Second
 
 // authSetup is the demo's credential verification: JWTs of the configured
 // issuers and, optionally, API keys, read from the configured sources.
@@ -33,7 +38,7 @@ func (s authSetup) close() {
 
 // buildAuth validates the auth section and builds its authenticators,
 // reporting every problem found.
-func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup, []error) {
+func buildAuth(cfg *Config, logger *slog.Logger, m metrics.Metrics) (authSetup, []error) {
 	var errs []error
 	var out authSetup
 	jwtAuth, jerrs := buildJWT(cfg, logger, m)
@@ -48,12 +53,12 @@ func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup,
 	}
 	var sources []identity.Source
 	for i, name := range cfg.Auth.Sources {
-		src, err := identity.ParseSource(name)
-		if err != nil {
+		switch src := identity.Source(name); src {
+		case identity.SourceHeader, identity.SourceQuery, identity.SourceCookie:
+			sources = append(sources, src)
+		default:
 			errs = append(errs, fmt.Errorf("auth.sources[%d]: %s is not header, query or cookie", i, shown(name)))
-			continue
 		}
-		sources = append(sources, src)
 	}
 	if len(errs) > 0 {
 		out.close()
@@ -75,19 +80,16 @@ func buildAuth(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (authSetup,
 }
 
 // buildJWT builds the issuer records' authenticator; nil without issuers.
-func buildJWT(cfg *Config, logger *slog.Logger, m *metrics.Metrics) (*identity.JWTAuthenticator, []error) {
+func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JWTAuthenticator, []error) {
 	var errs []error
-	jc := identity.JWTConfig{Logger: logger, JWKS: identity.JWKSOptions{OnFetch: func(issuer string, err error) {
-		outcome := "ok"
-		if err != nil {
-			outcome = "error"
-		}
-		m.JWKSRefresh(issuer, outcome)
-	}}}
+	jc := identity.JWTConfig{Logger: logger}
+	if m != nil {
+		jc.JWKS.OnFetch = m.JWKSFetch
+	}
 	if cfg.Auth.Leeway != "" {
 		d, err := time.ParseDuration(cfg.Auth.Leeway)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("auth.leeway: %s is not a positive duration such as 30s (omit it for the %v default)", shown(cfg.Auth.Leeway), identity.DefaultLeeway))
+			errs = append(errs, fmt.Errorf("auth.leeway: %s is not a positive duration such as 30s (omit it for the %v default)", shown(cfg.Auth.Leeway), defaultLeeway))
 		}
 		jc.Leeway = d
 	}
@@ -145,21 +147,19 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		errs = append(errs, errors.New("auth.api_keys.file: required (JSON Lines written by `demo apikey`)"))
 	}
 	if ak.PepperFile == "" {
-		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: required (at least %d random bytes; `demo apikey` creates it)", identity.MinPepperBytes))
+		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: required (at least %d random bytes; `demo apikey` creates it)", apikeyfile.MinPepperBytes))
 	}
 	if len(errs) > 0 {
 		return nil, 0, errs
 	}
-	pepper, err := identity.ReadPepperFile(cfg.path(ak.PepperFile))
+	pepper, err := apikeyfile.ReadPepper(cfg.path(ak.PepperFile))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
 	}
-	store, err := identity.LoadAPIKeyFile(cfg.path(ak.File))
+	recs, err := apikeyfile.Load(cfg.path(ak.File))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("auth.api_keys.file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
-	} else if f, err := os.Open(cfg.path(ak.File)); err == nil {
-		recs, _ := identity.ParseAPIKeyRecords(f) // parsed above already
-		f.Close()
+	} else {
 		for _, rec := range recs {
 			if iss := tenantIssuer(cfg, rec.Tenant); iss != "" {
 				errs = append(errs, fmt.Errorf("auth.api_keys.file: key %s: tenant %s is vouched for by issuer %s; API keys and that issuer's tokens would share its accounts' budgets", rec.ID, quote.Value(rec.Tenant), quote.Value(iss)))
@@ -169,11 +169,15 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 	if len(errs) > 0 {
 		return nil, 0, errs
 	}
+	store, err := identity.NewMemoryAPIKeyStore(recs)
+	if err != nil {
+		return nil, 0, prefixErrors("auth.api_keys.file", err)
+	}
 	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
 	if err != nil {
 		return nil, 0, prefixErrors("auth.api_keys", err)
 	}
-	return keys, store.Len(), nil
+	return keys, len(recs), nil
 }
 
 // tenantIssuer returns the issuer that vouches for tenant (a fixed tenant or
@@ -235,7 +239,7 @@ func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey,
 		if err != nil {
 			return fail(".private_key_file: %v", err)
 		}
-		signer, err := identity.ParsePrivateKeyPEM(data)
+		signer, err := jwkey.ParsePrivateKeyPEM(data)
 		if err != nil {
 			return fail(".private_key_file %s: %v", kc.PrivateKeyFile, err)
 		}

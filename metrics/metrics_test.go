@@ -1,0 +1,74 @@
+package metrics
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// What New returns is what the middlewares take.
+var (
+	_ middleware.Metrics = (*collectors)(nil)
+	_ Metrics            = (*collectors)(nil)
+)
+
+// TestNew: every method counts under its metric's name and labels,
+// JWKSFetch by outcome; a second New on the same registry fails.
+func TestNew(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mm middleware.Metrics = m
+	mm.Decision("p", "PASSED")
+	mm.StoreCall("memory", "take", 0, nil)
+	mm.StoreCall("memory", "take", 0, errors.New("down"))
+	mm.FailOpen("p")
+	mm.ProxyAnomaly("malformed_entry")
+	mm.AuthFailure("invalid_token")
+	m.JWKSFetch("https://issuer.test", nil)
+	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
+	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := s.GetCounter().GetValue()
+			if h := s.GetHistogram(); h != nil {
+				v = float64(h.GetSampleCount())
+			}
+			got = append(got, f.GetName()+"{"+strings.Join(labels, ",")+"} "+strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	want := []string{
+		"ratekey_authentication_failures_total{reason=invalid_token} 1",
+		"ratekey_decisions_total{decision=PASSED,policy=p} 1",
+		"ratekey_fail_open_total{policy=p} 1",
+		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=error} 2",
+		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=ok} 1",
+		"ratekey_store_duration_seconds{operation=take,store=memory} 2",
+		"ratekey_store_errors_total{store=memory} 1",
+		"ratekey_trusted_proxy_anomalies_total{reason=malformed_entry} 1",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if m2, err := New(reg); err == nil || m2 != nil {
+		t.Errorf("second New on one registry: %v, %v; want nil and an error", m2, err)
+	}
+}

@@ -1,0 +1,40 @@
+package middleware
+
+import "time"
+
+// Metrics receives the middlewares' decisions and anomalies, for a metrics
+// system of the caller's choice: package github.com/ratekey/ratekey/metrics
+// implements it for Prometheus, and this package never imports one. A nil
+// Metrics (the default in every config) records nothing.
+//
+// Every method is called on the request path, from many goroutines at once:
+// it must be safe for concurrent use, fast, and never block. Every argument
+// comes from a bounded, operator-controlled set (policy names, decisions,
+// store names, fixed reason strings), never from a key, an address, a
+// principal or a credential, so it can be used as a label as it is.
+type Metrics interface {
+	// Decision counts one policy's decision for one request: policy is its
+	// name, decision a [Decision] (PASSED, DELAYED, REJECTED,
+	// DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED or ERROR). A request
+	// counts once per policy that applies to it, with that policy's own
+	// decision.
+	Decision(policy, decision string)
+	// StoreCall records one limiter call: store names the limiter's
+	// implementation ("memory", "redis"), operation is "take" (charging)
+	// or "peek" (the debug endpoint), d its latency, and err its error, nil
+	// on success. A call the request abandoned (its context ended) is
+	// reported with a nil err: the store did not fail.
+	StoreCall(store, operation string, d time.Duration, err error)
+	// FailOpen counts a request let through by policy despite a store
+	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
+	FailOpen(policy string)
+	// ProxyAnomaly counts a trusted-proxy anomaly seen by
+	// [ClientAddressWith]: reason is the [trustedproxy.Reason] of a failed
+	// derivation, of a trusted peer that sent no forwarding header, or of
+	// a chain whose every hop is trusted.
+	ProxyAnomaly(reason string)
+	// AuthFailure counts a credential refused by [Authenticate]: reason is
+	// the RFC 6750 error code ("invalid_request", "invalid_token"),
+	// "missing", "unsupported_scheme" or "unavailable".
+	AuthFailure(reason string)
+}

@@ -1,0 +1,181 @@
+package middleware
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// One policy outcome, rendered. Each value derived from a PolicyResult
+// (its fail mode, its Retry-After, its error text, its delay, whether it
+// refuses the request, how its decision ranks) is computed here, once; the
+// Record and the debug JSON (MarshalJSON), the log line (log), the metrics
+// (observe), the request's Decision (summarise) and the rejection response
+// (writeRejection) all read it from here.
+
+// outcomeClientTimeout is the outcome of a request whose context ended
+// before the limiter answered or during its delay: the Record's "outcome"
+// and the log line's.
+const outcomeClientTimeout = "client_timeout"
+
+// failModeDryRun is the fail mode of a dry-run policy's ERROR: it never
+// fails a request.
+const failModeDryRun = "dry_run"
+
+// failMode returns the path a store error takes: "deny" (503), "allow"
+// (let through and counted) or "dry_run"; "" unless Decision is ERROR.
+func (res *PolicyResult) failMode() string {
+	switch {
+	case res.Decision != DecisionError:
+		return ""
+	case res.DryRun:
+		return failModeDryRun
+	}
+	return string(res.onStore)
+}
+
+// refuses reports whether the policy refuses the request: REJECTED, or an
+// ERROR failing closed.
+func (res *PolicyResult) refuses() bool {
+	return res.Decision == DecisionRejected || res.failMode() == string(OnStoreErrorDeny)
+}
+
+// retryAfterSeconds returns the Retry-After, in whole seconds rounded up
+// (at least 1), of the response the decision calls for: for REJECTED and
+// REJECTED_DRY_RUN of a limit, when the cost would fit; for an ERROR
+// failing closed, the 503's (see storeRetryAfter). ok is false otherwise:
+// passed, failing open, missing a dimension, or never satisfiable (a
+// promise that could never be kept).
+func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
+	switch {
+	case (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never:
+		return max(ceilSeconds(res.RetryAfter), 1), true
+	case res.failMode() == string(OnStoreErrorDeny):
+		return storeRetryAfter(res.Err), true
+	}
+	return 0, false
+}
+
+// storeRetryAfter returns the Retry-After, in whole seconds, of a 503 for
+// the store error err: when a full store can next track the key (a
+// [limiter.CapacityError]), rounded up, or 1 for any other error (a
+// store that is down says nothing of when it is back).
+func storeRetryAfter(err error) int64 {
+	var ce *limiter.CapacityError
+	if errors.As(err, &ce) {
+		return max(ceilSeconds(ce.RetryAfter), 1)
+	}
+	return 1
+}
+
+// errorText renders the limiter error behind ERROR; "" when there is none.
+// Limiter errors carry keys at most (secret-free by construction), never
+// credentials.
+func (res *PolicyResult) errorText() string {
+	switch {
+	case res.Err == nil:
+		return ""
+	case errors.Is(res.Err, limiter.ErrCapacity):
+		return "store full: no state could be evicted"
+	}
+	return res.Err.Error()
+}
+
+// delaySeconds returns how long the request waits (DELAYED) or would wait
+// (DELAYED_DRY_RUN) under this policy, in seconds; ok is false otherwise.
+func (res *PolicyResult) delaySeconds() (secs float64, ok bool) {
+	return res.Delay.Seconds(), res.Delay > 0
+}
+
+// remaining returns the whole tokens left, never below 0.
+func (res *PolicyResult) remaining() int64 { return max(res.Remaining, 0) }
+
+// rank orders decisions as a request's Decision sums its policies' up (see
+// [Evaluation.Decision]): the request's Decision is its policies' of
+// highest rank and, across the two phases of the live chain, its
+// evaluations'. refuses tells an ERROR failing closed, which refuses the
+// request (see [PolicyResult.refuses]), from one failing open or in dry
+// run, which lets it through.
+func rank(d Decision, refuses bool) int {
+	switch d {
+	case DecisionRejected:
+		return 8
+	case DecisionError:
+		if refuses {
+			return 7
+		}
+		return 5
+	case DecisionDelayed:
+		return 6
+	case DecisionRejectedDryRun:
+		return 4
+	case DecisionDelayedDryRun:
+		return 3
+	case DecisionPassed:
+		return 2
+	case DecisionSkipped:
+		return 1
+	}
+	return 0
+}
+
+// policyJSON is a PolicyResult as the Record's JSON (the debug endpoint's
+// answer) and its HTML page show it. Field names and order are a public
+// contract.
+type policyJSON struct {
+	Name              string   `json:"name"`
+	Key               *string  `json:"key"` // null when a dimension is missing
+	Decision          Decision `json:"decision"`
+	DryRun            bool     `json:"dry_run"`
+	Cost              int64    `json:"cost"`
+	Rate              string   `json:"rate"` // "5/s"
+	Burst             int64    `json:"burst"`
+	Remaining         int64    `json:"remaining"`
+	RetryAfterSeconds *int64   `json:"retry_after_seconds"`
+	Store             string   `json:"store"`
+	FailMode          *string  `json:"fail_mode"`
+	DelayAfter        int64    `json:"delay_after"`
+	DelaySeconds      *float64 `json:"delay_seconds"`
+	SkippedReason     *string  `json:"skipped_reason"`
+	Error             *string  `json:"error"`
+}
+
+// view renders res for the Record's JSON and HTML.
+func (res *PolicyResult) view() policyJSON {
+	v := policyJSON{Name: res.Policy, Decision: res.Decision, DryRun: res.DryRun, Cost: res.Cost,
+		Rate: res.Limit.Rate.String(), Burst: res.Limit.Burst, Remaining: res.remaining(), Store: res.Store,
+		DelayAfter: delayAfter(res.Limit)}
+	if res.Key != "" {
+		v.Key = &res.Key
+	}
+	if s, ok := res.retryAfterSeconds(); ok {
+		v.RetryAfterSeconds = &s
+	}
+	if m := res.failMode(); m != "" {
+		v.FailMode = &m
+	}
+	if s, ok := res.delaySeconds(); ok {
+		v.DelaySeconds = &s
+	}
+	if res.SkippedReason != "" {
+		v.SkippedReason = &res.SkippedReason
+	}
+	if e := res.errorText(); e != "" {
+		v.Error = &e
+	}
+	return v
+}
+
+// MarshalJSON encodes res as the debug endpoint shows a policy (and a
+// [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
+// "rate", "burst", "remaining", "retry_after_seconds", "store",
+// "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
+// "error"}, in that order. Durations are in seconds (Retry-After in whole
+// seconds rounded up, at least 1; null when no Retry-After applies);
+// fail_mode is "deny", "allow" or "dry_run" for ERROR, null otherwise;
+// key, skipped_reason and error are null when empty. The names and
+// values are a public contract; no field holds a credential.
+func (res PolicyResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(res.view())
+}

@@ -1,0 +1,95 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// failingPolicy is a limiter whose calls for policy fail; the others go
+// to the memory store.
+type failingPolicy struct {
+	limiter.Limiter
+	policy string
+}
+
+func (l failingPolicy) fails(reqs []limiter.Request) bool {
+	return len(reqs) > 0 && strings.HasPrefix(reqs[0].Key, l.policy+"|")
+}
+
+func (l failingPolicy) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	if l.fails(reqs) {
+		return dst, errors.New("store down")
+	}
+	return l.Limiter.Take(ctx, dst, reqs)
+}
+
+func (l failingPolicy) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	if l.fails(reqs) {
+		return dst, errors.New("store down")
+	}
+	return l.Limiter.Peek(ctx, dst, reqs)
+}
+
+// TestDecisionAcrossPhases: the request's Decision ranks its policies'
+// decisions one way, within one evaluation and across the live chain's two
+// phases. A pre-auth policy failing open (ERROR) and a main policy delaying
+// the request make it DELAYED, as one evaluation of both says (see
+// Evaluation.Decision): in the Record, its JSON, and the
+// RateLimit-Decision field. Each policy keeps its own decision.
+func TestDecisionAcrossPhases(t *testing.T) {
+	r := chi.NewRouter()
+	pre := middleware.Policy{Name: "pre", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 3),
+		PreAuth: true, OnStoreError: middleware.OnStoreErrorAllow}
+	main := middleware.Policy{Name: "main", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
+	main.Limit.DelayAfter = 1
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter:   failingPolicy{memory.New(memory.Options{Clock: clocktest.NewManualClock()}), "pre"},
+		Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{pre, main}, DecisionHeader: true,
+		Wait:   func(context.Context, time.Duration) error { return nil },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(middleware.Recorder, rl.PreAuthHandler, rl.Handler)
+	var rec *middleware.Record
+	r.Get("/a", func(_ http.ResponseWriter, r *http.Request) { rec = middleware.RecordFrom(r.Context()) })
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/a", nil))
+	if w.Code != http.StatusOK || rec == nil {
+		t.Fatalf("status %d, record %v; want 200 and a record", w.Code, rec)
+	}
+	if got := w.Header().Get("RateLimit-Decision"); got != "DELAYED" {
+		t.Errorf("RateLimit-Decision %q; want DELAYED", got)
+	}
+	if rec.Decision != middleware.DecisionDelayed || len(rec.Policies) != 2 ||
+		rec.Policies[0].Decision != middleware.DecisionError || rec.Policies[1].Decision != middleware.DecisionDelayed {
+		t.Errorf("record: %+v; want DELAYED, policies ERROR then DELAYED", rec)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"limited":true,"decision":"DELAYED","delay_seconds":1,"policies":[`,
+		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down"}`,
+		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("record JSON lacks\n%s\n%s", want, b)
+		}
+	}
+}
