@@ -36,8 +36,8 @@ type Decision struct {
 	// this request if Allowed, from the current state if rejected. >= 0.
 	ResetAfter time.Duration
 	// Never reports that Cost exceeds Burst, or that Cost × interval
-	// exceeds the Limit's Ceiling (a MaxDelay too short for this cost even
-	// from a full bucket): the request can never be admitted, so no
+	// exceeds the ceiling of the package's decision rule (a MaxDelay too
+	// short for this cost even from a full bucket): the request can never be admitted, so no
 	// RetryAfter is promised (throttled PR 82). Allowed is false and nothing
 	// is charged.
 	Never bool

@@ -18,6 +18,22 @@
 // takes to come back, see [Rate.Interval]) is rounded up to a whole
 // nanosecond, so a limiter never admits more than its configured rate.
 //
+// # Decision rule
+//
+// Every [Limiter] decides a request of cost c against its bucket with the
+// same rule. With T = [Rate.Interval], tau = Burst·T (the [Limit.Window]),
+// debt = how far the bucket's theoretical arrival time lies ahead of now (0
+// for a full or untracked bucket), charge = c·T, free = DelayAfter·T (tau
+// when DelayAfter is 0), and ceiling = tau, lowered to free + MaxDelay when
+// MaxDelay is set:
+//
+//   - c > Burst, or charge > ceiling (a MaxDelay too short for this cost
+//     even from a full bucket): never admitted, [Decision.Never].
+//   - debt + charge <= ceiling: admitted, the debt becomes debt + charge,
+//     and Delay = max(0, debt + charge - free) (nginx limit_req's delay:
+//     the request is accounted at once, then waits until it conforms).
+//   - otherwise rejected, RetryAfter = debt + charge - ceiling.
+//
 // # nginx
 //
 // nginx limit_req counts its burst=N in excess of the request being served:

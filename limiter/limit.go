@@ -36,44 +36,11 @@ type Limit struct {
 	MaxDelay time.Duration
 }
 
-// delayAfter returns DelayAfter with 0 resolved to Burst.
-func (l Limit) delayAfter() int64 {
-	if l.DelayAfter == 0 {
-		return l.Burst
-	}
-	return l.DelayAfter
-}
-
-// Ceiling returns the largest debt, in nanoseconds of theoretical arrival
-// time ahead of now, that an admitted request may leave behind: the bucket
-// window Burst × Interval, lowered to DelayAfter × Interval + MaxDelay when
-// a MaxDelay is set. A request whose new theoretical arrival time would lie
-// further ahead is rejected. l must pass [Limit.Validate].
-func (l Limit) Ceiling() time.Duration {
-	return time.Duration(l.ceiling(int64(l.Rate.Interval())))
-}
-
-// ceiling is Ceiling in nanoseconds for the emission interval t.
-func (l Limit) ceiling(t int64) int64 {
-	tau := l.Burst * t
-	if l.MaxDelay <= 0 {
-		return tau
-	}
-	return min(tau, addSat(l.delayAfter()*t, int64(l.MaxDelay)))
-}
-
-// Free returns the debt, in nanoseconds, below which an admitted request
-// proceeds at once: DelayAfter × Interval (Burst × Interval when DelayAfter
-// is 0). An admitted request leaving a debt d > Free waits d - Free. l must
-// pass [Limit.Validate].
-func (l Limit) Free() time.Duration {
-	return time.Duration(l.delayAfter() * int64(l.Rate.Interval()))
-}
-
 // Validate reports whether l can be used: Rate.Count >= 1, Rate.Per > 0,
-// Burst >= 1, 0 <= DelayAfter <= Burst, MaxDelay >= 0, and Burst × [Rate.Interval] (the [Limit.Window]) fits in an
-// int64 count of nanoseconds (about 292 years), so the arithmetic of every
-// store stays exact. The error names the offending field and value; it wraps
+// Burst >= 1, 0 <= DelayAfter <= Burst, MaxDelay >= 0, and Burst ×
+// [Rate.Interval] (the [Limit.Window]) fits in an int64 count of
+// nanoseconds (about 292 years), so the arithmetic of every store stays
+// exact. The error names the offending field and value; it wraps
 // no sentinel (stores wrap it in [ErrInvalidRequest]).
 func (l Limit) Validate() error {
 	switch {

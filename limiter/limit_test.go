@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"math"
 	"testing"
 	"time"
@@ -59,36 +58,6 @@ func TestLimitWindow(t *testing.T) {
 	for _, tc := range tests {
 		if got := tc.l.Window(); got != tc.want {
 			t.Errorf("%+v.Window() = %v; want %v", tc.l, got, tc.want)
-		}
-	}
-}
-
-func TestValidateRequests(t *testing.T) {
-	ok := Limit{Rate: Rate{1, time.Second}, Burst: 1}
-	tests := []struct {
-		reqs    []Request
-		wantErr string
-	}{
-		{nil, ""},
-		{[]Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 1}}, ""},
-		{[]Request{{Key: "", Limit: ok, Cost: 1}}, "limiter: invalid request: request 0: empty key"},
-		{[]Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 0}}, "limiter: invalid request: request 1: cost must be at least 1"},
-		{[]Request{{Key: "k", Limit: ok, Cost: -5}}, "limiter: invalid request: request 0: cost must be at least 1"},
-		{[]Request{{Key: "k", Limit: Limit{}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
-	}
-	for _, tc := range tests {
-		err := ValidateRequests(tc.reqs)
-		if tc.wantErr == "" {
-			if err != nil {
-				t.Errorf("ValidateRequests(%+v) = %v; want nil", tc.reqs, err)
-			}
-			continue
-		}
-		if err == nil || err.Error() != tc.wantErr {
-			t.Errorf("ValidateRequests(%+v) = %v; want %q", tc.reqs, err, tc.wantErr)
-		}
-		if !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("ValidateRequests(%+v) = %v; want it to wrap ErrInvalidRequest", tc.reqs, err)
 		}
 	}
 }

@@ -1,10 +1,6 @@
 package limiter
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "context"
 
 // Limiter decides requests ([Request]) against token buckets held in a
 // store (process memory, Redis, ...).
@@ -12,7 +8,8 @@ import (
 // Contract, which every implementation keeps and its tests check:
 //
 //   - Safe for concurrent use by multiple goroutines.
-//   - Take decides all reqs in one atomic step with [Decide], all-or-nothing:
+//   - Take decides all reqs in one atomic step with the rule of the package
+//     documentation (section "Decision rule"), all-or-nothing:
 //     a Decision is computed for every request; the bucket of every request
 //     is charged only if ALL of them are Allowed; if any is rejected
 //     (including Never), no bucket is charged. No other call observes a
@@ -48,8 +45,10 @@ import (
 //     store-specific error (after which a remote store may or may not have
 //     charged: the outcome is unknown).
 //
-// Take and Peek validate every request with [ValidateRequests] before
-// looking at the store.
+// Take and Peek check every request before looking at the store: a
+// non-empty Key, Cost >= 1 and a Limit that passes [Limit.Validate]. The
+// error for the first bad request wraps [ErrInvalidRequest] and names its
+// index (not its key).
 type Limiter interface {
 	// Take decides reqs, appends their Decisions to dst and, if every
 	// decision is Allowed, charges every bucket; see the Limiter contract.
@@ -57,22 +56,4 @@ type Limiter interface {
 	// Peek appends the decisions Take would return to dst, charging
 	// nothing; see the Limiter contract.
 	Peek(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, error)
-}
-
-var (
-	errEmptyKey = errors.New("empty key")
-	errCost     = errors.New("cost must be at least 1")
-)
-
-// ValidateRequests checks every request: a non-empty Key, Cost >= 1 and a
-// Limit that passes [Limit.Validate]. The error for the first bad request
-// wraps [ErrInvalidRequest] and names its index (not its key). It is the
-// check every [Limiter] implementation runs first.
-func ValidateRequests(reqs []Request) error {
-	for i := range reqs {
-		if err := reqs[i].validate(); err != nil {
-			return fmt.Errorf("%w: request %d: %w", ErrInvalidRequest, i, err)
-		}
-	}
-	return nil
 }

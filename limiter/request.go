@@ -30,14 +30,3 @@ type Request struct {
 	// Decision.
 	DryRun bool
 }
-
-// validate checks r and returns a reason, or nil.
-func (r Request) validate() error {
-	switch {
-	case r.Key == "":
-		return errEmptyKey
-	case r.Cost < 1:
-		return errCost
-	}
-	return r.Limit.Validate()
-}

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"bytes"
 	"context"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,7 +29,7 @@ const argDim identity.Dimension = "arg"
 // nginxStack is a RateLimiter on a manual clock whose Wait records delays
 // instead of sleeping.
 type nginxStack struct {
-	clock   *memory.ManualClock
+	clock   *clocktest.ManualClock
 	rl      *middleware.RateLimiter
 	handler http.Handler
 	mu      sync.Mutex
@@ -42,7 +43,7 @@ type nginxStack struct {
 
 func newNginxStack(t *testing.T, cfg middleware.RateLimitConfig) *nginxStack {
 	t.Helper()
-	s := &nginxStack{clock: memory.NewManualClock()}
+	s := &nginxStack{clock: clocktest.NewManualClock()}
 	s.lim = memory.New(memory.Options{Clock: s.clock})
 	r := chi.NewRouter()
 	cfg.Limiter = s.lim

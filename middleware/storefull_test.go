@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,7 +63,7 @@ func TestStoreFullRetryAfter(t *testing.T) {
 // TestStoreErrorRetryAfter: the log line of a full store's ERROR carries
 // the 503's Retry-After; any other store error keeps Retry-After: 1.
 func TestStoreErrorRetryAfter(t *testing.T) {
-	clk := memory.NewManualClock()
+	clk := clocktest.NewManualClock()
 	p := perNetwork("1/s", 60)
 	p.Cost = 60
 	s := newObservedStack(t, memory.New(memory.Options{MaxKeys: 1, Clock: clk}), p)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"io"
 	"log/slog"
 	"math"
@@ -488,7 +489,7 @@ func TestNginxArithmeticIsGCRA(t *testing.T) {
 			limits = append(limits, l)
 		}
 		locs := []location{{path: "/e", limits: limits, status: 429}, {path: "/d", limits: limits, dryRun: true}}
-		clock := memory.NewManualClock()
+		clock := clocktest.NewManualClock()
 		store := memory.New(memory.Options{Clock: clock})
 		var waited time.Duration
 		handlers := map[string]http.Handler{}
@@ -553,7 +554,7 @@ func startNginx(t *testing.T, nginx, dir string) string {
 // was decided.
 func startRatekey(t *testing.T, logs io.Writer) (string, *recorder) {
 	t.Helper()
-	rec := &recorder{clock: memory.NewManualClock(), base: time.Now(), decided: map[string]decided{}}
+	rec := &recorder{clock: clocktest.NewManualClock(), base: time.Now(), decided: map[string]decided{}}
 	rec.inner = memory.New(memory.Options{Clock: rec.clock})
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
@@ -589,7 +590,7 @@ type ridKey struct{}
 type recorder struct {
 	mu      sync.Mutex
 	inner   *memory.Limiter
-	clock   *memory.ManualClock
+	clock   *clocktest.ManualClock
 	base    time.Time
 	decided map[string]decided // by rid
 }

@@ -3,13 +3,13 @@
 // from its tests and must give the same Decisions for the same traces.
 //
 // The suite pins the contract with hand-computed traces (the GCRA rule of
-// [limiter.Decide] with rate, burst, cost, delay_after and max_delay; Never;
+// package [limiter] with rate, burst, cost, delay_after and max_delay; Never;
 // rejected requests charging nothing; all-or-nothing; duplicate buckets in
 // one call; a changed limit shape finding a fresh bucket; the dry-run
 // two-pass rule; Peek deciding like Take and charging nothing; empty,
 // invalid and cancelled calls) and with random traces checked against a
-// reference model built on [limiter.Decide], plus goroutines racing for one
-// burst.
+// reference model built on the stores' shared implementation of that rule,
+// plus goroutines racing for one burst.
 //
 // Time is controlled through the [Clock] the [Factory] returns: the suite
 // only moves it forward from 0, in nanoseconds, and never needs a store to
@@ -29,9 +29,10 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// Clock sets the time at which the Limiter under test decides.
-// *memory.ManualClock is one; a store that reads its own clock needs a
-// test hook (limiter/redis has one for its tests).
+// Clock sets the time at which the Limiter under test decides. A manual
+// clock given to limiter/memory's Options.Clock (a Now method returning
+// what Set stored) is one; a store that reads its own clock needs a test
+// hook (limiter/redis has one for its tests).
 type Clock interface {
 	// Set moves the clock to read d: nanoseconds since the origin the
 	// Limiter was created at (its clock reads 0 then). The suite never

@@ -3,6 +3,7 @@ package limitertest
 import (
 	"time"
 
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -18,7 +19,7 @@ func idOf(r *limiter.Request) bucketID {
 }
 
 // model is the reference: the [limiter.Limiter] contract written as
-// plainly as possible on top of [limiter.Decide], with unbounded maps and
+// plainly as possible on top of [gcra.Decide], with unbounded maps and
 // no concurrency.
 type model struct {
 	tats map[bucketID]int64
@@ -43,7 +44,7 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 					tat = now // an unknown bucket is full
 				}
 			}
-			d, next := limiter.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
+			d, next := gcra.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
 			out[i] = d
 			work[id] = next
 			all = all && d.Allowed

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -91,7 +92,7 @@ func BenchmarkTakeTracked(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		clock Clock
-	}{{"monotonic", nil}, {"manual", NewManualClock()}} {
+	}{{"monotonic", nil}, {"manual", clocktest.NewManualClock()}} {
 		b.Run("clock="+c.name, func(b *testing.B) {
 			l := New(Options{Clock: c.clock})
 			reqs := []limiter.Request{{Key: "per-account|tenant=acme|account=user-0000001", Limit: li, Cost: 1}}
@@ -115,7 +116,7 @@ func BenchmarkTakeTracked(b *testing.B) {
 // refill within the benchmark, so full shards sweep.
 func BenchmarkTakeNewKeys(b *testing.B) {
 	keys := benchKeys("per-account", 1_000_000)
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 100_000, Clock: clk})
 	li := lim(1000, time.Second, 1)
 	reqs := make([]limiter.Request, 1)
@@ -169,7 +170,7 @@ func TestTakeAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
-	l := New(Options{Clock: NewManualClock()})
+	l := New(Options{Clock: clocktest.NewManualClock()})
 	li := lim(1_000_000, time.Second, 1_000_000)
 	for _, n := range []int{1, 3, smallCall} {
 		reqs := make([]limiter.Request, n)

@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func capacityWait(t *testing.T, what string, err error) time.Duration {
 // earliest state is full again (evictable), Take and Peek alike, and at
 // that instant the new key is admitted.
 func TestCapacityRetryAfter(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	const maxKeys = 3
 	l := New(Options{MaxKeys: maxKeys, Clock: clk})
 	li := lim(1, time.Second, 60) // an empty bucket refills in 60 s
@@ -59,7 +60,7 @@ func TestCapacityRetryAfter(t *testing.T) {
 // state is charged again or evicted; a call needing two slots waits for
 // the second earliest.
 func TestCapacityRetryAfterEarliestWins(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 3, Clock: clk})
 	li := lim(1, time.Second, 60)
 	take := func(key string, cost int64) {
@@ -106,7 +107,7 @@ func TestCapacityRetryAfterEarliestWins(t *testing.T) {
 // the earliest state of any shard makes room for a key of any shard; the
 // cached earliest state of each shard is followed when charged.
 func TestCapacityRetryAfterAcrossShards(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
 	l := New(Options{MaxKeys: maxKeys, Clock: clk})
 	if len(l.shards) != 4 {
@@ -139,7 +140,7 @@ func TestCapacityRetryAfterAcrossShards(t *testing.T) {
 // TestCapacityRetryAfterManyNewKeys: a call needing more slots than the
 // exact count covers (maxNeed) waits until every state is full again.
 func TestCapacityRetryAfterManyNewKeys(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	const maxKeys = 10
 	l := New(Options{MaxKeys: maxKeys, Clock: clk})
 	li := lim(1, time.Second, 60)

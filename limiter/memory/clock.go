@@ -1,9 +1,6 @@
 package memory
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // Clock is the limiter's source of time: Now returns the time elapsed since
 // an arbitrary, fixed origin, in nanoseconds. It must be monotonic (never
@@ -19,22 +16,3 @@ type Clock interface {
 type monotonic struct{ start time.Time }
 
 func (m monotonic) Now() time.Duration { return time.Since(m.start) }
-
-// ManualClock is a [Clock] that moves only when told to, for tests (of this
-// package and of others that inject time into a [Limiter]). The zero value
-// reads 0; so does a new one. Safe for concurrent use.
-type ManualClock struct {
-	ns atomic.Int64
-}
-
-// NewManualClock returns a ManualClock reading 0.
-func NewManualClock() *ManualClock { return &ManualClock{} }
-
-// Now returns the clock's current reading.
-func (c *ManualClock) Now() time.Duration { return time.Duration(c.ns.Load()) }
-
-// Advance moves the clock forward by d (backward if d is negative).
-func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-// Set moves the clock to read d.
-func (c *ManualClock) Set(d time.Duration) { c.ns.Store(int64(d)) }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // TestConcurrentEviction exercises sweeps under contention with a moving
 // clock; run with -race.
 func TestConcurrentEviction(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 4096, Clock: clk})
 	li := lim(10, time.Second, 1)
 	limitertest.Race(8, func(g int) {
@@ -49,7 +50,7 @@ func TestConcurrentEviction(t *testing.T) {
 // limit. Every hot bucket must admit exactly its burst, and the calls that
 // charge two buckets must charge both or neither. Run with -race.
 func TestChargesWhileTablesChange(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 2048, Clock: clk}) // 2 shards
 	hot := lim(1, time.Hour, 4000)               // no refill within the test
 	churn := lim(1_000_000_000, time.Second, 1)  // full again 1 ns later

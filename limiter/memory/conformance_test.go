@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 
 	"github.com/ratekey/ratekey/limiter"
@@ -12,7 +13,7 @@ import (
 // memory store with a manual clock.
 func TestConformance(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := memory.NewManualClock()
+		clk := clocktest.NewManualClock()
 		return memory.New(memory.Options{Clock: clk}), clk
 	})
 }

@@ -8,7 +8,7 @@
 //
 // Each bucket holds one int64: its theoretical arrival time (TAT), the
 // instant at which it will be full again (GCRA, the generic cell rate
-// algorithm). The rule is [limiter.Decide], with delay_after, max_delay and
+// algorithm). The rule is the decision rule of package [limiter], with delay_after, max_delay and
 // the dry-run rule of the [limiter.Limiter] contract. With T = [limiter.Rate.Interval] and tau = Burst·T (the
 // [limiter.Limit.Window]), a request of cost c at time now is decided as
 //

@@ -6,6 +6,7 @@ package memory
 
 import (
 	"context"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"math"
 	"slices"
 	"sync"
@@ -25,7 +26,7 @@ import (
 // rejected Take that loads a before a concurrent charge and b after it
 // returns different ones: it observes a partial charge.
 func TestSeveralBucketsReadAtOneInstant(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 64, Clock: clk})
 	li := lim(1, time.Second, 1<<30) // the clock is frozen: no refill
 	pair := func(cost int64) []limiter.Request {
@@ -70,7 +71,7 @@ func TestSeveralBucketsReadAtOneInstant(t *testing.T) {
 // int64 values below mark cells); from there on, decisions are exact to
 // the nanosecond, and a lower reading is read as the floor.
 func TestClockFloor(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 64, Clock: clk})
 	li := lim(1_000_000_000, time.Second, 1) // 1 token per ns, burst 1
 	r := limiter.Request{Key: "a", Limit: li, Cost: 1}
@@ -100,7 +101,7 @@ func TestClockFloor(t *testing.T) {
 // is no longer current, as a goroutine preempted (or waiting for a shard
 // mutex) between reading the clock and deciding does.
 type gateClock struct {
-	ManualClock
+	clocktest.ManualClock
 	armed    atomic.Bool
 	reached  chan struct{}
 	released chan struct{}
@@ -172,7 +173,7 @@ func TestStaleClockDoesNotReviveDebt(t *testing.T) {
 // Peek cannot take a hint at or below now as room: where Take fails with
 // ErrCapacity, Peek must too.
 func TestPeekCapacityStaleHint(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 1, Clock: clk})
 	li := lim(1, time.Second, 10)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // TAT 1s, hint 1s
@@ -191,7 +192,7 @@ func TestPeekCapacityStaleHint(t *testing.T) {
 // then needs room for both and fails with ErrCapacity. Peek must count
 // that the only evictable state is the call's own.
 func TestPeekCapacityOwnFullState(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 1, Clock: clk})
 	li := lim(1, time.Second, 10)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1})
@@ -217,7 +218,7 @@ func TestSaturationNearMaxClock(t *testing.T) {
 		{2 * time.Second, []bool{true, true, false, false, false}}, // room for the whole burst
 		{time.Second, []bool{true, false, false, false, false}},    // room for one token of debt
 	} {
-		clk := NewManualClock()
+		clk := clocktest.NewManualClock()
 		l := New(Options{MaxKeys: 64, Clock: clk})
 		clk.Set(math.MaxInt64 - tc.left)
 		var got []bool

@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // the Envoy local dynamic descriptor failure); with nothing evictable a new
 // key fails with ErrCapacity and nothing is charged.
 func TestEviction(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 2)
 	take := func(key string, cost int64) (limiter.Decision, error) {
@@ -66,7 +67,7 @@ func TestEviction(t *testing.T) {
 // TestEvictionAllOrNothing: ErrCapacity for one new key of a call charges
 // none of the call's buckets.
 func TestEvictionAllOrNothing(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
@@ -107,7 +108,7 @@ func TestEvictionAllOrNothing(t *testing.T) {
 // TestEvictionOfCallKey: a sweep may evict a full state that the current
 // call is about to charge; the call then re-inserts it.
 func TestEvictionOfCallKey(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 2, Clock: clk})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
@@ -125,7 +126,7 @@ func TestEvictionOfCallKey(t *testing.T) {
 // states make room, and a flood of new keys while everyone is in debt gets
 // ErrCapacity instead of evicting.
 func TestMaxKeysBound(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
 	l := New(Options{MaxKeys: maxKeys, Clock: clk})
 	if len(l.shards) < 2 {
@@ -167,7 +168,7 @@ func TestMaxKeysBound(t *testing.T) {
 // shard, exactly as many new keys fit as states were full, and no state in
 // debt is evicted.
 func TestEvictionAcrossShards(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
 	l := New(Options{MaxKeys: maxKeys, Clock: clk})
 	if len(l.shards) != 4 {
@@ -221,7 +222,7 @@ func checkCount(t *testing.T, l *Limiter) {
 // finds the store full of states in debt (ErrCapacity), and passes again
 // once a state is full and evictable. Peek itself evicts nothing.
 func TestPeekPredictsCapacity(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 1, Clock: clk})
 	li := lim(1, time.Second, 2)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // in debt until 1s

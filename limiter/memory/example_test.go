@@ -3,17 +3,25 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 )
 
+// manualClock is a [memory.Clock] that moves only when told to: what a test
+// injects to decide at chosen times. Safe for concurrent use.
+type manualClock struct{ ns atomic.Int64 }
+
+func (c *manualClock) Now() time.Duration      { return time.Duration(c.ns.Load()) }
+func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
 // A per-account limit of 2 requests per second with a burst of 3 (nginx
 // "rate=2r/s burst=2 nodelay"), next to a per-tenant limit, on a manual
 // clock. Both are spent together or not at all.
 func ExampleLimiter_Take() {
-	clock := memory.NewManualClock()
+	clock := &manualClock{}
 	lim := memory.New(memory.Options{Clock: clock})
 	rate, _ := limiter.ParseRate("2r/s")
 	reqs := []limiter.Request{

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -68,7 +69,7 @@ func New(opts Options) *Limiter {
 	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
+		maxKeys = defaultMaxKeys
 	}
 	clock := opts.Clock
 	if clock == nil {
@@ -153,7 +154,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := limiter.ValidateRequests(reqs); err != nil {
+	if err := gcra.Validate(reqs); err != nil {
 		return nil, err
 	}
 	if dst == nil {
@@ -344,7 +345,7 @@ func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bo
 		case busy:
 			continue
 		}
-		d, next := limiter.Decide(v, now, r.Limit, r.Cost)
+		d, next := gcra.Decide(v, now, r.Limit, r.Cost)
 		// A rejection charges nothing, nor does an allowed dry-run
 		// request alone: the dry-run rule charges it like an enforced one.
 		if !charge || !d.Allowed || c.CompareAndSwap(v, stored(next)) {
@@ -621,7 +622,7 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 		if !known {
 			tat = now // an unknown bucket is full
 		}
-		d, next := limiter.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
+		d, next := gcra.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
 		out[i] = d
 		sl[i].tat = next
 		sl[i].known = known || d.Allowed

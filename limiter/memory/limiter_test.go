@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 var _ limiter.Limiter = (*Limiter)(nil)
 
 func TestRejectedConsumesNothing(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{Clock: clk})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "k", Limit: li, Cost: 2}) // 1 left
@@ -31,7 +32,7 @@ func TestRejectedConsumesNothing(t *testing.T) {
 }
 
 func TestNeverTracksNoKey(t *testing.T) {
-	l := New(Options{Clock: NewManualClock()})
+	l := New(Options{Clock: clocktest.NewManualClock()})
 	d := mustTake(t, l, limiter.Request{Key: "k", Limit: lim(1, time.Second, 2), Cost: 3})[0]
 	if want := (limiter.Decision{Remaining: 2, Never: true}); d != want {
 		t.Errorf("got %+v; want %+v", d, want)
@@ -44,7 +45,7 @@ func TestNeverTracksNoKey(t *testing.T) {
 // TestAllOrNothing: several policies on one request; one rejects, none is
 // charged (nginx across limit_req zones; unlike Envoy RLS issue 1060).
 func TestAllOrNothing(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{Clock: clk})
 	account := limiter.Request{Key: "account=a", Limit: lim(1, time.Second, 5), Cost: 1}
 	tenant := limiter.Request{Key: "tenant=t", Limit: lim(10, time.Second, 10), Cost: 1}
@@ -106,7 +107,7 @@ func TestAllOrNothing(t *testing.T) {
 // TestSameKeyTwice: two requests on one key in one call are charged in
 // order within the atomic step; the second sees the first's charge.
 func TestSameKeyTwice(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	li := lim(1, time.Second, 3)
 	type D = limiter.Decision
 	tests := []struct {
@@ -153,7 +154,7 @@ func TestSameKeyTwice(t *testing.T) {
 // TestPeekNeverCharges: Peek returns what Take would, charges nothing and
 // tracks no key.
 func TestPeekNeverCharges(t *testing.T) {
-	clk := NewManualClock()
+	clk := clocktest.NewManualClock()
 	l := New(Options{Clock: clk})
 	a := limiter.Request{Key: "a", Limit: lim(2, time.Second, 3), Cost: 1}
 	b := limiter.Request{Key: "b", Limit: lim(1, time.Second, 1), Cost: 1}
@@ -191,7 +192,7 @@ func TestPeekNeverCharges(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	l := New(Options{Clock: NewManualClock()})
+	l := New(Options{Clock: clocktest.NewManualClock()})
 	ok := lim(1, time.Second, 1)
 	bad := []struct {
 		name string
@@ -240,7 +241,7 @@ func TestNewOptions(t *testing.T) {
 		wantShards int
 		wantTotal  int
 	}{
-		{0, 256, DefaultMaxKeys},
+		{0, 256, defaultMaxKeys},
 		{1, 1, 1},
 		{2047, 1, 2047},
 		{2048, 2, 2048},
@@ -268,22 +269,5 @@ func TestDefaultClockIsMonotonic(t *testing.T) {
 	b := l.clock.Now()
 	if a < 0 || b < a {
 		t.Errorf("default clock went %v then %v", a, b)
-	}
-}
-
-func TestManualClock(t *testing.T) {
-	var zero ManualClock
-	c := NewManualClock()
-	if zero.Now() != 0 || c.Now() != 0 {
-		t.Fatal("new clocks must read 0")
-	}
-	c.Advance(time.Second)
-	c.Advance(500 * ms)
-	if got := c.Now(); got != 1500*ms {
-		t.Errorf("after Advance: %v", got)
-	}
-	c.Set(10 * time.Second)
-	if got := c.Now(); got != 10*time.Second {
-		t.Errorf("after Set: %v", got)
 	}
 }

@@ -1,15 +1,15 @@
 package memory
 
-// DefaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0:
-// one million. At 20 to 30 bytes per tracked bucket (see
-// BenchmarkMemoryPerKey) that is at most about 30 MB.
-const DefaultMaxKeys = 1_000_000
+// defaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0.
+const defaultMaxKeys = 1_000_000
 
-// Options configures [New]. The zero value is usable: DefaultMaxKeys keys on
+// Options configures [New]. The zero value is usable: one million keys on
 // the process's monotonic clock.
 type Options struct {
 	// MaxKeys bounds the number of tracked keys (bucket states); 0 means
-	// DefaultMaxKeys; negative is a programming error (New panics).
+	// 1 000 000 (at 20 to 30 bytes per tracked bucket, see
+	// BenchmarkMemoryPerKey, at most about 30 MB); negative is a
+	// programming error (New panics).
 	//
 	// The bound is exact: Len never exceeds MaxKeys. When a call must
 	// track new keys and the store is full, states whose bucket is full
@@ -31,9 +31,10 @@ type Options struct {
 	// Eviction happens only then, never in the background: a sweep visits
 	// a whole shard and evicts every full state in it at once, so its cost
 	// is shared by the new keys it makes room for. Memory therefore grows
-	// to about MaxKeys states and stays there (see [DefaultMaxKeys]).
+	// to about MaxKeys states and stays there.
 	MaxKeys int
 	// Clock is the time source; nil means the monotonic clock of the
-	// process (time.Since of a fixed start). Tests inject a [ManualClock].
+	// process (time.Since of a fixed start). Tests inject a clock that
+	// moves only when told to.
 	Clock Clock
 }

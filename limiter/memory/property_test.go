@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"math/big"
 	"math/rand"
 	"testing"
@@ -178,7 +179,7 @@ func TestPropertyRandomTraces(t *testing.T) {
 			}
 			limits[k] = li
 		}
-		clk := NewManualClock()
+		clk := clocktest.NewManualClock()
 		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
 		ref := refLimiter{}
 		type event struct{ at, cost int64 }
@@ -250,7 +251,7 @@ func FuzzTrace(f *testing.F) {
 	limits := []limiter.Limit{lim(3, time.Second, 3), lim(7, time.Minute, 5), lim(3, 7, 2)}
 	keys := []string{"a", "b", "c"}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		clk := NewManualClock()
+		clk := clocktest.NewManualClock()
 		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
 		ref := refLimiter{}
 		var now int64

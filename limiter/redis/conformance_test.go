@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
 	"testing"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/limitertest"
-	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
 )
 
@@ -67,7 +67,7 @@ func TestConformanceSentinel(t *testing.T) {
 func testClockFactory(client goredis.UniversalClient, prefix string) limitertest.Factory {
 	var n atomic.Int64
 	return func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := memory.NewManualClock()
+		clk := clocktest.NewManualClock()
 		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf(prefix, n.Add(1)), Timeout: testTimeout}, clk.Now)
 		if err != nil {
 			t.Fatal(err)

@@ -11,8 +11,8 @@
 // A call of one request, the common case, runs a smaller script with the
 // same rule and the same writes, specialised to one bucket. The script
 // reads the server's clock with TIME, reads the state of every bucket of
-// the call, decides every request with the GCRA rule of [limiter.Decide]
-// (rate, burst, cost, delay_after, max_delay, Never) and the dry-run
+// the call, decides every request with the GCRA decision rule of package
+// [limiter] (rate, burst, cost, delay_after, max_delay, Never) and the dry-run
 // two-pass rule of the [limiter.Limiter] contract, and, for a Take whose
 // decisions say so, writes the new states with their expiry, all in one
 // atomic step: no other client sees a partial charge, there is no
@@ -23,8 +23,8 @@
 //
 // The script returns, per request, the debt (TAT minus now, in ns) the
 // request was decided against; the Go side computes the [limiter.Decision]
-// with [limiter.Decide] itself, so decisions are those of limiter/memory
-// bit for bit (the conformance suite in limiter/limitertest checks it).
+// with the same Go code as limiter/memory, so decisions are those of
+// limiter/memory bit for bit (the conformance suite in limiter/limitertest checks it).
 //
 // # Keys and values
 //
@@ -66,7 +66,7 @@
 // microseconds, a stored TAT is split at its ninth digit from the right,
 // and only differences (debts, at most the window) are computed as single
 // numbers; integer division uses math.fmod, which is exact. Charges
-// (Cost × Interval) and ceilings ([limiter.Limit.Ceiling]) are computed in
+// (Cost × Interval) and ceilings (see the decision rule of [limiter]) are computed in
 // Go in int64. So every value is an exact integer as long as the window
 // Burst × Interval is at most 2^53-1 ns ([MaxWindow], about 104 days): Take
 // and Peek refuse a larger window with [limiter.ErrInvalidRequest] (the

@@ -24,6 +24,13 @@ func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() t
 	return l, nil
 }
 
+// The bounds of Options, for the tests of New.
+const (
+	DefaultMaxKeyLen = defaultMaxKeyLen
+	MinMaxKeyLen     = minMaxKeyLen
+	MaxPrefixLen     = maxPrefixLen
+)
+
 // ScriptSHA and OneScriptSHA are the SHA-1s EVALSHA names the scripts by:
 // the general one and the one for calls of one request.
-var ScriptSHA, OneScriptSHA = gcra.sha.(string), one.sha.(string)
+var ScriptSHA, OneScriptSHA = many.sha.(string), one.sha.(string)

@@ -9,30 +9,29 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 )
 
+// The defaults and bounds of [Options], stated in its field docs.
 const (
-	// DefaultPrefix is the key prefix when [Options.Prefix] is empty.
-	DefaultPrefix = "ratekey:"
-	// DefaultTimeout is the per-call timeout when [Options.Timeout] is 0.
-	DefaultTimeout = 100 * time.Millisecond
-	// DefaultMaxKeyLen is the key-part bound when [Options.MaxKeyLen] is 0.
-	DefaultMaxKeyLen = 256
-	// MinMaxKeyLen is the smallest [Options.MaxKeyLen] accepted: a hashed
-	// key part keeps MaxKeyLen-64 readable bytes, at least 32.
-	MinMaxKeyLen = hashHexLen + 32
-	// MaxPrefixLen bounds [Options.Prefix], in bytes.
-	MaxPrefixLen = 128
-	// MaxWindow is the largest [limiter.Limit.Window] (Burst × Interval)
-	// the Redis store accepts: 2^53 - 1 ns, about 104 days and 6 hours.
-	// Larger windows are refused with [limiter.ErrInvalidRequest], because
-	// the script's arithmetic (Lua numbers are doubles) is exact only up to
-	// 2^53, and the one-request script replies -1 - debt, which must stay
-	// within it; see the package documentation.
-	MaxWindow time.Duration = 1<<53 - 1
+	defaultPrefix    = "ratekey:"
+	defaultTimeout   = 100 * time.Millisecond
+	defaultMaxKeyLen = 256
+	// minMaxKeyLen is the smallest MaxKeyLen accepted: a hashed key part
+	// keeps MaxKeyLen-64 readable bytes, at least 32.
+	minMaxKeyLen = hashHexLen + 32
+	maxPrefixLen = 128
 )
+
+// MaxWindow is the largest [limiter.Limit.Window] (Burst × Interval) the
+// Redis store accepts: 2^53 - 1 ns, about 104 days and 6 hours. Larger
+// windows are refused with [limiter.ErrInvalidRequest], because the
+// script's arithmetic (Lua numbers are doubles) is exact only up to 2^53,
+// and the one-request script replies -1 - debt, which must stay within it;
+// see the package documentation.
+const MaxWindow time.Duration = 1<<53 - 1
 
 // ErrTimeout is wrapped by the error of a call that got no answer from
 // Redis within [Options.Timeout] (while the caller's context was still
@@ -45,8 +44,8 @@ var ErrTimeout = errors.New("limiter/redis: no reply within the timeout")
 // process that shares budgets must use the same Prefix, MaxKeyLen and
 // HashSecret, or its keys name other buckets.
 type Options struct {
-	// Prefix starts every Redis key; "" means [DefaultPrefix]. At most
-	// [MaxPrefixLen] bytes, not ending in a digit (the burst's digits
+	// Prefix starts every Redis key; "" means "ratekey:". At most 128
+	// bytes, not ending in a digit (the burst's digits
 	// follow it, so "app1" and "app12" could name one bucket: end it with a
 	// separator such as ':'). Deployments that share a Redis but not their
 	// budgets are kept apart by Prefixes neither of which begins with the
@@ -56,14 +55,14 @@ type Options struct {
 	Prefix string
 	// Timeout bounds each Take and Peek (context.WithTimeout around the one
 	// round trip, including waiting for a pooled connection); 0 means
-	// [DefaultTimeout]; negative is an error. A call that times out
+	// 100 ms; negative is an error. A call that times out
 	// returns an error wrapping [ErrTimeout]. For the bound to hold, the
 	// client must be built with ContextTimeoutEnabled: New refuses a
 	// *redis.Client, *redis.ClusterClient or *redis.Ring without it.
 	Timeout time.Duration
 	// MaxKeyLen bounds the key part of a Redis key (the request's Key),
-	// in bytes; 0 means [DefaultMaxKeyLen]; otherwise at least
-	// [MinMaxKeyLen]. A longer Key is replaced by its first MaxKeyLen-64
+	// in bytes; 0 means 256; otherwise at least 96 (so that a hashed key
+	// part keeps at least 32 readable bytes). A longer Key is replaced by its first MaxKeyLen-64
 	// bytes (readable in redis-cli), "#", and the hex HMAC-SHA256 of the
 	// whole Key under HashSecret.
 	MaxKeyLen int
@@ -81,14 +80,14 @@ type Options struct {
 // HashSecret. Each Take or Peek is one round trip: one Lua script (a
 // smaller one for a call of one request), run by EVALSHA (EVAL when the
 // server does not have it yet), that reads the server's TIME, decides
-// every request of the call with the GCRA rule of [limiter.Decide]
+// every request of the call with the decision rule of package [limiter]
 // including the dry-run two-pass rule, and writes the new states with
 // their expiry in the same atomic step.
 //
 // Decisions equal those of the memory store for the same state and time:
 // the script returns, per request, the debt (TAT minus now, ns) the request
-// was decided against, and the Go side computes the Decision with
-// [limiter.Decide] itself.
+// was decided against, and the Go side computes the Decision with the
+// same Go code as the memory store.
 //
 // A Limiter holds no per-key state in the process and starts no goroutine.
 // Create it with [New]. It is safe for concurrent use by multiple
@@ -122,10 +121,10 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = defaultPrefix
 	}
-	if len(prefix) > MaxPrefixLen {
-		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), MaxPrefixLen)
+	if len(prefix) > maxPrefixLen {
+		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), maxPrefixLen)
 	}
 	if c := prefix[len(prefix)-1]; c >= '0' && c <= '9' {
 		// The burst's digits follow the prefix: "app1" with burst 23 and
@@ -135,16 +134,16 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	timeout := opts.Timeout
 	switch {
 	case timeout == 0:
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	case timeout < 0:
-		return nil, fmt.Errorf("limiter/redis: timeout %v, want > 0 (or 0 for the default %v)", timeout, DefaultTimeout)
+		return nil, fmt.Errorf("limiter/redis: timeout %v, want > 0 (or 0 for the default %v)", timeout, defaultTimeout)
 	}
 	maxKey := opts.MaxKeyLen
 	switch {
 	case maxKey == 0:
-		maxKey = DefaultMaxKeyLen
-	case maxKey < MinMaxKeyLen:
-		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, MinMaxKeyLen, DefaultMaxKeyLen)
+		maxKey = defaultMaxKeyLen
+	case maxKey < minMaxKeyLen:
+		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, minMaxKeyLen, defaultMaxKeyLen)
 	}
 	var ctxTimeout, sharded bool
 	switch c := client.(type) {
@@ -193,7 +192,8 @@ func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limit
 
 // RedisKey returns the name of the Redis key that holds the state of r's
 // bucket (see the package documentation for the layout), for operators and
-// tests. r must pass [limiter.ValidateRequests].
+// tests. r must be a request Take would accept (a non-empty Key, Cost >= 1, a
+// Limit that passes [limiter.Limit.Validate]).
 func (l *Limiter) RedisKey(r limiter.Request) string {
 	return l.names.name(&r)
 }
@@ -210,7 +210,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := limiter.ValidateRequests(reqs); err != nil {
+	if err := gcra.Validate(reqs); err != nil {
 		return nil, err
 	}
 	for i := range reqs {
@@ -241,7 +241,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		r := &reqs[i]
 		keys[i] = l.names.name(r)
 		charge := int64(-1) // never fits
-		ceiling := int64(r.Limit.Ceiling())
+		ceiling := int64(gcra.Ceiling(r.Limit))
 		if t := int64(r.Limit.Rate.Interval()); r.Cost <= r.Limit.Burst && r.Cost*t <= ceiling {
 			charge = r.Cost * t
 		}
@@ -251,7 +251,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = charge, ceiling
 	}
 
-	s := &gcra
+	s := &many
 	if n == 1 {
 		s = &one
 	}
@@ -279,7 +279,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	// is allowed (see the contract); a disagreement would mean a script and
 	// a Go side out of step, so nothing it says can be trusted.
 	if charged != enforcingOK {
-		return nil, errors.New("limiter/redis: the script's charge disagrees with limiter.Decide; outcome unknown")
+		return nil, errors.New("limiter/redis: the script's charge disagrees with the Go decision rule; outcome unknown")
 	}
 	return dst, nil
 }
@@ -297,7 +297,7 @@ func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (b
 		if !charged {
 			d = -1 - d
 		}
-		out[0], _ = limiter.Decide(d, 0, reqs[0].Limit, reqs[0].Cost)
+		out[0], _ = gcra.Decide(d, 0, reqs[0].Limit, reqs[0].Cost)
 		return charged, nil
 	}
 	vals, err := cmd.Slice()
@@ -309,7 +309,7 @@ func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (b
 		if !ok || debt < 0 {
 			return false, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
 		}
-		out[i], _ = limiter.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
+		out[i], _ = gcra.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
 	}
 	charged, _ := vals[0].(int64)
 	return charged == 1, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,7 +317,7 @@ func TestServerTimeExact(t *testing.T) {
 func TestTestClockExactAtEdges(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
-	clk := memory.NewManualClock()
+	clk := clocktest.NewManualClock()
 	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout}, clk.Now)
 	if err != nil {
 		t.Fatal(err)

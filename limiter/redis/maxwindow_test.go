@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 
 	"github.com/ratekey/ratekey/internal/redistest"
@@ -19,7 +20,7 @@ import (
 func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
-	clk := memory.NewManualClock()
+	clk := clocktest.NewManualClock()
 	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: "adv-maxwin:", Timeout: testTimeout}, clk.Now)
 	if err != nil {
 		t.Fatal(err)

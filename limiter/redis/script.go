@@ -71,12 +71,12 @@ end
 
 // gcraScript decides every request of one call in one atomic step. It is
 // the store side of [Limiter.Take] and [Limiter.Peek]; the Go side turns the
-// debts it returns into Decisions with [limiter.Decide].
+// debts it returns into Decisions with [gcra.Decide].
 //
 // Lua numbers are IEEE doubles, exact on integers up to 2^53. Every
 // quantity the script adds or compares is an integer number of
 // nanoseconds no larger than 2^53: charge = Cost·Interval and ceiling =
-// Limit.Ceiling() are computed in Go (int64) and bounded by the window,
+// gcra.Ceiling are computed in Go (int64) and bounded by the window,
 // which Take refuses above 2^53-1 ns; debts are clamped to 2^53-1 (so the
 // one-request script's reply -1-debt is exact too). Absolute
 // times (about 1.8·10^18 ns since 1970) are never held in one number: they
@@ -218,7 +218,7 @@ func newScript(src string) script {
 }
 
 var (
-	gcra = newScript(gcraScript) // calls of two or more requests
+	many = newScript(gcraScript) // calls of two or more requests
 	one  = newScript(oneScript)  // calls of one request
 )
 

@@ -1,0 +1,177 @@
+// Package gcra is the decision rule every ratekey [limiter.Limiter] store
+// shares (limiter/memory, limiter/redis, the reference model of
+// limiter/limitertest) and the checks around it: one definition, so the
+// stores cannot drift apart. The rule itself is documented for users in the
+// limiter package.
+package gcra
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// Decide is the GCRA decision every [limiter.Limiter] implements: it
+// decides one request of cost tokens against a bucket whose theoretical
+// arrival time (TAT) is tat, at time now, both in nanoseconds of the
+// store's clock (an untracked key passes tat = now: a full bucket). It
+// returns the Decision and the TAT after the request: the new TAT if
+// allowed, tat unchanged otherwise. The caller stores the returned TAT only
+// when it charges.
+//
+// The rule, with T = l.Rate.Interval(), tau = Burst·T, debt = max(0, tat-now)
+// and charge = cost·T:
+//
+//   - cost > Burst, or charge > Ceiling(l) (a MaxDelay too short for this
+//     cost even from a full bucket): never admitted, Decision.Never.
+//   - debt + charge <= Ceiling(l): admitted; the new TAT is now + debt +
+//     charge; Delay = max(0, debt + charge - Free(l)) (nginx limit_req's
+//     delay: the request is accounted at once, then waits until it
+//     conforms).
+//   - otherwise rejected, RetryAfter = debt + charge - Ceiling(l).
+//
+// l must pass [limiter.Limit.Validate] and cost must be >= 1 (see
+// [Validate]), so no product overflows. Sums that could overflow (a TAT or
+// clock near the int64 limits) saturate, and comparisons are made on
+// differences that cannot overflow, so saturation never turns a rejection
+// into an admission; a request whose new TAT would exceed math.MaxInt64 is
+// refused with Never set. Decide is a pure function, safe for concurrent
+// use.
+func Decide(tat, now int64, l limiter.Limit, cost int64) (limiter.Decision, int64) {
+	t := int64(l.Rate.Interval())
+	tau := l.Burst * t // validated: no overflow
+	ceiling := ceilingOf(l, t)
+	debt := subSat(tat, now)
+	if debt < 0 {
+		debt = 0 // the bucket is full: tat0 = max(TAT, now)
+	}
+	charge := cost * t // cost <= Burst checked first, so no overflow below
+	if cost > l.Burst || charge > ceiling {
+		// Can never fit: no promise of a retry, nothing charged.
+		return limiter.Decision{
+			Remaining:  tokens(tau-debt, t, l.Burst),
+			ResetAfter: time.Duration(debt),
+			Never:      true,
+		}, tat
+	}
+	if debt <= ceiling-charge { // debt + charge <= ceiling, without overflow
+		need := debt + charge // <= ceiling <= tau
+		if now > math.MaxInt64-need {
+			// The new TAT would not fit in an int64 (a clock some 292
+			// years past its origin): saturating it would stop the debt
+			// from growing and admit everything after, so refuse.
+			return limiter.Decision{ResetAfter: time.Duration(debt), Never: true}, tat
+		}
+		return limiter.Decision{
+			Allowed:    true,
+			Remaining:  tokens(tau-need, t, l.Burst),
+			ResetAfter: time.Duration(need),
+			Delay:      time.Duration(max(0, need-delayAfter(l)*t)), // need - Free(l)
+		}, addSat(now, need)
+	}
+	return limiter.Decision{
+		Remaining:  tokens(tau-debt, t, l.Burst),
+		RetryAfter: time.Duration(subSat(debt, ceiling-charge)), // debt+charge-ceiling
+		ResetAfter: time.Duration(debt),
+	}, tat
+}
+
+// Ceiling returns the largest debt, in nanoseconds of theoretical arrival
+// time ahead of now, that an admitted request may leave behind: the bucket
+// window Burst × Interval, lowered to DelayAfter × Interval + MaxDelay when
+// a MaxDelay is set. A request whose new theoretical arrival time would lie
+// further ahead is rejected. l must pass [limiter.Limit.Validate].
+func Ceiling(l limiter.Limit) time.Duration {
+	return time.Duration(ceilingOf(l, int64(l.Rate.Interval())))
+}
+
+// Free returns the debt, in nanoseconds, below which an admitted request
+// proceeds at once: DelayAfter × Interval (Burst × Interval when DelayAfter
+// is 0). An admitted request leaving a debt d > Free waits d - Free. l must
+// pass [limiter.Limit.Validate].
+func Free(l limiter.Limit) time.Duration {
+	return time.Duration(delayAfter(l) * int64(l.Rate.Interval()))
+}
+
+var (
+	errEmptyKey = errors.New("empty key")
+	errCost     = errors.New("cost must be at least 1")
+)
+
+// Validate checks every request: a non-empty Key, Cost >= 1 and a Limit
+// that passes [limiter.Limit.Validate]. The error for the first bad request
+// wraps [limiter.ErrInvalidRequest] and names its index (not its key). It
+// is the check every store runs first.
+func Validate(reqs []limiter.Request) error {
+	for i := range reqs {
+		if err := validate(reqs[i]); err != nil {
+			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+		}
+	}
+	return nil
+}
+
+// validate checks r and returns a reason, or nil.
+func validate(r limiter.Request) error {
+	switch {
+	case r.Key == "":
+		return errEmptyKey
+	case r.Cost < 1:
+		return errCost
+	}
+	return r.Limit.Validate()
+}
+
+// delayAfter returns DelayAfter with 0 resolved to Burst.
+func delayAfter(l limiter.Limit) int64 {
+	if l.DelayAfter == 0 {
+		return l.Burst
+	}
+	return l.DelayAfter
+}
+
+// ceilingOf is Ceiling in nanoseconds for the emission interval t.
+func ceilingOf(l limiter.Limit, t int64) int64 {
+	tau := l.Burst * t
+	if l.MaxDelay <= 0 {
+		return tau
+	}
+	return min(tau, addSat(delayAfter(l)*t, int64(l.MaxDelay)))
+}
+
+// tokens returns the whole tokens in a bucket with free nanoseconds of room
+// (tau minus debt), clamped to [0, burst]: a debt left by an earlier, larger
+// limit can exceed tau.
+func tokens(free, t, burst int64) int64 {
+	if free <= 0 {
+		return 0
+	}
+	return min(free/t, burst)
+}
+
+// addSat returns a+b saturated to the int64 range.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
+
+// subSat returns a-b saturated to the int64 range.
+func subSat(a, b int64) int64 {
+	s := a - b
+	switch {
+	case a >= 0 && b < 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b > 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}

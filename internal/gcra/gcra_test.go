@@ -1,0 +1,72 @@
+package gcra
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// TestDecideSaturation: sums near the int64 limits saturate without ever
+// turning a rejection into an admission, and a new TAT past MaxInt64 is
+// refused. (Decide's ordinary traces are in
+// the conformance suite, limiter/limitertest, which every store runs.)
+func TestDecideSaturation(t *testing.T) {
+	huge := limiter.Limit{Rate: limiter.Rate{Count: 1_000_000_000, Per: time.Second}, Burst: math.MaxInt64} // T = 1ns, tau = MaxInt64
+	type D = limiter.Decision
+	tests := []struct {
+		name     string
+		tat, now int64
+		l        limiter.Limit
+		cost     int64
+		want     D
+		wantTat  int64
+	}{
+		{"whole huge bucket", 0, 0, huge, math.MaxInt64, D{Allowed: true, ResetAfter: math.MaxInt64}, math.MaxInt64},
+		{"debt plus cost saturates", 10, 0, huge, math.MaxInt64, D{Remaining: math.MaxInt64 - 10, RetryAfter: 10, ResetAfter: 10}, 10},
+		{"tat far in the past", math.MinInt64, math.MaxInt64 - int64(time.Second), limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1}, 1, D{Allowed: true, ResetAfter: time.Second}, math.MaxInt64},
+		{"new tat past the end of the clock", math.MinInt64, math.MaxInt64, limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1}, 1, D{Never: true}, math.MinInt64},
+		{"tat far in the future", math.MaxInt64, math.MinInt64, limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1}, 1, D{RetryAfter: math.MaxInt64, ResetAfter: math.MaxInt64}, math.MaxInt64},
+		{"cost above burst, no arithmetic", 0, 0, limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 2}, math.MaxInt64, D{Never: true, Remaining: 2}, 0},
+	}
+	for _, tc := range tests {
+		got, tat := Decide(tc.tat, tc.now, tc.l, tc.cost)
+		if got != tc.want || tat != tc.wantTat {
+			t.Errorf("%s: Decide = %+v, tat %d; want %+v, tat %d", tc.name, got, tat, tc.want, tc.wantTat)
+		}
+	}
+}
+
+// TestValidate: the first bad request is named by its index, with the
+// reason, wrapping limiter.ErrInvalidRequest.
+func TestValidate(t *testing.T) {
+	ok := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1}
+	tests := []struct {
+		reqs    []limiter.Request
+		wantErr string
+	}{
+		{nil, ""},
+		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 1}}, ""},
+		{[]limiter.Request{{Key: "", Limit: ok, Cost: 1}}, "limiter: invalid request: request 0: empty key"},
+		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 0}}, "limiter: invalid request: request 1: cost must be at least 1"},
+		{[]limiter.Request{{Key: "k", Limit: ok, Cost: -5}}, "limiter: invalid request: request 0: cost must be at least 1"},
+		{[]limiter.Request{{Key: "k", Limit: limiter.Limit{}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
+	}
+	for _, tc := range tests {
+		err := Validate(tc.reqs)
+		if tc.wantErr == "" {
+			if err != nil {
+				t.Errorf("Validate(%+v) = %v; want nil", tc.reqs, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.wantErr {
+			t.Errorf("Validate(%+v) = %v; want %q", tc.reqs, err, tc.wantErr)
+		}
+		if !errors.Is(err, limiter.ErrInvalidRequest) {
+			t.Errorf("Validate(%+v) = %v; want it to wrap ErrInvalidRequest", tc.reqs, err)
+		}
+	}
+}
