@@ -17,30 +17,30 @@ import (
 // API key shape: rk_<id>_<secret><checksum>, every part base62
 // (0-9A-Za-z). See [NewAPIKey].
 const (
-	// APIKeyPrefix starts every API key; it tells an API key from a JWT
+	// apiKeyPrefix starts every API key; it tells an API key from a JWT
 	// (whose compact serialization starts with "ey") in the same
 	// Authorization header.
-	APIKeyPrefix = "rk_"
-	// APIKeyIDLen is the length of the public id, in base62 characters
+	apiKeyPrefix = "rk_"
+	// apiKeyIDLen is the length of the public id, in base62 characters
 	// (71 bits of randomness).
-	APIKeyIDLen = 12
-	// APIKeySecretLen is the length of the secret, in base62 characters
+	apiKeyIDLen = 12
+	// apiKeySecretLen is the length of the secret, in base62 characters
 	// (190 bits of randomness).
-	APIKeySecretLen = 32
-	// APIKeyChecksumLen is the length of the checksum: the CRC-32 (IEEE) of
+	apiKeySecretLen = 32
+	// apiKeyChecksumLen is the length of the checksum: the CRC-32 (IEEE) of
 	// everything before it, in base62, left-padded with '0'.
-	APIKeyChecksumLen = 6
-	// APIKeyLen is the length of a whole key: 54 bytes.
-	APIKeyLen = len(APIKeyPrefix) + APIKeyIDLen + 1 + APIKeySecretLen + APIKeyChecksumLen
-	// APIKeyHeader is the header an API key may be presented in (besides
+	apiKeyChecksumLen = 6
+	// apiKeyLen is the length of a whole key: 54 bytes.
+	apiKeyLen = len(apiKeyPrefix) + apiKeyIDLen + 1 + apiKeySecretLen + apiKeyChecksumLen
+	// apiKeyHeader is the header an API key may be presented in (besides
 	// `Authorization: Bearer rk_...`).
-	APIKeyHeader = "X-API-Key"
-	// MinPepperBytes is the shortest accepted pepper (the HMAC-SHA256 key
+	apiKeyHeader = "X-API-Key"
+	// minPepperBytes is the shortest accepted pepper (the HMAC-SHA256 key
 	// the stored hashes are computed with), in bytes.
-	MinPepperBytes = 32
-	// DefaultAPIKeyIssuer is the [Principal].Issuer of API-key principals
+	minPepperBytes = 32
+	// defaultAPIKeyIssuer is the [Principal].Issuer of API-key principals
 	// when APIKeyConfig.Issuer is empty.
-	DefaultAPIKeyIssuer = "urn:ratekey:api-key"
+	defaultAPIKeyIssuer = "urn:ratekey:api-key"
 )
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -57,7 +57,7 @@ var (
 // lives elsewhere) does not yield usable keys, and a leaked store with the
 // pepper still needs a 190-bit brute force per key.
 //
-//   - ID: the public id, [APIKeyIDLen] base62 characters; it becomes the
+//   - ID: the public id, 12 base62 characters; it becomes the
 //     principal's CredentialID.
 //   - Tenant, Account: the principal's tenant and account; non-empty valid
 //     UTF-8 without control characters, at most 256 bytes each.
@@ -74,8 +74,8 @@ type APIKeyRecord struct {
 // Validate checks the record's shape (id alphabet and length, tenant and
 // account text). It never reports the hash.
 func (r APIKeyRecord) Validate() error {
-	if len(r.ID) != APIKeyIDLen || !isBase62(r.ID) {
-		return fmt.Errorf("identity: API key record: id must be %d base62 characters", APIKeyIDLen)
+	if len(r.ID) != apiKeyIDLen || !isBase62(r.ID) {
+		return fmt.Errorf("identity: API key record: id must be %d base62 characters", apiKeyIDLen)
 	}
 	for _, f := range []struct{ name, v string }{{"tenant", r.Tenant}, {"account", r.Account}} {
 		if err := checkLabel(f.v); err != nil {
@@ -109,19 +109,19 @@ func checkLabel(s string) error {
 // key, to be shown to its owner once and never stored or logged, and the
 // record to store (which holds only HMAC-SHA256(pepper, secret)).
 //
-// pepper must be at least [MinPepperBytes] bytes, the same pepper the
+// pepper must be at least 32 bytes, the same pepper the
 // [APIKeyAuthenticator] is configured with. Errors: short pepper, invalid
 // tenant or account (see [APIKeyRecord]), or a failure of crypto/rand; none
 // contains the key. Safe for concurrent use.
 func NewAPIKey(pepper []byte, tenant, account string) (key string, rec APIKeyRecord, err error) {
-	if len(pepper) < MinPepperBytes {
-		return "", APIKeyRecord{}, fmt.Errorf("identity: pepper is %d bytes, need at least %d", len(pepper), MinPepperBytes)
+	if len(pepper) < minPepperBytes {
+		return "", APIKeyRecord{}, fmt.Errorf("identity: pepper is %d bytes, need at least %d", len(pepper), minPepperBytes)
 	}
-	id, err := randomBase62(APIKeyIDLen)
+	id, err := randomBase62(apiKeyIDLen)
 	if err != nil {
 		return "", APIKeyRecord{}, err
 	}
-	secret, err := randomBase62(APIKeySecretLen)
+	secret, err := randomBase62(apiKeySecretLen)
 	if err != nil {
 		return "", APIKeyRecord{}, err
 	}
@@ -130,14 +130,14 @@ func NewAPIKey(pepper []byte, tenant, account string) (key string, rec APIKeyRec
 	if err := rec.Validate(); err != nil {
 		return "", APIKeyRecord{}, err
 	}
-	body := APIKeyPrefix + id + "_" + secret
+	body := apiKeyPrefix + id + "_" + secret
 	return body + checksum(body), rec, nil
 }
 
-// APIKeyID returns the public id of key after checking its shape and
+// apiKeyID returns the public id of key after checking its shape and
 // checksum, without any lookup: for tooling that revokes or describes a
 // key. The error never contains the key. Safe for concurrent use.
-func APIKeyID(key string) (string, error) {
+func apiKeyID(key string) (string, error) {
 	id, _, err := parseAPIKey(key)
 	return id, err
 }
@@ -146,11 +146,11 @@ func APIKeyID(key string) (string, error) {
 // It reads only the key's bytes, in constant structure: fixed length,
 // prefix, separator, base62 alphabet, CRC-32.
 func parseAPIKey(key string) (id, secret string, err error) {
-	const idAt = len(APIKeyPrefix)
-	const sepAt = idAt + APIKeyIDLen
+	const idAt = len(apiKeyPrefix)
+	const sepAt = idAt + apiKeyIDLen
 	const secretAt = sepAt + 1
-	const sumAt = secretAt + APIKeySecretLen
-	if len(key) != APIKeyLen || key[:idAt] != APIKeyPrefix || key[sepAt] != '_' {
+	const sumAt = secretAt + apiKeySecretLen
+	if len(key) != apiKeyLen || key[:idAt] != apiKeyPrefix || key[sepAt] != '_' {
 		return "", "", errAPIKeyMalformed
 	}
 	if !isBase62(key[idAt:sepAt]) || !isBase62(key[secretAt:]) {
@@ -165,7 +165,7 @@ func parseAPIKey(key string) (id, secret string, err error) {
 // checksum is the CRC-32 (IEEE) of s in base62, 6 characters, left-padded.
 func checksum(s string) string {
 	v := crc32.ChecksumIEEE([]byte(s))
-	var b [APIKeyChecksumLen]byte
+	var b [apiKeyChecksumLen]byte
 	for i := len(b) - 1; i >= 0; i-- {
 		b[i] = base62[v%62]
 		v /= 62
@@ -215,7 +215,7 @@ func hashSecret(pepper []byte, secret string) [sha256.Size]byte {
 // Contract: LookupAPIKey returns (record, true, nil) when id is known,
 // (zero, false, nil) when it is not, and a non-nil error only when the
 // store cannot answer (then the request gets 503, never 401 and never
-// anonymous). id is attacker-controlled but always [APIKeyIDLen] base62
+// anonymous). id is attacker-controlled but always 12 base62
 // characters (the key's checksum was verified). Implementations should
 // answer known and unknown ids in similar time; the authenticator does
 // the same HMAC work in both cases. Safe for concurrent use.
@@ -226,11 +226,11 @@ type APIKeyStore interface {
 // APIKeyConfig configures [NewAPIKeyAuthenticator].
 //
 //   - Store: where records are looked up. Required.
-//   - Pepper: the HMAC-SHA256 key of the stored hashes, at least
-//     [MinPepperBytes] bytes; keep it outside the store (see
-//     [ReadPepperFile]). Copied.
+//   - Pepper: the HMAC-SHA256 key of the stored hashes, at least 32
+//     bytes (e.g. 43 random base62 characters); keep it outside the store
+//     (a leaked store without it yields no usable key). Copied.
 //   - Issuer: the Principal.Issuer of API-key principals; "" means
-//     [DefaultAPIKeyIssuer].
+//     "urn:ratekey:api-key".
 type APIKeyConfig struct {
 	Store  APIKeyStore
 	Pepper []byte
@@ -266,18 +266,18 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("identity: api keys: no store"))
 	}
-	if len(cfg.Pepper) < MinPepperBytes {
-		errs = append(errs, fmt.Errorf("identity: api keys: pepper is %d bytes, need at least %d", len(cfg.Pepper), MinPepperBytes))
+	if len(cfg.Pepper) < minPepperBytes {
+		errs = append(errs, fmt.Errorf("identity: api keys: pepper is %d bytes, need at least %d", len(cfg.Pepper), minPepperBytes))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	a := &APIKeyAuthenticator{store: cfg.Store, pepper: append([]byte(nil), cfg.Pepper...), issuer: cfg.Issuer}
 	if a.issuer == "" {
-		a.issuer = DefaultAPIKeyIssuer
+		a.issuer = defaultAPIKeyIssuer
 	}
 	// A hash no secret is known to match: HMAC of fresh random bytes.
-	noise, err := randomBase62(APIKeySecretLen)
+	noise, err := randomBase62(apiKeySecretLen)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 
 // Authenticate reads an API key from the `X-API-Key` header or from
 // `Authorization: Bearer rk_...` and verifies it with
-// [APIKeyAuthenticator.Verify]. No credential: [ErrNoCredential]; both
+// the checks described on [APIKeyAuthenticator]. No credential: [ErrNoCredential]; both
 // headers, two lines of either, or an empty X-API-Key: 400 invalid_request;
 // a bearer token that is not an API key, or a failed check: 401
 // invalid_token; store failure: an error wrapping [ErrKeySourceUnavailable].
@@ -300,15 +300,15 @@ func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, h http.Header) (
 	if !c.isAPIKey() {
 		return Principal{}, invalidToken("bearer token is not an API key", errAPIKeyMalformed)
 	}
-	return a.Verify(ctx, c.value)
+	return a.verifyKey(ctx, c.value)
 }
 
-// Verify checks one API key as described on [APIKeyAuthenticator]. Errors:
+// verifyKey checks one API key as described on [APIKeyAuthenticator]. Errors:
 // [*AuthError] invalid_token "API key is malformed" (shape or checksum) or
 // "API key is invalid" (unknown id or wrong secret, indistinguishable), or
 // an error wrapping [ErrKeySourceUnavailable] when the store fails. No
 // error contains the key or its secret. Safe for concurrent use.
-func (a *APIKeyAuthenticator) Verify(ctx context.Context, key string) (Principal, error) {
+func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (Principal, error) {
 	id, secret, err := parseAPIKey(key)
 	if err != nil {
 		return Principal{}, invalidToken("API key is malformed", errAPIKeyMalformed)

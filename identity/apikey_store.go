@@ -1,52 +1,26 @@
 package identity
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
-	"time"
-
-	"github.com/ratekey/ratekey/internal/quote"
-	"github.com/ratekey/ratekey/internal/regularfile"
 )
 
-// The API key file (JSON Lines): one record per line, UTF-8, "\n" line ends
-// ("\r\n" accepted); blank lines and lines whose first non-space byte is "#"
-// are ignored. Each record is one JSON object with exactly these members:
-//
-//	{"id":"4fZbq1Xk0aTe","tenant":"acme","account":"alice","hmac_sha256":"<43 base64url chars>","created":"2026-03-04T12:00:00Z"}
-//
-//   - id: the public id ([APIKeyIDLen] base62 characters), unique in the file;
-//   - tenant, account: see [APIKeyRecord];
-//   - hmac_sha256: HMAC-SHA256(pepper, secret), unpadded base64url (RFC 4648
-//     §5) of its 32 bytes;
-//   - created: optional, RFC 3339 UTC.
-//
-// Unknown, missing, duplicate or case-variant members, and duplicate ids,
-// are errors naming the line number (never the hash). The file holds no
-// secret, but it should still be readable only by the service (0600):
-// with the pepper it allows offline guessing, and whoever can write it can
-// mint principals. Revoke a key by deleting its line and reloading.
-
-// MemoryAPIKeyStore is an immutable in-memory [APIKeyStore], built from
-// records or an API key file. Safe for concurrent use.
-type MemoryAPIKeyStore struct {
+// memoryStore is the immutable in-memory [APIKeyStore] of
+// [NewMemoryAPIKeyStore].
+type memoryStore struct {
 	byID map[string]APIKeyRecord
 }
 
-var _ APIKeyStore = (*MemoryAPIKeyStore)(nil)
+var _ APIKeyStore = (*memoryStore)(nil)
 
 // NewMemoryAPIKeyStore validates recs (each [APIKeyRecord.Validate], ids
-// unique) and returns a store holding copies of them.
-func NewMemoryAPIKeyStore(recs []APIKeyRecord) (*MemoryAPIKeyStore, error) {
-	s := &MemoryAPIKeyStore{byID: make(map[string]APIKeyRecord, len(recs))}
+// unique) and returns an immutable in-memory [APIKeyStore] holding copies
+// of them, whose LookupAPIKey never fails. The error joins every problem
+// found. The store is safe for concurrent use; to change the keys, build a
+// new store (and authenticator).
+func NewMemoryAPIKeyStore(recs []APIKeyRecord) (APIKeyStore, error) {
+	s := &memoryStore{byID: make(map[string]APIKeyRecord, len(recs))}
 	var errs []error
 	for _, r := range recs {
 		if err := r.Validate(); err != nil {
@@ -66,213 +40,7 @@ func NewMemoryAPIKeyStore(recs []APIKeyRecord) (*MemoryAPIKeyStore, error) {
 }
 
 // LookupAPIKey implements [APIKeyStore]; it never fails.
-func (s *MemoryAPIKeyStore) LookupAPIKey(_ context.Context, id string) (APIKeyRecord, bool, error) {
+func (s *memoryStore) LookupAPIKey(_ context.Context, id string) (APIKeyRecord, bool, error) {
 	r, ok := s.byID[id]
 	return r, ok, nil
-}
-
-// Len returns the number of records.
-func (s *MemoryAPIKeyStore) Len() int { return len(s.byID) }
-
-// LoadAPIKeyFile reads an API key file (format above) into a store. A
-// missing file is an error (create it with [AppendAPIKeyRecord]).
-func LoadAPIKeyFile(path string) (*MemoryAPIKeyStore, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("identity: API key file: %w", err)
-	}
-	defer f.Close()
-	recs, err := ParseAPIKeyRecords(f)
-	if err != nil {
-		return nil, fmt.Errorf("identity: API key file %s: %w", path, err)
-	}
-	return NewMemoryAPIKeyStore(recs)
-}
-
-// maxAPIKeyLine bounds one line of an API key file.
-const maxAPIKeyLine = 4096
-
-// ParseAPIKeyRecords parses API key file text (format above). All problems
-// are reported, joined, each with its line number.
-func ParseAPIKeyRecords(r io.Reader) ([]APIKeyRecord, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1024), maxAPIKeyLine)
-	var recs []APIKeyRecord
-	var errs []error
-	seen := map[string]int{}
-	n := 0
-	for sc.Scan() {
-		n++
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		rec, err := parseAPIKeyLine(line)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
-			continue
-		}
-		if first, dup := seen[rec.ID]; dup {
-			errs = append(errs, fmt.Errorf("line %d: id %s already on line %d", n, rec.ID, first))
-			continue
-		}
-		seen[rec.ID] = n
-		recs = append(recs, rec)
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("after line %d: %w", n, err))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return recs, nil
-}
-
-var apiKeyFields = [...]string{"id", "tenant", "account", "hmac_sha256", "created"}
-
-func parseAPIKeyLine(line []byte) (APIKeyRecord, error) {
-	obj, err := decodeObject(line)
-	if err != nil {
-		return APIKeyRecord{}, errors.New("not one JSON object with unique members")
-	}
-	for k := range obj {
-		known := false
-		for _, f := range apiKeyFields {
-			known = known || k == f
-		}
-		if !known {
-			return APIKeyRecord{}, fmt.Errorf("unknown member %s", quote.Value(k))
-		}
-	}
-	str := func(name string, required bool) (string, error) {
-		raw, ok := obj[name]
-		if !ok {
-			if required {
-				return "", fmt.Errorf("member %s is missing", quote.Value(name))
-			}
-			return "", nil
-		}
-		s, ok := jsonString(raw)
-		if !ok {
-			return "", fmt.Errorf("member %s is not a string", quote.Value(name))
-		}
-		return s, nil
-	}
-	var rec APIKeyRecord
-	var hash, created string
-	for _, f := range []struct {
-		name     string
-		dst      *string
-		required bool
-	}{{"id", &rec.ID, true}, {"tenant", &rec.Tenant, true}, {"account", &rec.Account, true},
-		{"hmac_sha256", &hash, true}, {"created", &created, false}} {
-		if *f.dst, err = str(f.name, f.required); err != nil {
-			return APIKeyRecord{}, err
-		}
-	}
-	h, err := base64.RawURLEncoding.Strict().DecodeString(hash)
-	if err != nil || len(h) != len(rec.Hash) {
-		return APIKeyRecord{}, errors.New(`member "hmac_sha256" is not 32 bytes of unpadded base64url`)
-	}
-	copy(rec.Hash[:], h)
-	if created != "" {
-		if rec.Created, err = time.Parse(time.RFC3339, created); err != nil {
-			return APIKeyRecord{}, errors.New(`member "created" is not an RFC 3339 time`)
-		}
-	}
-	if err := rec.Validate(); err != nil {
-		return APIKeyRecord{}, errors.New(strings.TrimPrefix(err.Error(), "identity: "))
-	}
-	return rec, nil
-}
-
-// MarshalAPIKeyRecord returns rec as one line of an API key file, with its
-// trailing "\n".
-func MarshalAPIKeyRecord(rec APIKeyRecord) ([]byte, error) {
-	if err := rec.Validate(); err != nil {
-		return nil, err
-	}
-	line := struct {
-		ID      string `json:"id"`
-		Tenant  string `json:"tenant"`
-		Account string `json:"account"`
-		HMAC    string `json:"hmac_sha256"`
-		Created string `json:"created,omitempty"`
-	}{rec.ID, rec.Tenant, rec.Account, base64.RawURLEncoding.EncodeToString(rec.Hash[:]), ""}
-	if !rec.Created.IsZero() {
-		line.Created = rec.Created.UTC().Format(time.RFC3339)
-	}
-	b, err := json.Marshal(line)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
-// AppendAPIKeyRecord appends rec to the API key file at path, creating it
-// with mode 0600 if needed. The existing file must parse, and must not hold
-// rec.ID already. It is not safe against concurrent writers of the same
-// file (the demo's `apikey` command is run by hand).
-func AppendAPIKeyRecord(path string, rec APIKeyRecord) error {
-	line, err := MarshalAPIKeyRecord(rec)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("identity: API key file: %w", err)
-	}
-	defer f.Close()
-	existing, err := io.ReadAll(f)
-	if err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
-	}
-	recs, err := ParseAPIKeyRecords(bytes.NewReader(existing))
-	if err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
-	}
-	for _, r := range recs {
-		if r.ID == rec.ID {
-			return fmt.Errorf("identity: API key file %s: id %s already present", path, rec.ID)
-		}
-	}
-	if len(existing) > 0 && existing[len(existing)-1] != '\n' {
-		line = append([]byte{'\n'}, line...)
-	}
-	if _, err := f.Write(line); err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-// maxPepperFileBytes bounds a pepper file (a pepper is 32 to a few hundred
-// bytes).
-const maxPepperFileBytes = 4096
-
-// ReadPepperFile reads a pepper: the file's bytes without one trailing
-// "\n" or "\r\n", at least [MinPepperBytes] long. The file must be a
-// regular file of at most 4096 bytes (a device such as /dev/urandom is
-// refused, not read until memory runs out). The error never contains the
-// file's content. Generate one with [GeneratePepper].
-func ReadPepperFile(path string) ([]byte, error) {
-	b, err := regularfile.Read(path, maxPepperFileBytes)
-	if err != nil {
-		return nil, fmt.Errorf("identity: pepper file: %w", err)
-	}
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	b = bytes.TrimSuffix(b, []byte("\r"))
-	if len(b) < MinPepperBytes {
-		return nil, fmt.Errorf("identity: pepper file %s: %d bytes, need at least %d", path, len(b), MinPepperBytes)
-	}
-	return b, nil
-}
-
-// GeneratePepper returns a new random pepper as text suitable for a pepper
-// file: 43 random base62 characters (256 bits) and a newline.
-func GeneratePepper() (string, error) {
-	s, err := randomBase62(43)
-	if err != nil {
-		return "", err
-	}
-	return s + "\n", nil
 }

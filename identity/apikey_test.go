@@ -1,12 +1,9 @@
 package identity
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -56,20 +53,20 @@ func newAPIKeyFixture(tb testing.TB) (*APIKeyAuthenticator, string, APIKeyRecord
 func TestNewAPIKey(t *testing.T) {
 	a, key, rec, _ := newAPIKeyFixture(t)
 	m := apiKeyRef.FindStringSubmatch(key)
-	if m == nil || len(key) != APIKeyLen {
+	if m == nil || len(key) != apiKeyLen {
 		t.Fatalf("key shape: %d bytes", len(key))
 	}
-	if m[1] != rec.ID || checksum(key[:len(key)-APIKeyChecksumLen]) != m[3] {
+	if m[1] != rec.ID || checksum(key[:len(key)-apiKeyChecksumLen]) != m[3] {
 		t.Fatal("id or checksum mismatch")
 	}
 	if rec.Hash != hashSecret(testPepper, m[2]) {
 		t.Fatal("stored hash is not HMAC-SHA256(pepper, secret)")
 	}
-	if id, err := APIKeyID(key); err != nil || id != rec.ID {
-		t.Fatalf("APIKeyID = %q, %v", id, err)
+	if id, err := apiKeyID(key); err != nil || id != rec.ID {
+		t.Fatalf("apiKeyID = %q, %v", id, err)
 	}
-	p, err := a.Verify(context.Background(), key)
-	want := Principal{Issuer: DefaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
+	p, err := a.verifyKey(context.Background(), key)
+	want := Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
 	if err != nil || p != want {
 		t.Fatalf("Verify = %+v, %v", p, err)
 	}
@@ -100,7 +97,7 @@ func TestAPIKeyChecksumCatchesTypos(t *testing.T) {
 		if _, _, err := parseAPIKey(k); err == nil {
 			t.Fatalf("typo accepted at a checksum-covered position")
 		}
-		if _, err := a.Verify(context.Background(), k); !isDesc(err, "API key is malformed") {
+		if _, err := a.verifyKey(context.Background(), k); !isDesc(err, "API key is malformed") {
 			t.Fatalf("typo: err = %v", err)
 		}
 	}
@@ -122,7 +119,7 @@ func TestAPIKeyChecksumCatchesTypos(t *testing.T) {
 
 func isDesc(err error, desc string) bool {
 	var ae *AuthError
-	return errors.As(err, &ae) && ae.Code == CodeInvalidToken && ae.Description == desc
+	return errors.As(err, &ae) && ae.Code == codeInvalidToken && ae.Description == desc
 }
 
 // TestAPIKeyUnknownIDAndWrongSecretLookAlike: an unknown id and a wrong
@@ -132,20 +129,20 @@ func TestAPIKeyUnknownIDAndWrongSecretLookAlike(t *testing.T) {
 	a, key, rec, store := newAPIKeyFixture(t)
 	other, _, _ := NewAPIKey(testPepper, "acme", "alice") // unknown id
 	wrongSecret := func() string {
-		s := []byte(key[:len(key)-APIKeyChecksumLen])
+		s := []byte(key[:len(key)-apiKeyChecksumLen])
 		s[20] = 'A' + (s[20]-'A'+1)%26
 		if s[20] == key[20] {
 			s[20] = 'z'
 		}
 		return string(s) + checksum(string(s))
 	}()
-	if id, _ := APIKeyID(wrongSecret); id != rec.ID {
+	if id, _ := apiKeyID(wrongSecret); id != rec.ID {
 		t.Fatal("fixture: wrong-secret key must keep the id")
 	}
 	var texts []string
 	for _, k := range []string{other, wrongSecret} {
 		before := store.lookups.Load()
-		_, err := a.Verify(context.Background(), k)
+		_, err := a.verifyKey(context.Background(), k)
 		if !isDesc(err, "API key is invalid") || !errors.Is(err, errAPIKeyInvalid) {
 			t.Fatalf("err = %v", err)
 		}
@@ -158,7 +155,7 @@ func TestAPIKeyUnknownIDAndWrongSecretLookAlike(t *testing.T) {
 		t.Fatalf("distinguishable errors: %q vs %q", texts[0], texts[1])
 	}
 	store.fail = true
-	_, err := a.Verify(context.Background(), key)
+	_, err := a.verifyKey(context.Background(), key)
 	if !errors.Is(err, ErrKeySourceUnavailable) {
 		t.Fatalf("store failure: %v", err)
 	}
@@ -174,10 +171,10 @@ func TestAPIKeyMalformed(t *testing.T) {
 		"", "rk_", key[:len(key)-1], key + "0", "RK_" + key[3:], "rk-" + key[3:],
 		strings.Replace(key, "_", "-", 2), key[:15] + "." + key[16:], strings.ToUpper(key),
 		"rk_" + strings.Repeat("0", 12) + "_" + strings.Repeat("0", 38),
-		"eyJhbGciOiJub25lIn0.e30.", strings.Repeat("A", APIKeyLen),
+		"eyJhbGciOiJub25lIn0.e30.", strings.Repeat("A", apiKeyLen),
 		key[:20] + "é" + key[22:],
 	} {
-		if _, err := a.Verify(context.Background(), k); !isDesc(err, "API key is malformed") {
+		if _, err := a.verifyKey(context.Background(), k); !isDesc(err, "API key is malformed") {
 			t.Errorf("%q: err = %v", k, err)
 		}
 	}
@@ -188,7 +185,7 @@ func TestAPIKeyMalformed(t *testing.T) {
 
 func TestAPIKeyAuthenticateHeaders(t *testing.T) {
 	a, key, rec, _ := newAPIKeyFixture(t)
-	ok := Principal{Issuer: DefaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
+	ok := Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
 	tests := []struct {
 		name   string
 		h      http.Header
@@ -230,117 +227,8 @@ func TestAPIKeyAuthenticateHeaders(t *testing.T) {
 	}
 }
 
-func TestAPIKeyFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keys.jsonl")
-	var keys []string
-	for _, acct := range []string{"alice", "bob"} {
-		key, rec, err := NewAPIKey(testPepper, "acme", acct)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := AppendAPIKeyRecord(path, rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := AppendAPIKeyRecord(path, rec); err == nil || !strings.Contains(err.Error(), "already present") {
-			t.Fatalf("duplicate append: %v", err)
-		}
-		keys = append(keys, key)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("file mode: %v %v", fi.Mode(), err)
-	}
-	data, _ := os.ReadFile(path)
-	for _, k := range keys {
-		if bytes.Contains(data, []byte(k)) || bytes.Contains(data, []byte(apiKeyRef.FindStringSubmatch(k)[2])) {
-			t.Fatal("the key file holds a secret")
-		}
-	}
-	store, err := LoadAPIKeyFile(path)
-	if err != nil || store.Len() != 2 {
-		t.Fatalf("LoadAPIKeyFile: %v", err)
-	}
-	a, err := NewAPIKeyAuthenticator(APIKeyConfig{Store: store, Pepper: testPepper, Issuer: "demo-keys"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := a.Verify(context.Background(), keys[1])
-	if err != nil || p.Account != "bob" || p.Issuer != "demo-keys" {
-		t.Fatalf("%+v %v", p, err)
-	}
-	// A different pepper verifies nothing.
-	b, _ := NewAPIKeyAuthenticator(APIKeyConfig{Store: store, Pepper: bytes.Repeat([]byte("x"), 32)})
-	if _, err := b.Verify(context.Background(), keys[0]); !isDesc(err, "API key is invalid") {
-		t.Fatalf("other pepper: %v", err)
-	}
-
-	// Appending to a file without a final newline keeps lines apart.
-	trunc := filepath.Join(dir, "trunc.jsonl")
-	_, rec, _ := NewAPIKey(testPepper, "acme", "carol")
-	line, _ := MarshalAPIKeyRecord(rec)
-	_ = os.WriteFile(trunc, bytes.TrimSuffix(line, []byte("\n")), 0o600)
-	_, rec2, _ := NewAPIKey(testPepper, "acme", "dave")
-	if err := AppendAPIKeyRecord(trunc, rec2); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := LoadAPIKeyFile(trunc); err != nil || s.Len() != 2 {
-		t.Fatalf("after append to unterminated file: %v", err)
-	}
-}
-
-func TestParseAPIKeyRecords(t *testing.T) {
-	const h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" // 32 zero bytes
-	good := `{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`
-	text := "# comment\n\n" + good + "\r\n" + `{"id":"0123456789ab","tenant":"t","account":"a","hmac_sha256":"` + h + `","created":"2026-03-04T12:00:00Z"}` + "\n"
-	recs, err := ParseAPIKeyRecords(strings.NewReader(text))
-	if err != nil || len(recs) != 2 || recs[1].Created.IsZero() {
-		t.Fatalf("%v %+v", err, recs)
-	}
-	bad := []struct{ line, want string }{
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","extra":1}`, `unknown member "extra"`},
-		{`{"ID":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, `unknown member "ID"`},
-		{`{"id":"abcdefABCDEF","id":"abcdefABCDEX","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "unique members"},
-		{`{"id":"abcdef","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "12 base62"},
-		{`{"id":"abcdefABCDEF","tenant":"","account":"alice","hmac_sha256":"` + h + `"}`, "tenant is empty"},
-		{`{"id":"abcdefABCDEF","tenant":"a\u0007","account":"alice","hmac_sha256":"` + h + `"}`, "control character"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"c2VjcmV0"}`, "32 bytes"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `="}`, "32 bytes"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice"}`, `"hmac_sha256" is missing`},
-		{`{"id":"abcdefABCDEF","tenant":1,"account":"alice","hmac_sha256":"` + h + `"}`, "not a string"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","created":"yesterday"}`, "RFC 3339"},
-		{`[1]`, "JSON object"},
-		{good, "already on line 1"},
-	}
-	for _, b := range bad {
-		_, err := ParseAPIKeyRecords(strings.NewReader(good + "\n" + b.line + "\n"))
-		if err == nil || !strings.Contains(err.Error(), "line 2: ") || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("%s: err = %v, want %q", b.line, err, b.want)
-		}
-		if err != nil && strings.Contains(err.Error(), h) {
-			t.Errorf("error echoes the hash: %v", err)
-		}
-	}
-	if _, err := ParseAPIKeyRecords(strings.NewReader(strings.Repeat("x", maxAPIKeyLine+10))); err == nil {
-		t.Error("overlong line accepted")
-	}
-}
-
-func TestPepper(t *testing.T) {
-	dir := t.TempDir()
-	p, err := GeneratePepper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "pepper")
-	_ = os.WriteFile(path, []byte(p), 0o600)
-	got, err := ReadPepperFile(path)
-	if err != nil || string(got) != strings.TrimSuffix(p, "\n") || len(got) != 43 {
-		t.Fatalf("ReadPepperFile = %d bytes, %v", len(got), err)
-	}
-	_ = os.WriteFile(path, []byte("short\n"), 0o600)
-	if _, err := ReadPepperFile(path); err == nil || strings.Contains(err.Error(), "short") {
-		t.Fatalf("short pepper: %v", err)
-	}
+// TestAPIKeyConfigErrors: every problem of the config is reported.
+func TestAPIKeyConfigErrors(t *testing.T) {
 	if _, err := NewAPIKeyAuthenticator(APIKeyConfig{Pepper: []byte("x")}); err == nil ||
 		!strings.Contains(err.Error(), "no store") || !strings.Contains(err.Error(), "pepper is 1 bytes") {
 		t.Fatalf("config errors: %v", err)
@@ -359,7 +247,7 @@ func FuzzParseAPIKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		id, secret, err := parseAPIKey(s)
 		m := apiKeyRef.FindStringSubmatch(s)
-		want := m != nil && checksum(s[:len(s)-APIKeyChecksumLen]) == m[3]
+		want := m != nil && checksum(s[:len(s)-apiKeyChecksumLen]) == m[3]
 		if (err == nil) != want {
 			t.Fatalf("parseAPIKey(%q) err = %v, reference says %v", s, err, want)
 		}
@@ -369,7 +257,7 @@ func FuzzParseAPIKey(f *testing.F) {
 			}
 			return
 		}
-		if body := APIKeyPrefix + id + "_" + secret; body+checksum(body) != s {
+		if body := apiKeyPrefix + id + "_" + secret; body+checksum(body) != s {
 			t.Fatalf("accepted key does not recompose")
 		}
 	})

@@ -16,8 +16,8 @@ import (
 //   - No credential present: return (Principal{}, [ErrNoCredential]) and
 //     nothing else; the caller decides between a 401 challenge and anonymous.
 //   - A credential present but malformed or unverifiable: return a
-//     [*AuthError] ([CodeInvalidRequest] for malformed requests,
-//     [CodeInvalidToken] for failed verification, RFC 6750 §3.1). Never
+//     [*AuthError] ("invalid_request" for malformed requests,
+//     "invalid_token" for failed verification, RFC 6750 §3.1). Never
 //     ErrNoCredential, never an anonymous Principal.
 //   - The credential cannot be checked now (key source unreachable with
 //     nothing cached, store down): an error wrapping

@@ -8,10 +8,10 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// MaxTokenBytes is the longest bearer token accepted, in bytes. Longer
-// tokens are rejected with [CodeInvalidToken] before any decoding, so a
+// maxTokenBytes is the longest bearer token accepted, in bytes. Longer
+// tokens are rejected with "invalid_token" before any decoding, so a
 // flood of huge tokens costs a length comparison, not base64 and JSON work.
-const MaxTokenBytes = 8192
+const maxTokenBytes = 8192
 
 // Sentinels wrapped by the AuthErrors of BearerToken (for tests and
 // errors.Is inside the package; their text is as safe as the descriptions).
@@ -20,7 +20,7 @@ var (
 	errNotBearer             = errors.New("identity: authorization scheme is not Bearer")
 	errEmptyToken            = errors.New("identity: empty bearer token")
 	errTokenCharset          = errors.New("identity: bearer token has characters outside b64token")
-	errTokenTooLong          = errors.New("identity: bearer token exceeds MaxTokenBytes")
+	errTokenTooLong          = errors.New("identity: bearer token exceeds maxTokenBytes")
 )
 
 // BearerToken extracts the bearer token from the Authorization header of h,
@@ -47,7 +47,7 @@ var (
 //     b64token (including trailing spaces and commas): invalid_request.
 //     None of these ever yields ErrNoCredential, so a malformed or foreign
 //     credential never becomes anonymous.
-//   - A token longer than [MaxTokenBytes]: invalid_token, checked before
+//   - A token longer than 8192: invalid_token, checked before
 //     the charset and before any decoding.
 //
 // The returned token has been checked only for shape; it is not verified.
@@ -83,7 +83,7 @@ func BearerToken(h http.Header) (string, error) {
 	if tok == "" {
 		return "", invalidRequest("bearer token is missing", errEmptyToken)
 	}
-	if len(tok) > MaxTokenBytes {
+	if len(tok) > maxTokenBytes {
 		return "", invalidToken("token is too long", errTokenTooLong)
 	}
 	if !isB64Token(tok) {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestBearerToken(t *testing.T) {
-	long := strings.Repeat("A", MaxTokenBytes)
+	long := strings.Repeat("A", maxTokenBytes)
 	tests := []struct {
 		name  string
 		lines []string // nil: no header
@@ -23,32 +23,32 @@ func TestBearerToken(t *testing.T) {
 		{name: "mixed case scheme", lines: []string{"bEaReR abc"}, want: "abc"},
 		{name: "several spaces", lines: []string{"Bearer   abc"}, want: "abc"},
 		{name: "full b64token charset", lines: []string{"Bearer aZ09-._~+/=="}, want: "aZ09-._~+/=="},
-		{name: "exactly MaxTokenBytes", lines: []string{"Bearer " + long}, want: long},
+		{name: "exactly maxTokenBytes", lines: []string{"Bearer " + long}, want: long},
 
 		{name: "no header", err: ErrNoCredential},
-		{name: "two lines", lines: []string{"Bearer a", "Bearer b"}, err: errMultipleAuthorization, code: CodeInvalidRequest},
-		{name: "two lines, first empty", lines: []string{"", "Bearer b"}, err: errMultipleAuthorization, code: CodeInvalidRequest},
-		{name: "empty header", lines: []string{""}, err: errNotBearer, code: CodeInvalidRequest},
+		{name: "two lines", lines: []string{"Bearer a", "Bearer b"}, err: errMultipleAuthorization, code: codeInvalidRequest},
+		{name: "two lines, first empty", lines: []string{"", "Bearer b"}, err: errMultipleAuthorization, code: codeInvalidRequest},
+		{name: "empty header", lines: []string{""}, err: errNotBearer, code: codeInvalidRequest},
 		{name: "basic", lines: []string{"Basic dXNlcjpwYXNz"}, err: ErrUnsupportedScheme},
 		{name: "basic short", lines: []string{"Basic x"}, err: ErrUnsupportedScheme},
-		{name: "scheme only", lines: []string{"Bearer"}, err: errEmptyToken, code: CodeInvalidRequest},
-		{name: "scheme and space", lines: []string{"Bearer "}, err: errEmptyToken, code: CodeInvalidRequest},
+		{name: "scheme only", lines: []string{"Bearer"}, err: errEmptyToken, code: codeInvalidRequest},
+		{name: "scheme and space", lines: []string{"Bearer "}, err: errEmptyToken, code: codeInvalidRequest},
 		{name: "scheme prefix of other scheme", lines: []string{"BearerX abc"}, err: ErrUnsupportedScheme},
 		{name: "no separator", lines: []string{"Bearerabc"}, err: ErrUnsupportedScheme},
-		{name: "tab separator", lines: []string{"Bearer\tabc"}, err: errNotBearer, code: CodeInvalidRequest},
-		{name: "leading space", lines: []string{" Bearer abc"}, err: errNotBearer, code: CodeInvalidRequest},
-		{name: "cyrillic lookalike scheme", lines: []string{"Be\u0430rer abc"}, err: errNotBearer, code: CodeInvalidRequest},
-		{name: "trailing space", lines: []string{"Bearer abc "}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "two tokens", lines: []string{"Bearer abc def"}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "comma list", lines: []string{"Bearer abc, Bearer def"}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "only padding", lines: []string{"Bearer ==="}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "padding in middle", lines: []string{"Bearer ab=c"}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "quote", lines: []string{`Bearer "abc"`}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "control byte", lines: []string{"Bearer ab\x00c"}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "non-ascii", lines: []string{"Bearer abcé"}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "auth-param form", lines: []string{`Bearer realm="x"`}, err: errTokenCharset, code: CodeInvalidRequest},
-		{name: "too long", lines: []string{"Bearer " + long + "A"}, err: errTokenTooLong, code: CodeInvalidToken},
-		{name: "too long with bad bytes is still too long", lines: []string{"Bearer " + long + " x"}, err: errTokenTooLong, code: CodeInvalidToken},
+		{name: "tab separator", lines: []string{"Bearer\tabc"}, err: errNotBearer, code: codeInvalidRequest},
+		{name: "leading space", lines: []string{" Bearer abc"}, err: errNotBearer, code: codeInvalidRequest},
+		{name: "cyrillic lookalike scheme", lines: []string{"Be\u0430rer abc"}, err: errNotBearer, code: codeInvalidRequest},
+		{name: "trailing space", lines: []string{"Bearer abc "}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "two tokens", lines: []string{"Bearer abc def"}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "comma list", lines: []string{"Bearer abc, Bearer def"}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "only padding", lines: []string{"Bearer ==="}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "padding in middle", lines: []string{"Bearer ab=c"}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "quote", lines: []string{`Bearer "abc"`}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "control byte", lines: []string{"Bearer ab\x00c"}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "non-ascii", lines: []string{"Bearer abcé"}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "auth-param form", lines: []string{`Bearer realm="x"`}, err: errTokenCharset, code: codeInvalidRequest},
+		{name: "too long", lines: []string{"Bearer " + long + "A"}, err: errTokenTooLong, code: codeInvalidToken},
+		{name: "too long with bad bytes is still too long", lines: []string{"Bearer " + long + " x"}, err: errTokenTooLong, code: codeInvalidToken},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestBearerToken(t *testing.T) {
 				t.Fatalf("err = %v, want AuthError code %s", err, tt.code)
 			}
 			want := 400
-			if tt.code == CodeInvalidToken {
+			if tt.code == codeInvalidToken {
 				want = 401
 			}
 			if ae.Status() != want {
@@ -105,13 +105,13 @@ func TestAuthErrorStatus(t *testing.T) {
 	for _, tt := range []struct {
 		code string
 		want int
-	}{{CodeInvalidRequest, 400}, {CodeInvalidToken, 401}, {"", 401}, {"other", 401}} {
+	}{{codeInvalidRequest, 400}, {codeInvalidToken, 401}, {"", 401}, {"other", 401}} {
 		e := &AuthError{Code: tt.code, Description: "d"}
 		if e.Status() != tt.want {
 			t.Errorf("Status(%q) = %d, want %d", tt.code, e.Status(), tt.want)
 		}
 	}
-	e := &AuthError{Code: CodeInvalidToken, Description: "token is expired", Err: errTokenTooLong}
+	e := &AuthError{Code: codeInvalidToken, Description: "token is expired", Err: errTokenTooLong}
 	if got, want := e.Error(), "identity: invalid_token: token is expired"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -130,7 +130,7 @@ var bearerDescriptions = map[string]bool{
 }
 
 // FuzzBearerToken checks that BearerToken never panics, that an accepted
-// token is a b64token of at most MaxTokenBytes found at the end of a
+// token is a b64token of at most maxTokenBytes found at the end of a
 // "Bearer" + 1*SP header, and that every failure is ErrNoCredential (only
 // without header), ErrUnsupportedScheme (only for one line in another
 // well-formed scheme) or an AuthError with a fixed description.
@@ -163,10 +163,10 @@ func FuzzBearerToken(f *testing.F) {
 			if !bearerDescriptions[ae.Description] {
 				t.Fatalf("unexpected description %q", ae.Description)
 			}
-			if ae.Code != CodeInvalidRequest && ae.Code != CodeInvalidToken {
+			if ae.Code != codeInvalidRequest && ae.Code != codeInvalidToken {
 				t.Fatalf("unexpected code %q", ae.Code)
 			}
-			if two && ae.Code != CodeInvalidRequest {
+			if two && ae.Code != codeInvalidRequest {
 				t.Fatalf("two lines gave %v", err)
 			}
 			return
@@ -174,7 +174,7 @@ func FuzzBearerToken(f *testing.F) {
 		if two {
 			t.Fatal("two Authorization lines accepted")
 		}
-		if tok == "" || len(tok) > MaxTokenBytes || !isB64Token(tok) {
+		if tok == "" || len(tok) > maxTokenBytes || !isB64Token(tok) {
 			t.Fatalf("accepted bad token %q", tok)
 		}
 		prefix, ok := strings.CutSuffix(v1, tok)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Verification cost per algorithm, on the full VerifyContext path (length
+// Verification cost per algorithm, on the full verifyToken path (length
 // cap, strict header and claims decoding, issuer selection, key lookup,
 // signature, claims validation). RS256 uses a 2048-bit key; the JWKS
 // variant reads its key from a fetched set (after the first fetch, a map
@@ -27,7 +27,7 @@ func BenchmarkVerify(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := a.VerifyContext(ctx, c.tok); err != nil {
+				if _, err := a.verifyToken(ctx, c.tok); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -38,12 +38,12 @@ func BenchmarkVerify(b *testing.B) {
 		ja := newJWKSAuth(b, newFakeClock(), nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
 		tok := mint(b, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
 		ctx := context.Background()
-		if _, err := ja.VerifyContext(ctx, tok); err != nil {
+		if _, err := ja.verifyToken(ctx, tok); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ja.VerifyContext(ctx, tok); err != nil {
+			if _, err := ja.verifyToken(ctx, tok); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -56,7 +56,7 @@ func BenchmarkVerify(b *testing.B) {
 func BenchmarkAPIKey(b *testing.B) {
 	a, key, _, _ := newAPIKeyFixture(b)
 	unknown, _, _ := NewAPIKey(testPepper, "acme", "ghost")
-	s := []byte(key[:len(key)-APIKeyChecksumLen])
+	s := []byte(key[:len(key)-apiKeyChecksumLen])
 	s[30] = map[bool]byte{true: 'x', false: 'y'}[s[30] != 'x']
 	wrong := string(s) + checksum(string(s))
 	typo := key[:len(key)-1] + map[bool]string{true: "0", false: "1"}[key[len(key)-1] != '0']
@@ -69,7 +69,7 @@ func BenchmarkAPIKey(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := a.Verify(ctx, c.key); (err == nil) != c.ok {
+				if _, err := a.verifyKey(ctx, c.key); (err == nil) != c.ok {
 					b.Fatal(err)
 				}
 			}
@@ -122,25 +122,25 @@ func BenchmarkVerifyRepeated(b *testing.B) {
 			a    *JWTAuthenticator
 		}{{"uncached", uncached}, {"cached", cached}} {
 			b.Run(c.name+"/"+v.name, func(b *testing.B) {
-				if _, err := v.a.VerifyContext(ctx, c.tok); err != nil {
+				if _, err := v.a.verifyToken(ctx, c.tok); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := v.a.VerifyContext(ctx, c.tok); err != nil {
+					if _, err := v.a.verifyToken(ctx, c.tok); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		}
 		b.Run(c.name+"/cached-parallel", func(b *testing.B) {
-			if _, err := cached.VerifyContext(ctx, c.tok); err != nil {
+			if _, err := cached.verifyToken(ctx, c.tok); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := cached.VerifyContext(ctx, c.tok); err != nil {
+					if _, err := cached.verifyToken(ctx, c.tok); err != nil {
 						b.Error(err)
 						return
 					}

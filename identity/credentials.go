@@ -25,7 +25,8 @@ type RequestAuthenticator interface {
 	AuthenticateRequest(r *http.Request) (Principal, error)
 }
 
-// Source names a place a credential is read from (see [CombinedConfig]).
+// Source names a place a credential is read from (see [CombinedConfig]):
+// one of the constants below, matched exactly (lower case).
 type Source string
 
 // Credential sources.
@@ -50,22 +51,13 @@ const (
 
 // Default names of the opt-in sources.
 const (
-	// DefaultQueryParameter is the query parameter read by [SourceQuery]
+	// defaultQueryParameter is the query parameter read by [SourceQuery]
 	// when CombinedConfig.QueryParameter is empty (RFC 6750 §2.3).
-	DefaultQueryParameter = "access_token"
-	// DefaultCookieName is the cookie read by [SourceCookie] when
+	defaultQueryParameter = "access_token"
+	// defaultCookieName is the cookie read by [SourceCookie] when
 	// CombinedConfig.CookieName is empty.
-	DefaultCookieName = "access_token"
+	defaultCookieName = "access_token"
 )
-
-// ParseSource parses "header", "query" or "cookie" (exact, lower case).
-func ParseSource(s string) (Source, error) {
-	switch Source(s) {
-	case SourceHeader, SourceQuery, SourceCookie:
-		return Source(s), nil
-	}
-	return "", fmt.Errorf("identity: unknown credential source %s (want header, query or cookie)", quote.Value(s))
-}
 
 // Sentinels of credential extraction (wrapped in AuthError.Err).
 var (
@@ -88,9 +80,9 @@ var (
 //   - Sources: where credentials are read from; nil or empty means
 //     [SourceHeader] only. Each at most once.
 //   - QueryParameter: the parameter of [SourceQuery]; "" means
-//     [DefaultQueryParameter]. Must be an RFC 9110 token.
+//     "access_token". Must be an RFC 9110 token.
 //   - CookieName: the cookie of [SourceCookie]; "" means
-//     [DefaultCookieName]. Must be an RFC 6265 cookie-name (a token).
+//     "access_token". Must be an RFC 6265 cookie-name (a token).
 type CombinedConfig struct {
 	JWT            *JWTAuthenticator
 	APIKeys        *APIKeyAuthenticator
@@ -101,7 +93,7 @@ type CombinedConfig struct {
 
 // CombinedAuthenticator reads one credential from the configured sources
 // and dispatches it: an API key (`X-API-Key`, or any value starting with
-// [APIKeyPrefix]) to the [APIKeyAuthenticator], anything else to the
+// "rk_") to the [APIKeyAuthenticator], anything else to the
 // [JWTAuthenticator].
 //
 // Extraction rules (decided; tests pin each one), following RFC 6750 §2
@@ -111,7 +103,7 @@ type CombinedConfig struct {
 //     [ErrUnsupportedScheme]).
 //   - X-API-Key (only with APIKeys), the query parameter and the cookie:
 //     more than one occurrence or an empty value → 400 invalid_request;
-//     longer than [MaxTokenBytes] → 401 invalid_token; bytes outside the
+//     longer than 8192 → 401 invalid_token; bytes outside the
 //     b64token set → 400 invalid_request.
 //   - Credentials in two places (a bearer token and an API key, a header
 //     and a query parameter, another-scheme Authorization and an API key,
@@ -160,13 +152,13 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 		}
 	}
 	if x.param == "" {
-		x.param = DefaultQueryParameter
+		x.param = defaultQueryParameter
 	}
 	if !httpguts.ValidHeaderFieldName(x.param) {
 		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %s is not a token", quote.Value(x.param)))
 	}
 	if x.cookieName == "" {
-		x.cookieName = DefaultCookieName
+		x.cookieName = defaultCookieName
 	}
 	if !httpguts.ValidHeaderFieldName(x.cookieName) {
 		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %s is not a token", quote.Value(x.cookieName)))
@@ -206,12 +198,12 @@ func (c *CombinedAuthenticator) dispatch(ctx context.Context, cred credential) (
 		if c.apiKeys == nil {
 			return Principal{}, invalidToken("API keys are not accepted", errNotAccepted)
 		}
-		return c.apiKeys.Verify(ctx, cred.value)
+		return c.apiKeys.verifyKey(ctx, cred.value)
 	}
 	if c.jwt == nil {
 		return Principal{}, invalidToken("bearer tokens are not accepted", errNotAccepted)
 	}
-	return c.jwt.VerifyContext(ctx, cred.value)
+	return c.jwt.verifyToken(ctx, cred.value)
 }
 
 // extractor reads at most one credential from the enabled sources.
@@ -235,7 +227,7 @@ type credential struct {
 // isAPIKey: X-API-Key only carries API keys; elsewhere the prefix decides
 // (a JWT starts with "ey", the base64url of `{"`).
 func (c credential) isAPIKey() bool {
-	return c.from == "x-api-key" || strings.HasPrefix(c.value, APIKeyPrefix)
+	return c.from == "x-api-key" || strings.HasPrefix(c.value, apiKeyPrefix)
 }
 
 // extract applies the rules documented on CombinedAuthenticator. q holds
@@ -256,7 +248,7 @@ func (x extractor) extract(h http.Header, q []string) (credential, error) {
 		switch {
 		case v == "":
 			return invalidRequest("credential is empty", errEmptyToken)
-		case len(v) > MaxTokenBytes:
+		case len(v) > maxTokenBytes:
 			return invalidToken("token is too long", errTokenTooLong)
 		case !isB64Token(v):
 			return invalidRequest("credential contains invalid characters", errTokenCharset)
@@ -276,7 +268,7 @@ func (x extractor) extract(h http.Header, q []string) (credential, error) {
 			return credential{}, err
 		}
 		if x.apiKeyHeader {
-			if err := add("x-api-key", h.Values(APIKeyHeader)); err != nil {
+			if err := add("x-api-key", h.Values(apiKeyHeader)); err != nil {
 				return credential{}, err
 			}
 		}

@@ -23,7 +23,7 @@
 //     repeated token costs a hash instead of a signature check.
 //   - [APIKeyAuthenticator]: API keys rk_<id>_<secret><checksum> ([NewAPIKey]),
 //     checked against HMAC-SHA256(pepper, secret) held by an [APIKeyStore]
-//     (a JSON Lines file for the demo: [LoadAPIKeyFile]).
+//     (your database, or [NewMemoryAPIKeyStore]).
 //   - [CombinedAuthenticator]: one credential per request from the configured
 //     [Source]s (Authorization header by default; query string and cookie
 //     opt-in), dispatched to the JWT or API-key authenticator.

@@ -24,20 +24,20 @@ var ErrUnsupportedScheme = errors.New("identity: authorization scheme is not Bea
 
 // RFC 6750 §3.1 error codes used in [AuthError.Code].
 const (
-	// CodeInvalidRequest: the request is malformed (two Authorization
+	// codeInvalidRequest: the request is malformed (two Authorization
 	// lines, an empty or malformed header, a token with characters outside
 	// the b64token set). HTTP 400.
-	CodeInvalidRequest = "invalid_request"
-	// CodeInvalidToken: the token is present and well-formed at the HTTP
+	codeInvalidRequest = "invalid_request"
+	// codeInvalidToken: the token is present and well-formed at the HTTP
 	// level but fails verification (too long, malformed, bad signature,
 	// expired, wrong issuer or audience, unknown key id, ...). HTTP 401.
-	CodeInvalidToken = "invalid_token"
+	codeInvalidToken = "invalid_token"
 )
 
 // AuthError is a credential that was presented but rejected, classified by
 // the RFC 6750 §3.1 error codes.
 //
-// Code is [CodeInvalidRequest] or [CodeInvalidToken]. Description is a fixed,
+// Code is "invalid_request" or "invalid_token". Description is a fixed,
 // safe English phrase chosen by this package (suitable for the
 // `error_description` attribute of a `WWW-Authenticate` challenge and for
 // logs): it never contains the token, any part of it, or any other
@@ -62,21 +62,21 @@ func (e *AuthError) Error() string {
 func (e *AuthError) Unwrap() error { return e.Err }
 
 // Status returns the HTTP status for the error per RFC 6750 §3.1: 400 for
-// [CodeInvalidRequest], 401 for [CodeInvalidToken] and for any other code
+// "invalid_request", 401 for "invalid_token" and for any other code
 // (a failed credential is never treated as success).
 func (e *AuthError) Status() int {
-	if e.Code == CodeInvalidRequest {
+	if e.Code == codeInvalidRequest {
 		return http.StatusBadRequest
 	}
 	return http.StatusUnauthorized
 }
 
-// invalidRequest returns an AuthError with CodeInvalidRequest.
+// invalidRequest returns an AuthError with codeInvalidRequest.
 func invalidRequest(desc string, err error) *AuthError {
-	return &AuthError{Code: CodeInvalidRequest, Description: desc, Err: err}
+	return &AuthError{Code: codeInvalidRequest, Description: desc, Err: err}
 }
 
-// invalidToken returns an AuthError with CodeInvalidToken.
+// invalidToken returns an AuthError with codeInvalidToken.
 func invalidToken(desc string, err error) *AuthError {
-	return &AuthError{Code: CodeInvalidToken, Description: desc, Err: err}
+	return &AuthError{Code: codeInvalidToken, Description: desc, Err: err}
 }

@@ -47,7 +47,7 @@ func ExampleKey_String() {
 	// <nil> GET /v1/reports/{id}
 }
 
-func ExampleJWTAuthenticator_Verify() {
+func ExampleJWTAuthenticator_Authenticate() {
 	// A deterministic Ed25519 key for the example; real deployments load
 	// the issuer's public key with identity.ParsePublicKeyPEM.
 	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
@@ -68,7 +68,7 @@ func ExampleJWTAuthenticator_Verify() {
 		return
 	}
 
-	mint := func(exp time.Time, signer ed25519.PrivateKey) string {
+	mint := func(exp time.Time, signer ed25519.PrivateKey) http.Header {
 		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
 			"iss":       "https://login.example.com/",
 			"sub":       "alice",
@@ -78,18 +78,19 @@ func ExampleJWTAuthenticator_Verify() {
 		})
 		t.Header["kid"] = "2026-01"
 		s, _ := t.SignedString(signer)
-		return s
+		return http.Header{"Authorization": {"Bearer " + s}}
 	}
+	ctx := context.Background()
 
-	p, err := auth.Verify(mint(now.Add(time.Hour), priv))
+	p, err := auth.Authenticate(ctx, mint(now.Add(time.Hour), priv))
 	fmt.Printf("%+v %v\n", p, err)
 
-	_, err = auth.Verify(mint(now.Add(-time.Hour), priv))
+	_, err = auth.Authenticate(ctx, mint(now.Add(-time.Hour), priv))
 	fmt.Println(err)
 
 	// A forged token reports the signature failure, whatever its claims.
 	forger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize))
-	_, err = auth.Verify(mint(now.Add(-time.Hour), forger))
+	_, err = auth.Authenticate(ctx, mint(now.Add(-time.Hour), forger))
 	var ae *identity.AuthError
 	if errors.As(err, &ae) {
 		fmt.Println(ae.Status(), ae.Code, ae.Description)
@@ -133,21 +134,21 @@ func ExampleJWTAuthenticator_jwks() {
 	defer auth.Close()                                      // stops the background refresh
 	fmt.Println("ready:", auth.Ready(context.Background())) // optional: fetch now, fail fast
 
-	mint := func(kid string) string {
+	mint := func(kid string) http.Header {
 		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
 			"iss": "https://login.example.com/", "sub": "alice", "aud": "reports-api",
 			"client_id": "cli", "exp": now.Add(time.Hour).Unix(),
 		})
 		t.Header["kid"], t.Header["typ"] = kid, "at+jwt"
 		s, _ := t.SignedString(priv)
-		return s
+		return http.Header{"Authorization": {"Bearer " + s}}
 	}
-	p, err := auth.VerifyContext(context.Background(), mint("2026-05"))
+	p, err := auth.Authenticate(context.Background(), mint("2026-05"))
 	fmt.Printf("%+v %v\n", p, err)
 
 	// An unknown kid triggers at most one refresh per issuer per cooldown,
 	// then is refused.
-	_, err = auth.VerifyContext(context.Background(), mint("rotated-away"))
+	_, err = auth.Authenticate(context.Background(), mint("rotated-away"))
 	fmt.Println(err)
 	// Output:
 	// ready: <nil>
@@ -156,13 +157,13 @@ func ExampleJWTAuthenticator_jwks() {
 }
 
 func ExampleNewAPIKey() {
-	pepper := []byte("example-pepper-of-at-least-32-bytes!") // ReadPepperFile in real use
+	pepper := []byte("example-pepper-of-at-least-32-bytes!") // a secret kept apart from the records
 	key, rec, err := identity.NewAPIKey(pepper, "acme", "ci-bot")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	// key is shown to its owner once; only rec is stored (AppendAPIKeyRecord).
+	// key is shown to its owner once; only rec is stored.
 	fmt.Println(len(key), key[:3], key[3:15] == rec.ID)
 
 	store, _ := identity.NewMemoryAPIKeyStore([]identity.APIKeyRecord{rec})
@@ -179,7 +180,8 @@ func ExampleNewAPIKey() {
 		c = 'b'
 	}
 	typo := key[:20] + string(c) + key[21:]
-	_, err = auth.Verify(context.Background(), typo)
+	h.Set("X-API-Key", typo)
+	_, err = auth.Authenticate(context.Background(), h)
 	fmt.Println(err)
 	// Output:
 	// 54 rk_ true

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/internal/jwkey"
 )
 
 // testNow is the fixed clock of every JWT test.
@@ -163,7 +165,7 @@ func (o obj) json() string { return string(must(json.Marshal(map[string]any(o)))
 // mint signs claims with header {alg, kid?} plus extra header fields.
 func mint(tb testing.TB, alg string, key any, hdr obj, claims obj) string {
 	tb.Helper()
-	m, err := SigningMethodFor(alg)
+	m, err := jwkey.SigningMethodFor(alg)
 	if err != nil {
 		tb.Fatal(err)
 	}

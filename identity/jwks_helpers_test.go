@@ -260,9 +260,9 @@ func (s *jwksSet) waitAttempts(tb testing.TB, n int) {
 // verifyOK fails the test unless tok verifies.
 func verifyOK(tb testing.TB, a *JWTAuthenticator, tok string) Principal {
 	tb.Helper()
-	p, err := a.VerifyContext(context.Background(), tok)
+	p, err := a.verifyToken(context.Background(), tok)
 	if err != nil {
-		tb.Fatalf("VerifyContext: %v", err)
+		tb.Fatalf("verifyToken: %v", err)
 	}
 	return p
 }
@@ -271,7 +271,7 @@ func verifyOK(tb testing.TB, a *JWTAuthenticator, tok string) Principal {
 // ("503" means ErrKeySourceUnavailable).
 func verifyDesc(tb testing.TB, a *JWTAuthenticator, tok, desc string) {
 	tb.Helper()
-	_, err := a.VerifyContext(context.Background(), tok)
+	_, err := a.verifyToken(context.Background(), tok)
 	if desc == "503" {
 		if err == nil || !isUnavailable(err) {
 			tb.Fatalf("err = %v, want ErrKeySourceUnavailable", err)

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/MicahParks/jwkset"
+
+	"github.com/ratekey/ratekey/internal/jwkey"
 )
 
 // Errors of a JWK Set document that make the whole set unusable (the last
@@ -34,7 +36,7 @@ var (
 //     member ("d", "p", "q", "dp", "dq", "qi", "oth", "k");
 //   - x5u, x5c, x5t and x5t#S256 are removed before conversion: no
 //     certificate is parsed and no URL fetched (RFC 8725 §3.10);
-//   - keys failing [checkPublicKey] (RSA under 2048 bits, unsupported
+//   - keys failing [jwkey.CheckPublicKey] (RSA under 2048 bits, unsupported
 //     curves, X25519);
 //   - an "alg" not among the record's algorithms or incompatible with the
 //     key; without "alg", a key compatible with none or several of them.
@@ -132,7 +134,7 @@ func parseJWK(raw json.RawMessage, algs []string) (kid string, hasKID bool, bk b
 		return kid, hasKID, boundKey{}, false
 	}
 	key := jwk.Key()
-	if err := checkPublicKey(key); err != nil || familyOf(key) == familyHMAC {
+	if err := jwkey.CheckPublicKey(key); err != nil || familyOf(key) == familyHMAC {
 		return kid, hasKID, boundKey{}, false
 	}
 	var usable []string

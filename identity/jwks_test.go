@@ -129,7 +129,7 @@ func TestJWKSUnknownKidFloodIsRateLimited(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
 				kid := fmt.Sprintf("rand-%016x", rand.Uint64())
-				_, err := a.Verify(mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims))
+				_, err := a.verifyToken(context.Background(), mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims))
 				var ae *AuthError
 				if !errors.As(err, &ae) || ae.Description != "unknown key id" {
 					t.Errorf("random kid: %v", err)
@@ -227,7 +227,7 @@ func TestJWKSOutageKeepsLastGoodSet(t *testing.T) {
 		clk.waitPending(t, 1)
 		clk.Advance(time.Minute)
 		set.waitAttempts(t, i+2)
-		if _, err := a.Verify(tok); err != nil {
+		if _, err := a.verifyToken(context.Background(), tok); err != nil {
 			t.Fatalf("%s: last good set not kept: %v", f.name, err)
 		}
 		if !strings.Contains(logs.String(), f.log) {
@@ -254,7 +254,7 @@ func TestJWKSSlowResponse(t *testing.T) {
 	// A request's own deadline is honoured too.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := a.VerifyContext(ctx, tok); !isUnavailable(err) {
+	if _, err := a.verifyToken(ctx, tok); !isUnavailable(err) {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
 	release()
@@ -622,7 +622,7 @@ func TestJWKSSameNewKidTogether(t *testing.T) {
 	srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
 	tok := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1))
 	r1 := make(chan error, 1)
-	go func() { _, err := a.Verify(tok); r1 <- err }()
+	go func() { _, err := a.verifyToken(context.Background(), tok); r1 <- err }()
 	// Wait until R1 has kicked.
 	set := a.set(issJ1)
 	for {
@@ -635,7 +635,7 @@ func TestJWKSSameNewKidTogether(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	r2 := make(chan error, 1)
-	go func() { _, err := a.Verify(tok); r2 <- err }() // same kid, same moment
+	go func() { _, err := a.verifyToken(context.Background(), tok); r2 <- err }() // same kid, same moment
 	// The second must wait for the fetch the first triggered, which the
 	// gate holds back: an answer before the gate opens is the bug (a 401
 	// under the cooldown the first just spent).

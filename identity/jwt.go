@@ -38,7 +38,7 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //
 // Verification is strict by construction (ratekey's identity rules, RFC 8725):
 //
-//  1. The token is at most [MaxTokenBytes] bytes (checked before decoding)
+//  1. The token is at most 8192 bytes (checked before decoding)
 //     and has exactly three base64url segments (strict decoding, no
 //     padding).
 //  2. The header is one JSON object with unique keys and a string "alg".
@@ -69,7 +69,7 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //     the record's list (exact match). Account: `sub`. CredentialID:
 //     `client_id`, else `azp`, else "".
 //
-// Every verification failure is an [*AuthError] with [CodeInvalidToken] and a
+// Every verification failure is an [*AuthError] with "invalid_token" and a
 // fixed description; none contains the token or any value taken from it.
 // When the keys cannot be obtained (JWK Set never fetched, resolver down)
 // the error wraps [ErrKeySourceUnavailable] instead (503, not 401).
@@ -80,8 +80,8 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 // successful verifications are remembered: a repeated token costs one
 // SHA-256 of the token and a map lookup instead of steps 1-7 (two orders
 // of magnitude less for ES256 and RS256: BenchmarkVerifyRepeated). JWTConfig.CacheSize bounds the entries
-// ([DefaultJWTCacheSize] by default; negative disables the cache) and
-// JWTConfig.CacheTTL their age ([DefaultJWTCacheTTL]). The cache changes no
+// (10000 by default; negative disables the cache) and
+// JWTConfig.CacheTTL their age (5m). The cache changes no
 // answer, only its cost:
 //
 //   - Every check above (RFC 8725 §3.1 algorithm, §3.8 issuer, §3.9
@@ -145,7 +145,7 @@ var _ Authenticator = (*JWTAuthenticator)(nil)
 // shorter than its hash (32/48/64 bytes for HS256/384/512, RFC 7518 §3.2) or
 // containing PEM text; a key compatible with none of the algorithms, or
 // with several and no VerificationKey.Algorithm; an algorithm without a
-// compatible key; an invalid Type; leeway negative or above [MaxLeeway];
+// compatible key; an invalid Type; leeway negative or above 5m;
 // JWKS options out of range; a negative CacheTTL; a CacheSize above 2^26.
 // Configuration values (issuer names, kids) appear in the messages; key
 // material never does.
@@ -198,11 +198,12 @@ func (a *JWTAuthenticator) Close() error {
 }
 
 // Authenticate extracts the bearer token from h with [BearerToken] and
-// verifies it with [JWTAuthenticator.VerifyContext]. It returns
+// verifies it as described on [JWTAuthenticator], returning the Principal
+// it proves, with Method [MethodJWT]. It returns
 // [ErrNoCredential] when h has no Authorization header,
 // [ErrUnsupportedScheme] for another scheme, an [*AuthError] with
-// [CodeInvalidRequest] (400) for a malformed header and with
-// [CodeInvalidToken] (401) for a token that fails verification (RFC 6750
+// "invalid_request" (400) for a malformed header and with
+// "invalid_token" (401) for a token that fails verification (RFC 6750
 // §3.1), and an error wrapping [ErrKeySourceUnavailable] (503) when the
 // keys cannot be obtained. ctx bounds any wait for a JWK Set fetch. Only the
 // Authorization header is read; see [CombinedAuthenticator] for other
@@ -212,19 +213,13 @@ func (a *JWTAuthenticator) Authenticate(ctx context.Context, h http.Header) (Pri
 	if err != nil {
 		return Principal{}, err
 	}
-	return a.VerifyContext(ctx, tok)
+	return a.verifyToken(ctx, tok)
 }
 
-// Verify is VerifyContext with context.Background(). Kept for callers with
-// static keys, where no I/O can happen.
-func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
-	return a.VerifyContext(context.Background(), token)
-}
-
-// VerifyContext verifies a compact-serialized JWT (the bearer token without
+// verifyToken verifies a compact-serialized JWT (the bearer token without
 // the "Bearer " prefix) as described on [JWTAuthenticator] and returns the
 // Principal it proves, with Method [MethodJWT]. Every verification failure
-// is an [*AuthError] with [CodeInvalidToken]; its Err wraps a sentinel
+// is an [*AuthError] with "invalid_token"; its Err wraps a sentinel
 // (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, jwt.ErrTokenMalformed,
 // [ErrUnknownIssuer], ... or an internal one) for errors.Is. When the
 // issuer's keys cannot be obtained the error wraps [ErrKeySourceUnavailable]
@@ -233,8 +228,8 @@ func (a *JWTAuthenticator) Verify(token string) (Principal, error) {
 // successfully before may be answered from the verification cache (see
 // [JWTAuthenticator]) with the same Principal, without I/O and without
 // allocating. Safe for concurrent use.
-func (a *JWTAuthenticator) VerifyContext(ctx context.Context, token string) (Principal, error) {
-	if len(token) > MaxTokenBytes {
+func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (Principal, error) {
+	if len(token) > maxTokenBytes {
 		return Principal{}, invalidToken("token is too long", errTokenTooLong)
 	}
 	c := a.env.cache
@@ -264,7 +259,7 @@ type verified struct {
 	nbf, iat time.Time // zero when absent
 }
 
-// verify is VerifyContext without the cache (the caller checked the
+// verify is verifyToken without the cache (the caller checked the
 // length cap).
 func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal, verified, error) {
 	if a.onVerify != nil {

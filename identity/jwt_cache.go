@@ -12,14 +12,14 @@ import (
 
 // Verification cache defaults for [JWTConfig].
 const (
-	// DefaultJWTCacheSize is the number of successful verifications a
+	// defaultJWTCacheSize is the number of successful verifications a
 	// [JWTAuthenticator] remembers when JWTConfig.CacheSize is zero (a few
 	// MB at most).
-	DefaultJWTCacheSize = 10000
-	// DefaultJWTCacheTTL is the longest a cached verification is reused
+	defaultJWTCacheSize = 10000
+	// defaultJWTCacheTTL is the longest a cached verification is reused
 	// when JWTConfig.CacheTTL is zero; the token's exp usually ends an
 	// entry sooner.
-	DefaultJWTCacheTTL = 5 * time.Minute
+	defaultJWTCacheTTL = 5 * time.Minute
 )
 
 // maxCacheSize bounds JWTConfig.CacheSize (slot positions are int32).

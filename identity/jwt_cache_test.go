@@ -86,7 +86,7 @@ func outcomeOf(p Principal, err error) outcome {
 }
 
 func verifyOutcome(a *JWTAuthenticator, tok string) outcome {
-	return outcomeOf(a.VerifyContext(context.Background(), tok))
+	return outcomeOf(a.verifyToken(context.Background(), tok))
 }
 
 // TestCacheHit: the second verification of a token is answered from the
@@ -518,7 +518,7 @@ func TestCacheFailuresNeverCached(t *testing.T) {
 		{"unknown kid", mint(t, "EdDSA", k.ed, obj{"kid": "nope"}, claims), "unknown key id"},
 		{"crit", mint(t, "EdDSA", k.ed, obj{"kid": "a-ed", "crit": []string{"exp"}}, claims), "token has a critical header parameter that is not understood"},
 		{"unknown issuer", mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, claims.with("iss", "https://x.example/")), "token issuer is not accepted"},
-		{"too long", strings.Repeat("A", MaxTokenBytes+1), "token is too long"},
+		{"too long", strings.Repeat("A", maxTokenBytes+1), "token is too long"},
 	}
 	var full int64
 	for _, c := range cases {
@@ -664,9 +664,9 @@ func TestCacheConfig(t *testing.T) {
 		ttlGot time.Duration
 		calls  int64 // after three verifications
 	}{
-		{0, 0, "", DefaultJWTCacheSize, DefaultJWTCacheTTL, 1},
+		{0, 0, "", defaultJWTCacheSize, defaultJWTCacheTTL, 1},
 		{1, time.Second, "", 1, time.Second, 1},
-		{255, 0, "", 255, DefaultJWTCacheTTL, 1},
+		{255, 0, "", 255, defaultJWTCacheTTL, 1},
 		{-1, 0, "", 0, 0, 3},
 		{-1, time.Minute, "", 0, 0, 3},
 		{0, -time.Second, "CacheTTL -1s is negative", 0, 0, 0},
@@ -737,7 +737,7 @@ func TestCacheConcurrent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			for i := 0; i < 150; i++ {
 				c := toks[rng.IntN(len(toks))]
-				p, err := a.Verify(c.tok)
+				p, err := a.verifyToken(context.Background(), c.tok)
 				if (err == nil) != (c.want != "") || p.Account != c.want {
 					errs <- fmt.Errorf("token of %q: %+v, %v", c.want, p, err)
 					return
@@ -763,7 +763,7 @@ func TestCacheHitAllocs(t *testing.T) {
 	verifyOK(t, a, tok)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := a.VerifyContext(ctx, tok); err != nil {
+		if _, err := a.verifyToken(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {

@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/internal/strictjson"
 )
 
 // Strict JSON decoding of JWS headers and JWT claims sets.
@@ -43,83 +44,22 @@ var (
 // are refused rather than overflowing time arithmetic.
 const maxNumericDate = 253402300799
 
-// decodeObject splits a JSON object into its members. It fails on invalid
-// JSON, a value other than an object, duplicate keys (compared after JSON
-// unescaping, so "sub" and "s\u0075b" are duplicates) and trailing data.
-//
-// json.Unmarshal validates the whole input and keeps the last of duplicate
-// keys; duplicates are detected by comparing the number of distinct keys
-// with the number of members counted on the (now known valid) text.
+// decodeObject splits a JSON object into its members, refusing duplicate
+// keys and trailing data (see [strictjson.Object]).
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-		return nil, errMalformed
-	}
-	if topLevelMembers(data) != len(obj) {
+	obj, ok := strictjson.Object(data)
+	if !ok {
 		return nil, errMalformed
 	}
 	return obj, nil
 }
 
-// topLevelMembers counts the members of the JSON object in data, which must
-// be valid JSON whose top-level value is an object.
-func topLevelMembers(data []byte) int {
-	depth, commas := 0, 0
-	inString, escaped, nonEmpty := false, false, false
-	for _, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-			if depth == 1 {
-				nonEmpty = true
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				commas++
-			}
-		}
-	}
-	if !nonEmpty {
-		return 0
-	}
-	return commas + 1
-}
-
 // isNull reports whether raw is the JSON literal null.
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
-// jsonString decodes raw as a JSON string. It refuses other JSON types and
-// strings that are not valid UTF-8 or contain U+FFFD after unescaping (lone
-// surrogate escapes and invalid bytes both decode to U+FFFD, so two different
-// encodings would otherwise yield one value).
-func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || !utf8.Valid(raw) {
-		return "", false
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
-	}
-	if strings.ContainsRune(s, utf8.RuneError) {
-		return "", false
-	}
-	return s, true
-}
+// jsonString decodes raw as a JSON string of valid UTF-8 without U+FFFD
+// (see [strictjson.String]).
+func jsonString(raw json.RawMessage) (string, bool) { return strictjson.String(raw) }
 
 // numericDate decodes raw as an RFC 7519 §2 NumericDate: a JSON number (not a
 // string), finite, in [0, maxNumericDate].

@@ -15,26 +15,27 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/ratekey/ratekey/internal/httpsonly"
+	"github.com/ratekey/ratekey/internal/jwkey"
 	"github.com/ratekey/ratekey/internal/quote"
 )
 
 // Leeway bounds for [JWTConfig.Leeway].
 const (
-	// DefaultLeeway is the clock-skew allowance used when JWTConfig.Leeway
+	// defaultLeeway is the clock-skew allowance used when JWTConfig.Leeway
 	// is zero: exp, nbf and iat are checked with this much slack.
-	DefaultLeeway = 30 * time.Second
-	// MaxLeeway is the largest accepted JWTConfig.Leeway.
-	MaxLeeway = 5 * time.Minute
+	defaultLeeway = 30 * time.Second
+	// maxLeeway is the largest accepted JWTConfig.Leeway.
+	maxLeeway = 5 * time.Minute
 )
 
 // Resolver defaults for [JWTConfig].
 const (
-	// DefaultResolverTTL is how long a record returned by an
+	// defaultResolverTTL is how long a record returned by an
 	// [IssuerResolver] is used before the resolver is asked again.
-	DefaultResolverTTL = 10 * time.Minute
-	// DefaultMaxResolvedIssuers bounds the number of resolver-provided
+	defaultResolverTTL = 10 * time.Minute
+	// defaultMaxResolvedIssuers bounds the number of resolver-provided
 	// records held at once (each may own a JWK Set and a refresh goroutine).
-	DefaultMaxResolvedIssuers = 1000
+	defaultMaxResolvedIssuers = 1000
 )
 
 // VerificationKey is one key an issuer signs tokens with.
@@ -83,9 +84,11 @@ type VerificationKey struct {
 //     Tenants is required with TenantClaim and forbidden with Tenant.
 //   - Audiences: accepted `aud` values (RFC 7519 §4.1.3); a token must name
 //     at least one of them. Required, none empty.
-//   - Algorithms: accepted JWS `alg` values (see [SigningMethodFor]).
-//     Required. With Keys, each must be usable with at least one key and
-//     each key is bound to exactly one of them (see [VerificationKey]).
+//   - Algorithms: accepted JWS `alg` values: EdDSA, ES256, ES384, ES512,
+//     RS256, RS384, RS512, PS256, PS384, PS512, HS256, HS384 or HS512
+//     (RFC 7518 §3.1, RFC 8037; exact case; never "none"). Required. With
+//     Keys, each must be usable with at least one key and each key is
+//     bound to exactly one of them (see [VerificationKey]).
 //   - Keys: static verification keys, kids unique within the record.
 //   - JWKSURL: instead of Keys, the URL of the issuer's JWK Set (RFC 7517
 //     §5), fetched with the [JWKSOptions] of the [JWTConfig] into a key set
@@ -98,7 +101,7 @@ type VerificationKey struct {
 //     "use" is not "sig", RSA keys under 2048 bits and unsupported curves
 //     are ignored. x5c/x5u members are never read.
 //   - JWKSRefresh: the background refresh interval of JWKSURL; zero means
-//     JWKSOptions.Refresh. At least [MinJWKSInterval]. Only with JWKSURL.
+//     JWKSOptions.Refresh. At least 1s. Only with JWKSURL.
 //   - Type: when set, the JWS "typ" header the token must carry, compared
 //     case-insensitively with an optional "application/" prefix (RFC 7515
 //     §4.1.9, RFC 8725 §3.11); "at+jwt" requires RFC 9068 access tokens.
@@ -121,29 +124,27 @@ type IssuerRecord struct {
 //   - Issuers: the static issuer records; at least one unless Resolver is
 //     set.
 //   - Leeway: clock-skew allowance applied to exp, nbf and iat
-//     (RFC 7519 §4.1.4, §4.1.5, §4.1.6). Zero means [DefaultLeeway] (30s);
-//     negative or above [MaxLeeway] (5m) is an error.
+//     (RFC 7519 §4.1.4, §4.1.5, §4.1.6). Zero means 30s; negative
+//     or above 5m is an error.
 //   - Now: the clock, for tests; nil means time.Now. It also drives the
 //     JWK Set refresh schedule and the unknown-kid cooldown.
 //   - Resolver: optional; consulted for an `iss` that no static record
 //     names (see [IssuerResolver]).
 //   - ResolverTTL: how long a resolved record is reused before the
-//     resolver is asked again; zero means [DefaultResolverTTL].
+//     resolver is asked again; zero means 10 minutes.
 //   - MaxResolvedIssuers: bound on resolved records held at once; zero
-//     means [DefaultMaxResolvedIssuers]. When full (and none has expired),
-//     tokens of further issuers get [ErrKeySourceUnavailable].
+//     means 1000. When full (and none has expired), tokens of further issuers get [ErrKeySourceUnavailable].
 //   - JWKS: how JWK Sets are fetched, for every record with a JWKSURL.
 //   - Logger: receives JWK Set fetch failures and resolver problems
 //     (issuer, redacted URL, error; never a token). nil means slog.Default().
 //   - CacheSize: the most successful verifications the authenticator
 //     remembers (see "Verification cache" on [JWTAuthenticator]); zero
-//     means [DefaultJWTCacheSize], a negative value disables the cache; at
-//     most 2^26. Memory is bounded by the size: about 220 bytes per entry
+//     means 10000, a negative value disables the cache; at most 2^26. Memory is bounded by the size: about 220 bytes per entry
 //     plus the entry's subject and client id (2-3 MB at the default).
 //   - CacheTTL: the longest a cached verification is reused, measured
 //     with Now from the verification that filled the entry (the token's
-//     own exp usually ends it sooner); zero means [DefaultJWTCacheTTL];
-//     negative is an error.
+//     own exp usually ends it sooner); zero means 5
+//     minutes; negative is an error.
 type JWTConfig struct {
 	Issuers            []IssuerRecord
 	Leeway             time.Duration
@@ -207,11 +208,11 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	leeway := cfg.Leeway
 	switch {
 	case leeway == 0:
-		leeway = DefaultLeeway
+		leeway = defaultLeeway
 	case leeway < 0:
 		errs = append(errs, fmt.Errorf("identity: jwt config: leeway %v is negative", leeway))
-	case leeway > MaxLeeway:
-		errs = append(errs, fmt.Errorf("identity: jwt config: leeway %v exceeds %v", leeway, MaxLeeway))
+	case leeway > maxLeeway:
+		errs = append(errs, fmt.Errorf("identity: jwt config: leeway %v exceeds %v", leeway, maxLeeway))
 	}
 	now := cfg.Now
 	if now == nil {
@@ -232,10 +233,10 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	case cfg.CacheSize >= 0:
 		size, ttl := cfg.CacheSize, cfg.CacheTTL
 		if size == 0 {
-			size = DefaultJWTCacheSize
+			size = defaultJWTCacheSize
 		}
 		if ttl == 0 {
-			ttl = DefaultJWTCacheTTL
+			ttl = defaultJWTCacheTTL
 		}
 		env.cache = newVerifyCache(size, ttl)
 	}
@@ -249,10 +250,10 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 		rc := &resolverCache{r: cfg.Resolver, ttl: cfg.ResolverTTL, max: cfg.MaxResolvedIssuers,
 			entries: map[string]*resolvedEntry{}, calls: map[string]*resolveCall{}}
 		if rc.ttl == 0 {
-			rc.ttl = DefaultResolverTTL
+			rc.ttl = defaultResolverTTL
 		}
 		if rc.max == 0 {
-			rc.max = DefaultMaxResolvedIssuers
+			rc.max = defaultMaxResolvedIssuers
 		}
 		if rc.ttl < 0 {
 			errs = append(errs, fmt.Errorf("identity: jwt config: ResolverTTL %v is negative", rc.ttl))
@@ -388,8 +389,8 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		if refresh == 0 {
 			refresh = env.jwks.refresh
 		}
-		if refresh < MinJWKSInterval {
-			fail("JWKSRefresh %v is below %v", rec.JWKSRefresh, MinJWKSInterval)
+		if refresh < minJWKSInterval {
+			fail("JWKSRefresh %v is below %v", rec.JWKSRefresh, minJWKSInterval)
 		}
 		if len(algs) > 0 && len(errs) == 0 {
 			st.jwks = newJWKSSet(rec.Issuer, rec.JWKSURL, refresh, algs, env)
@@ -432,7 +433,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			kfail("duplicate kid")
 		}
 		seenKID[vk.KID] = true
-		if err := checkPublicKey(vk.Key); err != nil {
+		if err := jwkey.CheckPublicKey(vk.Key); err != nil {
 			kfail("%v", err)
 			continue
 		}

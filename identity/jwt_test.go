@@ -205,7 +205,7 @@ func jwtCases() []jwtCase {
 
 		// Shape.
 		{name: "too long", token: func(tb testing.TB, k *testKeys) string {
-			return mint(tb, "EdDSA", k.ed, obj{"kid": "a-ed"}, a.with("pad", strings.Repeat("x", MaxTokenBytes)))
+			return mint(tb, "EdDSA", k.ed, obj{"kid": "a-ed"}, a.with("pad", strings.Repeat("x", maxTokenBytes)))
 		}, desc: "token is too long", is: errTokenTooLong},
 		{name: "empty", token: func(testing.TB, *testKeys) string { return "" }, desc: "token is malformed"},
 		{name: "two segments", token: func(tb testing.TB, k *testKeys) string {
@@ -243,7 +243,7 @@ func TestVerify(t *testing.T) {
 	for _, tt := range jwtCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			tok := tt.token(t, k)
-			got, err := a.Verify(tok)
+			got, err := a.verifyToken(context.Background(), tok)
 			if tt.desc == "" {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
@@ -257,7 +257,7 @@ func TestVerify(t *testing.T) {
 			if !errors.As(err, &ae) {
 				t.Fatalf("Verify err = %v (principal %+v), want *AuthError %q", err, got, tt.desc)
 			}
-			if ae.Code != CodeInvalidToken || ae.Status() != http.StatusUnauthorized {
+			if ae.Code != codeInvalidToken || ae.Status() != http.StatusUnauthorized {
 				t.Errorf("code = %q status %d, want invalid_token 401", ae.Code, ae.Status())
 			}
 			if ae.Description != tt.desc {
@@ -283,7 +283,7 @@ func TestAuthErrorNeverLeaksToken(t *testing.T) {
 			continue
 		}
 		tok := tt.token(t, k)
-		_, err := a.Verify(tok)
+		_, err := a.verifyToken(context.Background(), tok)
 		if err == nil {
 			t.Fatalf("%s: expected failure", tt.name)
 		}
@@ -311,7 +311,7 @@ func TestAuthErrorNeverLeaksToken(t *testing.T) {
 		checked++
 	}
 	// Header-level failures too.
-	for _, v := range [][]string{{"Bearer a.b.c", "Bearer d.e.f"}, {"Basic dXNlcjpwYXNz"}, {"Bearer " + strings.Repeat("A", MaxTokenBytes+1)}, {"Bearer abc def"}} {
+	for _, v := range [][]string{{"Bearer a.b.c", "Bearer d.e.f"}, {"Basic dXNlcjpwYXNz"}, {"Bearer " + strings.Repeat("A", maxTokenBytes+1)}, {"Bearer abc def"}} {
 		_, err := a.Authenticate(context.Background(), http.Header{"Authorization": v})
 		if err == nil {
 			t.Errorf("Authorization %.40q accepted; want an error whose text is checked", v)
@@ -347,11 +347,11 @@ func TestAuthenticate(t *testing.T) {
 		{name: "lowercase scheme", lines: []string{"bearer " + valid}, want: alice},
 		{name: "uppercase scheme", lines: []string{"BEARER " + valid}, want: alice},
 		{name: "no header", err: ErrNoCredential},
-		{name: "two lines", lines: []string{"Bearer " + valid, "Bearer " + valid}, code: CodeInvalidRequest, status: 400},
+		{name: "two lines", lines: []string{"Bearer " + valid, "Bearer " + valid}, code: codeInvalidRequest, status: 400},
 		{name: "basic", lines: []string{"Basic x"}, err: ErrUnsupportedScheme},
-		{name: "empty header", lines: []string{""}, code: CodeInvalidRequest, status: 400},
-		{name: "bad token", lines: []string{"Bearer x.y.z"}, code: CodeInvalidToken, status: 401},
-		{name: "too long", lines: []string{"Bearer " + strings.Repeat("A", MaxTokenBytes+1)}, code: CodeInvalidToken, status: 401},
+		{name: "empty header", lines: []string{""}, code: codeInvalidRequest, status: 400},
+		{name: "bad token", lines: []string{"Bearer x.y.z"}, code: codeInvalidToken, status: 401},
+		{name: "too long", lines: []string{"Bearer " + strings.Repeat("A", maxTokenBytes+1)}, code: codeInvalidToken, status: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,11 +392,11 @@ func TestVerifyConcurrent(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		go func() {
 			for j := 0; j < 20; j++ {
-				if _, err := a.Verify(good); err != nil {
+				if _, err := a.verifyToken(context.Background(), good); err != nil {
 					done <- err
 					return
 				}
-				if _, err := a.Verify(bad); err == nil {
+				if _, err := a.verifyToken(context.Background(), bad); err == nil {
 					done <- errors.New("forged token accepted")
 					return
 				}
@@ -427,10 +427,10 @@ func TestConfigIsCopied(t *testing.T) {
 	saved := append([]byte(nil), secret...)
 	secret[0] ^= 0xff
 	defer copy(secret, saved)
-	if _, err := a.Verify(tok); err != nil {
+	if _, err := a.verifyToken(context.Background(), tok); err != nil {
 		t.Fatalf("Verify after config mutation: %v", err)
 	}
-	if _, err := a.Verify(mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))); err != nil {
+	if _, err := a.verifyToken(context.Background(), mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))); err != nil {
 		t.Fatalf("Verify after audience mutation: %v", err)
 	}
 }
@@ -440,7 +440,7 @@ func BenchmarkVerifyES256(b *testing.B) {
 	tok := mint(b, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "cli-1"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Verify(tok); err != nil {
+		if _, err := a.verifyToken(context.Background(), tok); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -451,7 +451,7 @@ func BenchmarkVerifyEdDSA(b *testing.B) {
 	tok := mint(b, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Verify(tok); err != nil {
+		if _, err := a.verifyToken(context.Background(), tok); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -464,7 +464,7 @@ func BenchmarkVerifyRejectUnknownIssuer(b *testing.B) {
 	tok := mint(b, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims("https://evil.example/"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Verify(tok); err == nil {
+		if _, err := a.verifyToken(context.Background(), tok); err == nil {
 			b.Fatal("accepted")
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ratekey/ratekey/internal/jwkey"
 )
 
 func TestParsePublicKeyPEM(t *testing.T) {
@@ -81,7 +83,7 @@ func TestParsePrivateKeyPEM(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := ParsePrivateKeyPEM(tt.pem)
+			s, err := jwkey.ParsePrivateKeyPEM(tt.pem)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)
@@ -95,7 +97,7 @@ func TestParsePrivateKeyPEM(t *testing.T) {
 				t.Fatal("public half differs")
 			}
 			// The signer mints a token that the public key verifies.
-			m := must(SigningMethodFor(tt.alg))
+			m := must(jwkey.SigningMethodFor(tt.alg))
 			sig, err := m.Sign("a.b", s)
 			if err != nil {
 				t.Fatalf("sign: %v", err)
@@ -127,7 +129,7 @@ func TestRepoTestdataKeys(t *testing.T) {
 			t.Errorf("%s has no private key: %v", pub, err)
 			continue
 		}
-		s, err := ParsePrivateKeyPEM(data)
+		s, err := jwkey.ParsePrivateKeyPEM(data)
 		if err != nil {
 			t.Errorf("%s: %v", priv, err)
 			continue
@@ -140,14 +142,23 @@ func TestRepoTestdataKeys(t *testing.T) {
 
 func TestSigningMethodFor(t *testing.T) {
 	for _, alg := range []string{"EdDSA", "ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "HS256", "HS384", "HS512"} {
-		m, err := SigningMethodFor(alg)
+		m, err := jwkey.SigningMethodFor(alg)
 		if err != nil || m.Alg() != alg {
-			t.Errorf("SigningMethodFor(%q) = %v, %v", alg, m, err)
+			t.Errorf("jwkey.SigningMethodFor(%q) = %v, %v", alg, m, err)
+		}
+	}
+	// identity accepts exactly the algorithms the demo can sign with.
+	if len(algorithms) != 13 {
+		t.Errorf("identity supports %d algorithms; jwkey.SigningMethodFor knows 13", len(algorithms))
+	}
+	for alg := range algorithms {
+		if _, err := jwkey.SigningMethodFor(alg); err != nil {
+			t.Errorf("identity accepts %s, jwkey.SigningMethodFor refuses it: %v", alg, err)
 		}
 	}
 	for _, alg := range []string{"none", "None", "", "hs256", "ES256K", "Ed25519", "RSA-OAEP"} {
-		if m, err := SigningMethodFor(alg); err == nil {
-			t.Errorf("SigningMethodFor(%q) = %v, want error", alg, m)
+		if m, err := jwkey.SigningMethodFor(alg); err == nil {
+			t.Errorf("jwkey.SigningMethodFor(%q) = %v, want error", alg, m)
 		}
 	}
 }

@@ -27,7 +27,7 @@ const (
 //
 // Fields:
 //   - Issuer: the exact `iss` of the issuer record that verified the token
-//     (for API keys, APIKeyConfig.Issuer, by default [DefaultAPIKeyIssuer]).
+//     (for API keys, APIKeyConfig.Issuer, by default "urn:ratekey:api-key").
 //   - Tenant: the record's fixed tenant, or the value of the record's tenant
 //     claim after it was checked against the record's tenant list (for API
 //     keys, the stored record's tenant).

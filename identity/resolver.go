@@ -36,7 +36,7 @@ var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
 //   - Return an error wrapping [ErrUnknownIssuer] for an issuer that is not
 //     accepted: 401. Any other error means "cannot tell now": 503.
 //   - issuer is attacker-controlled: it is any string of at most
-//     [MaxTokenBytes] bytes from an unverified token. Answer unknown
+//     8192 bytes from an unverified token. Answer unknown
 //     issuers cheaply and without fetching anything the issuer names;
 //     ratekey does not cache negative answers, so floods of random issuers
 //     reach the resolver (put a network-keyed limit before authentication).
@@ -60,14 +60,6 @@ var ErrUnknownIssuer = errors.New("identity: token issuer is not accepted")
 // resolver stays down), and ErrUnknownIssuer drops it.
 type IssuerResolver interface {
 	ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error)
-}
-
-// IssuerResolverFunc adapts a function to [IssuerResolver].
-type IssuerResolverFunc func(ctx context.Context, issuer string) (IssuerRecord, error)
-
-// ResolveIssuer calls f(ctx, issuer).
-func (f IssuerResolverFunc) ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error) {
-	return f(ctx, issuer)
 }
 
 // resolverCache holds resolved records. Safe for concurrent use.
@@ -324,7 +316,7 @@ func cloneRecord(rec IssuerRecord) IssuerRecord {
 }
 
 // logIssuer bounds an unverified issuer for a log line: an attacker chooses
-// it (up to MaxTokenBytes), and resolver failures are logged per request.
+// it (up to maxTokenBytes), and resolver failures are logged per request.
 func logIssuer(iss string) string {
 	const max = 200
 	if len(iss) <= max {

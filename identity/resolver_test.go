@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/jwkey"
 )
 
 // resolverFixture resolves issuers from a mutable map and counts calls.
@@ -205,7 +207,7 @@ func TestResolverSharesConcurrentCalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := a.Verify(tok)
+			_, err := a.verifyToken(context.Background(), tok)
 			errs <- err
 		}()
 	}
@@ -276,7 +278,7 @@ func TestTyp(t *testing.T) {
 		if typ != nil {
 			h["typ"] = typ
 		}
-		m, _ := SigningMethodFor("EdDSA")
+		m, _ := jwkey.SigningMethodFor("EdDSA")
 		return signRaw(t, m, k.ed, h.json(), baseClaims(iss).json())
 	}
 	for _, tc := range []struct {
@@ -296,7 +298,7 @@ func TestTyp(t *testing.T) {
 		{issB, nil, ""},
 		{issB, "anything", ""},
 	} {
-		_, err := a.Verify(tok(tc.iss, tc.typ))
+		_, err := a.verifyToken(context.Background(), tok(tc.iss, tc.typ))
 		if tc.desc == "" {
 			if err != nil {
 				t.Errorf("%s typ %v: %v", tc.iss, tc.typ, err)
@@ -380,7 +382,7 @@ func TestResolverTenantTakenDuringConfirmation(t *testing.T) {
 	done := make(chan struct{})
 	var px Principal
 	var ex error
-	go func() { px, ex = a.VerifyContext(context.Background(), tx); close(done) }()
+	go func() { px, ex = a.verifyToken(context.Background(), tx); close(done) }()
 	<-g.entered
 	py := verifyOK(t, a, tok(issY)) // Y takes "shared"; X evicted to make room
 	close(g.gate)
@@ -398,7 +400,7 @@ func TestResolverPanicDoesNotWedgeTheIssuer(t *testing.T) {
 	rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
 		Keys: []VerificationKey{{Key: k.edC.Public()}}}
 	var calls atomic.Int64
-	res := IssuerResolverFunc(func(context.Context, string) (IssuerRecord, error) {
+	res := resolverFunc(func(context.Context, string) (IssuerRecord, error) {
 		if calls.Add(1) == 1 {
 			panic("resolver bug")
 		}
@@ -412,10 +414,10 @@ func TestResolverPanicDoesNotWedgeTheIssuer(t *testing.T) {
 				t.Fatal("the resolver's panic did not reach the caller")
 			}
 		}()
-		_, _ = a.Verify(tok)
+		_, _ = a.verifyToken(context.Background(), tok)
 	}()
 	done := make(chan error, 1)
-	go func() { _, err := a.Verify(tok); done <- err }()
+	go func() { _, err := a.verifyToken(context.Background(), tok); done <- err }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -446,7 +448,7 @@ func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
 	g.gateNext(issX)
 	done := make(chan error, 1)
 	tx := tok(issX)
-	go func() { _, err := a.VerifyContext(context.Background(), tx); done <- err }()
+	go func() { _, err := a.verifyToken(context.Background(), tx); done <- err }()
 	<-g.entered
 	verifyOK(t, a, tok(issY)) // evicts X's expired entry to make room
 	close(g.gate)
@@ -470,11 +472,11 @@ func TestResolverHangBoundsTheWaiters(t *testing.T) {
 	a, clk, tok := newGatedAuth(t, g)
 	g.gateNext(issX)
 	leader := make(chan error, 1)
-	go func() { _, err := a.Verify(tok(issX)); leader <- err }()
+	go func() { _, err := a.verifyToken(context.Background(), tok(issX)); leader <- err }()
 	<-g.entered
 	before := clk.pending()
 	waiter := make(chan error, 1)
-	go func() { _, err := a.VerifyContext(context.Background(), tok(issX)); waiter <- err }()
+	go func() { _, err := a.verifyToken(context.Background(), tok(issX)); waiter <- err }()
 	clk.waitPending(t, before+1)
 	clk.Advance(a.env.jwks.timeout)
 	select {
@@ -489,7 +491,14 @@ func TestResolverHangBoundsTheWaiters(t *testing.T) {
 	if err := <-leader; err != nil {
 		t.Errorf("leader after the resolver returned: %v", err)
 	}
-	if _, err := a.Verify(tok(issX)); err != nil {
+	if _, err := a.verifyToken(context.Background(), tok(issX)); err != nil {
 		t.Errorf("after the resolver returned: %v", err)
 	}
+}
+
+// resolverFunc adapts a function to IssuerResolver.
+type resolverFunc func(ctx context.Context, issuer string) (IssuerRecord, error)
+
+func (f resolverFunc) ResolveIssuer(ctx context.Context, issuer string) (IssuerRecord, error) {
+	return f(ctx, issuer)
 }

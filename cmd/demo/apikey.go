@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/apikeyfile"
 )
 
 // cmdAPIKey creates an API key for a tenant and account: it appends the
@@ -47,7 +48,7 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo apikey: pepper_file: %v\n", err)
 		return 1
 	}
-	pepper, err := identity.ReadPepperFile(pepperPath)
+	pepper, err := apikeyfile.ReadPepper(pepperPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "demo apikey: %v\n", err)
 		return 1
@@ -57,7 +58,7 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo apikey: %v\n", err)
 		return 1
 	}
-	if err := identity.AppendAPIKeyRecord(cfg.path(ak.File), rec); err != nil {
+	if err := apikeyfile.Append(cfg.path(ak.File), rec); err != nil {
 		fmt.Fprintf(stderr, "demo apikey: %v\n", err)
 		return 1
 	}
@@ -72,7 +73,7 @@ func ensurePepper(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	pepper, err := identity.GeneratePepper()
+	pepper, err := apikeyfile.GeneratePepper()
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -152,7 +153,7 @@ func verifyMinted(t *testing.T, cfgPath string, args ...string) (identity.Princi
 		t.Fatal(err)
 	}
 	t.Cleanup(a.auth.close)
-	return a.auth.jwt.Verify(strings.TrimSpace(tok))
+	return a.auth.jwt.Authenticate(context.Background(), http.Header{"Authorization": {"Bearer " + strings.TrimSpace(tok)}})
 }
 
 func TestTokenVerifiesAgainstTheConfig(t *testing.T) {
@@ -279,7 +280,12 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0] ("p"): delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
 		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0] ("p"): max_delay: "2" is not a positive duration`},
-		{"dry_run not a bool", "dry_run: maybe\n", `[1:10] cannot unmarshal string`},
+		{"dry_run not a bool", "dry_run: maybe\n", `config: line 1: a value of the wrong type: want true or false`},
+		{"listen a list", "listen: [a, b]\n", `config: line 1: a value of the wrong type: want a string`},
+		{"unknown field with terminal escapes", "limiter:\n  \"\\e]0;pwned\\a\\e[2J clear\": 1\n", `config: line 2: unknown field "\x1b]0;pwned\a\x1b[2J clear"`},
+		{"unknown field of 60 KB", "limiter:\n  " + strings.Repeat("k", 60<<10) + ": 1\n", `config: line 2: unknown field "` + strings.Repeat("k", 64) + `"… (61440 bytes)`},
+		{"duplicate key", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", `config: line 2: syntax error: mapping key "listen" already defined at [1:1]`},
+		{"tab in indentation", "policies:\n\t- name: p\n", `config: line 2: syntax error: found character '\t' that cannot start any token`},
 		{"redis without url", "limiter: {store: redis}\n", "limiter.redis.url: required"},
 		{"redis with max_keys", "limiter: {store: redis, max_keys: 5, redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.max_keys: applies to the memory store only"},
 		{"redis bad url hides the password", "limiter: {store: redis, redis: {url: \"redis://u:hunter2@[bad/0\"}}\n", "limiter.redis.url: not a valid redis://"},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/jwkey"
 )
 
 // cmdToken mints a development token signed with a private key file that the
@@ -39,7 +39,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if *ttl < 0 {
-		leeway := identity.DefaultLeeway
+		leeway := defaultLeeway
 		if d, err := time.ParseDuration(cfg.Auth.Leeway); err == nil && d > 0 {
 			leeway = d
 		}
@@ -73,7 +73,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("private_key_file: %v", err)
 		}
-		signer, err := identity.ParsePrivateKeyPEM(data)
+		signer, err := jwkey.ParsePrivateKeyPEM(data)
 		if err != nil {
 			return fail("private_key_file %s: %v", k.PrivateKeyFile, err)
 		}
@@ -108,7 +108,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 		}
 		var s string
 		for _, alg := range algs {
-			method, err := identity.SigningMethodFor(alg)
+			method, err := jwkey.SigningMethodFor(alg)
 			if err != nil {
 				return fail("%v", err)
 			}

@@ -1,0 +1,146 @@
+package apikeyfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ratekey/ratekey/identity"
+)
+
+var testPepper = []byte("pepper-for-tests-0123456789abcdef")
+
+// apiKeyRef is the obviously correct reference for the key shape.
+var apiKeyRef = regexp.MustCompile(`^rk_([0-9A-Za-z]{12})_([0-9A-Za-z]{32})([0-9A-Za-z]{6})$`)
+
+// apiKeyHeader presents key in X-API-Key.
+func apiKeyHeader(key string) http.Header { return http.Header{"X-Api-Key": {key}} }
+
+// isDesc reports whether err is an invalid_token AuthError described desc.
+func isDesc(err error, desc string) bool {
+	var ae *identity.AuthError
+	return errors.As(err, &ae) && ae.Code == "invalid_token" && ae.Description == desc
+}
+
+func TestAPIKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys.jsonl")
+	var keys []string
+	for _, acct := range []string{"alice", "bob"} {
+		key, rec, err := identity.NewAPIKey(testPepper, "acme", acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Append(path, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := Append(path, rec); err == nil || !strings.Contains(err.Error(), "already present") {
+			t.Fatalf("duplicate append: %v", err)
+		}
+		keys = append(keys, key)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode: %v %v", fi.Mode(), err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, k := range keys {
+		if bytes.Contains(data, []byte(k)) || bytes.Contains(data, []byte(apiKeyRef.FindStringSubmatch(k)[2])) {
+			t.Fatal("the key file holds a secret")
+		}
+	}
+	recs, err := Load(path)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("Load: %v", err)
+	}
+	store, err := identity.NewMemoryAPIKeyStore(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: testPepper, Issuer: "demo-keys"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Authenticate(context.Background(), apiKeyHeader(keys[1]))
+	if err != nil || p.Account != "bob" || p.Issuer != "demo-keys" {
+		t.Fatalf("%+v %v", p, err)
+	}
+	// A different pepper verifies nothing.
+	b, _ := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: bytes.Repeat([]byte("x"), 32)})
+	if _, err := b.Authenticate(context.Background(), apiKeyHeader(keys[0])); !isDesc(err, "API key is invalid") {
+		t.Fatalf("other pepper: %v", err)
+	}
+
+	// Appending to a file without a final newline keeps lines apart.
+	trunc := filepath.Join(dir, "trunc.jsonl")
+	_, rec, _ := identity.NewAPIKey(testPepper, "acme", "carol")
+	line, _ := Marshal(rec)
+	_ = os.WriteFile(trunc, bytes.TrimSuffix(line, []byte("\n")), 0o600)
+	_, rec2, _ := identity.NewAPIKey(testPepper, "acme", "dave")
+	if err := Append(trunc, rec2); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := Load(trunc); err != nil || len(recs) != 2 {
+		t.Fatalf("after append to unterminated file: %v", err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	const h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" // 32 zero bytes
+	good := `{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`
+	text := "# comment\n\n" + good + "\r\n" + `{"id":"0123456789ab","tenant":"t","account":"a","hmac_sha256":"` + h + `","created":"2026-03-04T12:00:00Z"}` + "\n"
+	recs, err := Parse(strings.NewReader(text))
+	if err != nil || len(recs) != 2 || recs[1].Created.IsZero() {
+		t.Fatalf("%v %+v", err, recs)
+	}
+	bad := []struct{ line, want string }{
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","extra":1}`, `unknown member "extra"`},
+		{`{"ID":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, `unknown member "ID"`},
+		{`{"id":"abcdefABCDEF","id":"abcdefABCDEX","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "unique members"},
+		{`{"id":"abcdef","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "12 base62"},
+		{`{"id":"abcdefABCDEF","tenant":"","account":"alice","hmac_sha256":"` + h + `"}`, "tenant is empty"},
+		{`{"id":"abcdefABCDEF","tenant":"a\u0007","account":"alice","hmac_sha256":"` + h + `"}`, "control character"},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"c2VjcmV0"}`, "32 bytes"},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `="}`, "32 bytes"},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice"}`, `"hmac_sha256" is missing`},
+		{`{"id":"abcdefABCDEF","tenant":1,"account":"alice","hmac_sha256":"` + h + `"}`, "not a string"},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","created":"yesterday"}`, "RFC 3339"},
+		{`[1]`, "JSON object"},
+		{good, "already on line 1"},
+	}
+	for _, b := range bad {
+		_, err := Parse(strings.NewReader(good + "\n" + b.line + "\n"))
+		if err == nil || !strings.Contains(err.Error(), "line 2: ") || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: err = %v, want %q", b.line, err, b.want)
+		}
+		if err != nil && strings.Contains(err.Error(), h) {
+			t.Errorf("error echoes the hash: %v", err)
+		}
+	}
+	if _, err := Parse(strings.NewReader(strings.Repeat("x", maxAPIKeyLine+10))); err == nil {
+		t.Error("overlong line accepted")
+	}
+}
+
+func TestPepper(t *testing.T) {
+	dir := t.TempDir()
+	p, err := GeneratePepper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pepper")
+	_ = os.WriteFile(path, []byte(p), 0o600)
+	got, err := ReadPepper(path)
+	if err != nil || string(got) != strings.TrimSuffix(p, "\n") || len(got) != 43 {
+		t.Fatalf("ReadPepper = %d bytes, %v", len(got), err)
+	}
+	_ = os.WriteFile(path, []byte("short\n"), 0o600)
+	if _, err := ReadPepper(path); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("short pepper: %v", err)
+	}
+}
