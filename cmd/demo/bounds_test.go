@@ -164,3 +164,25 @@ func TestReloadOfHostileFileKeepsServing(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLineEndsAndBOM: the embedded default, written with CRLF or CR
+// line ends or after a UTF-8 byte order mark (all of which YAML allows),
+// is as valid as with LF.
+func TestCheckLineEndsAndBOM(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf := strings.ReplaceAll(string(defaultConfig), "testdata/", root+"/testdata/")
+	for name, config := range map[string]string{
+		"CRLF": strings.ReplaceAll(lf, "\n", "\r\n"),
+		"CR":   strings.ReplaceAll(lf, "\n", "\r"),
+		"BOM":  "\xef\xbb\xbf" + lf,
+	} {
+		path := writeConfig(t, config)
+		code, out, errOut := runDemo(t, "check", "-config", path)
+		if want := "configuration " + path + " is valid: 3 policies, 1 issuer\n"; code != 0 || out != want {
+			t.Errorf("%s: exit %d, %q %q; want 0 and %q", name, code, out, errOut, want)
+		}
+	}
+}

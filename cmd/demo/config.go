@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -289,12 +290,13 @@ func shown(s string) string {
 // the source: a neighbouring line may hold a password): unknown fields, duplicate keys, numbers
 // that are not decimal integers and further YAML documents are errors.
 func parseConfig(data []byte, dir string) (*Config, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark, which YAML allows
 	if err := checkYAMLBounds(data); err != nil {
 		return nil, err
 	}
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, false)))
+		return nil, yamlError(err)
 	}
 	if len(file.Docs) > 1 {
 		return nil, fmt.Errorf("config: %d YAML documents; a config is exactly one", len(file.Docs))
@@ -313,7 +315,7 @@ func parseConfig(data []byte, dir string) (*Config, error) {
 	}
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
-		return nil, fmt.Errorf("config: %s", strings.TrimSpace(yaml.FormatError(err, false, false)))
+		return nil, yamlError(err)
 	}
 	c.dir = dir
 	if c.Listen == "" {

@@ -32,9 +32,13 @@ var coreTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!
 // checkYAMLBounds refuses YAML text larger than maxConfigBytes, of more
 // than maxConfigTokens tokens, nested deeper than maxConfigDepth, or
 // carrying a tag outside coreTags, naming the line (never quoting it). The
-// depth counted is an upper bound on the parser's: flow collections open,
-// plus a line's indentation level, plus the block entries ("- ", "? ")
-// that open on that line before the token (- - - x nests three sequences).
+// depth counted is close to the parser's: flow collections open, plus the
+// block lines enclosing the token's (each less indented than the next),
+// plus the block entries ("- ", "? ") that open on its line before it
+// (- - - x nests three sequences). A sequence written at its key's column
+// is not counted, so deep block nesting needs ever longer indentation: the
+// size bound keeps it to a few hundred levels, which the parser handles in
+// linear memory; it is flow and same-line nesting that cost quadratically.
 func checkYAMLBounds(data []byte) error {
 	if len(data) > maxConfigBytes {
 		return fmt.Errorf("config: %d bytes, at most %d", len(data), maxConfigBytes)
@@ -44,12 +48,19 @@ func checkYAMLBounds(data []byte) error {
 		return fmt.Errorf("config: %d YAML tokens, at most %d", len(tokens), maxConfigTokens)
 	}
 	flow, line, entries := 0, 0, 0
+	var indents []int // the columns of the block lines enclosing this one
 	for _, tk := range tokens {
 		if tk.Position == nil {
 			continue
 		}
 		if tk.Position.Line != line {
 			line, entries = tk.Position.Line, 0
+			if flow == 0 && tk.Type != token.CommentType {
+				for len(indents) > 0 && indents[len(indents)-1] >= tk.Position.Column {
+					indents = indents[:len(indents)-1]
+				}
+				indents = append(indents, tk.Position.Column)
+			}
 		}
 		switch tk.Type {
 		case token.SequenceStartType, token.MappingStartType:
@@ -65,7 +76,7 @@ func checkYAMLBounds(data []byte) error {
 				return fmt.Errorf("config: line %d: YAML tags other than the core schema's (!!str, !!int, ...) are not accepted; remove the tag", line)
 			}
 		}
-		if depth := flow + tk.Position.IndentLevel + entries; depth > maxConfigDepth {
+		if depth := flow + len(indents) + entries; depth > maxConfigDepth {
 			return fmt.Errorf("config: line %d: nested more than %d levels deep", line, maxConfigDepth)
 		}
 	}
