@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -171,56 +173,144 @@ func delayAfter(l limiter.Limit) int64 {
 	return l.DelayAfter
 }
 
+// defaultMaxWait is RateLimitConfig.MaxWait when 0: under the 60 s read
+// timeouts of common proxies and servers.
+const defaultMaxWait = 50 * time.Second
+
 var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// validate checks p and fills its defaults; it returns every problem found.
-func (p *Policy) validate(custom map[identity.Dimension]DimensionFunc) error {
+// ref names policy i in an error as a config file locates it:
+// policies[i] ("name"), or policies[i] alone when the name is not a valid
+// one (it could be anything).
+func (p *Policy) ref(i int) string {
+	if policyNameRE.MatchString(p.Name) {
+		return fmt.Sprintf("policies[%d] (%q)", i, p.Name)
+	}
+	return fmt.Sprintf("policies[%d]", i)
+}
+
+// validate checks p, policy i, and fills its defaults. It returns every
+// problem found, each naming its field as a config file writes it
+// (policies[1] ("per-account").max_delay: ...), and refuses what can only
+// be a mistake: a cost above the burst or one that max_delay leaves no room
+// for (no request could ever pass), and a wait longer than maxWait.
+func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, maxWait time.Duration) error {
 	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), field, fmt.Sprintf(format, args...)))
+	}
 	if !policyNameRE.MatchString(p.Name) {
-		errs = append(errs, fmt.Errorf("policy %s: name must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name)))
+		fail("name", "%s must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name))
 	}
 	seen := map[identity.Dimension]bool{}
 	for _, d := range p.Key {
 		if seen[d] {
-			errs = append(errs, fmt.Errorf("policy %s: dimension %s listed twice", quote.Value(p.Name), quote.Value(d)))
+			fail("key", "dimension %s listed twice", quote.Value(d))
 		}
 		seen[d] = true
 		if _, err := identity.ParseDimension(string(d)); err != nil {
-			errs = append(errs, fmt.Errorf("policy %s: %w", quote.Value(p.Name), err))
+			fail("key", "%v", err)
 			continue
 		}
 		if !d.Builtin() && custom[d] == nil {
-			errs = append(errs, fmt.Errorf("policy %s: unknown dimension %s (built-in: tenant, account, credential, operation, network)", quote.Value(p.Name), quote.Value(d)))
+			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network)", quote.Value(d))
+		}
+		if p.PreAuth && d != identity.DimNetwork && d != identity.DimOperation {
+			fail("pre_auth", "dimension %s is not known before authentication (network and operation are)", quote.Value(d))
 		}
 	}
-	if p.PreAuth {
-		for _, d := range p.Key {
-			if d != identity.DimNetwork && d != identity.DimOperation {
-				errs = append(errs, fmt.Errorf("policy %s: pre_auth: dimension %s is not known before authentication (network and operation are)", quote.Value(p.Name), quote.Value(d)))
-			}
-		}
-	}
-	if err := p.Limit.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("policy %s: %w", quote.Value(p.Name), err))
+	l := p.Limit
+	switch {
+	case l.Rate.Count < 1 || l.Rate.Per <= 0:
+		fail("rate", "%d per %v is not a rate: at least 1 token per positive period", l.Rate.Count, l.Rate.Per)
+	case l.Burst < 1:
+		fail("burst", "%d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", l.Burst)
+	case l.DelayAfter < 0 || l.DelayAfter > l.Burst:
+		fail("delay_after", "%d must be 1 to burst %d (0: nothing is delayed, nginx nodelay)", l.DelayAfter, l.Burst)
+	case l.MaxDelay < 0:
+		fail("max_delay", "%v must not be negative", l.MaxDelay)
+	case l.Validate() != nil:
+		fail("burst", "%d at %v takes longer than 292 years to refill", l.Burst, l.Rate)
 	}
 	p.fillDefaults()
-	if p.Cost < 0 {
-		errs = append(errs, fmt.Errorf("policy %s: cost %d must be >= 1", quote.Value(p.Name), p.Cost))
+	switch {
+	case p.Cost < 0:
+		fail("cost", "%d must be >= 1", p.Cost)
+	case l.Burst >= 1 && p.Cost > l.Burst:
+		fail("cost", "%d exceeds burst %d, so no request could ever pass", p.Cost, l.Burst)
+	case len(errs) == 0:
+		errs = append(errs, p.checkWait(i, maxWait)...)
 	}
 	if p.Status < 400 || p.Status > 599 {
-		errs = append(errs, fmt.Errorf("policy %s: status %d is not a 4xx or 5xx code", quote.Value(p.Name), p.Status))
+		fail("status", "%d is not a 4xx or 5xx code", p.Status)
 	}
 	switch p.OnMissing {
 	case OnMissingReject, OnMissingSkip:
 	default:
-		errs = append(errs, fmt.Errorf("policy %s: on_missing %s must be reject or skip", quote.Value(p.Name), quote.Value(p.OnMissing)))
+		fail("on_missing", "%s must be reject or skip", quote.Value(p.OnMissing))
 	}
 	switch p.OnStoreError {
 	case OnStoreErrorDeny, OnStoreErrorAllow:
 	default:
-		errs = append(errs, fmt.Errorf("policy %s: on_store_error %s must be deny or allow", quote.Value(p.Name), quote.Value(p.OnStoreError)))
+		fail("on_store_error", "%s must be deny or allow", quote.Value(p.OnStoreError))
 	}
 	return errors.Join(errs...)
+}
+
+// checkWait refuses a valid policy i whose requests could never pass
+// because max_delay leaves no room for their cost, or could wait longer
+// than maxWait (a delayed request holds its connection while it waits).
+func (p *Policy) checkWait(i int, maxWait time.Duration) []error {
+	l := p.Limit
+	if l.MaxDelay > maxWait {
+		return []error{fmt.Errorf("%s.max_delay: %v exceeds the longest wait allowed, %v (RateLimitConfig.MaxWait)", p.ref(i), l.MaxDelay, maxWait)}
+	}
+	if l.MaxDelay > 0 {
+		// Even from a full bucket, the charge beyond delay_after's share
+		// must fit within max_delay, or every request is refused.
+		if charge := time.Duration(p.Cost) * l.Rate.Interval(); charge > gcra.Ceiling(l) {
+			return []error{fmt.Errorf("%s.max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass",
+				p.ref(i), l.MaxDelay, p.Cost, (charge - gcra.Free(l)).Round(time.Millisecond), l.DelayAfter)}
+		}
+	}
+	if d := p.longestWait(); d > maxWait {
+		return []error{fmt.Errorf("%s.delay_after: a request may have to wait up to %v (burst beyond delay_after at %v), longer than %v (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate",
+			p.ref(i), d.Round(time.Second), l.Rate, maxWait)}
+	}
+	return nil
+}
+
+// longestWait is the longest a request may wait for the policy: the
+// bucket's ceiling less its delay_after part; 0 in dry run, which never
+// delays. The policy must be valid.
+func (p *Policy) longestWait() time.Duration {
+	if p.DryRun {
+		return 0
+	}
+	return gcra.Ceiling(p.Limit) - gcra.Free(p.Limit)
+}
+
+// checkPhases refuses policies whose pre-auth and main phases together may
+// make a request wait longer than maxWait: it waits out the pre-auth
+// phase's longest delay, then the main phase's (nginx waits for the
+// longest of its zones'). The policies must be valid.
+func checkPhases(ps []Policy, maxWait time.Duration) error {
+	var longest [2]time.Duration // pre_auth, main
+	var which [2]int
+	for i := range ps {
+		ph := 1
+		if ps[i].PreAuth {
+			ph = 0
+		}
+		if d := ps[i].longestWait(); d > longest[ph] {
+			longest[ph], which[ph] = d, i
+		}
+	}
+	if sum := longest[0] + longest[1]; longest[0] > 0 && longest[1] > 0 && sum > maxWait {
+		return fmt.Errorf("%s (pre_auth) and %s: a request may wait up to %v before authentication and %v after it, %v in all, longer than %v (RateLimitConfig.MaxWait): lower their max_delay or delay_after's share",
+			ps[which[0]].ref(which[0]), ps[which[1]].ref(which[1]), longest[0].Round(time.Second), longest[1].Round(time.Second), sum.Round(time.Second), maxWait)
+	}
+	return nil
 }
 
 // withDefaults returns copies of ps with unset fields as they run (cost 1,

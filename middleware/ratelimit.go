@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
-	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -81,6 +80,15 @@ type RateLimitConfig struct {
 	// 0 means [DefaultLogInterval], 1 s. After Reload, the interval under
 	// way keeps its length, and its summaries go to the new Logger.
 	LogInterval time.Duration
+	// MaxWait is the longest a DELAYED request may wait, both phases
+	// (PreAuthHandler's and Handler's) together: NewRateLimiter refuses a
+	// policy whose max_delay, or whose longest delay without one (its burst
+	// beyond delay_after, at its rate), exceeds it, and pre-auth and main
+	// policies whose longest delays do together. A waiting request holds
+	// its connection and a goroutine, and a proxy in front gives up at its
+	// read timeout (nginx proxy_read_timeout: 60 s), after the budget was
+	// spent. 0 means 50 s.
+	MaxWait time.Duration
 }
 
 // RateLimiter applies a set of policies to requests. Its configuration is
@@ -143,21 +151,30 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if st.Wait == nil {
 		st.Wait = timerWait
 	}
+	if cfg.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("rate limit: MaxWait %v must not be negative", cfg.MaxWait))
+	}
+	if st.MaxWait <= 0 {
+		st.MaxWait = defaultMaxWait
+	}
 	names := map[string]bool{}
-	for _, p := range cfg.Policies {
+	for i, p := range cfg.Policies {
 		p.Key = append([]identity.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
-		if err := p.validate(st.Custom); err != nil {
+		if err := p.validate(i, st.Custom, st.MaxWait); err != nil {
 			errs = append(errs, err)
 		}
 		if names[p.Name] {
-			errs = append(errs, fmt.Errorf("policy %s: defined twice", quote.Value(p.Name)))
+			errs = append(errs, fmt.Errorf("%s.name: defined twice", p.ref(i)))
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
 		st.items = append(st.items, policyItem(&p))
 	}
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -149,22 +152,6 @@ func TestAllOrNothingAcrossPolicies(t *testing.T) {
 	}
 }
 
-func TestCostAboveBurstIsNeverSatisfiable(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
-		{Name: "heavy", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/s", 2), Cost: 3},
-	}})
-	w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
-	if w.Code != 429 {
-		t.Fatalf("got %d, want 429", w.Code)
-	}
-	if ra := w.Header().Get("Retry-After"); ra != "" {
-		t.Errorf("Retry-After %q on a request that can never fit", ra)
-	}
-	if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemNeverSatisfiable {
-		t.Errorf("type = %q", p.Type)
-	}
-}
-
 func TestMissingDimension(t *testing.T) {
 	account := []identity.Dimension{identity.DimTenant, identity.DimAccount}
 	tests := []struct {
@@ -276,27 +263,56 @@ func TestNewRateLimiterListsEveryError(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"no limiter", "no operation function", `policy "bad name!": name`,
-		`unknown dimension "colour"`, `on_missing "ignore"`, `policy "x": defined twice`, "status 200", "burst"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
+	want := "rate limit: no limiter\n" +
+		"rate limit: no operation function (use RouteOperation with the root router)\n" +
+		"policies[0].name: \"bad name!\" must be 1-64 letters, digits, '.', '_' or '-'\n" +
+		"policies[1] (\"x\").key: unknown dimension \"colour\" (built-in: tenant, account, credential, operation, network)\n" +
+		"policies[1] (\"x\").on_missing: \"ignore\" must be reject or skip\n" +
+		"policies[2] (\"x\").burst: 0 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)\n" +
+		"policies[2] (\"x\").status: 200 is not a 4xx or 5xx code\n" +
+		"policies[2] (\"x\").name: defined twice"
+	if err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
 	}
 }
 
-func TestNeverSatisfiableNamesThePolicyThatCannotFit(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
-		perNetwork("1/m", 2),
-		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/m", 2), Cost: 5, Operations: []string{"POST /v1/export"}},
-	}})
-	peer := "198.51.100.7:1"
-	s.do(req{path: "/v1/reports/1", peer: peer})
-	s.do(req{path: "/v1/reports/1", peer: peer})
-	w := s.do(req{method: "POST", path: "/v1/export", peer: peer})
-	p := decodeProblem(t, w.Body.String())
-	if w.Code != 429 || p.Type != middleware.ProblemNeverSatisfiable || p.Policy != "export" ||
-		p.Detail != "policy export: a request costing 5 tokens can never fit a burst of 2" || w.Header().Get("Retry-After") != "" {
-		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
+// TestNewRateLimiterRefusesWhatCannotWork: the safety checks are the
+// library's own, each error naming the policy and the field. (A cost that
+// can never fit is refused here; the never-satisfiable answer remains for
+// limits a request cannot meet at run time.)
+func TestNewRateLimiterRefusesWhatCannotWork(t *testing.T) {
+	withDelay := func(rate string, burst, delayAfter int64, maxDelay time.Duration) limiter.Limit {
+		l := limit(rate, burst)
+		l.DelayAfter, l.MaxDelay = delayAfter, maxDelay
+		return l
+	}
+	net := []identity.Dimension{identity.DimNetwork}
+	for _, c := range []struct {
+		name     string
+		policies []middleware.Policy
+		maxWait  time.Duration
+		want     string
+	}{
+		{"cost above burst", []middleware.Policy{{Name: "export", Key: net, Limit: limit("1/m", 2), Cost: 5}}, 0,
+			`policies[0] ("export").cost: 5 exceeds burst 2, so no request could ever pass`},
+		{"max_delay too short for the cost", []middleware.Policy{{Name: "export", Key: net, Limit: withDelay("1/s", 10, 1, 2*time.Second), Cost: 5}}, 0,
+			`policies[0] ("export").max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass`},
+		{"max_delay of 100 000 h", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("1/s", 10, 1, 100000*time.Hour)}}, 0,
+			`policies[0] ("p").max_delay: 100000h0m0s exceeds the longest wait allowed, 50s (RateLimitConfig.MaxWait)`},
+		{"a wait beyond MaxWait", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 0,
+			`policies[0] ("p").delay_after: a request may have to wait up to 1m30s (burst beyond delay_after at 2/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
+		{"a wait within a larger MaxWait", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 2 * time.Minute, ""},
+		{"the two phases together", []middleware.Policy{
+			{Name: "pre", Key: net, Limit: withDelay("1/s", 50, 1, 0), PreAuth: true},
+			{Name: "dry", Key: net, Limit: withDelay("1/s", 50, 1, 0), DryRun: true},
+			{Name: "main", Key: net, Limit: withDelay("1/s", 50, 2, 0)},
+		}, 0, `policies[0] ("pre") (pre_auth) and policies[2] ("main"): a request may wait up to 49s before authentication and 48s after it, 1m37s in all, longer than 50s (RateLimitConfig.MaxWait): lower their max_delay or delay_after's share`},
+	} {
+		_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+			Operation: func(*http.Request) string { return "GET /x" }, Policies: c.policies, MaxWait: c.maxWait})
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("%s: error %v\nwant %s", c.name, err, c.want)
+		}
 	}
 }
 
@@ -307,26 +323,6 @@ func TestChainTooLongIsNamed(t *testing.T) {
 	p := decodeProblem(t, w.Body.String())
 	if w.Code != 400 || p.Type != middleware.ProblemInvalidForwarding || p.Detail != "the forwarding chain needs more than 32 entries examined" {
 		t.Errorf("got %d %+v", w.Code, p)
-	}
-}
-
-// TestNeverSatisfiableByMaxDelay: a cost that fits the burst but whose
-// charge exceeds delay_after's share plus max_delay (1/s, burst 10,
-// delay_after 1, max_delay 2s, cost 5: 5 s of charge against a 3 s
-// ceiling) never passes; the problem says max_delay is the cause, not the
-// burst it fits.
-func TestNeverSatisfiableByMaxDelay(t *testing.T) {
-	l := limit("1/s", 10)
-	l.DelayAfter, l.MaxDelay = 1, 2*time.Second
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
-		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: l, Cost: 5},
-	}})
-	w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
-	p := decodeProblem(t, w.Body.String())
-	if w.Code != 429 || p.Type != middleware.ProblemNeverSatisfiable || p.Policy != "export" ||
-		p.Detail != "policy export: a request costing 5 tokens would wait longer than its max_delay of 2s even from a full bucket" ||
-		w.Header().Get("Retry-After") != "" {
-		t.Errorf("got %d %+v Retry-After %q", w.Code, p, w.Header().Get("Retry-After"))
 	}
 }
 

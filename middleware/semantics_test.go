@@ -314,7 +314,7 @@ func TestReload(t *testing.T) {
 	}
 	bad := nginxPolicy("keep", 1, true, 0)
 	bad.Limit.Burst = 0
-	if _, err := st.rl.Reload(st2Policies(bad)); err == nil || !strings.Contains(err.Error(), `policy "keep"`) {
+	if _, err := st.rl.Reload(st2Policies(bad)); err == nil || err.Error() != `policies[0] ("keep").burst: 0 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)` {
 		t.Fatalf("invalid reload: %v", err)
 	}
 	if code, _, _ := st.get("/a?k=x"); code != 429 {

@@ -123,7 +123,7 @@ func TestCheckHostileFilesBounded(t *testing.T) {
 func TestCheckLongValueQuotedBounded(t *testing.T) {
 	name := strings.Repeat("A", 60<<10)
 	code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, "policies:\n  - {name: "+name+", key: [network], rate: 1/s, burst: 2}\n"))
-	want := `policies: policy "` + strings.Repeat("A", 64) + `"… (61440 bytes): name must be 1-64 letters, digits, '.', '_' or '-'`
+	want := `policies[0].name: "` + strings.Repeat("A", 64) + `"… (61440 bytes) must be 1-64 letters, digits, '.', '_' or '-'`
 	if code != 1 || !strings.Contains(errOut, want) || len(errOut) > 1000 {
 		t.Fatalf("exit %d, %d bytes, want %q in:\n%.1000s", code, len(errOut), want, errOut)
 	}

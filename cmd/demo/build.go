@@ -21,7 +21,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/identity"
-	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -92,10 +91,8 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)"))
 	}
 	for i, pc := range cfg.Policies {
-		p, err := buildPolicy(pc, src)
-		if err != nil {
-			errs = append(errs, prefixErrors(policyRef(i, pc.Name), err)...)
-		}
+		p, perrs := buildPolicy(i, pc, src)
+		errs = append(errs, perrs...)
 		a.policies = append(a.policies, p)
 	}
 
@@ -176,13 +173,14 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	if a.limiter == nil { // already reported; stand in so the policies are still checked
 		a.limiter = memory.New(memory.Options{})
 	}
+	// The library's own checks: names, keys, cost against burst and
+	// max_delay, waits against the demo's 50 s bound.
 	if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
-		errs = append(errs, prefixErrors("policies", err)...)
+		errs = append(errs, splitErrors(err)...)
 	} else if len(errs) == 0 { // the router needs a valid config
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
-	errs = append(errs, checkDelays(a.policies)...)
 	if err := errors.Join(errs...); err != nil {
 		a.auth.close()
 		if prev == nil && a.store.close != nil {
@@ -313,6 +311,9 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		DecisionHeader: a.cfg.DecisionHeader,
 		Metrics:        a.metrics,
 		SamplePassed:   sample,
+		// Under the server's 60 s write timeout: a longer wait would be
+		// charged and then cut off.
+		MaxWait: 50 * time.Second,
 		// Bounded by default: a client that is rejected at will must not
 		// fill the operator's disk (log.every_decision turns it off).
 		LogEveryDecision: a.cfg.Log.EveryDecision,
@@ -326,113 +327,72 @@ type principalSources struct {
 	tenants     bool // the credentials may name several tenants
 }
 
-func buildPolicy(pc PolicyConfig, src principalSources) (middleware.Policy, error) {
+// buildPolicy turns the YAML of policy i into a middleware.Policy: it
+// parses what YAML writes as text (rate, max_delay, the key's names) and
+// checks what only the config can say (a missing key, an explicit
+// delay_after of 0, a verified dimension without credentials). Everything
+// else (name, burst, cost, waits) the rate limiter checks itself; its
+// errors name the field the same way: policies[i] ("name").field.
+func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Policy, []error) {
 	var errs []error
+	ref := policyRef(i, pc.Name)
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
-		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError)}
+		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
+		DryRun: pc.DryRun, PreAuth: pc.PreAuth}
 	if pc.Key == nil {
-		errs = append(errs, errors.New("key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request"))
+		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
 		pc.Key = &[]string{}
 	}
 	for _, k := range *pc.Key {
 		d, err := identity.ParseDimension(k)
 		if err != nil || !d.Builtin() {
-			errs = append(errs, fmt.Errorf("key: unknown dimension %s (tenant, account, credential, operation, network)", shown(k)))
+			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network)", ref, shown(k)))
 			continue
 		}
 		if !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
-			errs = append(errs, fmt.Errorf("key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", quote.Value(k)))
+			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
 		}
 		p.Key = append(p.Key, d)
 	}
 	if src.tenants && !slices.Contains(p.Key, identity.DimTenant) &&
 		(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
-		errs = append(errs, errors.New("key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key"))
+		errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key", ref))
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("rate: %s", strings.TrimPrefix(err.Error(), "limiter: ")))
-		rate = limiter.Rate{Count: 1, Per: time.Second} // reported; keep validating the rest
-	}
-	if pc.Burst < 1 {
-		errs = append(errs, fmt.Errorf("burst: %d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", pc.Burst))
-		pc.Burst = 1
-	} else if pc.Cost > pc.Burst {
-		errs = append(errs, fmt.Errorf("cost: %d exceeds burst %d, so no request could ever pass", pc.Cost, pc.Burst))
+		errs = append(errs, fmt.Errorf("%s.rate: %v", ref, err))
+		rate = limiter.Rate{Count: 1, Per: time.Second} // reported; the rest is still checked
 	}
 	p.Limit = limiter.Limit{Rate: rate, Burst: int64(pc.Burst)}
 	if pc.DelayAfter != nil {
-		if *pc.DelayAfter < 1 || *pc.DelayAfter > pc.Burst {
-			errs = append(errs, fmt.Errorf("delay_after: %d must be 1 to burst %d (1 delays everything after the first request, like nginx burst=N; omit it for nodelay)", *pc.DelayAfter, pc.Burst))
+		if *pc.DelayAfter < 1 {
+			// Omitted means burst (nodelay); the library reads 0 so too.
+			errs = append(errs, fmt.Errorf("%s.delay_after: %d must be 1 to burst %d (1 delays everything after the first request, like nginx burst=N; omit it for nodelay)", ref, *pc.DelayAfter, pc.Burst))
 		}
-		p.Limit.DelayAfter = int64(*pc.DelayAfter)
+		p.Limit.DelayAfter = max(int64(*pc.DelayAfter), 0)
 	}
 	if pc.MaxDelay != "" {
 		d, err := time.ParseDuration(pc.MaxDelay)
-		p.Limit.MaxDelay = d
-		switch {
-		case err != nil || d <= 0:
-			errs = append(errs, fmt.Errorf("max_delay: %s is not a positive duration such as 2s", shown(pc.MaxDelay)))
-		case p.Limit.Validate() == nil && pc.Cost <= pc.Burst:
-			// Even from a full bucket, a request's charge beyond delay_after's
-			// share must fit within max_delay (gcra.Ceiling), or
-			// every request is refused.
-			if charge := time.Duration(max(pc.Cost, 1)) * p.Limit.Rate.Interval(); charge > gcra.Ceiling(p.Limit) {
-				errs = append(errs, fmt.Errorf("max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass", d, max(pc.Cost, 1), (charge-gcra.Free(p.Limit)).Round(time.Millisecond), p.Limit.DelayAfter))
-			}
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s.max_delay: %s is not a positive duration such as 2s", ref, shown(pc.MaxDelay)))
 		}
+		p.Limit.MaxDelay = max(d, 0)
 	}
-	p.DryRun = pc.DryRun
-	p.PreAuth = pc.PreAuth
-	return p, errors.Join(errs...)
+	return p, errs
 }
 
-// policyRef names policy i of the config in an error: its index, and its
-// name when [shown] would quote it.
+// policyRef names policy i of the config in an error as the rate limiter
+// does: policies[i] ("name"), or policies[i] alone when the name is not
+// one it accepts.
 func policyRef(i int, name string) string {
-	if q := shown(name); name != "" && strings.HasPrefix(q, `"`) {
-		return fmt.Sprintf("policies[%d] (%s)", i, q)
+	if policyNameRE.MatchString(name) {
+		return fmt.Sprintf("policies[%d] (%q)", i, name)
 	}
 	return fmt.Sprintf("policies[%d]", i)
 }
 
-// maxDemoDelay is the longest wait a DELAYED request may be given: the
-// server's write timeout (60 s) less a margin, or the client would be
-// charged and then get nothing.
-const maxDemoDelay = 50 * time.Second
-
-// checkDelays refuses policies whose longest delay (the bucket's ceiling
-// less its delay_after part) exceeds maxDemoDelay without a max_delay, and
-// pre_auth and main policies whose longest delays do together: a request
-// waits out the pre_auth phase's delay, then the main phase's (each the
-// longest of its policies', as nginx waits for the longest of its zones').
-// Dry-run policies never delay.
-func checkDelays(policies []middleware.Policy) []error {
-	var errs []error
-	var longest [2]time.Duration // pre_auth, main
-	var which [2]int
-	for i, p := range policies {
-		if p.Limit.Validate() != nil {
-			continue // reported elsewhere
-		}
-		d := gcra.Ceiling(p.Limit) - gcra.Free(p.Limit)
-		if d > maxDemoDelay {
-			errs = append(errs, fmt.Errorf("%s: a request may have to wait up to %v (burst beyond delay_after at %v), longer than the demo's %v bound under its 60s write timeout: set max_delay, a larger delay_after or a faster rate", policyRef(i, p.Name), d.Round(time.Second), p.Limit.Rate, maxDemoDelay))
-			continue
-		}
-		phase := 1
-		if p.PreAuth {
-			phase = 0
-		}
-		if !p.DryRun && d > longest[phase] {
-			longest[phase], which[phase] = d, i
-		}
-	}
-	if sum := longest[0] + longest[1]; len(errs) == 0 && longest[0] > 0 && longest[1] > 0 && sum > maxDemoDelay {
-		errs = append(errs, fmt.Errorf("%s (pre_auth) and %s: a request may wait up to %v before authentication and %v after it, %v in all, longer than the demo's %v bound under its 60s write timeout: lower their max_delay or delay_after's share", policyRef(which[0], policies[which[0]].Name), policyRef(which[1], policies[which[1]].Name), longest[0].Round(time.Second), longest[1].Round(time.Second), sum.Round(time.Second), maxDemoDelay))
-	}
-	return errs
-}
+// policyNameRE is the rate limiter's rule for a policy name.
+var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // debugPathRE is a literal path: no chi patterns ({param}, *), no spaces.
 var debugPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)

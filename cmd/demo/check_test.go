@@ -80,9 +80,9 @@ limiter:
 		"300.1.2.3", "0.0.0.0/0",
 		`auth.anonymous: "maybe"`,
 		"auth.issuers[0].keys[0].public_key_file",
-		`policies[0] ("p1"): key: unknown dimension "colour"`,
-		`policies[0] ("p1"): burst: 0 must be >= 1`,
-		`policies[1] ("p2"): rate:`,
+		`policies[0] ("p1").key: unknown dimension "colour"`,
+		`policies[0] ("p1").burst: 0 must be >= 1`,
+		`policies[1] ("p2").rate:`,
 		`debug.allow: "not-a-cidr"`,
 	} {
 		if !strings.Contains(errOut, want) {
@@ -102,7 +102,7 @@ func TestCheckRejectsUnknownFields(t *testing.T) {
 func TestCheckPolicyErrorsFromTheLibrary(t *testing.T) {
 	cfg := writeConfig(t, "policies:\n  - name: p\n    key: [network]\n    rate: 1/s\n    burst: 1\n    on_missing: ignore\n    status: 200\n")
 	code, _, errOut := runDemo(t, "check", "-config", cfg)
-	if code != 1 || !strings.Contains(errOut, `on_missing "ignore"`) || !strings.Contains(errOut, "status 200") {
+	if code != 1 || !strings.Contains(errOut, `policies[0] ("p").on_missing: "ignore" must be reject or skip`) || !strings.Contains(errOut, `policies[0] ("p").status: 200 is not a 4xx or 5xx code`) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 }
@@ -196,12 +196,12 @@ limiter:
 		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
 	}
 	for _, want := range []string{
-		"trusted_proxies: ipv4_prefix 40 out of range",
-		`policies[0]: key: dimension "account" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
-		`policy "bad name": name must be`,
+		"trusted_proxies: ipv4_prefix: 40 out of range",
+		`policies[0].key: dimension "account" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
+		`policies[0].name: "bad name" must be 1-64 letters`,
 		`dimension "account" listed twice`,
-		"status 200",
-		`policies[1] ("heavy"): cost: 5 exceeds burst 2`,
+		`policies[0].status: 200 is not a 4xx or 5xx code`,
+		`policies[1] ("heavy").cost: 5 exceeds burst 2`,
 		"limiter.max_keys: -1",
 	} {
 		if !strings.Contains(errOut, want) {
@@ -254,7 +254,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		name, config, want string
 	}{
 		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `policies[0].cost (line 2): "1.9" is not a decimal integer`},
-		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0] ("p"): key: required`},
+		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0] ("p").key: required`},
 		{"listen without port", "listen: localhost\n", `listen: "localhost" is not host:port`},
 		{"private key of another pair", "auth:\n  issuers:" + issuer("https://a.invalid", "a") +
 			"\n          private_key_file: " + keys + "/other-es256.key.pem\n", "not the private half of public_key_file"},
@@ -277,9 +277,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"huge burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 99999999999999999999}\n", `"99999999999999999999" is out of range (at most 9223372036854775807)`},
 		{"the file is named", "listen: localhost\n", `configuration /`},
 		{"sample_passed NaN", "log: {sample_passed: .nan}\n", `log.sample_passed: NaN must be between 0 and 1`},
-		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0] ("p"): delay_after: 0 must be 1 to burst 3`},
+		{"delay_after zero", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 0}\n", `policies[0] ("p").delay_after: 0 must be 1 to burst 3`},
 		{"delay_after above burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, delay_after: 4}\n", `delay_after: 4 must be 1 to burst 3`},
-		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0] ("p"): max_delay: "2" is not a positive duration`},
+		{"max_delay not a duration", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 3, max_delay: 2}\n", `policies[0] ("p").max_delay: "2" is not a positive duration`},
 		{"dry_run not a bool", "dry_run: maybe\n", `config: line 1: a value of the wrong type: want true or false`},
 		{"listen a list", "listen: [a, b]\n", `config: line 1: a value of the wrong type: want a string`},
 		{"unknown field with terminal escapes", "limiter:\n  \"\\e]0;pwned\\a\\e[2J clear\": 1\n", `config: line 2: unknown field "\x1b]0;pwned\a\x1b[2J clear"`},
@@ -298,7 +298,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			"  - {name: main, key: [network], rate: 1/s, burst: 50, delay_after: 2}\n",
 			`policies[0] ("pre") (pre_auth) and policies[2] ("main"): a request may wait up to 49s before authentication and 48s after it, 1m37s in all`},
 		{"max_delay too short for the cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 10, cost: 5, delay_after: 1, max_delay: 2s}\n",
-			`policies[0] ("p"): max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass`},
+			`policies[0] ("p").max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass`},
 		{"redis short hash secret", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: " + keys + "/short-hash-secret.txt}}\n", "limiter.redis.hash_secret_file: holds fewer than 16 bytes"},
 		{"redis hash secret a device", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", hash_secret_file: /dev/null}}\n", "limiter.redis.hash_secret_file: /dev/null: not a regular file (a device)"},
 		{"empty file", "", "policies: at least one policy is required"},
@@ -307,7 +307,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"binary tag", "policies:\n  - {name: !!binary cA==, key: [network], rate: 1/s, burst: 2}\n", "config: line 2: YAML tags other than"},
 		{"log interval not a duration", "log: {interval: 5}\n", `log.interval: "5" is not a duration from 1ns to 1h such as 1s`},
 		{"log interval too long", "log: {interval: 2h}\n", `log.interval: "2h" is not a duration`},
-		{"name with a NUL", "policies:\n  - {name: \"a\\0b\\e[31m\", key: [network], rate: 1/s, burst: 2}\n", `policies: policy "a\x00b\x1b[31m": name must be`},
+		{"name with a NUL", "policies:\n  - {name: \"a\\0b\\e[31m\", key: [network], rate: 1/s, burst: 2}\n", `policies[0].name: "a\x00b\x1b[31m" must be`},
 		{"redis settings on memory", "limiter: {redis: {url: \"redis://127.0.0.1:1/0\"}}\n", "limiter.redis: set only with store: redis"},
 		{"alias", "debug:\n  allow: &nets [127.0.0.1]\nmetrics:\n  allow: *nets\n", "config: line 4: YAML aliases (*name) are not accepted"},
 		{"merge key", "policies:\n  - &p {name: p, key: [network], rate: 1/s, burst: 2}\n  - <<: *p\n    name: q\n", "config: line 3: YAML aliases (*name) are not accepted"},

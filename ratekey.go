@@ -1,0 +1,199 @@
+package ratekey
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"go4.org/netipx"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+// Policy is one named limit: its key dimensions, token bucket and corner
+// cases. See [middleware.Policy] for every field.
+type Policy = middleware.Policy
+
+// Config configures [New]. Only Router and Policies are required; the zero
+// value of every other field is the safe default.
+type Config struct {
+	// Router is the router that receives the requests: a chi router
+	// (chi.Routes, such as *chi.Mux) or a Go 1.22+ *http.ServeMux. The
+	// operation of a request is the template of the route that will serve
+	// it ("GET /v1/reports/{id}"), never its raw path. Register every chi
+	// route before serving. Required.
+	Router http.Handler
+	// Proxies says which TCP peers are trusted proxies and which forwarding
+	// header each writes. The zero value trusts nobody: every client is
+	// its TCP peer, and a forged X-Forwarded-For is never read.
+	Proxies trustedproxy.Config
+	// Authenticator verifies credentials (identity.NewJWTAuthenticator,
+	// identity.NewAPIKeyAuthenticator, or both combined). nil reads no
+	// credential; policies keyed by tenant, account or credential are then
+	// refused by New.
+	Authenticator identity.Authenticator
+	// Anonymous admits a request that carries no credential at all as the
+	// anonymous principal; a policy keyed by account then applies its
+	// OnMissing. Default false: 401 with a bare `WWW-Authenticate: Bearer`
+	// challenge (RFC 6750 §3.1). An invalid credential is never anonymous.
+	Anonymous bool
+	// Policies are the limits, evaluated in order. Those with PreAuth run
+	// before the credential is verified (keys of network and operation
+	// only), the others after it; the policies of one phase are
+	// all-or-nothing. Required: at least one.
+	Policies []Policy
+	// Limiter stores the buckets. nil means an in-memory store bounded to
+	// 1 000 000 tracked keys (limiter/memory); use limiter/redis to share
+	// budgets between processes.
+	Limiter limiter.Limiter
+	// Logger receives the bounded decision log; nil means slog.Default().
+	Logger *slog.Logger
+	// DryRun accounts every policy but rejects and delays nothing (nginx
+	// limit_req_dry_run).
+	DryRun bool
+	// DecisionHeader adds the RateLimit-Decision response field (PASSED,
+	// DELAYED, REJECTED, ...; nginx's $limit_req_status).
+	DecisionHeader bool
+	// DebugAllow lists the admin networks (CIDRs or addresses) that may
+	// read [Middleware.Debug]; empty answers everyone 404.
+	DebugAllow []string
+}
+
+// Middleware runs ratekey's whole chain in front of a handler. Build it
+// with [New]; it is immutable and safe for concurrent use.
+type Middleware struct {
+	resolver *trustedproxy.Resolver
+	limiter  *middleware.RateLimiter
+	authn    identity.Authenticator
+	auth     middleware.AuthOptions
+	debug    middleware.DebugConfig
+}
+
+// New validates cfg and returns its Middleware, or every problem found,
+// joined, each naming its field: "policies[1] ("per-account").max_delay:
+// ...". It refuses what can only be a mistake: no router or no policy, a
+// policy keyed by a verified dimension without an Authenticator, a cost
+// above the burst, a wait longer than the policy allows (see
+// [middleware.Policy]), an untrusted-everyone proxy range.
+func New(cfg Config) (*Middleware, error) {
+	var errs []error
+	op, err := operation(cfg.Router)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	res, err := trustedproxy.New(cfg.Proxies)
+	if err != nil {
+		errs = append(errs, prefixed("proxies", err)...)
+	}
+	if cfg.Authenticator == nil {
+		for i, p := range cfg.Policies {
+			for _, d := range p.Key {
+				if d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential {
+					errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
+				}
+			}
+		}
+	}
+	if len(cfg.Policies) == 0 {
+		errs = append(errs, errors.New("policies: at least one policy is required"))
+	}
+	var allow *netipx.IPSet
+	if len(cfg.DebugAllow) > 0 {
+		if allow, err = trustedproxy.ParseSet(cfg.DebugAllow); err != nil {
+			errs = append(errs, prefixed("debug_allow", err)...)
+		}
+	}
+	store := cfg.Limiter
+	if store == nil {
+		store = memory.New(memory.Options{})
+	}
+	var rl *middleware.RateLimiter
+	if op != nil {
+		rl, err = middleware.NewRateLimiter(middleware.RateLimitConfig{
+			Limiter:        store,
+			Policies:       cfg.Policies,
+			Operation:      op,
+			Logger:         cfg.Logger,
+			DryRun:         cfg.DryRun,
+			DecisionHeader: cfg.DecisionHeader,
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	m := &Middleware{resolver: res, limiter: rl, authn: cfg.Authenticator, auth: middleware.AuthOptions{Anonymous: cfg.Anonymous}}
+	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
+	return m, nil
+}
+
+// operation returns the operation namer of a chi router or a ServeMux.
+func operation(router http.Handler) (func(*http.Request) string, error) {
+	switch r := router.(type) {
+	case *http.ServeMux:
+		return middleware.MuxOperation(r), nil
+	case chi.Routes:
+		return middleware.RouteOperation(r), nil
+	case nil:
+		return nil, errors.New("router: required (a chi router or an *http.ServeMux): operations are named by its route templates")
+	default:
+		return nil, fmt.Errorf("router: a %T is neither a chi router nor an *http.ServeMux", router)
+	}
+}
+
+// prefixed splits err into its joined errors, each prefixed with field.
+func prefixed(field string, err error) []error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			list = append(list, prefixed(field, e)...)
+		}
+		return list
+	}
+	return []error{fmt.Errorf("%s: %w", field, err)}
+}
+
+// Handler returns next behind the whole chain: the client address
+// (400 for a malformed forwarding chain from a trusted proxy), the pre-auth
+// policies, the credential (400/401/503 per RFC 6750 §3.1, when an
+// Authenticator is configured), then the other policies. A refused request
+// never reaches next: it gets 429 (or the policy's Status) with
+// Retry-After rounded up to whole seconds (RFC 9110 §10.2.3), the RateLimit
+// and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-10)
+// and an RFC 9457 problem body naming the policy, never its key. Mount it
+// on the Router given to New (r.Use(m.Handler) for chi, or
+// http.ListenAndServe(addr, m.Handler(mux))). Safe for concurrent use.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	h := m.limiter.Handler(next)
+	if m.authn != nil {
+		h = middleware.Authenticate(m.authn, m.auth)(h)
+	}
+	h = m.limiter.PreAuthHandler(h)
+	return middleware.ClientAddress(m.resolver)(h)
+}
+
+// Check returns what the chain would decide for r without spending any
+// budget: the client address and its derivation, the principal, the
+// operation and each policy's key and would-be decision (the debug
+// endpoint's JSON). The decision is separate from the wrapper, as in
+// net/http's CrossOriginProtection. Safe for concurrent use.
+func (m *Middleware) Check(r *http.Request) *middleware.Record {
+	return m.debug.Explain(r)
+}
+
+// Debug returns the operators' debug endpoint (see [middleware.Debug]):
+// [Middleware.Check] of the request it receives, or of one described in a
+// POST, as JSON or HTML, for the networks in Config.DebugAllow only;
+// everyone else gets 404. Mount it outside Handler, so that failed
+// derivations can be shown. Safe for concurrent use.
+func (m *Middleware) Debug() http.Handler {
+	return middleware.Debug(m.debug)
+}
