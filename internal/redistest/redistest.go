@@ -2,7 +2,8 @@
 // free loopback port, with no persistence (--save "" --appendonly no), in a
 // temporary directory, killed when the test ends (and, on Linux, when the
 // test process dies). [Start] gives a single node, [StartCluster] a one-node
-// Redis Cluster, [StartSentinel] a Sentinel monitoring a node; a [Server]
+// Redis Cluster, [StartMasters] a Redis Cluster of several masters (each
+// node a [Server]), [StartSentinel] a Sentinel monitoring a node; a [Server]
 // can be stopped (a crash), restarted empty on the same address, paused and
 // resumed, to test fail modes.
 //
