@@ -41,6 +41,16 @@ const (
 // One proxy setup is one rule:
 //
 //	trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
+//
+// The errors of [New] name fields the way a configuration file writes them:
+// the Go field Foo is written foo and FooBar foo_bar (IPv4Prefix
+// ipv4_prefix, AllowAll allow_all), list elements by index, and a value
+// (quoted, escaped, at most 64 bytes) after its path:
+// `rules[1].from[2] "10.0.0.0/33": not a CIDR prefix: ...`,
+// `rules[0].header: "X Y" is not a valid header name`,
+// `ipv4_prefix: 40 out of range 1..32 (0 means 32)`. They carry no package
+// prefix, so a caller prefixes the section of its own configuration
+// (`trusted_proxies.rules[1].from[2] ...`).
 type Config struct {
 	// Rules is the ordered list of trust rules. For each request the first
 	// rule whose From set (or Sources) contains the TCP peer applies; when
@@ -130,9 +140,9 @@ type Rule struct {
 // per problem, each naming the offending field and value (every malformed
 // entry, a refused catch-all range, an invalid header name, Hops out of
 // range or on a header that is not a list, a prefix length out of range, a
-// Source that failed its first load). Field names are
-// Go's: "Rules[1].From[0]", "Rules[1].Header", "Rules[1].Hops", "IPv4Prefix", ...
-// On error the Resolver is nil.
+// Source that failed its first load). Fields are named as described on
+// [Config]: "rules[1].from[0]", "rules[1].header", "rules[1].hops",
+// "rules[1].sources[0]", "ipv4_prefix", ... On error the Resolver is nil.
 //
 // New calls Load on every Source once, with context.Background(), before
 // returning; a failing or empty load is an error (no rule starts with a
@@ -144,7 +154,7 @@ func New(cfg Config) (*Resolver, error) {
 	r := &Resolver{allowAll: cfg.AllowAll}
 
 	for i, rc := range cfg.Rules {
-		ru, es := buildRule(rc, fmt.Sprintf("Rules[%d].", i), cfg.AllowAll)
+		ru, es := buildRule(rc, fmt.Sprintf("rules[%d]", i), cfg.AllowAll)
 		errs = append(errs, es...)
 		r.rules = append(r.rules, ru)
 	}
@@ -152,14 +162,14 @@ func New(cfg Config) (*Resolver, error) {
 	r.v4bits = defaultIPv4Prefix
 	if cfg.IPv4Prefix != 0 {
 		if cfg.IPv4Prefix < 1 || cfg.IPv4Prefix > 32 {
-			errs = append(errs, fmt.Errorf("trustedproxy: IPv4Prefix %d out of range 1..32 (0 means %d)", cfg.IPv4Prefix, defaultIPv4Prefix))
+			errs = append(errs, fmt.Errorf("ipv4_prefix: %d out of range 1..32 (0 means %d)", cfg.IPv4Prefix, defaultIPv4Prefix))
 		}
 		r.v4bits = cfg.IPv4Prefix
 	}
 	r.v6bits = defaultIPv6Prefix
 	if cfg.IPv6Prefix != 0 {
 		if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
-			errs = append(errs, fmt.Errorf("trustedproxy: IPv6Prefix %d out of range 1..128 (0 means %d)", cfg.IPv6Prefix, defaultIPv6Prefix))
+			errs = append(errs, fmt.Errorf("ipv6_prefix: %d out of range 1..128 (0 means %d)", cfg.IPv6Prefix, defaultIPv6Prefix))
 		}
 		r.v6bits = cfg.IPv6Prefix
 	}
@@ -173,11 +183,11 @@ func New(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
-// buildRule validates one rule. prefix is "Rules[i].".
+// buildRule validates one rule. prefix is its path, "rules[i]".
 func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	var errs []error
 	ru := &rule{hops: max(rc.Hops, 1), sources: append([]Source(nil), rc.Sources...)}
-	fromName, headerName := prefix+"From", prefix+"Header"
+	fromName, headerName := prefix+".from", prefix+".header"
 
 	var b netipx.IPSetBuilder
 	for i, s := range rc.From {
@@ -187,11 +197,11 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 		}
 		ranges, err := parseSetEntry(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %s: %v", fromName, i, quote.Value(s), err))
+			errs = append(errs, fmt.Errorf("%s[%d] %s: %v", fromName, i, quote.Value(s), err))
 			continue
 		}
 		if !allowAll && coversFamily(ranges) {
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] %s trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, i, quote.Value(s)))
+			errs = append(errs, fmt.Errorf("%s[%d] %s: trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", fromName, i, quote.Value(s)))
 			continue
 		}
 		for _, rg := range ranges {
@@ -200,13 +210,13 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	}
 	static, err := b.IPSet()
 	if err != nil { // unreachable: every range added is valid
-		errs = append(errs, fmt.Errorf("trustedproxy: building %s: %v", fromName, err))
+		errs = append(errs, fmt.Errorf("%s: %v", fromName, err))
 	}
 	if !allowAll && setCoversFamily(static) {
-		errs = append(errs, fmt.Errorf("trustedproxy: %s: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", fromName, len(rc.From)))
+		errs = append(errs, fmt.Errorf("%s: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", fromName, len(rc.From)))
 	}
 	ru.static = static
-	ru.label = prefix + "Sources"
+	ru.label = prefix + ".sources"
 
 	set := static
 	if len(ru.sources) > 0 {
@@ -217,7 +227,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 		}
 	}
 	if len(rc.From) == 0 && len(ru.sources) == 0 {
-		errs = append(errs, fmt.Errorf("trustedproxy: %sFrom and %sSources are both empty: the rule would match no peer", prefix, prefix))
+		errs = append(errs, fmt.Errorf("%s: from and sources are both empty: the rule would match no peer", prefix))
 	}
 	if set != nil {
 		ru.cur.Store(&ruleSet{set: set, tab: newTable(set)})
@@ -232,9 +242,9 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	}
 	switch {
 	case rc.Hops < 0 || rc.Hops > MaxHops:
-		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d out of range 0..%d", prefix, rc.Hops, MaxHops))
+		errs = append(errs, fmt.Errorf("%s.hops: %d out of range 0..%d", prefix, rc.Hops, MaxHops))
 	case rc.Hops > 0 && ru.kind != kindXFF && ru.kind != kindForwarded:
-		errs = append(errs, fmt.Errorf("trustedproxy: %sHops %d needs a list header (%s or %s), not %s", prefix, rc.Hops, headerXForwardedFor, headerForwarded, quote.Value(rc.Header)))
+		errs = append(errs, fmt.Errorf("%s.hops: %d needs a list header (%s or %s), not %s", prefix, rc.Hops, headerXForwardedFor, headerForwarded, quote.Value(rc.Header)))
 	}
 	return ru, errs
 }
@@ -242,7 +252,7 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 // parseHeaderName validates and canonicalises a configured header name.
 func parseHeaderName(name, field string) (string, headerKind, error) {
 	if !httpguts.ValidHeaderFieldName(name) {
-		return "", kindNone, fmt.Errorf("trustedproxy: %s %s is not a valid header name", field, quote.Value(name))
+		return "", kindNone, fmt.Errorf("%s: %s is not a valid header name", field, quote.Value(name))
 	}
 	h := http.CanonicalHeaderKey(name)
 	switch h {
@@ -265,15 +275,15 @@ func (ru *rule) load(ctx context.Context, allowAll bool) (*netipx.IPSet, error) 
 	var errs []error
 	for i, src := range ru.sources {
 		if src == nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d] is nil", ru.label, i))
+			errs = append(errs, fmt.Errorf("%s[%d]: nil Source", ru.label, i))
 			continue
 		}
 		s, err := src.Load(ctx)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d]: %w", ru.label, i, err))
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", ru.label, i, err))
 		case s == nil || len(s.Ranges()) == 0:
-			errs = append(errs, fmt.Errorf("trustedproxy: %s[%d]: loaded an empty set (refused: more likely a broken source than a real change)", ru.label, i))
+			errs = append(errs, fmt.Errorf("%s[%d]: loaded an empty set (refused: more likely a broken source than a real change)", ru.label, i))
 		default:
 			canonicalSet(&b, s) // a mapped entry must match the unmapped lookups
 		}
@@ -283,10 +293,10 @@ func (ru *rule) load(ctx context.Context, allowAll bool) (*netipx.IPSet, error) 
 	}
 	set, err := b.IPSet()
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: %s: %v", ru.label, err)
+		return nil, fmt.Errorf("%s: %v", ru.label, err)
 	}
 	if !allowAll && setCoversFamily(set) {
-		return nil, fmt.Errorf("trustedproxy: %s: the set trusts every IPv4 or every IPv6 address (anyone could name any client); set AllowAll to permit it", ru.label)
+		return nil, fmt.Errorf("%s: the set trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", ru.label)
 	}
 	return set, nil
 }

@@ -2,7 +2,6 @@ package trustedproxy
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 )
 
@@ -43,74 +42,88 @@ func TestNewErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		want []string // substrings, one per expected joined error, in order
+		want []string // the exact text of each joined error, in order
 	}{
 		{
 			name: "every bad entry listed",
 			cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "10.0.0.0/33", "not-an-ip", "", " 10.0.0.1", "192.168.1.1/", "fe80::/64%eth0", "example.com"}}}},
-			want: []string{`Rules[0].From[1] "10.0.0.0/33"`, `Rules[0].From[2] "not-an-ip"`, `Rules[0].From[3] ""`, `Rules[0].From[4] " 10.0.0.1"`, `Rules[0].From[5] "192.168.1.1/"`, `Rules[0].From[6] "fe80::/64%eth0"`, `Rules[0].From[7] "example.com"`},
+			want: []string{
+				`rules[0].from[1] "10.0.0.0/33": not a CIDR prefix: the length must be 0..32 for IPv4`,
+				`rules[0].from[2] "not-an-ip": not an IP address or CIDR prefix`,
+				`rules[0].from[3] "": not an IP address or CIDR prefix`,
+				`rules[0].from[4] " 10.0.0.1": not an IP address or CIDR prefix`,
+				`rules[0].from[5] "192.168.1.1/": not a CIDR prefix: the length must be 0..32 for IPv4`,
+				`rules[0].from[6] "fe80::/64%eth0": not a CIDR prefix: a prefix cannot carry an IPv6 zone`,
+				`rules[0].from[7] "example.com": not an IP address or CIDR prefix`,
+			},
 		},
 		{
 			name: "0.0.0.0/0 refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"0.0.0.0/0"}}}},
-			want: []string{`Rules[0].From[0] "0.0.0.0/0" trusts every IPv4 or every IPv6 address`},
+			want: []string{`rules[0].from[0] "0.0.0.0/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "::/0 refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "::/0"}}}},
-			want: []string{`Rules[0].From[1] "::/0" trusts every`},
+			want: []string{`rules[0].from[1] "::/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "mapped ::ffff:0.0.0.0/96 trick refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"::ffff:0.0.0.0/96"}}}},
-			want: []string{`Rules[0].From[0] "::ffff:0.0.0.0/96" trusts every`},
+			want: []string{`rules[0].from[0] "::ffff:0.0.0.0/96": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "::/80 covers every mapped address, refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"::/80"}}}},
-			want: []string{`Rules[0].From[0] "::/80" trusts every`},
+			want: []string{`rules[0].from[0] "::/80": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "union of halves refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"0.0.0.0/1", "128.0.0.0/1"}}}},
-			want: []string{`union of the 2 entries trusts every`},
+			want: []string{`rules[0].from: the union of the 2 entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			// ::/1 holds ::ffff:0:0/96, so it alone trusts every IPv4
 			// address once unmapped; 8000::/1 alone is fine.
 			name: "v6 half holding the mapped range refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"::/1", "8000::/1"}}}},
-			want: []string{`Rules[0].From[0] "::/1" trusts every`},
+			want: []string{`rules[0].from[0] "::/1": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "mapped half plus v4 half refused",
 			cfg:  Config{Rules: []Rule{{From: []string{"::ffff:0.0.0.0/97", "128.0.0.0/1"}}}},
-			want: []string{`union of the 2 entries trusts every`},
+			want: []string{`rules[0].from: the union of the 2 entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
 		},
 		{
 			name: "header not a token",
 			cfg:  Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "X Real IP"}}},
-			want: []string{`Header "X Real IP" is not a valid header name`},
+			want: []string{`rules[0].header: "X Real IP" is not a valid header name`},
 		},
 		{
 			name: "header with colon",
 			cfg:  Config{Rules: []Rule{{From: []string{"192.0.2.1"}, Header: "X-Real-IP:"}}},
-			want: []string{`Header "X-Real-IP:" is not a valid header name`},
+			want: []string{`rules[0].header: "X-Real-IP:" is not a valid header name`},
 		},
 		{
 			name: "prefixes out of range",
 			cfg:  Config{IPv4Prefix: 33, IPv6Prefix: -1},
-			want: []string{`IPv4Prefix 33 out of range 1..32`, `IPv6Prefix -1 out of range 1..128`},
+			want: []string{`ipv4_prefix: 33 out of range 1..32 (0 means 32)`, `ipv6_prefix: -1 out of range 1..128 (0 means 64)`},
 		},
 		{
 			name: "prefixes out of range 2",
 			cfg:  Config{IPv4Prefix: -5, IPv6Prefix: 129},
-			want: []string{`IPv4Prefix -5 out of range 1..32`, `IPv6Prefix 129 out of range 1..128`},
+			want: []string{`ipv4_prefix: -5 out of range 1..32 (0 means 32)`, `ipv6_prefix: 129 out of range 1..128 (0 means 64)`},
 		},
 		{
 			name: "all problems at once",
 			cfg:  Config{Rules: []Rule{{From: []string{"bad", "0.0.0.0/0"}, Header: "X Forwarded"}}, IPv4Prefix: 40, IPv6Prefix: 200},
-			want: []string{`Rules[0].From[0] "bad"`, `Rules[0].From[1] "0.0.0.0/0"`, `Rules[0].Header "X Forwarded"`, `IPv4Prefix 40`, `IPv6Prefix 200`},
+			want: []string{
+				`rules[0].from[0] "bad": not an IP address or CIDR prefix`,
+				`rules[0].from[1] "0.0.0.0/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`,
+				`rules[0].header: "X Forwarded" is not a valid header name`,
+				`ipv4_prefix: 40 out of range 1..32 (0 means 32)`,
+				`ipv6_prefix: 200 out of range 1..128 (0 means 64)`,
+			},
 		},
 	}
 	for _, tc := range tests {
@@ -131,8 +144,8 @@ func TestNewErrors(t *testing.T) {
 				t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(tc.want), err)
 			}
 			for i, w := range tc.want {
-				if !strings.Contains(errs[i].Error(), w) {
-					t.Errorf("error %d = %q, want it to contain %q", i, errs[i], w)
+				if errs[i].Error() != w {
+					t.Errorf("error %d = %q, want %q", i, errs[i], w)
 				}
 			}
 		})

@@ -152,7 +152,7 @@ func ExampleParseSet() {
 	fmt.Println(err)
 	// Output:
 	// [127.0.0.0/8 192.0.2.0/24 ::1/128 fe80::1/128]
-	// trustedproxy: [1] "localhost": ParseAddr("localhost"): unable to parse IP
+	// [1] "localhost": not an IP address or CIDR prefix
 }
 
 // A rule's Sources are reloaded by Refresh (from a timer, a signal, or a
@@ -191,6 +191,6 @@ func ExampleResolver_Refresh() {
 	// 203.0.113.7 198.51.100.10
 	// <nil>
 	// 192.0.2.10 203.0.113.7
-	// trustedproxy: Rules[0].Sources[0]: upstream unavailable
+	// rules[0].sources[0]: upstream unavailable
 	// 192.0.2.10 203.0.113.7
 }

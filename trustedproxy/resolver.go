@@ -62,7 +62,7 @@ type rule struct {
 	unix    bool // accepts Unix-socket peers
 	static  *netipx.IPSet
 	sources []Source
-	label   string                  // "Rules[i].Sources", for errors
+	label   string                  // "rules[i].sources", for errors
 	cur     atomic.Pointer[ruleSet] // current set: static ∪ sources
 }
 

@@ -27,30 +27,31 @@ func TestNewRulesErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		want []string // substrings, one per joined error, in order
+		want []string // the exact text of each joined error, in order
 	}{
 		{"bad entries named by rule and index", Config{Rules: []Rule{
 			{From: []string{"10.0.0.0/8", "bad"}},
 			{From: []string{"example.com", "10.0.0.0/33"}, Header: "X Y"},
-		}}, []string{`Rules[0].From[1] "bad"`, `Rules[1].From[0] "example.com"`, `Rules[1].From[1] "10.0.0.0/33"`, `Rules[1].Header "X Y" is not a valid header name`}},
+		}}, []string{`rules[0].from[1] "bad": not an IP address or CIDR prefix`, `rules[1].from[0] "example.com": not an IP address or CIDR prefix`,
+			`rules[1].from[1] "10.0.0.0/33": not a CIDR prefix: the length must be 0..32 for IPv4`, `rules[1].header: "X Y" is not a valid header name`}},
 		{"hops out of range", Config{Rules: []Rule{
 			{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: -1},
 			{From: []string{"10.0.0.0/8"}, Header: "Forwarded", Hops: MaxHops + 1},
-		}}, []string{"Rules[0].Hops -1 out of range 0..32", "Rules[1].Hops 33 out of range 0..32"}},
+		}}, []string{"rules[0].hops: -1 out of range 0..32", "rules[1].hops: 33 out of range 0..32"}},
 		{"hops need a list header", Config{Rules: []Rule{
 			{From: []string{"10.0.0.0/8"}, Header: "X-Real-IP", Hops: 2},
 			{From: []string{"10.0.0.0/8"}, Hops: 1},
-		}}, []string{`Rules[0].Hops 2 needs a list header (X-Forwarded-For or Forwarded), not "X-Real-IP"`, `Rules[1].Hops 1 needs a list header`}},
+		}}, []string{`rules[0].hops: 2 needs a list header (X-Forwarded-For or Forwarded), not "X-Real-IP"`, `rules[1].hops: 1 needs a list header (X-Forwarded-For or Forwarded), not ""`}},
 		{"rule matching nobody", Config{Rules: []Rule{{Header: "X-Forwarded-For"}}},
-			[]string{"Rules[0].From and Rules[0].Sources are both empty"}},
+			[]string{"rules[0]: from and sources are both empty: the rule would match no peer"}},
 		{"catch-all in a rule", Config{Rules: []Rule{{From: []string{"::/0"}}, {From: []string{"0.0.0.0/1", "128.0.0.0/1"}}}},
-			[]string{`Rules[0].From[0] "::/0" trusts every`, "Rules[1].From: the union of the 2 entries trusts every"}},
+			[]string{`rules[0].from[0] "::/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`, "rules[1].from: the union of the 2 entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it"}},
 		{"sources: failing, empty, nil, catch-all", Config{Rules: []Rule{
 			{Sources: []Source{failing, empty, nil}},
 			{Sources: []Source{all}},
-		}}, []string{"Rules[0].Sources[0]: boom", "Rules[0].Sources[1]: loaded an empty set", "Rules[0].Sources[2] is nil", "Rules[1].Sources: the set trusts every IPv4"}},
+		}}, []string{"rules[0].sources[0]: boom", "rules[0].sources[1]: loaded an empty set (refused: more likely a broken source than a real change)", "rules[0].sources[2]: nil Source", "rules[1].sources: the set trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it"}},
 		{"shorthand spelled wrong", Config{Rules: []Rule{{From: []string{"Private_Ranges", "localhost"}}}},
-			[]string{`Rules[0].From[0] "Private_Ranges"`, `Rules[0].From[1] "localhost"`}},
+			[]string{`rules[0].from[0] "Private_Ranges": not an IP address or CIDR prefix`, `rules[0].from[1] "localhost": not an IP address or CIDR prefix`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,8 +74,8 @@ func TestNewRulesErrors(t *testing.T) {
 				t.Fatalf("got %d errors, want %d:\n%v", len(flat), len(tc.want), err)
 			}
 			for i, w := range tc.want {
-				if !strings.Contains(flat[i], w) {
-					t.Errorf("error %d = %q, want it to contain %q", i, flat[i], w)
+				if flat[i] != w {
+					t.Errorf("error %d = %q, want %q", i, flat[i], w)
 				}
 			}
 		})

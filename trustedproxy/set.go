@@ -76,15 +76,18 @@ var shorthands = map[string][]netip.Prefix{
 //
 // ParseSet does not refuse sets covering every address of a family; [New]
 // does, unless Config.AllowAll. On error the set is nil and the error is an
-// errors.Join of one error per bad entry, each naming its index and value.
-// An empty list gives an empty set. Safe for concurrent use.
+// errors.Join of one error per bad entry, each starting with its index and
+// value and with no package prefix, so that a caller prefixes the name of
+// its own field: `[1] "localhost": not an IP address or CIDR prefix` (the
+// value quoted, escaped and cut to 64 bytes). An empty list gives an empty
+// set. Safe for concurrent use.
 func ParseSet(entries []string) (*netipx.IPSet, error) {
 	var b netipx.IPSetBuilder
 	var errs []error
 	for i, s := range entries {
 		ranges, err := parseSetEntry(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("trustedproxy: [%d] %s: %v", i, quote.Value(s), err))
+			errs = append(errs, fmt.Errorf("[%d] %s: %v", i, quote.Value(s), err))
 			continue
 		}
 		for _, rg := range ranges {
@@ -100,7 +103,7 @@ func ParseSet(entries []string) (*netipx.IPSet, error) {
 // parseSetEntry parses one ParseSet entry (not "unix") into canonical ranges.
 func parseSetEntry(s string) ([]netipx.IPRange, error) {
 	if s == shorthandUnix {
-		return nil, errors.New(`"unix" names Unix-socket peers, not addresses: list it in a rule's From`)
+		return nil, errors.New(`"unix" names Unix-socket peers, not addresses: list it in a rule's from`)
 	}
 	if ps, ok := shorthands[s]; ok {
 		out := make([]netipx.IPRange, len(ps))
@@ -132,23 +135,45 @@ var (
 // trusts those hosts. So the part of an IPv6 entry that lies in the mapped
 // range is also added as the IPv4 range it maps. This is also what makes
 // "::ffff:0:0/96" (or "::/80") count as "every IPv4 address" for AllowAll.
+//
+// Its errors are fixed text: netip's would quote the whole entry again,
+// past the 64 bytes the caller quotes.
 func parseTrusted(s string) ([]netipx.IPRange, error) {
 	var p netip.Prefix
 	if strings.Contains(s, "/") {
 		var err error
 		p, err = netip.ParsePrefix(s)
 		if err != nil {
-			return nil, err
+			return nil, prefixError(s)
 		}
 	} else {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, err
+			return nil, errNotAddress
 		}
 		a = a.WithZone("") // a zone is not part of the address
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
 	return canonicalRanges(netipx.RangeOfPrefix(p.Masked())), nil
+}
+
+// errNotAddress is the error of an entry that is neither an address nor a
+// prefix (a host name, spaces around it, an empty string, ...).
+var errNotAddress = errors.New("not an IP address or CIDR prefix")
+
+// prefixError says, in fixed text, why s (holding a '/') is not a prefix.
+func prefixError(s string) error {
+	i := strings.LastIndexByte(s, '/')
+	a, err := netip.ParseAddr(s[:i])
+	switch {
+	case err != nil:
+		return errNotAddress
+	case a.Zone() != "" || strings.Contains(s[i:], "%"):
+		return errors.New("not a CIDR prefix: a prefix cannot carry an IPv6 zone")
+	case a.Is4():
+		return errors.New("not a CIDR prefix: the length must be 0..32 for IPv4")
+	}
+	return errors.New("not a CIDR prefix: the length must be 0..128 for IPv6")
 }
 
 // canonicalRanges returns the ranges that trust what r trusts when looked

@@ -9,12 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/ratekey/ratekey/internal/httpsonly"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/redact"
+	"github.com/ratekey/ratekey/internal/regularfile"
 	"go4.org/netipx"
 )
 
@@ -65,10 +66,16 @@ const defaultSourceTimeout = 10 * time.Second
 // [ParseSet] entry per line (CIDR, address or shorthand), blank lines and
 // lines starting with '#' ignored, spaces and tabs around an entry trimmed.
 // This is the format of Cloudflare's https://www.cloudflare.com/ips-v4 and
-// ips-v6 lists. A parse error names the file and line; the whole load then
-// fails (no partial set).
+// ips-v6 lists. A parse error names the file, the line and its entry
+// (quoted, escaped, at most 64 bytes); the first 10 bad lines are reported,
+// then how many more there are, and the whole load fails (no partial set).
+// Errors start with "FileSource" (no package prefix: [New] nests them
+// under the rule's path, "rules[0].sources[1]: FileSource ...").
 type FileSource struct {
-	// Path is the file to read.
+	// Path is the file to read. It must be a regular file (after following
+	// symbolic links): a FIFO, a device or a directory is refused before it
+	// is opened, so a FIFO cannot block New or Refresh forever and
+	// /dev/zero cannot be read without end.
 	Path string
 	// MaxBytes is the largest file accepted, in bytes; 0 means 4 MiB
 	// (4 << 20), ample for every published cloud range list.
@@ -76,23 +83,25 @@ type FileSource struct {
 }
 
 // Load reads and parses the file. It honours ctx only before reading. A
+// file that is not regular is an error (the text says "not a regular
+// file"), and so is one larger than MaxBytes (wrapping nothing exported:
+// the text says "file too large"); a missing file wraps os.ErrNotExist. A
 // FileSource holds no state: Load is safe for concurrent use.
 func (s FileSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.Path)
-	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: FileSource: %w", err)
+	max := s.MaxBytes
+	if max <= 0 {
+		max = defaultMaxSourceBytes
 	}
-	defer f.Close()
-	body, err := readCapped(f, s.MaxBytes)
+	body, err := regularfile.Read(s.Path, max) // names the path
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: FileSource %s: %w", s.Path, err)
+		return nil, fmt.Errorf("FileSource: %w", err)
 	}
 	set, err := parseSetText(body)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: FileSource %s: %w", s.Path, err)
+		return nil, fmt.Errorf("FileSource %s: %w", s.Path, err)
 	}
 	return set, nil
 }
@@ -100,7 +109,8 @@ func (s FileSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 // URLSource loads a trusted set with an HTTP GET on every Load. The body is
 // in [FileSource]'s text format; the response must be 200 OK. JSON range
 // documents (AWS ip-ranges.json, Google cloud.json) are not parsed: convert
-// them, or use a [SourceFunc].
+// them, or use a [SourceFunc]. Errors start with "URLSource" and name the
+// URL without its password (no package prefix, as for [FileSource]).
 type URLSource struct {
 	// URL is an https URL, or an http URL to a loopback host (localhost,
 	// 127.0.0.0/8, ::1): over plain http, anyone on the network path could
@@ -137,13 +147,13 @@ var defaultSourceClient = &http.Client{
 func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("trustedproxy: URLSource: not an http or https URL") // the URL may hold a password
+		return nil, errors.New("URLSource: not an http or https URL") // the URL may hold a password
 	}
 	shown := redact.URL(s.URL)
 	if err := httpsonly.Check(u); err != nil {
 		// Whoever is on the path of a plain-http fetch could add ranges,
 		// whose hosts may then name any client.
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
+		return nil, fmt.Errorf("URLSource %s: %w", shown, err)
 	}
 	timeout := s.Timeout
 	if timeout <= 0 {
@@ -153,7 +163,7 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, redact.Error(err))
+		return nil, fmt.Errorf("URLSource %s: %w", shown, redact.Error(err))
 	}
 	req.Header.Set("Accept", "text/plain")
 	c := s.Client
@@ -162,19 +172,19 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource: %w", redact.Error(err)) // its text names the URL
+		return nil, fmt.Errorf("URLSource: %w", redact.Error(err)) // its text names the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: status %s", shown, resp.Status)
+		return nil, fmt.Errorf("URLSource %s: status %s", shown, resp.Status)
 	}
 	body, err := readCapped(resp.Body, s.MaxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
+		return nil, fmt.Errorf("URLSource %s: %w", shown, err)
 	}
 	set, err := parseSetText(body)
 	if err != nil {
-		return nil, fmt.Errorf("trustedproxy: URLSource %s: %w", shown, err)
+		return nil, fmt.Errorf("URLSource %s: %w", shown, err)
 	}
 	return set, nil
 }
@@ -195,10 +205,14 @@ func readCapped(r io.Reader, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// maxLineErrors is how many bad lines parseSetText reports one by one.
+const maxLineErrors = 10
+
 // parseSetText parses the FileSource text format.
 func parseSetText(body []byte) (*netipx.IPSet, error) {
 	var b netipx.IPSetBuilder
 	var errs []error
+	more := 0
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 0, 4096), len(body)+1)
 	line := 0
@@ -210,8 +224,10 @@ func parseSetText(body []byte) (*netipx.IPSet, error) {
 		}
 		ranges, err := parseSetEntry(s)
 		if err != nil {
-			if len(errs) < 10 {
-				errs = append(errs, fmt.Errorf("line %d %q: %v", line, truncate(s), err))
+			if len(errs) < maxLineErrors {
+				errs = append(errs, fmt.Errorf("line %d %s: %v", line, quote.Value(s), err))
+			} else {
+				more++
 			}
 			continue
 		}
@@ -221,6 +237,9 @@ func parseSetText(body []byte) (*netipx.IPSet, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("and %d more bad lines", more))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -79,10 +79,11 @@ func TestFileSource(t *testing.T) {
 	bad := filepath.Join(dir, "bad.txt")
 	os.WriteFile(bad, []byte("10.0.0.0/8\nnot-a-range\n192.0.2.0/33\n"), 0o644)
 	_, err = FileSource{Path: bad}.Load(context.Background())
-	if err == nil || !strings.Contains(err.Error(), `line 2 "not-a-range"`) || !strings.Contains(err.Error(), `line 3 "192.0.2.0/33"`) {
-		t.Errorf("bad file: %v", err)
+	if want := "FileSource " + bad + ": line 2 \"not-a-range\": not an IP address or CIDR prefix\n" +
+		"line 3 \"192.0.2.0/33\": not a CIDR prefix: the length must be 0..32 for IPv4"; err == nil || err.Error() != want {
+		t.Errorf("bad file: %v\nwant %s", err, want)
 	}
-	if _, err := (FileSource{Path: good, MaxBytes: 10}).Load(context.Background()); err == nil || !strings.Contains(err.Error(), "larger than 10 bytes") {
+	if _, err := (FileSource{Path: good, MaxBytes: 10}).Load(context.Background()); err == nil || err.Error() != "FileSource: "+good+": file too large: 60 bytes, at most 10" {
 		t.Errorf("over-size file: %v", err)
 	}
 	if _, err := (FileSource{Path: filepath.Join(dir, "missing")}).Load(context.Background()); !errors.Is(err, os.ErrNotExist) {
@@ -208,10 +209,10 @@ func TestRefresh(t *testing.T) {
 		err  error
 		want string
 	}{
-		"error":     {nil, errors.New("upstream down"), "Rules[0].Sources[0]: upstream down"},
-		"nil set":   {nil, nil, "Rules[0].Sources[0]: loaded an empty set"},
+		"error":     {nil, errors.New("upstream down"), "rules[0].sources[0]: upstream down"},
+		"nil set":   {nil, nil, "rules[0].sources[0]: loaded an empty set"},
 		"empty set": {&netipx.IPSet{}, nil, "loaded an empty set"},
-		"catch-all": {mustSet(t, "::/0"), nil, "Rules[0].Sources: the set trusts every"},
+		"catch-all": {mustSet(t, "::/0"), nil, "rules[0].sources: the set trusts every"},
 	} {
 		src.next(tc.set, tc.err)
 		err := r.Refresh(ctx)
@@ -416,5 +417,43 @@ func TestURLSourceNeedsHTTPS(t *testing.T) {
 		if err := defaultSourceClient.CheckRedirect(next, []*http.Request{from}); (err == nil) != tt.want {
 			t.Errorf("redirect to %s: %v; want followed %v", tt.to, err, tt.want)
 		}
+	}
+}
+
+// TestFileSourceBadLinesBounded: a bad line is quoted through
+// internal/quote (64 bytes and its length), never whole, and never again
+// inside netip's error text; past 10 bad lines only their count is given.
+func TestFileSourceBadLinesBounded(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.txt")
+	if err := os.WriteFile(long, []byte("10.0.0.0/8\n"+strings.Repeat("9", 100<<10)+"/8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := FileSource{Path: long}.Load(context.Background())
+	want := "FileSource " + long + `: line 2 "` + strings.Repeat("9", 64) + `"… (102402 bytes): not an IP address or CIDR prefix`
+	if err == nil || err.Error() != want || len(err.Error()) > 300 {
+		t.Errorf("100 KB bad line: %d bytes of error %.400q; want %q", len(fmt.Sprint(err)), err, want)
+	}
+
+	// ParseSet and Rule.From quote the same way.
+	huge := strings.Repeat("1", 100<<10) + "/99"
+	_, err = ParseSet([]string{"10.0.0.0/8", huge})
+	if want := `[1] "` + strings.Repeat("1", 64) + `"… (102403 bytes): not an IP address or CIDR prefix`; err == nil || err.Error() != want {
+		t.Errorf("ParseSet: %.400q; want %q", err, want)
+	}
+	_, err = New(Config{Rules: []Rule{{From: []string{"192.0.2.1/" + strings.Repeat("9", 100<<10)}}}})
+	if want := `rules[0].from[0] "192.0.2.1/` + strings.Repeat("9", 54) + `"… (102410 bytes): not a CIDR prefix: the length must be 0..32 for IPv4`; err == nil || err.Error() != want {
+		t.Errorf("New: %.400q; want %q", err, want)
+	}
+
+	many := filepath.Join(dir, "many.txt")
+	if err := os.WriteFile(many, []byte(strings.Repeat("bad\n", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = FileSource{Path: many}.Load(context.Background())
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if len(lines) != 11 || lines[0] != "FileSource "+many+`: line 1 "bad": not an IP address or CIDR prefix` ||
+		lines[9] != `line 10 "bad": not an IP address or CIDR prefix` || lines[10] != "and 990 more bad lines" {
+		t.Errorf("1000 bad lines: %d lines of error:\n%v", len(lines), err)
 	}
 }

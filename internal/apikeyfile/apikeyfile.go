@@ -15,7 +15,12 @@
 //	  - created: optional, RFC 3339 UTC.
 //
 // Unknown, missing, duplicate or case-variant members, and duplicate ids,
-// are errors naming the line number (never the hash). The file holds no
+// are errors naming the line number (never the hash); the first 10 are
+// reported, then how many more there are. The file is a regular file of at
+// most 16 MiB (some 100 000 keys): a FIFO, a device or a directory is
+// refused before it is opened. Errors start with "API key file" or
+// "pepper file" (no package prefix: the caller prefixes its field). The
+// file holds no
 // secret, but it should still be readable only by the service (0600):
 // with the pepper it allows offline guessing, and whoever can write it can
 // mint principals. Revoke a key by deleting its line and reloading.
@@ -31,7 +36,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
@@ -44,18 +48,26 @@ import (
 // (identity.APIKeyConfig.Pepper), in bytes.
 const MinPepperBytes = 32
 
+// MaxFileBytes bounds an API key file: 16 MiB, some 100 000 keys of about
+// 160 bytes a line.
+const MaxFileBytes = 16 << 20
+
+// maxErrors is how many bad lines Parse reports one by one.
+const maxErrors = 10
+
 // Load reads an API key file (format above): its records, each valid
 // ([identity.APIKeyRecord.Validate]) with a unique id. A missing file is an
-// error (create it with [Append]).
+// error (create it with [Append]), and so is a file that is not regular or
+// is larger than [MaxFileBytes] (stated before it is opened, so a FIFO
+// cannot block a reload).
 func Load(path string) ([]identity.APIKeyRecord, error) {
-	f, err := os.Open(path)
+	b, err := regularfile.Read(path, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("identity: API key file: %w", err)
+		return nil, fmt.Errorf("API key file: %w", err)
 	}
-	defer f.Close()
-	recs, err := Parse(f)
+	recs, err := Parse(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("identity: API key file %s: %w", path, err)
+		return nil, fmt.Errorf("API key file %s: %w", path, err)
 	}
 	return recs, nil
 }
@@ -63,13 +75,22 @@ func Load(path string) ([]identity.APIKeyRecord, error) {
 // maxAPIKeyLine bounds one line of an API key file.
 const maxAPIKeyLine = 4096
 
-// Parse parses API key file text (format above). All problems
-// are reported, joined, each with its line number.
+// Parse parses API key file text (format above). Problems are reported
+// joined, each with its line number: the first 10, then "and N more bad
+// lines".
 func Parse(r io.Reader) ([]identity.APIKeyRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1024), maxAPIKeyLine)
 	var recs []identity.APIKeyRecord
 	var errs []error
+	more := 0 // bad lines past maxErrors
+	fail := func(err error) {
+		if len(errs) < maxErrors {
+			errs = append(errs, err)
+		} else {
+			more++
+		}
+	}
 	seen := map[string]int{}
 	n := 0
 	for sc.Scan() {
@@ -80,15 +101,20 @@ func Parse(r io.Reader) ([]identity.APIKeyRecord, error) {
 		}
 		rec, err := parseAPIKeyLine(line)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
+			fail(fmt.Errorf("line %d: %w", n, err))
 			continue
 		}
 		if first, dup := seen[rec.ID]; dup {
-			errs = append(errs, fmt.Errorf("line %d: id %s already on line %d", n, rec.ID, first))
+			fail(fmt.Errorf("line %d: id %s already on line %d", n, rec.ID, first))
 			continue
 		}
 		seen[rec.ID] = n
-		recs = append(recs, rec)
+		if len(errs) == 0 { // once a line is bad, no record is returned
+			recs = append(recs, rec)
+		}
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("and %d more bad lines", more))
 	}
 	if err := sc.Err(); err != nil {
 		errs = append(errs, fmt.Errorf("after line %d: %w", n, err))
@@ -153,7 +179,7 @@ func parseAPIKeyLine(line []byte) (identity.APIKeyRecord, error) {
 		}
 	}
 	if err := rec.Validate(); err != nil {
-		return identity.APIKeyRecord{}, errors.New(strings.TrimPrefix(err.Error(), "identity: "))
+		return identity.APIKeyRecord{}, err // "tenant: is empty"
 	}
 	return rec, nil
 }
@@ -190,29 +216,36 @@ func Append(path string, rec identity.APIKeyRecord) error {
 	if err != nil {
 		return err
 	}
+	// Stat before opening, as Load does: opening a FIFO blocks.
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return fmt.Errorf("API key file: %s: not a regular file", path)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("identity: API key file: %w", err)
+		return fmt.Errorf("API key file: %w", err)
 	}
 	defer f.Close()
-	existing, err := io.ReadAll(f)
+	existing, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
+		return fmt.Errorf("API key file %s: %w", path, err)
+	}
+	if len(existing) > MaxFileBytes {
+		return fmt.Errorf("API key file %s: larger than %d bytes", path, MaxFileBytes)
 	}
 	recs, err := Parse(bytes.NewReader(existing))
 	if err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
+		return fmt.Errorf("API key file %s: %w", path, err)
 	}
 	for _, r := range recs {
 		if r.ID == rec.ID {
-			return fmt.Errorf("identity: API key file %s: id %s already present", path, rec.ID)
+			return fmt.Errorf("API key file %s: id %s already present", path, rec.ID)
 		}
 	}
 	if len(existing) > 0 && existing[len(existing)-1] != '\n' {
 		line = append([]byte{'\n'}, line...)
 	}
 	if _, err := f.Write(line); err != nil {
-		return fmt.Errorf("identity: API key file %s: %w", path, err)
+		return fmt.Errorf("API key file %s: %w", path, err)
 	}
 	return f.Close()
 }
@@ -229,12 +262,12 @@ const maxPepperFileBytes = 4096
 func ReadPepper(path string) ([]byte, error) {
 	b, err := regularfile.Read(path, maxPepperFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("identity: pepper file: %w", err)
+		return nil, fmt.Errorf("pepper file: %w", err)
 	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if len(b) < MinPepperBytes {
-		return nil, fmt.Errorf("identity: pepper file %s: %d bytes, need at least %d", path, len(b), MinPepperBytes)
+		return nil, fmt.Errorf("pepper file %s: %d bytes, need at least %d", path, len(b), MinPepperBytes)
 	}
 	return b, nil
 }
@@ -246,7 +279,7 @@ func randomBase62(n int) (string, error) {
 	buf := make([]byte, n*2)
 	for len(out) < n {
 		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("identity: reading random bytes: %w", err)
+			return "", fmt.Errorf("reading random bytes: %w", err)
 		}
 		for _, b := range buf {
 			if b < 248 && len(out) < n { // 248 = 4·62: no modulo bias

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,24 +99,24 @@ func TestParse(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[1].Created.IsZero() {
 		t.Fatalf("%v %+v", err, recs)
 	}
-	bad := []struct{ line, want string }{
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","extra":1}`, `unknown member "extra"`},
-		{`{"ID":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, `unknown member "ID"`},
-		{`{"id":"abcdefABCDEF","id":"abcdefABCDEX","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "unique members"},
-		{`{"id":"abcdef","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "12 base62"},
-		{`{"id":"abcdefABCDEF","tenant":"","account":"alice","hmac_sha256":"` + h + `"}`, "tenant is empty"},
-		{`{"id":"abcdefABCDEF","tenant":"a\u0007","account":"alice","hmac_sha256":"` + h + `"}`, "control character"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"c2VjcmV0"}`, "32 bytes"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `="}`, "32 bytes"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice"}`, `"hmac_sha256" is missing`},
-		{`{"id":"abcdefABCDEF","tenant":1,"account":"alice","hmac_sha256":"` + h + `"}`, "not a string"},
-		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","created":"yesterday"}`, "RFC 3339"},
-		{`[1]`, "JSON object"},
-		{good, "already on line 1"},
+	bad := []struct{ line, want string }{ // want: the whole error text
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","extra":1}`, `line 2: unknown member "extra"`},
+		{`{"ID":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, `line 2: unknown member "ID"`},
+		{`{"id":"abcdefABCDEF","id":"abcdefABCDEX","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "line 2: not one JSON object with unique members"},
+		{`{"id":"abcdef","tenant":"acme","account":"alice","hmac_sha256":"` + h + `"}`, "line 2: id: must be 12 base62 characters"},
+		{`{"id":"abcdefABCDEF","tenant":"","account":"alice","hmac_sha256":"` + h + `"}`, "line 2: tenant: is empty"},
+		{`{"id":"abcdefABCDEF","tenant":"a\u0007","account":"alice","hmac_sha256":"` + h + `"}`, "line 2: tenant: contains a control character"},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"c2VjcmV0"}`, `line 2: member "hmac_sha256" is not 32 bytes of unpadded base64url`},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `="}`, `line 2: member "hmac_sha256" is not 32 bytes of unpadded base64url`},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice"}`, `line 2: member "hmac_sha256" is missing`},
+		{`{"id":"abcdefABCDEF","tenant":1,"account":"alice","hmac_sha256":"` + h + `"}`, `line 2: member "tenant" is not a string`},
+		{`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","hmac_sha256":"` + h + `","created":"yesterday"}`, `line 2: member "created" is not an RFC 3339 time`},
+		{`[1]`, "line 2: not one JSON object with unique members"},
+		{good, "line 2: id abcdefABCDEF already on line 1"},
 	}
 	for _, b := range bad {
 		_, err := Parse(strings.NewReader(good + "\n" + b.line + "\n"))
-		if err == nil || !strings.Contains(err.Error(), "line 2: ") || !strings.Contains(err.Error(), b.want) {
+		if err == nil || err.Error() != b.want {
 			t.Errorf("%s: err = %v, want %q", b.line, err, b.want)
 		}
 		if err != nil && strings.Contains(err.Error(), h) {
@@ -142,5 +143,29 @@ func TestPepper(t *testing.T) {
 	_ = os.WriteFile(path, []byte("short\n"), 0o600)
 	if _, err := ReadPepper(path); err == nil || strings.Contains(err.Error(), "short") {
 		t.Fatalf("short pepper: %v", err)
+	}
+}
+
+// TestLoadBounded: the many-bad-lines file of an attack pass (40 MB took
+// 10.9 GB and printed 20 million lines) now gets at most 10 errors and a
+// count; a file over MaxFileBytes is refused before it is read.
+func TestLoadBounded(t *testing.T) {
+	dir := t.TempDir()
+	many := filepath.Join(dir, "many.jsonl")
+	if err := os.WriteFile(many, bytes.Repeat([]byte("{}\n"), 100000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(many)
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if len(lines) > 11 || lines[0] != "API key file "+many+`: line 1: member "id" is missing` ||
+		lines[len(lines)-1] != "and 99990 more bad lines" {
+		t.Errorf("%d error lines: %.2000s", len(lines), err)
+	}
+	big := filepath.Join(dir, "big.jsonl")
+	if err := os.WriteFile(big, make([]byte, MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || err.Error() != fmt.Sprintf("API key file: %s: file too large: %d bytes, at most %d", big, MaxFileBytes+1, MaxFileBytes) {
+		t.Errorf("oversized file: %v", err)
 	}
 }
