@@ -72,17 +72,28 @@ type APIKeyRecord struct {
 }
 
 // Validate checks the record's shape (id alphabet and length, tenant and
-// account text). It never reports the hash.
+// account text). It never reports the hash. The error names the field the
+// way a key file writes it (the Go field ID is written id, Tenant tenant),
+// with no package prefix, so that the caller prefixes the record's place:
+// `tenant: is empty`, `id: must be 12 base62 characters`.
 func (r APIKeyRecord) Validate() error {
+	if field, err := r.validate(); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
+// validate is Validate as the failing field and what is wrong with it.
+func (r APIKeyRecord) validate() (string, error) {
 	if len(r.ID) != apiKeyIDLen || !isBase62(r.ID) {
-		return fmt.Errorf("identity: API key record: id must be %d base62 characters", apiKeyIDLen)
+		return "id", fmt.Errorf("must be %d base62 characters", apiKeyIDLen)
 	}
 	for _, f := range []struct{ name, v string }{{"tenant", r.Tenant}, {"account", r.Account}} {
 		if err := checkLabel(f.v); err != nil {
-			return fmt.Errorf("identity: API key record %s: %s %v", r.ID, f.name, err)
+			return f.name, err
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // checkLabel validates a tenant or account name.
@@ -128,7 +139,7 @@ func NewAPIKey(pepper []byte, tenant, account string) (key string, rec APIKeyRec
 	rec = APIKeyRecord{ID: id, Tenant: tenant, Account: account, Hash: hashSecret(pepper, secret),
 		Created: time.Now().UTC().Truncate(time.Second)}
 	if err := rec.Validate(); err != nil {
-		return "", APIKeyRecord{}, err
+		return "", APIKeyRecord{}, fmt.Errorf("identity: %w", err)
 	}
 	body := apiKeyPrefix + id + "_" + secret
 	return body + checksum(body), rec, nil
@@ -231,6 +242,10 @@ type APIKeyStore interface {
 //     (a leaked store without it yields no usable key). Copied.
 //   - Issuer: the Principal.Issuer of API-key principals; "" means
 //     "urn:ratekey:api-key".
+//
+// The errors of [NewAPIKeyAuthenticator] name the field the way a
+// configuration file writes it (Store store, Pepper pepper), with no
+// package prefix: `pepper: 16 bytes, need at least 32`.
 type APIKeyConfig struct {
 	Store  APIKeyStore
 	Pepper []byte
@@ -264,10 +279,10 @@ var _ Authenticator = (*APIKeyAuthenticator)(nil)
 func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 	var errs []error
 	if cfg.Store == nil {
-		errs = append(errs, errors.New("identity: api keys: no store"))
+		errs = append(errs, errors.New("store: required"))
 	}
 	if len(cfg.Pepper) < minPepperBytes {
-		errs = append(errs, fmt.Errorf("identity: api keys: pepper is %d bytes, need at least %d", len(cfg.Pepper), minPepperBytes))
+		errs = append(errs, fmt.Errorf("pepper: %d bytes, need at least %d", len(cfg.Pepper), minPepperBytes))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -227,11 +227,33 @@ func TestAPIKeyAuthenticateHeaders(t *testing.T) {
 	}
 }
 
-// TestAPIKeyConfigErrors: every problem of the config is reported.
+// TestAPIKeyConfigErrors: every problem of the config is reported, each
+// naming its field.
 func TestAPIKeyConfigErrors(t *testing.T) {
 	if _, err := NewAPIKeyAuthenticator(APIKeyConfig{Pepper: []byte("x")}); err == nil ||
-		!strings.Contains(err.Error(), "no store") || !strings.Contains(err.Error(), "pepper is 1 bytes") {
+		err.Error() != "store: required\npepper: 1 bytes, need at least 32" {
 		t.Fatalf("config errors: %v", err)
+	}
+}
+
+// TestMemoryAPIKeyStoreErrors: every bad record is reported by its index
+// and field; Validate names the field alone.
+func TestMemoryAPIKeyStoreErrors(t *testing.T) {
+	good := APIKeyRecord{ID: "4fZbq1Xk0aTe", Tenant: "acme", Account: "alice"}
+	badID, noTenant, ctlAccount := good, good, good
+	badID.ID = "short"
+	noTenant.Tenant = ""
+	ctlAccount.Account = "a\x1bb"
+	_, err := NewMemoryAPIKeyStore([]APIKeyRecord{good, badID, noTenant, ctlAccount, good})
+	want := "[1].id: must be 12 base62 characters\n[2].tenant: is empty\n[3].account: contains a control character\n[4].id: 4fZbq1Xk0aTe duplicate of [0]"
+	if err == nil || err.Error() != want {
+		t.Errorf("store errors:\n%v\nwant:\n%s", err, want)
+	}
+	if err := noTenant.Validate(); err == nil || err.Error() != "tenant: is empty" {
+		t.Errorf("Validate: %v", err)
+	}
+	if _, _, err := NewAPIKey(testPepper, "acme", ""); err == nil || err.Error() != "identity: account: is empty" {
+		t.Errorf("NewAPIKey: %v", err)
 	}
 }
 

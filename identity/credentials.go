@@ -83,6 +83,11 @@ var (
 //     "access_token". Must be an RFC 9110 token.
 //   - CookieName: the cookie of [SourceCookie]; "" means
 //     "access_token". Must be an RFC 6265 cookie-name (a token).
+//
+// The errors of [NewCombinedAuthenticator] name the field the way a
+// configuration file writes it (the Go field QueryParameter is written
+// query_parameter), list elements by index, with no package prefix:
+// `sources[1]: "query" listed twice`.
 type CombinedConfig struct {
 	JWT            *JWTAuthenticator
 	APIKeys        *APIKeyAuthenticator
@@ -127,7 +132,7 @@ var _ RequestAuthenticator = (*CombinedAuthenticator)(nil)
 func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error) {
 	var errs []error
 	if cfg.JWT == nil && cfg.APIKeys == nil {
-		errs = append(errs, errors.New("identity: credentials: neither a JWT nor an API key authenticator"))
+		errs = append(errs, errors.New("jwt, api_keys: neither a JWT nor an API key authenticator"))
 	}
 	x := extractor{apiKeyHeader: cfg.APIKeys != nil, param: cfg.QueryParameter, cookieName: cfg.CookieName}
 	sources := cfg.Sources
@@ -135,9 +140,9 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 		sources = []Source{SourceHeader}
 	}
 	seen := map[Source]bool{}
-	for _, s := range sources {
+	for i, s := range sources {
 		if seen[s] {
-			errs = append(errs, fmt.Errorf("identity: credentials: source %s listed twice", quote.Value(s)))
+			errs = append(errs, fmt.Errorf("sources[%d]: %s listed twice", i, quote.Value(s)))
 		}
 		seen[s] = true
 		switch s {
@@ -148,20 +153,20 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 		case SourceCookie:
 			x.cookie = true
 		default:
-			errs = append(errs, fmt.Errorf("identity: credentials: unknown source %s (want header, query or cookie)", quote.Value(s)))
+			errs = append(errs, fmt.Errorf("sources[%d]: unknown source %s (want header, query or cookie)", i, quote.Value(s)))
 		}
 	}
 	if x.param == "" {
 		x.param = defaultQueryParameter
 	}
 	if !httpguts.ValidHeaderFieldName(x.param) {
-		errs = append(errs, fmt.Errorf("identity: credentials: query parameter %s is not a token", quote.Value(x.param)))
+		errs = append(errs, fmt.Errorf("query_parameter: %s is not a token", quote.Value(x.param)))
 	}
 	if x.cookieName == "" {
 		x.cookieName = defaultCookieName
 	}
 	if !httpguts.ValidHeaderFieldName(x.cookieName) {
-		errs = append(errs, fmt.Errorf("identity: credentials: cookie name %s is not a token", quote.Value(x.cookieName)))
+		errs = append(errs, fmt.Errorf("cookie_name: %s is not a token", quote.Value(x.cookieName)))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

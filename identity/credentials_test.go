@@ -122,16 +122,16 @@ func TestCombinedConfig(t *testing.T) {
 	jwtA, _ := newTestAuthenticator(t)
 	for _, tc := range []struct {
 		cfg  CombinedConfig
-		want string
+		want string // the whole error text
 	}{
-		{CombinedConfig{}, "neither a JWT nor an API key"},
-		{CombinedConfig{JWT: jwtA, Sources: []Source{"form"}}, `unknown source "form"`},
-		{CombinedConfig{JWT: jwtA, Sources: []Source{"Header"}}, `unknown source "Header"`}, // case-sensitive
-		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceHeader, SourceHeader}}, "listed twice"},
-		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}, CookieName: "a b"}, "not a token"},
-		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceQuery}, QueryParameter: "a=b"}, "not a token"},
+		{CombinedConfig{}, "jwt, api_keys: neither a JWT nor an API key authenticator"},
+		{CombinedConfig{JWT: jwtA, Sources: []Source{"form"}}, `sources[0]: unknown source "form" (want header, query or cookie)`},
+		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceHeader, "Header"}}, `sources[1]: unknown source "Header" (want header, query or cookie)`}, // case-sensitive
+		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceHeader, SourceHeader}}, `sources[1]: "header" listed twice`},
+		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}, CookieName: "a b"}, `cookie_name: "a b" is not a token`},
+		{CombinedConfig{JWT: jwtA, Sources: []Source{SourceQuery}, QueryParameter: "a=b"}, `query_parameter: "a=b" is not a token`},
 	} {
-		if _, err := NewCombinedAuthenticator(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := NewCombinedAuthenticator(tc.cfg); err == nil || err.Error() != tc.want {
 			t.Errorf("%+v: err = %v, want %q", tc.cfg.Sources, err, tc.want)
 		}
 	}

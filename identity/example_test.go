@@ -122,7 +122,7 @@ func ExampleJWTAuthenticator_jwks() {
 			Algorithms:  []string{"EdDSA"},
 			JWKSURL:     srv.URL + "/.well-known/jwks.json", // http only for loopback; use https
 			JWKSRefresh: 15 * time.Minute,
-			Type:        "at+jwt", // RFC 9068 access tokens only
+			Typ:         "at+jwt", // RFC 9068 access tokens only
 		}},
 		JWKS: identity.JWKSOptions{Timeout: 5 * time.Second, MaxBytes: 64 << 10},
 		Now:  func() time.Time { return now },

@@ -138,7 +138,7 @@ type jwksOptions struct {
 func (o JWKSOptions) resolve() (jwksOptions, []error) {
 	var errs []error
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("identity: jwt config: JWKS: "+format, args...))
+		errs = append(errs, fmt.Errorf("jwks."+format, args...))
 	}
 	def := func(v, d time.Duration) time.Duration {
 		if v == 0 {
@@ -163,24 +163,24 @@ func (o JWKSOptions) resolve() (jwksOptions, []error) {
 		r.maxKeys = defaultJWKSMaxKeys
 	}
 	if r.timeout < 0 || r.timeout > 5*time.Minute {
-		fail("Timeout %v is outside (0, 5m]", r.timeout)
+		fail("timeout: %v is outside (0, 5m]", r.timeout)
 	}
 	if r.maxBytes < 1<<10 || r.maxBytes > 16<<20 {
-		fail("MaxBytes %d is outside [1 KiB, 16 MiB]", r.maxBytes)
+		fail("max_bytes: %d is outside [1 KiB, 16 MiB]", r.maxBytes)
 	}
 	if r.maxKeys < 1 {
-		fail("MaxKeys %d is below 1", r.maxKeys)
+		fail("max_keys: %d is below 1", r.maxKeys)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Refresh", r.refresh}, {"Retry", r.retry}, {"Cooldown", r.cooldown}} {
+	}{{"refresh", r.refresh}, {"retry", r.retry}, {"cooldown", r.cooldown}} {
 		if d.v < minJWKSInterval {
-			fail("%s %v is below %v", d.name, d.v, minJWKSInterval)
+			fail("%s: %v is below %v", d.name, d.v, minJWKSInterval)
 		}
 	}
 	if r.missWait < 0 || r.missWait > 30*time.Second {
-		fail("MissWait %v is outside (0, 30s]", r.missWait)
+		fail("miss_wait: %v is outside (0, 30s]", r.missWait)
 	}
 	r.client = o.Client
 	if r.client == nil {

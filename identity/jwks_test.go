@@ -498,31 +498,32 @@ func TestJWKSConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  JWTConfig
-		want string
+		want string // the whole error text
 	}{
-		{"http to a remote host", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "http://idp.example/jwks" })}}, "http is allowed only for loopback hosts"},
-		{"relative URL", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "/jwks" })}}, "absolute URL"},
-		{"ftp", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "ftp://i.example/jwks" })}}, `scheme "ftp"`},
-		{"keys and URL", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.Keys = []VerificationKey{{Key: k.ed.Public()}} })}}, "either Keys or JWKSURL"},
-		{"refresh too small", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSRefresh = time.Millisecond })}}, "JWKSRefresh 1ms is below 1s"},
+		{"http to a remote host", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "http://idp.example/jwks" })}}, `issuers[0] ("https://i.example/").jwks_url: http is allowed only for loopback hosts; use https`},
+		{"relative URL", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "/jwks" })}}, `issuers[0] ("https://i.example/").jwks_url: must be an absolute URL with a host and no fragment`},
+		{"ftp", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "ftp://i.example/jwks" })}}, `issuers[0] ("https://i.example/").jwks_url: scheme "ftp" is not https`},
+		{"keys and URL", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.Keys = []VerificationKey{{Key: k.ed.Public()}} })}}, `issuers[0] ("https://i.example/"): set either keys or jwks_url, not both`},
+		{"refresh too small", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSRefresh = time.Millisecond })}}, `issuers[0] ("https://i.example/").jwks_refresh: 1ms is below 1s`},
 		{"refresh without URL", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) {
 			r.JWKSURL, r.JWKSRefresh, r.Keys = "", time.Hour, []VerificationKey{{Key: k.ed.Public()}}
-		})}}, "JWKSRefresh is only allowed with JWKSURL"},
-		{"no keys at all", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "" })}}, "no keys configured"},
-		{"bad type", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.Type = "at jwt" })}}, `Type "at jwt"`},
+		})}}, `issuers[0] ("https://i.example/").jwks_refresh: only allowed with jwks_url`},
+		{"no keys at all", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.JWKSURL = "" })}}, `issuers[0] ("https://i.example/").keys: none configured (set keys or jwks_url)`},
+		{"bad type", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) { r.Typ = "at jwt" })}}, `issuers[0] ("https://i.example/").typ: "at jwt" is not a media type such as at+jwt`},
 		{"options", JWTConfig{Issuers: []IssuerRecord{rec(func(*IssuerRecord) {})}, JWKS: JWKSOptions{MaxBytes: 10, Cooldown: time.Millisecond, MissWait: time.Hour, Timeout: -1}},
-			"MaxBytes 10"},
+			"jwks.timeout: -1ns is outside (0, 5m]\njwks.max_bytes: 10 is outside [1 KiB, 16 MiB]\njwks.cooldown: 1ms is below 1s\njwks.miss_wait: 1h0m0s is outside (0, 30s]"},
 		{"ambiguous static RSA key", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) {
 			r.JWKSURL, r.Algorithms, r.Keys = "", []string{"RS256", "PS256"}, []VerificationKey{{KID: "r", Key: &k.rsa.PublicKey}}
-		})}}, `key "r": key is usable with several algorithms [RS256 PS256]: set Algorithm`},
-		{"Algorithm not usable", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) {
-			r.JWKSURL, r.Algorithms, r.Keys = "", []string{"RS256", "EdDSA"}, []VerificationKey{{KID: "r", Key: &k.rsa.PublicKey, Algorithm: "EdDSA"}}
-		})}}, `Algorithm "EdDSA" is not one of the record's algorithms usable with a RSA key [RS256]`},
+		})}}, `issuers[0] ("https://i.example/").keys[0] ("r"): usable with several algorithms [RS256 PS256]: set alg to bind it to one (RFC 8725 §3.1)`},
+		{"alg not usable", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) {
+			r.JWKSURL, r.Algorithms, r.Keys = "", []string{"RS256", "EdDSA"}, []VerificationKey{{KID: "r", Key: &k.rsa.PublicKey, Alg: "EdDSA"}}
+		})}}, `issuers[0] ("https://i.example/").keys[0] ("r").alg: "EdDSA" is not one of the record's algorithms usable with a RSA key [RS256]` + "\n" +
+			`issuers[0] ("https://i.example/").algorithms[1]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewJWTAuthenticator(tt.cfg)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || err.Error() != tt.want {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})

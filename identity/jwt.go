@@ -135,8 +135,9 @@ type JWTAuthenticator struct {
 var _ Authenticator = (*JWTAuthenticator)(nil)
 
 // NewJWTAuthenticator validates cfg and returns an authenticator. It reports
-// all configuration problems at once (errors.Join), each naming the issuer
-// and, for key problems, the kid: no issuers (and no resolver); empty or
+// all configuration problems at once (errors.Join), each naming its field
+// as described on [JWTConfig] (`issuers[0] ("https://a.invalid").keys[1]
+// ("k2").alg: ...`, no package prefix): no issuers (and no resolver); empty or
 // duplicate issuer; tenant settings inconsistent; a tenant that two issuers
 // could vouch for; no audiences; no, unknown ("none" included) or duplicate
 // algorithms; neither or both of Keys and JWKSURL; a JWKSURL that is not
@@ -144,8 +145,8 @@ var _ Authenticator = (*JWTAuthenticator)(nil)
 // several keys; unsupported key type; RSA key under 2048 bits; HMAC secret
 // shorter than its hash (32/48/64 bytes for HS256/384/512, RFC 7518 §3.2) or
 // containing PEM text; a key compatible with none of the algorithms, or
-// with several and no VerificationKey.Algorithm; an algorithm without a
-// compatible key; an invalid Type; leeway negative or above 5m;
+// with several and no VerificationKey.Alg; an algorithm without a
+// compatible key; an invalid Typ; leeway negative or above 5m;
 // JWKS options out of range; a negative CacheTTL; a CacheSize above 2^26.
 // Configuration values (issuer names, kids) appear in the messages; key
 // material never does.

@@ -669,8 +669,8 @@ func TestCacheConfig(t *testing.T) {
 		{255, 0, "", 255, defaultJWTCacheTTL, 1},
 		{-1, 0, "", 0, 0, 3},
 		{-1, time.Minute, "", 0, 0, 3},
-		{0, -time.Second, "CacheTTL -1s is negative", 0, 0, 0},
-		{1<<26 + 1, 0, "CacheSize 67108865 exceeds 67108864", 0, 0, 0},
+		{0, -time.Second, "cache_ttl: -1s is negative", 0, 0, 0},
+		{1<<26 + 1, 0, "cache_size: 67108865 exceeds 67108864", 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.size, "/", c.ttl), func(t *testing.T) {
@@ -678,7 +678,7 @@ func TestCacheConfig(t *testing.T) {
 			cfg.CacheSize, cfg.CacheTTL = c.size, c.ttl
 			a, err := NewJWTAuthenticator(cfg)
 			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
+				if err == nil || err.Error() != c.err {
 					t.Fatalf("err = %v, want %q", err, c.err)
 				}
 				return

@@ -51,11 +51,11 @@ const (
 //   - []byte, an HMAC secret for HS*, at least as long as the hash output
 //     (32, 48, 64 bytes for HS256, HS384, HS512; RFC 7518 §3.2).
 //
-// Algorithm binds the key to exactly one JWS "alg" (RFC 8725 §3.1: one key,
+// Alg binds the key to exactly one JWS "alg" (RFC 8725 §3.1: one key,
 // one algorithm). It must be one of the record's Algorithms and compatible
 // with Key. When empty, the key is bound to the only algorithm of the
 // record compatible with it; if several are (an RSA key in a record listing
-// RS256 and PS256, a secret with HS256 and HS384), Algorithm is required. A
+// RS256 and PS256, a secret with HS256 and HS384), Alg is required. A
 // token whose alg differs from its key's binding is refused even when its
 // kid names the key.
 //
@@ -64,9 +64,9 @@ const (
 // The authenticator copies []byte secrets; public keys must not be mutated
 // after [NewJWTAuthenticator].
 type VerificationKey struct {
-	KID       string
-	Key       any
-	Algorithm string
+	KID string
+	Key any
+	Alg string
 }
 
 // IssuerRecord is everything the authenticator believes about one token
@@ -102,7 +102,7 @@ type VerificationKey struct {
 //     are ignored. x5c/x5u members are never read.
 //   - JWKSRefresh: the background refresh interval of JWKSURL; zero means
 //     JWKSOptions.Refresh. At least 1s. Only with JWKSURL.
-//   - Type: when set, the JWS "typ" header the token must carry, compared
+//   - Typ: when set, the JWS "typ" header the token must carry, compared
 //     case-insensitively with an optional "application/" prefix (RFC 7515
 //     §4.1.9, RFC 8725 §3.11); "at+jwt" requires RFC 9068 access tokens.
 //     When empty, typ is not checked (but must be a string if present).
@@ -116,10 +116,21 @@ type IssuerRecord struct {
 	Keys        []VerificationKey
 	JWKSURL     string
 	JWKSRefresh time.Duration
-	Type        string
+	Typ         string
 }
 
 // JWTConfig configures [NewJWTAuthenticator].
+//
+// The errors of NewJWTAuthenticator name fields the way a configuration
+// file writes them: the Go field Foo is written foo and FooBar foo_bar
+// (TenantClaim tenant_claim, JWKSURL jwks_url, CacheTTL cache_ttl), list
+// elements by index, an issuer record also by its issuer and a key by its
+// kid (quoted, escaped, at most 64 bytes), and the value after the path:
+// `issuers[0] ("https://a.invalid").tenant_claim: "org" requires a
+// non-empty tenants list`, `issuers[0] ("https://a.invalid").keys[1]
+// ("k2").alg: "HS384" is not ...`, `leeway: 10m0s exceeds 5m0s`. They carry
+// no package prefix, so a caller prefixes the section of its own
+// configuration (`auth.issuers[0] ...`).
 //
 //   - Issuers: the static issuer records; at least one unless Resolver is
 //     set.
@@ -210,9 +221,9 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	case leeway == 0:
 		leeway = defaultLeeway
 	case leeway < 0:
-		errs = append(errs, fmt.Errorf("identity: jwt config: leeway %v is negative", leeway))
+		errs = append(errs, fmt.Errorf("leeway: %v is negative", leeway))
 	case leeway > maxLeeway:
-		errs = append(errs, fmt.Errorf("identity: jwt config: leeway %v exceeds %v", leeway, maxLeeway))
+		errs = append(errs, fmt.Errorf("leeway: %v exceeds %v", leeway, maxLeeway))
 	}
 	now := cfg.Now
 	if now == nil {
@@ -227,9 +238,9 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	}
 	switch {
 	case cfg.CacheTTL < 0:
-		errs = append(errs, fmt.Errorf("identity: jwt config: CacheTTL %v is negative", cfg.CacheTTL))
+		errs = append(errs, fmt.Errorf("cache_ttl: %v is negative", cfg.CacheTTL))
 	case cfg.CacheSize > maxCacheSize:
-		errs = append(errs, fmt.Errorf("identity: jwt config: CacheSize %d exceeds %d", cfg.CacheSize, maxCacheSize))
+		errs = append(errs, fmt.Errorf("cache_size: %d exceeds %d", cfg.CacheSize, maxCacheSize))
 	case cfg.CacheSize >= 0:
 		size, ttl := cfg.CacheSize, cfg.CacheTTL
 		if size == 0 {
@@ -244,7 +255,7 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	errs = append(errs, jerrs...)
 	env.jwks = jo
 	if len(cfg.Issuers) == 0 && cfg.Resolver == nil {
-		errs = append(errs, errors.New("identity: jwt config: no issuers"))
+		errs = append(errs, errors.New("issuers: at least one issuer record is required (or a resolver)"))
 	}
 	if cfg.Resolver != nil {
 		rc := &resolverCache{r: cfg.Resolver, ttl: cfg.ResolverTTL, max: cfg.MaxResolvedIssuers,
@@ -256,33 +267,42 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 			rc.max = defaultMaxResolvedIssuers
 		}
 		if rc.ttl < 0 {
-			errs = append(errs, fmt.Errorf("identity: jwt config: ResolverTTL %v is negative", rc.ttl))
+			errs = append(errs, fmt.Errorf("resolver_ttl: %v is negative", rc.ttl))
 		}
 		if rc.max < 0 {
-			errs = append(errs, fmt.Errorf("identity: jwt config: MaxResolvedIssuers %d is negative", rc.max))
+			errs = append(errs, fmt.Errorf("max_resolved_issuers: %d is negative", rc.max))
 		}
 		env.resolver = rc
 	}
 	states := make(map[string]*issuerState, len(cfg.Issuers))
 	tenantOwner := map[string]string{} // tenant → the issuer that may vouch for it
+	first := map[string]int{}          // issuer → the index of its first record
 	for i, rec := range cfg.Issuers {
+		name := fmt.Sprintf("issuers[%d]", i)
+		if rec.Issuer != "" {
+			name += fmt.Sprintf(" (%s)", quote.Value(rec.Issuer))
+		}
 		// A subject is unique only within its issuer (OpenID Connect Core
 		// §2): if two issuers could vouch for one tenant, "alice" of one
 		// would spend (or lock out) "alice" of the other in every key
 		// built from (tenant, account). One tenant, one issuer.
-		for _, t := range recordTenants(rec) {
+		for j, t := range recordTenants(rec) {
 			if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
-				errs = append(errs, fmt.Errorf("identity: issuer %s: tenant %s is already vouched for by issuer %s (subjects are unique only per issuer, so their accounts would share budgets)", quote.Value(rec.Issuer), quote.Value(t), quote.Value(owner)))
+				field := ".tenant"
+				if rec.Tenant == "" {
+					field = fmt.Sprintf(".tenants[%d]", j)
+				}
+				errs = append(errs, fmt.Errorf("%s%s: %s is already vouched for by issuer %s (subjects are unique only per issuer, so their accounts would share budgets)", name, field, quote.Value(t), quote.Value(owner)))
 				continue
 			}
 			tenantOwner[t] = rec.Issuer
 		}
-		name := fmt.Sprintf("issuer %s", quote.Value(rec.Issuer))
 		if rec.Issuer == "" {
-			name = fmt.Sprintf("issuers[%d]", i)
-			errs = append(errs, fmt.Errorf("identity: %s: issuer is empty", name))
-		} else if _, dup := states[rec.Issuer]; dup {
-			errs = append(errs, fmt.Errorf("identity: %s: duplicate issuer", name))
+			errs = append(errs, fmt.Errorf("%s.issuer: required (the exact iss value)", name))
+		} else if j, dup := first[rec.Issuer]; dup {
+			errs = append(errs, fmt.Errorf("%s.issuer: duplicate of issuers[%d]", name, j))
+		} else {
+			first[rec.Issuer] = i
 		}
 		st, recErrs := compileRecord(name, rec, env)
 		errs = append(errs, recErrs...)
@@ -308,13 +328,14 @@ func recordTenants(rec IssuerRecord) []string {
 	return rec.Tenants
 }
 
-// compileRecord validates one record (name is its label in messages) and
-// builds its state, including its parser and, for a JWKSURL record, its
-// (not yet started) key set.
+// compileRecord validates one record (name is its path in messages,
+// `issuers[0] ("https://a.invalid")`) and builds its state, including its
+// parser and, for a JWKSURL record, its (not yet started) key set.
 func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []error) {
 	var errs []error
-	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("identity: %s: %s", name, fmt.Sprintf(format, args...)))
+	// fail reports a problem of field (".tenants", "" for the record).
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s%s: %s", name, field, fmt.Sprintf(format, args...)))
 	}
 	st := &issuerState{
 		issuer:      rec.Issuer,
@@ -322,25 +343,25 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		tenantClaim: rec.TenantClaim,
 		algs:        make(map[string]bool, len(rec.Algorithms)),
 		byKID:       make(map[string]boundKey, len(rec.Keys)),
-		typ:         rec.Type,
+		typ:         rec.Typ,
 	}
 
 	// Tenant.
 	switch {
 	case rec.Tenant != "" && rec.TenantClaim != "":
-		fail("set either Tenant or TenantClaim, not both")
+		fail("", "set either tenant or tenant_claim, not both")
 	case rec.Tenant == "" && rec.TenantClaim == "":
-		fail("one of Tenant or TenantClaim is required")
+		fail("", "one of tenant or tenant_claim is required")
 	case rec.Tenant != "" && len(rec.Tenants) > 0:
-		fail("Tenants is only allowed with TenantClaim")
+		fail(".tenants", "only allowed with tenant_claim")
 	case rec.TenantClaim != "" && len(rec.Tenants) == 0:
-		fail("TenantClaim %s requires a non-empty Tenants list", quote.Value(rec.TenantClaim))
+		fail(".tenant_claim", "%s requires a non-empty tenants list", quote.Value(rec.TenantClaim))
 	}
 	if rec.TenantClaim != "" {
 		st.tenants = make(map[string]struct{}, len(rec.Tenants))
-		for _, t := range rec.Tenants {
+		for j, t := range rec.Tenants {
 			if t == "" {
-				fail("Tenants contains an empty tenant")
+				fail(fmt.Sprintf(".tenants[%d]", j), "empty")
 			}
 			st.tenants[t] = struct{}{}
 		}
@@ -348,29 +369,32 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 
 	// Audiences.
 	if len(rec.Audiences) == 0 {
-		fail("no audiences configured")
+		fail(".audiences", "none configured")
 	}
-	if slices.Contains(rec.Audiences, "") {
-		fail("Audiences contains an empty audience")
+	for j, aud := range rec.Audiences {
+		if aud == "" {
+			fail(fmt.Sprintf(".audiences[%d]", j), "empty")
+		}
 	}
 
-	// Type.
-	if rec.Type != "" && !validTyp(rec.Type) {
-		fail("Type %s is not a media type such as at+jwt", quote.Value(rec.Type))
+	// Typ.
+	if rec.Typ != "" && !validTyp(rec.Typ) {
+		fail(".typ", "%s is not a media type such as at+jwt", quote.Value(rec.Typ))
 	}
 
 	// Algorithms, in configuration order (deterministic messages).
 	if len(rec.Algorithms) == 0 {
-		fail("no algorithms configured")
+		fail(".algorithms", "none configured")
 	}
 	var algs []string
-	for _, alg := range rec.Algorithms {
+	for j, alg := range rec.Algorithms {
+		field := fmt.Sprintf(".algorithms[%d]", j)
 		if _, ok := algorithms[alg]; !ok {
-			fail("unknown or unsupported algorithm %s", quote.Value(alg))
+			fail(field, "unknown or unsupported algorithm %s", quote.Value(alg))
 			continue
 		}
 		if st.algs[alg] {
-			fail("algorithm %s listed twice", quote.Value(alg))
+			fail(field, "%s listed twice", quote.Value(alg))
 			continue
 		}
 		st.algs[alg] = true
@@ -380,26 +404,26 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 	// Keys: static, or a JWK Set.
 	switch {
 	case rec.JWKSURL != "" && len(rec.Keys) > 0:
-		fail("set either Keys or JWKSURL, not both")
+		fail("", "set either keys or jwks_url, not both")
 	case rec.JWKSURL != "":
 		if _, err := checkJWKSURL(rec.JWKSURL); err != nil {
-			fail("JWKSURL: %v", err)
+			fail(".jwks_url", "%v", err)
 		}
 		refresh := rec.JWKSRefresh
 		if refresh == 0 {
 			refresh = env.jwks.refresh
 		}
 		if refresh < minJWKSInterval {
-			fail("JWKSRefresh %v is below %v", rec.JWKSRefresh, minJWKSInterval)
+			fail(".jwks_refresh", "%v is below %v", rec.JWKSRefresh, minJWKSInterval)
 		}
 		if len(algs) > 0 && len(errs) == 0 {
 			st.jwks = newJWKSSet(rec.Issuer, rec.JWKSURL, refresh, algs, env)
 		}
 	case len(rec.Keys) == 0:
-		fail("no keys configured (set Keys or JWKSURL)")
+		fail(".keys", "none configured (set keys or jwks_url)")
 	default:
 		if rec.JWKSRefresh != 0 {
-			fail("JWKSRefresh is only allowed with JWKSURL")
+			fail(".jwks_refresh", "only allowed with jwks_url")
 		}
 		errs = append(errs, compileKeys(name, rec, algs, st)...)
 	}
@@ -421,20 +445,25 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 // compileKeys validates and binds the static keys of rec into st.
 func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) []error {
 	var errs []error
-	seenKID := make(map[string]bool, len(rec.Keys))
-	for _, vk := range rec.Keys {
-		kname := fmt.Sprintf("key %s", quote.Value(vk.KID))
-		kfail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("identity: %s %s: %s", name, kname, fmt.Sprintf(format, args...)))
+	seenKID := make(map[string]int, len(rec.Keys)) // kid → the index of its first key
+	for k, vk := range rec.Keys {
+		kname := fmt.Sprintf("%s.keys[%d]", name, k)
+		if vk.KID != "" {
+			kname += fmt.Sprintf(" (%s)", quote.Value(vk.KID))
 		}
-		if vk.KID == "" && len(rec.Keys) > 1 {
-			kfail("kid may be empty only when the issuer has exactly one key")
-		} else if seenKID[vk.KID] {
-			kfail("duplicate kid")
+		// kfail reports a problem of field (".kid", "" for the key).
+		kfail := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s%s: %s", kname, field, fmt.Sprintf(format, args...)))
 		}
-		seenKID[vk.KID] = true
+		if j, dup := seenKID[vk.KID]; vk.KID == "" && len(rec.Keys) > 1 {
+			kfail(".kid", "may be empty only when the issuer has exactly one key")
+		} else if dup {
+			kfail(".kid", "duplicate of keys[%d]", j)
+		} else {
+			seenKID[vk.KID] = k
+		}
 		if err := jwkey.CheckPublicKey(vk.Key); err != nil {
-			kfail("%v", err)
+			kfail("", "%v", err)
 			continue
 		}
 		key := vk.Key
@@ -448,25 +477,25 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			}
 			usable = append(usable, alg)
 			if n := algorithms[alg].hmacN; n > 0 && len(key.([]byte)) < n {
-				kfail("HMAC secret is %d bytes, %s needs at least %d", len(key.([]byte)), alg, n)
+				kfail("", "HMAC secret is %d bytes, %s needs at least %d", len(key.([]byte)), alg, n)
 			}
 		}
 		if len(usable) == 0 && len(algs) > 0 {
-			kfail("key type %s matches none of the algorithms %v", keyTypeName(key), rec.Algorithms)
+			kfail("", "key type %s matches none of the algorithms %v", keyTypeName(key), rec.Algorithms)
 			continue
 		}
 		var bound string
 		switch {
-		case vk.Algorithm != "":
-			if !slices.Contains(usable, vk.Algorithm) {
-				kfail("Algorithm %s is not one of the record's algorithms usable with a %s key %v", quote.Value(vk.Algorithm), keyTypeName(key), usable)
+		case vk.Alg != "":
+			if !slices.Contains(usable, vk.Alg) {
+				kfail(".alg", "%s is not one of the record's algorithms usable with a %s key %v", quote.Value(vk.Alg), keyTypeName(key), usable)
 				continue
 			}
-			bound = vk.Algorithm
+			bound = vk.Alg
 		case len(usable) == 1:
 			bound = usable[0]
 		case len(usable) > 1:
-			kfail("key is usable with several algorithms %v: set Algorithm to bind it to one (RFC 8725 §3.1)", usable)
+			kfail("", "usable with several algorithms %v: set alg to bind it to one (RFC 8725 §3.1)", usable)
 			continue
 		}
 		bk := boundKey{key: key, alg: bound}
@@ -486,7 +515,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			}
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("identity: %s: algorithm %s has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", name, alg))
+			errs = append(errs, fmt.Errorf("%s.algorithms[%d]: %s has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", name, slices.Index(rec.Algorithms, alg), alg))
 		}
 	}
 	return errs

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,35 +80,32 @@ func TestNewJWTAuthenticatorReportsAllProblems(t *testing.T) {
 		t.Fatal("NewJWTAuthenticator accepted an invalid config")
 	}
 	msg := err.Error()
+	// Exact texts, in order: each names its field as a config file writes
+	// it, the record by index and issuer, the key by index and kid.
 	want := []string{
-		`leeway 10m0s exceeds 5m0s`,
-		`issuer "https://weak.example/" key "rsa1024": RSA key is 1024 bits, need at least 2048`,
-		`issuer "https://weak.example/" key "short": HMAC secret is 16 bytes, HS256 needs at least 32`,
-		`issuer "https://confused.example/" key "confused": key type RSA matches none of the algorithms [HS256]`,
-		`issuer "https://confused.example/": algorithm HS256 has no compatible key`,
-		`issuer "https://pem.example/" key "pem": HMAC secret looks like a PEM block`,
-		`issuer "https://dup.example/": duplicate issuer`,
-		`issuer "https://bare.example/": no audiences configured`,
-		`issuer "https://bare.example/": no algorithms configured`,
-		`issuer "https://none.example/": unknown or unsupported algorithm "none"`,
-		`issuer "https://none.example/": algorithm "EdDSA" listed twice`,
-		`issuer "https://kids.example/" key "": kid may be empty only when the issuer has exactly one key`,
-		`issuer "https://kids.example/" key "x": duplicate kid`,
-		`issuer "https://kids.example/" key "p384": key type ECDSA P-384 matches none of the algorithms [EdDSA ES256]`,
-		`issuer "https://kids.example/" key "priv": unsupported key type ed25519.PrivateKey`,
-		`issuer "https://kids.example/": algorithm ES256 has no compatible key`,
-		`issuer "https://tenants.example/": set either Tenant or TenantClaim, not both`,
-		`issuer "https://claim.example/": TenantClaim "tenant" requires a non-empty Tenants list`,
-		`issuer "https://hs512.example/" key "h": HMAC secret is 32 bytes, HS512 needs at least 64`,
-		`issuers[11]: issuer is empty`,
+		`leeway: 10m0s exceeds 5m0s`,
+		`issuers[0] ("https://weak.example/").keys[0] ("rsa1024"): RSA key is 1024 bits, need at least 2048`,
+		`issuers[0] ("https://weak.example/").keys[1] ("short"): HMAC secret is 16 bytes, HS256 needs at least 32`,
+		`issuers[1] ("https://confused.example/").keys[0] ("confused"): key type RSA matches none of the algorithms [HS256]`,
+		`issuers[1] ("https://confused.example/").algorithms[0]: HS256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
+		`issuers[2] ("https://pem.example/").keys[0] ("pem"): HMAC secret looks like a PEM block: parse public keys with ParsePublicKeyPEM instead of using their bytes as a secret`,
+		`issuers[4] ("https://dup.example/").issuer: duplicate of issuers[3]`,
+		`issuers[5] ("https://bare.example/").audiences: none configured`,
+		`issuers[5] ("https://bare.example/").algorithms: none configured`,
+		`issuers[6] ("https://none.example/").algorithms[0]: unknown or unsupported algorithm "none"`,
+		`issuers[6] ("https://none.example/").algorithms[2]: "EdDSA" listed twice`,
+		`issuers[7] ("https://kids.example/").keys[0].kid: may be empty only when the issuer has exactly one key`,
+		`issuers[7] ("https://kids.example/").keys[2] ("x").kid: duplicate of keys[1]`,
+		`issuers[7] ("https://kids.example/").keys[3] ("p384"): key type ECDSA P-384 matches none of the algorithms [EdDSA ES256]`,
+		`issuers[7] ("https://kids.example/").keys[4] ("priv"): unsupported key type ed25519.PrivateKey (want ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey or []byte)`,
+		`issuers[7] ("https://kids.example/").algorithms[1]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
+		`issuers[8] ("https://tenants.example/"): set either tenant or tenant_claim, not both`,
+		`issuers[9] ("https://claim.example/").tenant_claim: "tenant" requires a non-empty tenants list`,
+		`issuers[10] ("https://hs512.example/").keys[0] ("h"): HMAC secret is 32 bytes, HS512 needs at least 64`,
+		`issuers[11].issuer: required (the exact iss value)`,
 	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("error lacks %q", w)
-		}
-	}
-	if n := strings.Count(msg, "\n") + 1; n != len(want) {
-		t.Errorf("got %d problems, want %d:\n%s", n, len(want), msg)
+	if got := strings.Split(msg, "\n"); !slices.Equal(got, want) {
+		t.Errorf("got %d problems:\n%s\nwant %d:\n%s", len(got), msg, len(want), strings.Join(want, "\n"))
 	}
 	// Key material never appears in configuration errors.
 	if strings.Contains(msg, "BEGIN") || strings.Contains(msg, string(k.hmac)) {
@@ -124,28 +122,30 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 	tests := []struct {
 		name string
 		mod  func(*JWTConfig)
-		want string
+		want string // the whole error text
 	}{
-		{"no issuers", func(c *JWTConfig) { c.Issuers = nil }, "no issuers"},
-		{"negative leeway", func(c *JWTConfig) { c.Leeway = -time.Second }, "is negative"},
-		{"no keys", func(c *JWTConfig) { c.Issuers[0].Keys = nil }, "no keys configured"},
+		{"no issuers", func(c *JWTConfig) { c.Issuers = nil }, "issuers: at least one issuer record is required (or a resolver)"},
+		{"negative leeway", func(c *JWTConfig) { c.Leeway = -time.Second }, "leeway: -1s is negative"},
+		{"no keys", func(c *JWTConfig) { c.Issuers[0].Keys = nil }, `issuers[0] ("i").keys: none configured (set keys or jwks_url)`},
 		{"percent in names", func(c *JWTConfig) {
 			c.Issuers[0].Issuer = "https://x/%d%s"
 			c.Issuers[0].Keys[0].KID = "%v"
 			c.Issuers[0].Keys[0].Key = []byte("short")
-		}, `identity: issuer "https://x/%d%s" key "%v": key type HMAC secret matches none of the algorithms [EdDSA]`},
-		{"no tenant", func(c *JWTConfig) { c.Issuers[0].Tenant = "" }, "one of Tenant or TenantClaim is required"},
-		{"tenants with fixed tenant", func(c *JWTConfig) { c.Issuers[0].Tenants = []string{"x"} }, "Tenants is only allowed with TenantClaim"},
+		}, `issuers[0] ("https://x/%d%s").keys[0] ("%v"): key type HMAC secret matches none of the algorithms [EdDSA]` + "\n" +
+			`issuers[0] ("https://x/%d%s").algorithms[0]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		{"no tenant", func(c *JWTConfig) { c.Issuers[0].Tenant = "" }, `issuers[0] ("i"): one of tenant or tenant_claim is required`},
+		{"tenants with fixed tenant", func(c *JWTConfig) { c.Issuers[0].Tenants = []string{"x"} }, `issuers[0] ("i").tenants: only allowed with tenant_claim`},
 		{"empty tenant in list", func(c *JWTConfig) {
 			c.Issuers[0].Tenant, c.Issuers[0].TenantClaim, c.Issuers[0].Tenants = "", "tenant", []string{"a", ""}
-		}, "Tenants contains an empty tenant"},
-		{"empty audience", func(c *JWTConfig) { c.Issuers[0].Audiences = []string{""} }, "empty audience"},
-		{"nil key", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = nil }, "key is nil"},
-		{"short ed25519", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = ed25519.PublicKey(make([]byte, 31)) }, "Ed25519 public key is 31 bytes"},
+		}, `issuers[0] ("i").tenants[1]: empty`},
+		{"empty audience", func(c *JWTConfig) { c.Issuers[0].Audiences = []string{""} }, `issuers[0] ("i").audiences[0]: empty`},
+		{"nil key", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = nil }, `issuers[0] ("i").keys[0]: key is nil` + "\n" + `issuers[0] ("i").algorithms[0]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		{"short ed25519", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = ed25519.PublicKey(make([]byte, 31)) }, `issuers[0] ("i").keys[0]: Ed25519 public key is 31 bytes, want 32`},
 		{"ecdsa private key", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			c.Issuers[0].Keys[0].Key = k.es
-		}, "unsupported key type *ecdsa.PrivateKey"},
+		}, `issuers[0] ("i").keys[0]: unsupported key type *ecdsa.PrivateKey (want ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey or []byte)` + "\n" +
+			`issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"ecdsa off-curve", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			// An invalid point can only be built from raw coordinates,
@@ -153,36 +153,37 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 			x := new(big.Int).Add(k.es.X, big.NewInt(1)) // (x+1, y) is off the curve
 			//lint:ignore SA1019 the test needs a key that is off the curve
 			c.Issuers[0].Keys[0].Key = &ecdsa.PublicKey{Curve: k.es.Curve, X: x, Y: k.es.Y}
-		}, "not a valid curve point"},
+		}, `issuers[0] ("i").keys[0]: ECDSA public key is not a valid curve point`},
 		{"ecdsa without coordinates", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			c.Issuers[0].Keys[0].Key = &ecdsa.PublicKey{Curve: k.es.Curve}
-		}, "ECDSA public key is nil or incomplete"},
+		}, `issuers[0] ("i").keys[0]: ECDSA public key is nil or incomplete`},
 		{"nil ecdsa key", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			c.Issuers[0].Keys[0].Key = (*ecdsa.PublicKey)(nil)
-		}, "ECDSA public key is nil or incomplete"},
+		}, `issuers[0] ("i").keys[0]: ECDSA public key is nil or incomplete` + "\n" + `issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"two issuers, one fixed tenant", func(c *JWTConfig) {
 			other := good()
 			other.Issuer = "j"
 			c.Issuers = append(c.Issuers, other)
-		}, `identity: issuer "j": tenant "t" is already vouched for by issuer "i"`},
+		}, `issuers[1] ("j").tenant: "t" is already vouched for by issuer "i" (subjects are unique only per issuer, so their accounts would share budgets)`},
 		{"fixed tenant inside another issuer's claim list", func(c *JWTConfig) {
 			other := good()
 			other.Issuer, other.Tenant, other.TenantClaim, other.Tenants = "j", "", "org", []string{"a", "t"}
 			c.Issuers = append(c.Issuers, other)
-		}, `identity: issuer "j": tenant "t" is already vouched for by issuer "i"`},
+		}, `issuers[1] ("j").tenants[1]: "t" is already vouched for by issuer "i" (subjects are unique only per issuer, so their accounts would share budgets)`},
 		{"RS256 with secret", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"RS256"}
 			c.Issuers[0].Keys[0].Key = k.hmac
-		}, "algorithm RS256 has no compatible key"},
+		}, `issuers[0] ("i").keys[0]: key type HMAC secret matches none of the algorithms [RS256]` + "\n" +
+			`issuers[0] ("i").algorithms[0]: RS256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := JWTConfig{Issuers: []IssuerRecord{good()}}
 			tt.mod(&cfg)
 			_, err := NewJWTAuthenticator(cfg)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || err.Error() != tt.want {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})

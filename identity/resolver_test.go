@@ -256,7 +256,7 @@ func TestResolverOnlyConfig(t *testing.T) {
 	if _, err := NewJWTAuthenticator(JWTConfig{Resolver: &resolverFixture{}}); err != nil {
 		t.Fatalf("resolver without static issuers: %v", err)
 	}
-	if _, err := NewJWTAuthenticator(JWTConfig{}); err == nil || !strings.Contains(err.Error(), "no issuers") {
+	if _, err := NewJWTAuthenticator(JWTConfig{}); err == nil || err.Error() != "issuers: at least one issuer record is required (or a resolver)" {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestResolverOnlyConfig(t *testing.T) {
 func TestTyp(t *testing.T) {
 	k := getKeys(t)
 	a, err := NewJWTAuthenticator(JWTConfig{Now: func() time.Time { return testNow }, Issuers: []IssuerRecord{
-		{Issuer: issA, Tenant: "a", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, Type: "at+jwt",
+		{Issuer: issA, Tenant: "a", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, Typ: "at+jwt",
 			Keys: []VerificationKey{{Key: k.ed.Public()}}},
 		{Issuer: issB, Tenant: "b", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
 			Keys: []VerificationKey{{Key: k.ed.Public()}}},

@@ -144,7 +144,7 @@ func newHostile(t *testing.T) *hostile {
 			rec(hIssA, "acme", f.srvA, "RS256", "PS256", "ES256", "EdDSA"),
 			rec(hIssB, "globex", f.srvB, "EdDSA"),
 			rec(hIssD, "initech", f.srvD, "EdDSA"),
-			{Issuer: hIssT, Tenant: "typed", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, Type: "at+jwt",
+			{Issuer: hIssT, Tenant: "typed", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, Typ: "at+jwt",
 				Keys: []identity.VerificationKey{{KID: "t1", Key: f.edT.Public()}}},
 		},
 	})
@@ -223,7 +223,7 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 	adminSet, _ := admins.IPSet()
 	opts := middleware.AuthOptions{Realm: hRealm, Metrics: m}
 	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: res, Authenticator: a, Auth: opts, RateLimiter: rl, Allow: adminSet}))
-	r.With(middleware.ClientAddressWith(res, middleware.ClientAddressOptions{Metrics: m}), middleware.Authenticate(a, opts), rl.Handler).Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
+	r.With(middleware.ClientAddress(res, middleware.ClientAddressOptions{Metrics: m}), middleware.Authenticate(a, opts), rl.Handler).Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p, _ := middleware.PrincipalFrom(r.Context())
 		_ = json.NewEncoder(w).Encode(p)
 	})

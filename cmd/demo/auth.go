@@ -73,7 +73,7 @@ func buildAuth(cfg *Config, logger *slog.Logger, m metrics.Metrics) (authSetup, 
 	authn, err := identity.NewCombinedAuthenticator(identity.CombinedConfig{JWT: jwtAuth, APIKeys: keys, Sources: sources})
 	if err != nil {
 		out.close()
-		return authSetup{}, prefixErrors("auth", err)
+		return authSetup{}, fieldErrors("auth", err) // "auth.sources[1]: ..."
 	}
 	out.authn = authn
 	return out, nil
@@ -95,7 +95,7 @@ func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JW
 	}
 	for i, ic := range cfg.Auth.Issuers {
 		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
-			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms, JWKSURL: ic.JWKSURL, Type: ic.Typ}
+			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms, JWKSURL: ic.JWKSURL, Typ: ic.Typ}
 		if ic.JWKSRefresh != "" {
 			d, err := time.ParseDuration(ic.JWKSRefresh)
 			if err != nil || d <= 0 {
@@ -125,11 +125,11 @@ func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JW
 	// Validate the records even when a key file failed, so that every
 	// problem is reported in one pass. Nothing is fetched here: JWK Sets are
 	// fetched on first use.
+	// identity names fields as the YAML does (issuers[0] (...).tenant_claim,
+	// keys[1] (...).alg, leeway), so its errors are only prefixed.
 	auth, err := identity.NewJWTAuthenticator(jc)
 	if err != nil {
-		for _, e := range prefixErrors("auth", err) {
-			errs = append(errs, errors.New(authYAMLNames.Replace(e.Error())))
-		}
+		errs = append(errs, fieldErrors("auth", err)...)
 	}
 	if len(errs) > 0 {
 		if auth != nil {
@@ -154,11 +154,11 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 	}
 	pepper, err := apikeyfile.ReadPepper(cfg.path(ak.PepperFile))
 	if err != nil {
-		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
+		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: %w", err))
 	}
 	recs, err := apikeyfile.Load(cfg.path(ak.File))
 	if err != nil {
-		errs = append(errs, fmt.Errorf("auth.api_keys.file: %s", strings.TrimPrefix(err.Error(), "identity: ")))
+		errs = append(errs, fmt.Errorf("auth.api_keys.file: %w", err))
 	} else {
 		for _, rec := range recs {
 			if iss := tenantIssuer(cfg, rec.Tenant); iss != "" {
@@ -171,11 +171,11 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 	}
 	store, err := identity.NewMemoryAPIKeyStore(recs)
 	if err != nil {
-		return nil, 0, prefixErrors("auth.api_keys.file", err)
+		return nil, 0, prefixErrors("auth.api_keys.file", err) // "[2].tenant: ..." (apikeyfile.Load checked them already)
 	}
 	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
 	if err != nil {
-		return nil, 0, prefixErrors("auth.api_keys", err)
+		return nil, 0, fieldErrors("auth.api_keys", err) // "auth.api_keys.pepper: ..." (ReadPepper checked it already)
 	}
 	return keys, len(recs), nil
 }
@@ -199,11 +199,6 @@ func (c *Config) path(name string) string {
 	return filepath.Join(c.dir, name)
 }
 
-// authYAMLNames maps identity's field names in its errors to YAML names.
-var authYAMLNames = strings.NewReplacer("identity: ", "", "TenantClaim", "tenant_claim", "Tenants", "tenants",
-	"Tenant", "tenant", "Audiences", "audiences", "Algorithms", "algorithms", "JWKSURL", "jwks_url",
-	"JWKSRefresh", "jwks_refresh", "set Algorithm", "set alg", `Algorithm "`, `alg "`, `Type "`, `typ "`, "Keys", "keys")
-
 // loadKey reads one verification key; a private_key_file must be the
 // private half of the public key, or `demo token` would mint tokens the
 // server rejects.
@@ -222,7 +217,7 @@ func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey,
 		if err != nil {
 			return fail(".secret_file: %v", err)
 		}
-		return identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n")), Algorithm: kc.Alg}, nil
+		return identity.VerificationKey{KID: kc.KID, Key: []byte(strings.TrimRight(string(data), "\r\n")), Alg: kc.Alg}, nil
 	case kc.PublicKeyFile == "":
 		return fail(": public_key_file or secret_file is required")
 	}
@@ -247,5 +242,5 @@ func loadKey(cfg *Config, where string, kc KeyConfig) (identity.VerificationKey,
 			return fail(".private_key_file %s: not the private half of public_key_file %s", kc.PrivateKeyFile, kc.PublicKeyFile)
 		}
 	}
-	return identity.VerificationKey{KID: kc.KID, Key: pub, Algorithm: kc.Alg}, nil
+	return identity.VerificationKey{KID: kc.KID, Key: pub, Alg: kc.Alg}, nil
 }

@@ -128,8 +128,8 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	}
 
 	if cfg.Metrics.Enabled {
-		if err := checkDebugPath(cfg.Metrics.Path); err != nil {
-			errs = append(errs, errors.New(strings.Replace(err.Error(), "debug.path", "metrics.path", 1)))
+		if err := checkDebugPath("metrics.path", cfg.Metrics.Path); err != nil {
+			errs = append(errs, err)
 		}
 		if cfg.Debug.Enabled && cfg.Metrics.Path == cfg.Debug.Path {
 			errs = append(errs, fmt.Errorf("metrics.path: %s is also debug.path", shown(cfg.Metrics.Path)))
@@ -155,7 +155,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	}
 
 	if cfg.Debug.Enabled {
-		if err := checkDebugPath(cfg.Debug.Path); err != nil {
+		if err := checkDebugPath("debug.path", cfg.Debug.Path); err != nil {
 			errs = append(errs, err)
 		}
 		set, err := ipSet(cfg.Debug.Allow)
@@ -212,17 +212,19 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 	default:
 		errs = append(errs, fmt.Errorf("trusted_proxies: aliases %s is not \"ignore\" or \"reject\"", quote.Value(tp.Aliases)))
 	}
-	names := yamlNames
 	switch {
 	case (len(tp.CIDRs) > 0 || tp.Header != "") && len(tp.Rules) > 0:
 		errs = append(errs, errors.New("trusted_proxies: rules and the v0 form (cidrs, header) cannot be combined: write the v0 form as one more rule"))
-	case len(tp.CIDRs) > 0:
-		// The v0 form is exactly one rule; its errors name cidrs and header.
-		tpc.Rules = []trustedproxy.Rule{{From: tp.CIDRs, Header: tp.Header}}
-		names = v0Names
-	case tp.Header != "" && !httpguts.ValidHeaderFieldName(tp.Header):
-		// A header with nobody trusted is never read, but still checked.
-		errs = append(errs, fmt.Errorf("trusted_proxies: header %s is not a valid header name", quote.Value(tp.Header)))
+	case len(tp.CIDRs) > 0 || tp.Header != "":
+		// The v0 form is exactly one rule. Its errors must name cidrs and
+		// header, which the library's (rules[0].from, rules[0].header) do
+		// not: check them here, and hand the rule over only when they
+		// pass (the library then checks it again).
+		if v0errs := checkV0(tp); len(v0errs) > 0 {
+			errs = append(errs, v0errs...)
+		} else if len(tp.CIDRs) > 0 {
+			tpc.Rules = []trustedproxy.Rule{{From: tp.CIDRs, Header: tp.Header}}
+		}
 	}
 	sources := false
 	for _, rc := range tp.Rules {
@@ -249,25 +251,51 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 	if !sources {
 		refresh = 0
 	}
-	res, err := trustedproxy.New(tpc) // loads file and URL sources once (URLSource has its own timeout)
+	// trustedproxy names fields as the YAML does (rules[1].from[2], ...),
+	// so its errors are only prefixed with the section. It loads file and
+	// URL sources once (URLSource has its own timeout).
+	res, err := trustedproxy.New(tpc)
 	if err != nil {
-		for _, e := range prefixErrors("trusted_proxies", err) {
-			errs = append(errs, errors.New(names.Replace(e.Error())))
-		}
+		errs = append(errs, fieldErrors("trusted_proxies", err)...)
 	}
 	return res, refresh, errs
 }
 
-// yamlPairs maps trustedproxy.Config field names in its errors to the YAML
-// names the operator wrote (yamlNames); v0Names first maps rule 0, which
-// the v0 form (cidrs, header) becomes, back to cidrs and header.
-var (
-	yamlPairs = []string{"trustedproxy: ", "",
-		"AllowAll", "allow_all", "IPv4Prefix", "ipv4_prefix", "IPv6Prefix", "ipv6_prefix",
-		"Rules[", "rules[", "].From[", "].from[", "].From:", "].from:", "].Header", "].header", "].Hops", "].hops", "].Sources[", "].sources["}
-	yamlNames = strings.NewReplacer(yamlPairs...)
-	v0Names   = strings.NewReplacer(append([]string{"Rules[0].From[", "cidrs[", "Rules[0].From:", "cidrs:", "Rules[0].Header ", "header "}, yamlPairs...)...)
-)
+// allV4, allV6 are every IPv4 and every IPv6 address.
+var allV4, allV6 = netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")
+
+// checkV0 checks the v0 form (cidrs, header) as the library checks rule 0,
+// naming cidrs[i] and header: every entry parses (trustedproxy.ParseSet),
+// no entry and not their union trusts every IPv4 or IPv6 address unless
+// allow_all, and the header is a valid header name (also without cidrs: a
+// header with nobody trusted is never read, but still checked).
+func checkV0(tp TrustedProxiesConfig) []error {
+	var errs []error
+	covers := func(entries []string) bool {
+		set, err := trustedproxy.ParseSet(entries)
+		return err == nil && (set.ContainsPrefix(allV4) || set.ContainsPrefix(allV6))
+	}
+	_, perr := trustedproxy.ParseSet(tp.CIDRs)
+	if perr != nil {
+		errs = append(errs, fieldErrors("trusted_proxies.cidrs", perr)...)
+	}
+	if !tp.AllowAll {
+		whole := false
+		for i, c := range tp.CIDRs {
+			if covers([]string{c}) { // false for an entry ParseSet refused
+				whole = true
+				errs = append(errs, fmt.Errorf("trusted_proxies.cidrs[%d] %s: trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", i, quote.Value(c)))
+			}
+		}
+		if !whole && perr == nil && covers(tp.CIDRs) {
+			errs = append(errs, fmt.Errorf("trusted_proxies.cidrs: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", len(tp.CIDRs)))
+		}
+	}
+	if tp.Header != "" && !httpguts.ValidHeaderFieldName(tp.Header) {
+		errs = append(errs, fmt.Errorf("trusted_proxies.header: %s is not a valid header name", quote.Value(tp.Header)))
+	}
+	return errs
+}
 
 // checkOperations refuses policy operations that no demo route serves: such
 // a policy would silently never apply.
@@ -397,14 +425,15 @@ var policyNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // debugPathRE is a literal path: no chi patterns ({param}, *), no spaces.
 var debugPathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
-// checkDebugPath refuses debug paths that chi would reject (and panic on) or
-// that would shadow the demo's own routes.
-func checkDebugPath(p string) error {
+// checkDebugPath refuses a debug or metrics path (field is its YAML name,
+// debug.path or metrics.path) that chi would reject (and panic on) or that
+// would shadow the demo's own routes.
+func checkDebugPath(field, p string) error {
 	switch {
 	case !debugPathRE.MatchString(p):
-		return fmt.Errorf("debug.path: %s must be a literal absolute path such as /debug/ratekey (letters, digits, . _ ~ - between slashes)", shown(p))
+		return fmt.Errorf("%s: %s must be a literal absolute path such as /debug/ratekey (letters, digits, . _ ~ - between slashes)", field, shown(p))
 	case p == "/healthz" || p == "/v1" || strings.HasPrefix(p, "/v1/"):
-		return fmt.Errorf("debug.path: %s would shadow the demo's own routes", shown(p))
+		return fmt.Errorf("%s: %s would shadow the demo's own routes", field, shown(p))
 	}
 	return nil
 }
@@ -448,6 +477,22 @@ func splitErrors(err error) []error {
 	var out []error
 	for _, e := range j.Unwrap() {
 		out = append(out, splitErrors(e)...)
+	}
+	return out
+}
+
+// fieldErrors splits a joined error of a library that names fields the way
+// the YAML does ("rules[1].from[2] ...", "[1] ...") and prefixes each part
+// with the path of its section: "trusted_proxies.rules[1].from[2] ...",
+// "trusted_proxies.cidrs[1] ...". The library's text is kept as it is.
+func fieldErrors(path string, err error) []error {
+	out := splitErrors(err)
+	for i, e := range out {
+		sep := "."
+		if strings.HasPrefix(e.Error(), "[") {
+			sep = ""
+		}
+		out[i] = fmt.Errorf("%s%s%w", path, sep, e)
 	}
 	return out
 }
@@ -512,7 +557,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	}
 	r.Route("/v1", func(v chi.Router) {
 		v.Use(middleware.Recorder)
-		v.Use(middleware.ClientAddressWith(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
+		v.Use(middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
 		v.Use(rl.PreAuthHandler) // policies with pre_auth: before any credential is checked
 		if authn != nil {
 			v.Use(middleware.Authenticate(authn, a.authOpts))

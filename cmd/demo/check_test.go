@@ -77,7 +77,8 @@ limiter:
 		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
 	}
 	for _, want := range []string{
-		"300.1.2.3", "0.0.0.0/0",
+		`trusted_proxies.cidrs[1] "300.1.2.3": not an IP address or CIDR prefix`,
+		`trusted_proxies.cidrs[2] "0.0.0.0/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`,
 		`auth.anonymous: "maybe"`,
 		"auth.issuers[0].keys[0].public_key_file",
 		`policies[0] ("p1").key: unknown dimension "colour"`,
@@ -196,7 +197,7 @@ limiter:
 		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
 	}
 	for _, want := range []string{
-		"trusted_proxies: ipv4_prefix: 40 out of range",
+		"trusted_proxies.ipv4_prefix: 40 out of range 1..32 (0 means 32)",
 		`policies[0].key: dimension "account" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
 		`policies[0].name: "bad name" must be 1-64 letters`,
 		`dimension "account" listed twice`,
@@ -258,7 +259,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"listen without port", "listen: localhost\n", `listen: "localhost" is not host:port`},
 		{"private key of another pair", "auth:\n  issuers:" + issuer("https://a.invalid", "a") +
 			"\n          private_key_file: " + keys + "/other-es256.key.pem\n", "not the private half of public_key_file"},
-		{"tenant and tenant_claim", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + "\n      tenant_claim: org\n", "set either tenant or tenant_claim, not both"},
+		{"tenant and tenant_claim", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + "\n      tenant_claim: org\n", `auth.issuers[0] ("https://a.invalid"): set either tenant or tenant_claim, not both`},
 		{"quoted burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: \"5\"}\n", `is not a decimal integer`},
 		{"hex burst", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 0x10}\n", `"0x10" is not a decimal integer`},
 		{"exponent max_keys", "limiter: {max_keys: 1e3}\n", `"1e3" is not a decimal integer`},
@@ -327,7 +328,7 @@ func TestCheckRefusesGuesses(t *testing.T) {
 			"      audiences: [x]\n      algorithms: [EdDSA]\n      keys:\n        - kid: k\n          public_key_file: " + keys + "/demo-ed25519.pub.pem\n" +
 			"policies:\n  - {name: p, key: [credential], rate: 1/s, burst: 2}\n", "add tenant to the key"},
 		{"two issuers, one tenant", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "a") + "\n",
-			`tenant "a" is already vouched for by issuer "https://a.invalid"`},
+			`auth.issuers[1] ("https://b.invalid").tenant: "a" is already vouched for by issuer "https://a.invalid" (subjects are unique only per issuer, so their accounts would share budgets)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
