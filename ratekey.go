@@ -54,6 +54,14 @@ type Config struct {
 	Limiter limiter.Limiter
 	// Logger receives the bounded decision log; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics receives every decision, store call, fail-open, refused
+	// credential and trusted-proxy anomaly (metrics.New is the Prometheus
+	// implementation); nil records nothing. Labels never carry keys.
+	Metrics middleware.Metrics
+	// Deny, when set, writes the response to a refused request instead of
+	// the RFC 9457 problem body; the RateLimit fields and Retry-After are
+	// set already. See [middleware.RateLimitConfig].Deny.
+	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *middleware.Evaluation)
 	// DryRun accounts every policy but rejects and delays nothing (nginx
 	// limit_req_dry_run).
 	DryRun bool
@@ -69,6 +77,7 @@ type Config struct {
 // with [New]; it is immutable and safe for concurrent use.
 type Middleware struct {
 	resolver *trustedproxy.Resolver
+	proxyOpt middleware.ClientAddressOptions
 	limiter  *middleware.RateLimiter
 	authn    identity.Authenticator
 	auth     middleware.AuthOptions
@@ -89,7 +98,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	res, err := trustedproxy.New(cfg.Proxies)
 	if err != nil {
-		errs = append(errs, prefixed("proxies", err)...)
+		errs = append(errs, prefixed("proxies.", err)...)
 	}
 	if cfg.Authenticator == nil {
 		for i, p := range cfg.Policies {
@@ -122,6 +131,8 @@ func New(cfg Config) (*Middleware, error) {
 			Logger:         cfg.Logger,
 			DryRun:         cfg.DryRun,
 			DecisionHeader: cfg.DecisionHeader,
+			Metrics:        cfg.Metrics,
+			Deny:           cfg.Deny,
 		})
 		if err != nil {
 			errs = append(errs, err)
@@ -130,7 +141,9 @@ func New(cfg Config) (*Middleware, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	m := &Middleware{resolver: res, limiter: rl, authn: cfg.Authenticator, auth: middleware.AuthOptions{Anonymous: cfg.Anonymous}}
+	m := &Middleware{resolver: res, limiter: rl, authn: cfg.Authenticator,
+		proxyOpt: middleware.ClientAddressOptions{Metrics: cfg.Metrics},
+		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
 }
@@ -149,16 +162,18 @@ func operation(router http.Handler) (func(*http.Request) string, error) {
 	}
 }
 
-// prefixed splits err into its joined errors, each prefixed with field.
-func prefixed(field string, err error) []error {
+// prefixed splits err into its joined errors, each prefixed with path
+// (the library's errors start with their own field path: "proxies." +
+// "rules[0].from[1] ...", "debug_allow" + "[0] ...").
+func prefixed(path string, err error) []error {
 	var list []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
-			list = append(list, prefixed(field, e)...)
+			list = append(list, prefixed(path, e)...)
 		}
 		return list
 	}
-	return []error{fmt.Errorf("%s: %w", field, err)}
+	return []error{fmt.Errorf("%s%w", path, err)}
 }
 
 // Handler returns next behind the whole chain: the client address
@@ -177,7 +192,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		h = middleware.Authenticate(m.authn, m.auth)(h)
 	}
 	h = m.limiter.PreAuthHandler(h)
-	return middleware.ClientAddress(m.resolver)(h)
+	return middleware.ClientAddress(m.resolver, m.proxyOpt)(h)
 }
 
 // Check returns what the chain would decide for r without spending any

@@ -41,7 +41,7 @@ func PerAccount(router http.Handler, auth identity.Authenticator, rate string, b
 func shortcut(router http.Handler, auth identity.Authenticator, name string, key []identity.Dimension, rate string, burst int64, proxies []string) (func(http.Handler) http.Handler, error) {
 	r, err := limiter.ParseRate(rate)
 	if err != nil {
-		return nil, prefixed("rate", err)[0]
+		return nil, prefixed("rate: ", err)[0]
 	}
 	cfg := Config{
 		Router:        router,

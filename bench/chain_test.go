@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
@@ -37,13 +38,64 @@ const (
 // not the cheaper rejection.
 var chainLimit = rateBurst{Rate: 10_000_000, Burst: 10_000_000}
 
-// newChainRouter wires ratekey as the demo does: a chi router whose /v1
-// sub-router runs ClientAddress (X-Forwarded-For from 127.0.0.1 and
-// 10.0.0.0/8) → Authenticate (one ES256 issuer, default options, so the
-// verification cache is on when the library has one) → RateLimiter with
-// two policies on the memory store (per-network, and per tenant+account+
-// operation), then a handler answering 200 with no body. With anonymous,
-// requests carry no token and the account policy is skipped.
+// chainProxies trusts X-Forwarded-For from 127.0.0.1 and 10.0.0.0/8.
+func chainProxies() trustedproxy.Config {
+	return trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
+}
+
+// chainPolicies are the chain's two policies: per-network, and per
+// tenant+account+operation (skipped for anonymous requests).
+func chainPolicies() []middleware.Policy {
+	lim := rkLimit(chainLimit)
+	return []middleware.Policy{
+		{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: lim},
+		{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+			Limit: lim, OnMissing: middleware.OnMissingSkip},
+	}
+}
+
+// chainAuthenticator is the chain's authenticator: one ES256 issuer,
+// default options (so the verification cache is on).
+func chainAuthenticator(tb testing.TB, k jwtKey) identity.Authenticator {
+	auth, err := identity.NewJWTAuthenticator(jwtConfig(k))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = auth.Close() })
+	return auth
+}
+
+// newFrontDoor wires ratekey as a user does: a chi router with the front
+// door (ratekey.New with chainProxies, chainAuthenticator and
+// chainPolicies on the default memory store) mounted by r.Use on the
+// router, then the /v1 sub-router with GET /v1/reports/{id} answering 200
+// with no body. With anonymous, requests without a token are admitted
+// (Config.Anonymous) and the account policy is skipped.
+func newFrontDoor(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
+	r := chi.NewRouter()
+	rk, err := ratekey.New(ratekey.Config{
+		Router:        r,
+		Proxies:       chainProxies(),
+		Authenticator: chainAuthenticator(tb, k),
+		Anonymous:     anonymous,
+		Policies:      chainPolicies(),
+		Limiter:       memory.New(memory.Options{}),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.Use(rk.Handler)
+	r.Route("/v1", func(v chi.Router) {
+		v.Get("/reports/{id}", okHandler)
+	})
+	return r
+}
+
+// newChainRouter is the chain composed by hand, as the demo did before the
+// front door: the same router and route, with the /v1 sub-router running
+// ClientAddress (chainProxies) → Authenticate (chainAuthenticator) →
+// RateLimiter (chainPolicies on the memory store, RouteOperation). With
+// anonymous, requests carry no token and the account policy is skipped.
 func newChainRouter(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
 	return newStagedRouter(tb, k, anonymous, stageRateLimiter)
 }
@@ -58,30 +110,21 @@ const (
 // newStagedRouter is newChainRouter's router running only the first
 // stages of its chain.
 func newStagedRouter(tb testing.TB, k jwtKey, anonymous bool, stages int) http.Handler {
-	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
+	res, err := trustedproxy.New(chainProxies())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	auth, err := identity.NewJWTAuthenticator(jwtConfig(k))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = auth.Close() })
+	auth := chainAuthenticator(tb, k)
 	r := chi.NewRouter()
-	lim := rkLimit(chainLimit)
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{
-			{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: lim},
-			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
-				Limit: lim, OnMissing: middleware.OnMissingSkip},
-		},
+		Limiter:   memory.New(memory.Options{}),
+		Policies:  chainPolicies(),
 		Operation: middleware.RouteOperation(r),
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	chain := []func(http.Handler) http.Handler{middleware.ClientAddress(res), middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: anonymous}), rl.Handler}
+	chain := []func(http.Handler) http.Handler{middleware.ClientAddress(res, middleware.ClientAddressOptions{}), middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: anonymous}), rl.Handler}
 	r.Route("/v1", func(v chi.Router) {
 		v.Use(chain[:stages]...)
 		v.Get("/reports/{id}", okHandler)
@@ -171,11 +214,14 @@ func serveParallel(h http.Handler, reqs []*http.Request, bad *atomic.Int64) func
 
 // BenchmarkChain measures the whole chain in process (httptest requests,
 // no network), interleaved with the bare chi router on the same requests:
-//   - ratekey: ClientAddress → Authenticate (a repeated ES256 token per
-//     account, 1 000 accounts) → RateLimiter with 2 policies on the memory
-//     store → 200;
-//   - ratekey-anon: the same without a token (anonymous; the account policy
-//     is skipped): ratekey's cost without verification;
+//   - ratekey: the front door (newFrontDoor: ratekey.New, r.Use(rk.Handler)):
+//     the client address → Authenticate (a repeated ES256 token per account,
+//     1 000 accounts) → 2 policies on the memory store → 200;
+//   - hand: the same chain composed by hand on the /v1 sub-router
+//     (newChainRouter: ClientAddress → Authenticate → RateLimiter), what
+//     the front door must cost no more than;
+//   - ratekey-anon: the front door without a token (anonymous; the account
+//     policy is skipped): ratekey's cost without verification;
 //   - chi: the bare router.
 //
 // Each runs over GOMAXPROCS goroutines (RunParallel's shape); ns/op is wall
@@ -198,12 +244,13 @@ func BenchmarkChain(b *testing.B) {
 		return reqs
 	}
 	authed, anon := mk(true), mk(false)
-	rk, rkAnon, bare := newChainRouter(b, k, false), newChainRouter(b, k, true), newBareRouter()
-	var bad [3]atomic.Int64
+	front, hand, frontAnon, bare := newFrontDoor(b, k, false), newChainRouter(b, k, false), newFrontDoor(b, k, true), newBareRouter()
+	var bad [4]atomic.Int64
 	cs := []contender{
-		{"ratekey", serveParallel(rk, authed, &bad[0])},
-		{"ratekey-anon", serveParallel(rkAnon, anon, &bad[1])},
-		{"chi", serveParallel(bare, authed, &bad[2])},
+		{"ratekey", serveParallel(front, authed, &bad[0])},
+		{"hand", serveParallel(hand, authed, &bad[1])},
+		{"ratekey-anon", serveParallel(frontAnon, anon, &bad[2])},
+		{"chi", serveParallel(bare, authed, &bad[3])},
 	}
 	for _, c := range cs {
 		c.run(len(in))
@@ -219,7 +266,9 @@ func BenchmarkChain(b *testing.B) {
 			b.Errorf("%s: %d answers were not 200", cs[i].name, n)
 		}
 	}
-	b.ReportMetric(res[0].nsOp-res[2].nsOp, "ratekey-overhead-ns/op")
+	chi := res[3].nsOp
+	b.ReportMetric(res[0].nsOp-chi, "ratekey-overhead-ns/op")
+	b.ReportMetric(res[1].nsOp-chi, "hand-overhead-ns/op")
 }
 
 // loadConn is one keep-alive HTTP/1.1 connection of the load generator.
@@ -340,42 +389,50 @@ func serve(tb testing.TB, h http.Handler) string {
 // BenchmarkLoopback serves the chain workload over real loopback HTTP/1.1,
 // from net/http servers on 127.0.0.1, to an in-process load generator with
 // conns keep-alive connections per server sending raw prebuilt requests:
-// ratekey's chain (as in BenchmarkChain) against the bare chi router doing
-// the same work minus ratekey, on byte-identical requests, interleaved.
-// Metrics: <name>-req/s and ratekey/chi (throughput ratio). The load
-// generator shares the machine's cores with the servers, so the ratio
-// understates ratekey's share of a dedicated server's CPU.
+// ratekey's front door (as in BenchmarkChain), the same chain composed by
+// hand (hand) and the bare chi router doing the same work minus ratekey, on
+// byte-identical requests, interleaved. Metrics: <name>-req/s, ratekey/chi
+// and hand/chi (throughput ratios) and ratekey/hand. The load generator
+// shares the machine's cores with the servers, so the ratios understate
+// ratekey's share of a dedicated server's CPU.
 func BenchmarkLoopback(b *testing.B) {
 	const conns = 16
 	k := newJWTKey(b, "ES256")
 	raw := loopbackRequests(chainInputs(b, k))
+	names := []string{"ratekey", "hand", "chi"}
 	gens := []*loadGen{
+		newLoadGen(b, serve(b, newFrontDoor(b, k, false)), conns, raw),
 		newLoadGen(b, serve(b, newChainRouter(b, k, false)), conns, raw),
 		newLoadGen(b, serve(b, newBareRouter()), conns, raw),
 	}
-	for _, g := range gens {
+	cs := make([]contender, len(gens))
+	for i, g := range gens {
 		g.run(len(raw)) // warm-up: verify and cache every token, track every key
 		g.bad.Store(0)
+		cs[i] = contender{names[i], g.run}
 	}
-	res := interleave(b, []contender{{"ratekey", gens[0].run}, {"chi", gens[1].run}}, interleaveOptions{})
+	res := interleave(b, cs, interleaveOptions{})
 	for i, g := range gens {
 		if p := g.err.Load(); p != nil {
-			b.Fatalf("load generator %d: %v", i, *p)
+			b.Fatalf("load generator %s: %v", names[i], *p)
 		}
 		if n := g.bad.Load(); n > 0 {
-			b.Errorf("load generator %d: %d answers were not 200", i, n)
+			b.Errorf("load generator %s: %d answers were not 200", names[i], n)
 		}
 	}
-	rk, chi := 1e9/res[0].nsOp, 1e9/res[1].nsOp
+	rk, hand, chi := 1e9/res[0].nsOp, 1e9/res[1].nsOp, 1e9/res[2].nsOp
 	b.ReportMetric(rk, "ratekey-req/s")
+	b.ReportMetric(hand, "hand-req/s")
 	b.ReportMetric(chi, "chi-req/s")
 	b.ReportMetric(rk/chi, "ratekey/chi")
+	b.ReportMetric(hand/chi, "hand/chi")
+	b.ReportMetric(rk/hand, "ratekey/hand")
 }
 
 // BenchmarkLoopbackStages splits BenchmarkLoopback's throughput loss by
-// middleware: the same servers and load, interleaved, with the chain cut
-// after each stage (address: ClientAddress; auth: + Authenticate; ratekey:
-// + RateLimiter, the whole chain) next to bare chi. Metrics:
+// middleware: the same servers and load, interleaved, with the chain
+// composed by hand cut after each stage (address: ClientAddress; auth: +
+// Authenticate; ratekey: + RateLimiter, the whole chain) next to bare chi. Metrics:
 // <stage>/chi, each one's throughput over bare chi's. Not a target;
 // BENCHMARKS.md reads the misses with it.
 func BenchmarkLoopbackStages(b *testing.B) {

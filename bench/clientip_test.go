@@ -122,7 +122,7 @@ func BenchmarkClientIP(b *testing.B) {
 			}
 			mwNext.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), benchCtxKey{}, c)))
 		})
-		rkCA := middleware.ClientAddress(rk)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rkCA := middleware.ClientAddress(rk, middleware.ClientAddressOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			res, _ := middleware.ClientFrom(r.Context())
 			got = res.Client
 		}))

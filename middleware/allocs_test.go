@@ -65,7 +65,7 @@ func TestChainAllocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			route(limited, middleware.ClientAddress(res), middleware.Authenticate(anonymousAuth{}, middleware.AuthOptions{Anonymous: true}), rl.Handler)
+			route(limited, middleware.ClientAddress(res, middleware.ClientAddressOptions{}), middleware.Authenticate(anonymousAuth{}, middleware.AuthOptions{Anonymous: true}), rl.Handler)
 
 			w := &discardWriter{h: http.Header{}}
 			run := func(h http.Handler) float64 {

@@ -60,7 +60,7 @@ func benchmarkChain(b *testing.B, withToken bool) {
 // X-Forwarded-For resolved into the request state.
 func BenchmarkClientAddress(b *testing.B) {
 	res := proxyResolver(b)
-	h := middleware.ClientAddress(res)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := middleware.ClientAddress(res, middleware.ClientAddressOptions{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	req := httptest.NewRequest("GET", "/", nil)
 	req.RemoteAddr = "10.0.0.1:1"
 	req.Header.Set("X-Forwarded-For", "198.51.100.7, 10.0.0.3, 10.0.0.2")
@@ -96,7 +96,7 @@ func BenchmarkLogSample(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				h := middleware.ClientAddress(proxyResolver(b))(rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+				h := middleware.ClientAddress(proxyResolver(b), middleware.ClientAddressOptions{})(rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 				const clients = 1000
 				reqs := make([]*http.Request, clients)
 				w := &discardWriter{h: http.Header{}}

@@ -8,20 +8,8 @@ import (
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
-// ClientAddress returns middleware that resolves the client address of every
-// request with res and stores the [trustedproxy.Result] in the request
-// context (read it with [ClientFrom]).
-//
-// A malformed forwarding chain written by a trusted proxy is answered with
-// 400 and an RFC 9457 problem (type [ProblemInvalidForwarding]); the request
-// never falls back to the peer address, which would key it by the proxy and
-// let one client exhaust everybody's budget. res is immutable, so the
-// middleware is safe for concurrent use.
-func ClientAddress(res *trustedproxy.Resolver) func(http.Handler) http.Handler {
-	return ClientAddressWith(res, ClientAddressOptions{})
-}
-
-// ClientAddressOptions configures [ClientAddressWith].
+// ClientAddressOptions configures [ClientAddress]. The zero value is the
+// default.
 type ClientAddressOptions struct {
 	// Metrics counts trusted-proxy anomalies (ratekey_trusted_proxy_anomalies_total
 	// by derivation reason): failed derivations, trusted peers that sent no
@@ -29,9 +17,17 @@ type ClientAddressOptions struct {
 	Metrics Metrics
 }
 
-// ClientAddressWith is [ClientAddress] with options. It also fills the
-// client-address part of the request's [Record], when there is one.
-func ClientAddressWith(res *trustedproxy.Resolver, opts ClientAddressOptions) func(http.Handler) http.Handler {
+// ClientAddress returns middleware that resolves the client address of every
+// request with res and stores the [trustedproxy.Result] in the request
+// context (read it with [ClientFrom]); it also fills the client-address
+// part of the request's [Record], when there is one.
+//
+// A malformed forwarding chain written by a trusted proxy is answered with
+// 400 and an RFC 9457 problem (type [ProblemInvalidForwarding]); the request
+// never falls back to the peer address, which would key it by the proxy and
+// let one client exhaust everybody's budget. res is immutable, so the
+// middleware is safe for concurrent use.
+func ClientAddress(res *trustedproxy.Resolver, opts ClientAddressOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r, st := ensureState(r)

@@ -20,7 +20,7 @@ func TestRequestContextPrintsNoState(t *testing.T) {
 	res := proxyResolver(t)
 	r := chi.NewRouter()
 	var printed string
-	r.Use(middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
+	r.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
 	r.Get("/x", func(w http.ResponseWriter, r *http.Request) {
 		printed = fmt.Sprintf("%v %+v %#v", r.Context(), r.Context(), r.Context())
 	})

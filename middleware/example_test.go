@@ -38,7 +38,7 @@ func ExampleRateLimiter_Handler() {
 	if err != nil {
 		panic(err)
 	}
-	r.Use(middleware.ClientAddress(resolver))
+	r.Use(middleware.ClientAddress(resolver, middleware.ClientAddressOptions{}))
 	r.Use(rl.Handler)
 	r.Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		c, _ := middleware.ClientFrom(r.Context())

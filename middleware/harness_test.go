@@ -86,7 +86,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	adminSet, _ := admins.IPSet()
 	ok := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
 	chain := []func(http.Handler) http.Handler{
-		middleware.ClientAddress(res),
+		middleware.ClientAddress(res, middleware.ClientAddressOptions{}),
 		rl.PreAuthHandler, // the policies with PreAuth, if any
 		middleware.Authenticate(auth, middleware.AuthOptions{Anonymous: o.anonymous}),
 	}

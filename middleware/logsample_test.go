@@ -62,7 +62,7 @@ func newLogRig(t *testing.T, cfg middleware.RateLimitConfig) *logRig {
 		g.timers = append(g.timers, logTimer{g.now.Add(d), f})
 	})
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	g.h = middleware.ClientAddress(proxyResolver(t))(g.rl.Handler(ok))
+	g.h = middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{})(g.rl.Handler(ok))
 	return g
 }
 

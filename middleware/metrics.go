@@ -29,7 +29,7 @@ type Metrics interface {
 	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
 	FailOpen(policy string)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
-	// [ClientAddressWith]: reason is the [trustedproxy.Reason] of a failed
+	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of
 	// a chain whose every hop is trusted.
 	ProxyAnomaly(reason string)

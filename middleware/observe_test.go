@@ -37,7 +37,7 @@ func (failingLimiter) Peek(context.Context, []limiter.Decision, []limiter.Reques
 	return nil, errStoreDown
 }
 
-// observedStack is a chain Recorder → ClientAddressWith → RateLimiter with
+// observedStack is a chain Recorder → ClientAddress → RateLimiter with
 // metrics on a fresh registry; the handler captures the Record it sees.
 type observedStack struct {
 	reg     *prometheus.Registry
@@ -63,7 +63,7 @@ func newObservedStack(t *testing.T, lim limiter.Limiter, policies ...middleware.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Use(middleware.Recorder, middleware.ClientAddressWith(res, middleware.ClientAddressOptions{Metrics: m}), rl.Handler)
+	r.Use(middleware.Recorder, middleware.ClientAddress(res, middleware.ClientAddressOptions{Metrics: m}), rl.Handler)
 	r.Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		s.seen = middleware.RecordFrom(r.Context())
 	})
@@ -406,7 +406,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 		t.Fatal(err)
 	}
 	verified := 0
-	r.Use(middleware.ClientAddress(res), rl.PreAuthHandler, middleware.Authenticate(countingAuth{&verified}, middleware.AuthOptions{}), rl.Handler)
+	r.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), rl.PreAuthHandler, middleware.Authenticate(countingAuth{&verified}, middleware.AuthOptions{}), rl.Handler)
 	r.Get("/x", func(http.ResponseWriter, *http.Request) {})
 	codes := []int{}
 	for range 6 {
@@ -435,7 +435,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 	r2 := chi.NewRouter()
 	rl2, _ := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 		Policies: []middleware.Policy{pre, main}, Operation: middleware.RouteOperation(r2), DecisionHeader: true})
-	r2.Use(middleware.ClientAddress(res), rl2.PreAuthHandler, rl2.Handler)
+	r2.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), rl2.PreAuthHandler, rl2.Handler)
 	r2.Get("/x", func(http.ResponseWriter, *http.Request) {})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
 	req.RemoteAddr = "198.51.100.7:1"

@@ -25,7 +25,7 @@ func limitedTo(t *testing.T, root chi.Router, op string) (*middleware.RateLimite
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rl, middleware.ClientAddress(res)
+	return rl, middleware.ClientAddress(res, middleware.ClientAddressOptions{})
 }
 
 // TestOperationOfMountPointWithoutSlash: chi's README shape,

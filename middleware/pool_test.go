@@ -77,7 +77,7 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []*seenRequest
-	r.Use(middleware.Recorder, middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{Anonymous: true}), rl.Handler)
+	r.Use(middleware.Recorder, middleware.ClientAddress(res, middleware.ClientAddressOptions{}), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{Anonymous: true}), rl.Handler)
 	r.Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		s := seen[len(seen)-1]
 		s.header, s.copied = w.Header(), w.Header().Clone()
@@ -169,7 +169,7 @@ func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
 	const n = 16
 	var fields [n]http.Header
 	inner := rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	r.Use(middleware.ClientAddress(res), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
+	r.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), middleware.Authenticate(headerAuth{}, middleware.AuthOptions{}))
 	r.Get("/v1/reports/{id}", func(_ http.ResponseWriter, r *http.Request) {
 		var wg sync.WaitGroup
 		for i := range n {

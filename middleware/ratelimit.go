@@ -80,6 +80,19 @@ type RateLimitConfig struct {
 	// 0 means [DefaultLogInterval], 1 s. After Reload, the interval under
 	// way keeps its length, and its summaries go to the new Logger.
 	LogInterval time.Duration
+	// Deny, when set, answers a request the rate limiter refuses instead
+	// of the default RFC 9457 problem+json body, as net/http's
+	// CrossOriginProtection.SetDenyHandler does. It is called with the
+	// status the default would send (429 or the policy's Status; 503 when
+	// the store cannot decide; 401 or 403 for a missing key dimension) and
+	// the request's Evaluation (read-only, valid during the call). The
+	// response's header already holds what the default sends beside the
+	// body: RateLimit and RateLimit-Policy, Retry-After when there is an
+	// honest one, WWW-Authenticate for a missing principal, and
+	// Cache-Control: no-store. Deny writes the status and the body; it
+	// must not call the next handler. nil sends the problem body. It must be
+	// safe for concurrent use.
+	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *Evaluation)
 	// MaxWait is the longest a DELAYED request may wait, both phases
 	// (PreAuthHandler's and Handler's) together: NewRateLimiter refuses a
 	// policy whose max_delay, or whose longest delay without one (its burst
@@ -304,7 +317,14 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended before its rate limit was decided"})
 		case !ev.Allowed:
-			writeRejection(w, &ev)
+			p := rejection(h, &ev)
+			if st.Deny == nil {
+				writeProblem(w, p)
+				break
+			}
+			h.Set("Cache-Control", "no-store")
+			deny := ev // a copy: only a refusal pays for handing it to Deny
+			st.Deny(w, r, p.Status, &deny)
 		}
 		sc.release(out)
 		out.release()
@@ -407,7 +427,9 @@ func windowSeconds(l limiter.Limit) int64 {
 	return ceilSeconds(time.Duration(min(ns, math.MaxInt64)))
 }
 
-func writeRejection(w http.ResponseWriter, ev *Evaluation) {
+// rejection returns the RFC 9457 problem answering ev, a refused request,
+// and sets its Retry-After (or WWW-Authenticate) field on h.
+func rejection(h http.Header, ev *Evaluation) problem {
 	var violated []string
 	var first, never *PolicyResult
 	retry := int64(0) // the Retry-After of the rejecting policies, in seconds
@@ -443,34 +465,34 @@ func writeRejection(w http.ResponseWriter, ev *Evaluation) {
 			p.Status = http.StatusInternalServerError
 		case !missing.principal:
 			p.Status = http.StatusUnauthorized
-			w.Header().Set("WWW-Authenticate", "Bearer")
+			h.Set("WWW-Authenticate", "Bearer")
 		default:
 			p.Status = http.StatusForbidden
 		}
-		writeProblem(w, p)
+		return p
 	case storeErr:
-		w.Header().Set("Retry-After", strconv.FormatInt(storeRetry, 10))
-		writeProblem(w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
-			Detail: "the rate limit store cannot decide right now"})
+		h.Set("Retry-After", strconv.FormatInt(storeRetry, 10))
+		return problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
+			Detail: "the rate limit store cannot decide right now"}
 	case never != nil && never.Cost <= never.Limit.Burst:
 		// It fits the burst, but even a full bucket would make it wait
 		// longer than max_delay (see the decision rule of package limiter).
-		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		return problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds what max_delay allows",
-			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)})
+			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)}
 	case never != nil:
-		writeProblem(w, problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		return problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",
-			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)})
+			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
 	default:
 		secs := retry // no policy here is never satisfiable: each has one
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 		detail := fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)
 		if first.overMaxDelay() {
 			detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, secs)
 		}
-		writeProblem(w, problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
-			Title: "Rate limit exceeded", Detail: detail})
+		return problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+			Title: "Rate limit exceeded", Detail: detail}
 	}
 }
 

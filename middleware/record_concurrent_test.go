@@ -25,7 +25,7 @@ func TestConcurrentEvaluationsOfOneRequestWithRecord(t *testing.T) {
 	}
 	const n = 16
 	inner := rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	r.Use(middleware.Recorder, middleware.ClientAddress(res))
+	r.Use(middleware.Recorder, middleware.ClientAddress(res, middleware.ClientAddressOptions{}))
 	var got int
 	r.Get("/v1/reports/{id}", func(_ http.ResponseWriter, r *http.Request) {
 		var wg sync.WaitGroup

@@ -3,7 +3,7 @@ package redistest
 import (
 	"fmt"
 	"net"
-		"strconv"
+	"strconv"
 	"strings"
 	"testing"
 	"time"

@@ -1,0 +1,129 @@
+package ratekey_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
+)
+
+func perMinute(n, burst int64) limiter.Limit {
+	return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 60e9}, Burst: burst}
+}
+
+// TestNewRefuses: every problem of a config is listed at once, each
+// naming its field.
+func TestNewRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  ratekey.Config
+		want string
+	}{
+		{"nothing", ratekey.Config{},
+			"router: required (a chi router or an *http.ServeMux): operations are named by its route templates\npolicies: at least one policy is required"},
+		{"not a router", ratekey.Config{Router: http.NotFoundHandler(), Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}}},
+			"router: a http.HandlerFunc is neither a chi router nor an *http.ServeMux"},
+		{"account without an authenticator", ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{
+			{Name: "p", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: perMinute(1, 1)}}},
+			"policies[0].key: dimension tenant comes from a verified credential, but no Authenticator is configured\n" +
+				"policies[0].key: dimension account comes from a verified credential, but no Authenticator is configured"},
+		{"trust everyone", ratekey.Config{Router: http.NewServeMux(),
+			Proxies:  trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"0.0.0.0/0"}, Header: "X-Forwarded-For"}}},
+			Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}}},
+			`proxies.rules[0].from[0] "0.0.0.0/0": trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it`},
+		{"cost above burst", ratekey.Config{Router: http.NewServeMux(), Policies: []ratekey.Policy{{Name: "export", Limit: perMinute(1, 2), Cost: 3}}},
+			`policies[0] ("export").cost: 3 exceeds burst 2, so no request could ever pass`},
+		{"bad debug network", ratekey.Config{Router: http.NewServeMux(), Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}},
+			DebugAllow: []string{"10.0.0.0/33"}},
+			`debug_allow[0] "10.0.0.0/33": not a CIDR prefix: the length must be 0..32 for IPv4`},
+	} {
+		m, err := ratekey.New(c.cfg)
+		if m != nil || err == nil || err.Error() != c.want {
+			t.Errorf("%s: New = %v, %v\nwant error:\n%s", c.name, m, err, c.want)
+		}
+	}
+	if _, err := ratekey.PerClient(http.NewServeMux(), "5/x", 1); err == nil || err.Error() != `rate: limiter: invalid rate "5/x": unit "x" is not s, m or h` {
+		t.Errorf("PerClient with a bad rate: %v", err)
+	}
+}
+
+// TestSameCasesChiAndServeMux: the front door keys a request by the same
+// operation whichever router it is given, and shares one bucket between
+// ids, never one per raw path.
+func TestSameCasesChiAndServeMux(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	cr := chi.NewRouter()
+	cr.Get("/v1/reports/{id}", ok)
+	cr.Post("/v1/export", ok)
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/reports/{id}", ok)
+	mux.Handle("POST /v1/export", ok)
+	policies := []ratekey.Policy{{Name: "per-op", Key: []identity.Dimension{identity.DimOperation}, Limit: perMinute(1, 2)}}
+	for name, router := range map[string]http.Handler{"chi": cr, "ServeMux": mux} {
+		rk, err := ratekey.New(ratekey.Config{Router: router, Policies: policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := rk.Handler(router)
+		for i, c := range []struct {
+			method, path string
+			want         int
+			key          string
+		}{
+			{"GET", "/v1/reports/1", 200, "per-op|operation=GET /v1/reports/{id}"},
+			{"GET", "/v1/reports/2", 200, "per-op|operation=GET /v1/reports/{id}"},
+			{"GET", "/v1/reports/3", 429, "per-op|operation=GET /v1/reports/{id}"},
+			{"POST", "/v1/export", 200, "per-op|operation=POST /v1/export"},
+			{"GET", "/nope/1", 404, "per-op|operation=UNMATCHED"},
+			{"GET", "/nope/2", 404, "per-op|operation=UNMATCHED"},
+			{"GET", "/nope/3", 429, "per-op|operation=UNMATCHED"},
+		} {
+			req := httptest.NewRequest(c.method, c.path, nil)
+			req.RemoteAddr = "192.0.2.1:1"
+			rec := rk.Check(req)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != c.want || len(rec.Policies) != 1 || rec.Policies[0].Key != c.key {
+				t.Errorf("%s #%d %s %s: status %d, Check %+v; want %d and key %q", name, i, c.method, c.path, w.Code, rec.Policies, c.want, c.key)
+			}
+		}
+	}
+}
+
+// TestCheckSpendsNothing: Check shows the would-be decision and charges
+// nothing; Debug answers the listed admin networks only.
+func TestCheckSpendsNothing(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /x", func(http.ResponseWriter, *http.Request) {})
+	rk, err := ratekey.New(ratekey.Config{Router: mux, DebugAllow: []string{"127.0.0.1"},
+		Policies: []ratekey.Policy{{Name: "p", Key: []identity.Dimension{identity.DimNetwork}, Limit: perMinute(1, 1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/x", nil)
+	req.RemoteAddr = "192.0.2.1:1"
+	for range 3 {
+		if rec := rk.Check(req); rec.Policies[0].Decision != middleware.DecisionPassed || rec.Client == nil || *rec.Client != "192.0.2.1" {
+			t.Fatalf("Check = %+v", rec)
+		}
+	}
+	for _, c := range []struct {
+		peer string
+		want int
+	}{{"127.0.0.1:5", 200}, {"192.0.2.1:5", 404}} {
+		dreq := httptest.NewRequest("GET", "/debug?path=/x", nil)
+		dreq.RemoteAddr = c.peer
+		w := httptest.NewRecorder()
+		rk.Debug().ServeHTTP(w, dreq)
+		if w.Code != c.want {
+			t.Errorf("Debug from %s: %d, want %d", c.peer, w.Code, c.want)
+		}
+	}
+}
