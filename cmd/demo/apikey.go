@@ -73,10 +73,7 @@ func ensurePepper(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	pepper, err := apikeyfile.GeneratePepper()
-	if err != nil {
-		return err
-	}
+	pepper := apikeyfile.GeneratePepper()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err

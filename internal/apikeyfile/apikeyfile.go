@@ -272,30 +272,9 @@ func ReadPepper(path string) ([]byte, error) {
 	return b, nil
 }
 
-// randomBase62 returns n uniformly random base62 characters.
-func randomBase62(n int) (string, error) {
-	const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	out := make([]byte, 0, n)
-	buf := make([]byte, n*2)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("reading random bytes: %w", err)
-		}
-		for _, b := range buf {
-			if b < 248 && len(out) < n { // 248 = 4·62: no modulo bias
-				out = append(out, base62[b%62])
-			}
-		}
-	}
-	return string(out), nil
-}
-
 // GeneratePepper returns a new random pepper as text suitable for a pepper
-// file: 43 random base62 characters (256 bits) and a newline.
-func GeneratePepper() (string, error) {
-	s, err := randomBase62(43)
-	if err != nil {
-		return "", err
-	}
-	return s + "\n", nil
+// file: 52 random base32 characters (crypto/rand.Text twice, 260 bits) and
+// a newline.
+func GeneratePepper() string {
+	return rand.Text() + rand.Text() + "\n"
 }
