@@ -3,8 +3,11 @@ package redistest
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +36,21 @@ type Cluster struct {
 // when CI=true); t.Cleanup stops every node.
 func StartMasters(t testing.TB, n int, args ...string) *Cluster {
 	t.Helper()
+	servertest.Require(t, "redis-server", "redis-server")
+	return startMasters(t, n, args)
+}
+
+// env is what starting a cluster needs of a test: a testing.TB, or a
+// [Shared] cluster's own.
+type env interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+func startMasters(t env, n int, args []string) *Cluster {
+	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a Redis Cluster needs at least 3 masters, not %d", n)
 	}
@@ -41,7 +59,7 @@ func StartMasters(t testing.TB, n int, args ...string) *Cluster {
 		c.Nodes = append(c.Nodes, startClusterNode(t, args))
 	}
 	// What redis-cli --cluster create --cluster-replicas 0 does, without
-	// its one-second sleeps: even slot ranges, then every node meets every
+	// its one-second waits: even slot ranges, then every node meets every
 	// other (no waiting for gossip).
 	for i, s := range c.Nodes {
 		lo, hi := i*16384/n, (i+1)*16384/n-1
@@ -66,13 +84,19 @@ func StartMasters(t testing.TB, n int, args ...string) *Cluster {
 
 // startClusterNode starts one cluster-enabled node on a port p such that
 // p+10000 (its cluster bus port) was free too.
-func startClusterNode(t testing.TB, args []string) *Server {
+func startClusterNode(t env, args []string) *Server {
 	t.Helper()
-	bin := servertest.Require(t, "redis-server", "redis-server")
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
 	s := &Server{bin: bin, dir: t.TempDir(), cluster: true, extra: args}
 	var lastErr error
 	for range 20 {
-		p := servertest.FreePort(t)
+		p, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
 		if p+10000 > 65535 || !portFree(p+10000) {
 			continue
 		}
@@ -85,6 +109,102 @@ func startClusterNode(t testing.TB, args []string) *Server {
 	t.Fatalf("redistest: could not start a cluster node: %v", lastErr)
 	return nil
 }
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Shared is one Cluster for all the tests of a package (starting one
+// takes about 2 s): the first [Shared.Get] starts it, [Shared.Close]
+// (from TestMain, after m.Run) stops it. Safe for concurrent use.
+//
+//	var cluster redistest.Shared
+//	func TestMain(m *testing.M) { code := m.Run(); cluster.Close(); os.Exit(code) }
+//	func TestX(t *testing.T) { c := cluster.Get(t, 3) ... }
+type Shared struct {
+	mu    sync.Mutex
+	c     *Cluster
+	err   error
+	dirs  []string
+	stops []func()
+}
+
+// Get returns the shared cluster of n masters, starting it at the first
+// call. It skips t when redis-server is missing (fails it when CI=true),
+// and fails t if the cluster could not be started (then and at every later
+// call). Tests that share it use distinct key prefixes; one that stops a
+// node must wait for [Cluster.WaitOK] before it returns.
+func (s *Shared) Get(t testing.TB, n int, args ...string) *Cluster {
+	t.Helper()
+	servertest.Require(t, "redis-server", "redis-server")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil && s.err == nil {
+		s.c, s.err = s.start(n, args)
+	}
+	if s.err != nil {
+		t.Fatalf("%v", s.err)
+	}
+	if len(s.c.Nodes) != n {
+		t.Fatalf("redistest: the shared cluster has %d masters, not %d", len(s.c.Nodes), n)
+	}
+	return s.c
+}
+
+// errFatal carries a Fatalf of the shared cluster's env out of start.
+type errFatal struct{ error }
+
+func (s *Shared) start(n int, args []string) (c *Cluster, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(errFatal)
+			if !ok {
+				panic(r)
+			}
+			err = f.error
+		}
+	}()
+	return startMasters(sharedEnv{s}, n, args), nil
+}
+
+// Close stops the shared cluster's nodes and removes their directories.
+func (s *Shared) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+	for _, d := range s.dirs {
+		_ = os.RemoveAll(d)
+	}
+	s.stops, s.dirs, s.c = nil, nil, nil
+}
+
+// sharedEnv is the env of a Shared cluster: its cleanups run at Close.
+type sharedEnv struct{ s *Shared }
+
+func (sharedEnv) Helper() {}
+
+func (sharedEnv) Fatalf(format string, args ...any) {
+	panic(errFatal{fmt.Errorf(format, args...)})
+}
+
+func (e sharedEnv) TempDir() string {
+	d, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		e.Fatalf("redistest: %v", err)
+	}
+	e.s.dirs = append(e.s.dirs, d)
+	return d
+}
+
+func (e sharedEnv) Cleanup(f func()) { e.s.stops = append(e.s.stops, f) }
 
 // portFree reports whether 127.0.0.1:p could be bound a moment ago.
 func portFree(p int) bool {
@@ -124,7 +244,10 @@ func (c *Cluster) URL() string {
 // WaitOK polls every node until each reports cluster_state:ok with all
 // 16384 slots ok and every node known, for up to 30 s, and fails t
 // otherwise.
-func (c *Cluster) WaitOK(t testing.TB) {
+func (c *Cluster) WaitOK(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}) {
 	t.Helper()
 	want := fmt.Sprintf("cluster_known_nodes:%d", len(c.Nodes))
 	deadline := time.Now().Add(clusterTimeout)

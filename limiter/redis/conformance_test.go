@@ -37,12 +37,20 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceCluster runs the suite through a ClusterClient on a
-// one-node Redis Cluster, with the hash-tagged prefix New requires there.
+// one-node Redis Cluster (every call is one slot's: one script).
 func TestConformanceCluster(t *testing.T) {
 	srv := redistest.StartCluster(t)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	limitertest.Run(t, testClockFactory(client, "conf:{rl%d}:"))
+	limitertest.Run(t, testClockFactory(client, "conf%d:"))
+}
+
+// TestConformanceMasters runs the suite on a 3-master Redis Cluster, where
+// the buckets of one call fall in several slots (on several masters) and
+// are decided slot by slot, with refunds.
+func TestConformanceMasters(t *testing.T) {
+	_, client := clusterClient(t)
+	limitertest.Run(t, testClockFactory(client, "confm%d:"))
 }
 
 // TestConformanceSentinel runs the suite through a Sentinel failover

@@ -1,12 +1,13 @@
 // Package redis is a [limiter.Limiter] whose buckets live in Redis, so that
 // every process of a service spends one shared budget per key. It runs on
 // github.com/redis/go-redis/v9 with the caller's client (single node,
-// Sentinel failover, Cluster, Ring), so TLS, authentication and pooling
+// Sentinel failover, Cluster with buckets spread over its slots, Ring), so TLS, authentication and pooling
 // stay the caller's. It needs Redis 6.2 or later (SET ... PXAT).
 //
 // # One script per call
 //
-// Take and Peek make one round trip: EVALSHA of one Lua script (EVAL, which
+// A Take or Peek on one server (or within one Cluster slot, see below)
+// makes one round trip: EVALSHA of one Lua script (EVAL, which
 // also loads it, when the server answers NOSCRIPT, e.g. after a restart).
 // A call of one request, the common case, runs a smaller script with the
 // same rule and the same writes, specialised to one bucket. The script
@@ -18,7 +19,8 @@
 // atomic step: no other client sees a partial charge, there is no
 // GET-then-SET race, no client clock and no separate EXPIRE. All the
 // policies of one HTTP request are one call, so they are decided and
-// charged all-or-nothing. A rejected request writes nothing: it neither
+// charged all-or-nothing (across Cluster slots, with refunds: see "Calls
+// across slots"). A rejected request writes nothing: it neither
 // spends budget nor extends the expiry.
 //
 // The script returns, per request, the debt (TAT minus now, in ns) the
@@ -29,24 +31,31 @@
 // # Keys and values
 //
 // A bucket is named by its Key and its limit shape (emission interval and
-// burst; see [limiter.Request]), both in the Redis key:
+// burst; see [limiter.Request]), both in the Redis key, after a hash tag
+// that ratekey chooses:
 //
-//	<Prefix><Burst>x<Interval in ns>ns:<key part>
-//	ratekey:3x500000000ns:per-account|tenant=acme|account=alice
+//	<Prefix>{<tag>}<Burst>x<Interval in ns>ns:<key part>
+//	ratekey:{f33feb73}3x500000000ns:per-account|tenant=acme|account=alice
+//
+// The tag is 8 hex digits of a 32-bit hash (FNV-1a 64 with a SplitMix64
+// finalizer, no seed: the same in every process) of the whole Key, or,
+// with [Options.HashTag] set to a dimension (say "tenant"), of that
+// dimension's part of the Key ("tenant=acme") when the Key has it. A
+// Prefix holds no brace ([New] refuses one), so this tag is the key's
+// Redis Cluster hash tag whatever the key part holds: a brace inside a Key
+// (operation=GET /v1/reports/{id}) never chooses the slot. Keys spread
+// evenly over the 16384 slots; with HashTag, all the buckets of one tenant
+// share a slot. The hash places load, nothing else: anyone can compute it.
 //
 // The key part is the request's Key itself when it has at most
 // [Options.MaxKeyLen] bytes (default 256). A longer Key becomes its first
 // MaxKeyLen-64 bytes, "#", and the 64 hex digits of HMAC-SHA256(HashSecret,
 // Key): exactly MaxKeyLen+1 bytes, so a hashed key part never equals a raw
-// one, and a Redis key never exceeds len(Prefix) + 42 + MaxKeyLen+1 bytes.
-// The shape segment is all digits between fixed separators, and a Prefix
-// may not end in a digit ([New] refuses one), so under one Prefix the name
-// is injective. Deployments sharing a Redis share no bucket as long as
-// neither's Prefix begins with the other's: then their names differ within
-// the shorter Prefix. (Otherwise they can meet when the rest of the longer
-// Prefix reads as a shape segment: "app:" with burst 1 at 1/s and Key
-// "3x1000000000ns:k", and "app:1x1000000000ns:" with burst 3 at 1/s and
-// Key "k", both name "app:1x1000000000ns:3x1000000000ns:k".) Keys come from identity.Key encodings, which never hold a
+// one, and a Redis key never exceeds len(Prefix) + 52 + MaxKeyLen+1 bytes.
+// The first '{' ends the Prefix and the shape segment is all digits
+// between fixed separators, so the name is injective, and names under two
+// different Prefixes never meet: deployments sharing a Redis share no
+// bucket. Keys come from identity.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in
@@ -85,15 +94,89 @@
 //
 // # Cluster and Ring
 //
-// A script may only touch keys of one hash slot. On a *redis.ClusterClient
-// or *redis.Ring, [New] therefore requires a Prefix with a hash tag (e.g.
-// "ratekey:{rl}:"), which puts every bucket in one slot: every call then
-// works, all-or-nothing, at the price of serving all rate-limit traffic
-// from one shard (with its replicas for failover). The tests run the
-// conformance suite through a ClusterClient on a one-node cluster (which
-// enforces slots like any cluster) and through a Sentinel failover client;
-// a multi-node cluster, failover itself, and Ring (accepted on the same
-// rule) are not tested.
+// On a *redis.ClusterClient, the requests of a call are grouped by the
+// slot of their keys, computed in the client (CRC16/XMODEM of the tag
+// modulo 16384, as the Redis Cluster specification's "Keys distribution
+// model" says). A call whose keys share one slot (every call of one
+// request, and with HashTag every call whose policies all carry the
+// dimension) is one script on the slot's master, as on a single server:
+// one round trip, atomic. (On a *redis.Ring the grouping is by tag; on any
+// other client, one server, every call is one script.)
+//
+// # Calls across slots
+//
+// A script runs on one master and may only touch one slot's keys, so a
+// call across slots cannot be one atomic step. It is decided and charged
+// slot by slot, and refunded if any slot rejects:
+//
+//  1. The parts (one per slot) are ordered most selective first: the part
+//     holding the bucket last seen emptiest (a fixed table of 4096 hints,
+//     indexed by a hash of the Key, holds each bucket's last known
+//     Remaining/Burst), ties going to the later policy.
+//  2. Round 1: the first part's script decides its requests (both passes
+//     of the dry-run rule) and charges them if they fit. If they do not,
+//     nothing has been charged: round 2 only reads the other parts (for
+//     their Decisions), in parallel, and the call is rejected. Two round
+//     trips, no refund.
+//  3. Round 2: the other parts, in parallel (one per master), decide and
+//     charge at the level the first part reached (all requests, or only
+//     the enforcing ones when a dry-run request did not fit).
+//  4. Round 3, only if some part rejected (or charged less than others):
+//     every part that charged more than the call may is refunded, in
+//     parallel, once. A refund is never retried: a replay would give back
+//     twice and over-admit.
+//
+// The Decisions are those of the contract, each part's decided at its own
+// master's TIME (one process's clock never matters).
+//
+// # Refunds and the bounds they keep
+//
+// A refund of a bucket charged c ns, whose TAT the charge left at TAT1,
+// moves the TAT back by r = min(c, TAT1 - now), the part of the charge
+// that has not refilled yet, and never further (a key gone since is left
+// alone). Compared with the state the bucket would have had without the
+// charge (TATc), the real one after any later charges is TATc + Δ with Δ
+// shrinking from c only when a later charge finds the bucket's debt below
+// Δ: Δ >= min(c, TAT1 - s) at every later instant s, since the TAT never
+// decreases below TAT1 meanwhile. So r <= Δ: after its refund a bucket is
+// never fuller than had the refunded charge not happened, and it admits
+// only what a GCRA bucket admits: no bucket ever admits more than
+// burst + rate·t over any interval t. (Moving the TAT back by c, as a
+// naive refund would, can over-admit: a refund that arrives after the
+// bucket refilled would add tokens it never lost.)
+//
+// What it costs, and its bounds:
+//
+//   - Over-rejection: between a part's charge and its refund (at most one
+//     round trip plus the refund's, bounded by 2 × Timeout), another
+//     request can be rejected by the charge that is about to be given
+//     back. Only calls across slots whose first part fits and a later one
+//     rejects open this window; ordering the most selective part first
+//     makes them rare.
+//   - A refund lost to a failure (time-out, a master down) strands at most
+//     that request's cost on that bucket, which refills within cost ×
+//     interval: never an over-admission.
+//   - A call across slots whose round 2 fails (a master down) returns an
+//     error, like any store error, after refunding the parts that charged.
+//
+// Round trips of a Take: 1 for a call within one slot; 2 across slots; 3
+// when a later part rejects (the refund). A Peek across slots reads every
+// part in parallel: 1. Each round runs its parts in parallel,
+// under one Timeout for the decision rounds and its own for the refund.
+//
+// Why this design. Envoy's rate-limit service groups a request's
+// descriptors per slot and pipelines increments with no atomicity: a
+// request rejected by one limit still charges the others (envoyproxy/
+// ratelimit issue 1060), so a broad limit drains because a narrow one
+// rejects. nginx reserves every zone of a request and then commits, in
+// shared memory where a reservation costs nothing; across masters that
+// would be a round trip to reserve and another to commit on every request,
+// admitted or not. Charging slot by slot with exact, capped refunds keeps
+// nginx's all-or-nothing outcome (a rejected request keeps no charge once
+// its refund lands), costs one round trip more than a single slot, and
+// pays a third only on rejections that the ordering did not catch first.
+//
+// On a Ring the same grouping applies by tag; Ring is not tested.
 //
 // # Memory and eviction
 //

@@ -1,7 +1,10 @@
 package redis
 
 import (
+	"context"
 	"time"
+
+	"github.com/ratekey/ratekey/limiter"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -34,3 +37,21 @@ const (
 // ScriptSHA and OneScriptSHA are the SHA-1s EVALSHA names the scripts by:
 // the general one and the one for calls of one request.
 var ScriptSHA, OneScriptSHA = many.sha.(string), one.sha.(string)
+
+// TakeRounds is Take that also returns the number of sequential round
+// trips the call took.
+func TakeRounds(l *Limiter, ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, int, error) {
+	return l.run(ctx, nil, reqs, true)
+}
+
+// LostRefunds returns the number of refunds that failed.
+func LostRefunds(l *Limiter) int64 { return l.lostRefunds.Load() }
+
+// Slot returns the Redis Cluster slot of r's bucket, computed client-side.
+func (l *Limiter) Slot(r limiter.Request) int {
+	_, h := l.names.name(&r)
+	return slotOf(h)
+}
+
+// CRC16 is the CRC16/XMODEM of the slot computation.
+var CRC16 = crc16

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -39,20 +41,27 @@ const MaxWindow time.Duration = 1<<53 - 1
 // with errors.Is.
 var ErrTimeout = errors.New("limiter/redis: no reply within the timeout")
 
-// Options configures [New]. The zero value is usable (single node or
-// Sentinel; a Cluster or Ring client needs a Prefix with a hash tag). Every
-// process that shares budgets must use the same Prefix, MaxKeyLen and
-// HashSecret, or its keys name other buckets.
+// Options configures [New]. The zero value is usable with every client.
+// Every process that shares budgets must use the same Prefix, MaxKeyLen,
+// HashSecret and HashTag, or its keys name other buckets.
 type Options struct {
 	// Prefix starts every Redis key; "" means "ratekey:". At most 128
-	// bytes, not ending in a digit (the burst's digits
-	// follow it, so "app1" and "app12" could name one bucket: end it with a
-	// separator such as ':'). Deployments that share a Redis but not their
-	// budgets are kept apart by Prefixes neither of which begins with the
-	// other ("app:us:" and "app:eu:"). On a Redis Cluster (or Ring)
-	// client it must contain a hash tag, e.g. "ratekey:{rl}:", so that every
-	// key of a call hashes to one slot: see the package documentation.
+	// bytes, without '{' or '}': the hash tag ratekey writes right after
+	// it decides each key's Redis Cluster slot (see the package
+	// documentation), so a brace in the prefix is refused rather than
+	// allowed to pick the slot of every key. Deployments that share a
+	// Redis but not their budgets use different Prefixes ("app:us:" and
+	// "app:eu:"): names under two different Prefixes never meet.
 	Prefix string
+	// HashTag names a key dimension (for instance "tenant"; a dimension
+	// name as in package identity: ^[a-z][a-z0-9_]{0,31}$) whose value
+	// chooses the hash tag, and so the Cluster slot, of every key that has
+	// it: all the buckets of one tenant then share a slot, so a request's
+	// policies that all carry the tenant are one atomic script even on a
+	// Cluster. Keys without the dimension, and every key when HashTag is
+	// "", take their tag from a hash of the whole key and spread evenly
+	// over the slots. On a single server it changes only the key names.
+	HashTag string
 	// Timeout bounds each Take and Peek (context.WithTimeout around the one
 	// round trip, including waiting for a pooled connection); 0 means
 	// 100 ms; negative is an error. A call that times out
@@ -76,32 +85,60 @@ type Options struct {
 }
 
 // Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
-// every process that uses the same Redis, [Options.Prefix], MaxKeyLen and
-// HashSecret. Each Take or Peek is one round trip: one Lua script (a
-// smaller one for a call of one request), run by EVALSHA (EVAL when the
-// server does not have it yet), that reads the server's TIME, decides
-// every request of the call with the decision rule of package [limiter]
-// including the dry-run two-pass rule, and writes the new states with
-// their expiry in the same atomic step.
+// every process that uses the same Redis, [Options.Prefix], MaxKeyLen,
+// HashSecret and HashTag. A Take or Peek whose buckets share one Redis
+// Cluster slot (every call on a single server) is one round trip: one Lua
+// script (a smaller one for a call of one request), run by EVALSHA (EVAL
+// when the server does not have it yet), that reads the server's TIME,
+// decides every request of the call with the decision rule of package
+// [limiter] including the dry-run two-pass rule, and writes the new states
+// with their expiry in the same atomic step. A call whose buckets span
+// several slots of a Cluster is decided and charged slot by slot and
+// refunded if any slot rejects: see the package documentation for that
+// contract and its bounds.
 //
 // Decisions equal those of the memory store for the same state and time:
 // the script returns, per request, the debt (TAT minus now, ns) the request
 // was decided against, and the Go side computes the Decision with the
 // same Go code as the memory store.
 //
-// A Limiter holds no per-key state in the process and starts no goroutine.
-// Create it with [New]. It is safe for concurrent use by multiple
-// goroutines; concurrent calls are serialised by Redis.
+// A Limiter holds no per-key state in the process except, on a Cluster or
+// Ring client, a fixed table of 4096 hints (the last known fill of the
+// buckets whose keys hash there) that orders the slots of a call, and
+// starts no goroutine that outlives a call. Create it with [New]. It is
+// safe for concurrent use by multiple goroutines; concurrent calls are
+// serialised by Redis, slot by slot.
 type Limiter struct {
 	client  goredis.UniversalClient
 	names   keyNamer
 	timeout time.Duration
+	shard   shardMode
+
+	// hints[keyHash(Key) % hintSize] is 1 + the last known fill of the
+	// buckets whose keys hash there (Remaining × 255 / Burst), 0 when
+	// unknown: the order of a cross-slot call, nothing else.
+	hints [hintSize]atomic.Uint32
 
 	// Test clock (export_test.go): now, when set, replaces the server's
 	// TIME; ttlSlack (ms) is then added to each relative expiry.
 	now      func() time.Duration
 	ttlSlack int64
+
+	// For the tests (export_test.go): refunds that failed.
+	lostRefunds atomic.Int64
 }
+
+// shardMode says how a client spreads keys over servers.
+type shardMode uint8
+
+const (
+	oneServer shardMode = iota // *redis.Client, failover, unknown types
+	bySlot                     // *redis.ClusterClient: group by hash slot
+	byTag                      // *redis.Ring: group by hash tag
+)
+
+// hintSize is the number of hint cells of a sharded Limiter.
+const hintSize = 4096
 
 // New returns a Limiter that keeps its buckets in the Redis behind client
 // (a *redis.Client, including a Sentinel failover client, a
@@ -112,9 +149,7 @@ type Limiter struct {
 // New fails if client is nil; if opts is invalid (see [Options]); if the
 // client is a *redis.Client, *redis.ClusterClient or *redis.Ring whose
 // options lack ContextTimeoutEnabled (go-redis would then ignore the
-// per-call deadline while reading, and Timeout would bound nothing); or if
-// the client is a *redis.ClusterClient or *redis.Ring and Prefix has no hash
-// tag.
+// per-call deadline while reading, and Timeout would bound nothing).
 func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, errors.New("limiter/redis: nil client")
@@ -126,10 +161,15 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if len(prefix) > maxPrefixLen {
 		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), maxPrefixLen)
 	}
-	if c := prefix[len(prefix)-1]; c >= '0' && c <= '9' {
-		// The burst's digits follow the prefix: "app1" with burst 23 and
-		// "app12" with burst 3 would name one bucket.
-		return nil, fmt.Errorf("limiter/redis: prefix %s ends in a digit, which the burst's digits would run into; end it with a separator such as ':'", quote.Value(prefix))
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("limiter/redis: prefix %s holds '{' or '}': ratekey writes each key's hash tag right after the prefix, and a brace in it would choose the Cluster slot instead (drop the braces: keys spread over the slots by themselves, or set HashTag)", quote.Value(prefix))
+	}
+	var dim string
+	if opts.HashTag != "" {
+		if !dimensionName(opts.HashTag) {
+			return nil, fmt.Errorf("limiter/redis: hash tag %s is not a dimension name (^[a-z][a-z0-9_]{0,31}$, e.g. \"tenant\")", quote.Value(opts.HashTag))
+		}
+		dim = "|" + opts.HashTag + "="
 	}
 	timeout := opts.Timeout
 	switch {
@@ -145,27 +185,26 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	case maxKey < minMaxKeyLen:
 		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, minMaxKeyLen, defaultMaxKeyLen)
 	}
-	var ctxTimeout, sharded bool
+	var ctxTimeout bool
+	shard := oneServer
 	switch c := client.(type) {
 	case *goredis.Client:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	case *goredis.ClusterClient:
-		ctxTimeout, sharded = c.Options().ContextTimeoutEnabled, true
+		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, bySlot
 	case *goredis.Ring:
-		ctxTimeout, sharded = c.Options().ContextTimeoutEnabled, true
+		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, byTag
 	default:
 		ctxTimeout = true // unknown client type: cannot check, documented
 	}
 	if !ctxTimeout {
 		return nil, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
 	}
-	if sharded && !hashTag(prefix) {
-		return nil, fmt.Errorf("limiter/redis: prefix %s has no hash tag: on a Cluster or Ring client every key of a call must share one slot, e.g. prefix %q", quote.Value(prefix), "ratekey:{rl}:")
-	}
 	return &Limiter{
 		client:  client,
-		names:   keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...)},
+		names:   keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...), dim: dim},
 		timeout: timeout,
+		shard:   shard,
 	}, nil
 }
 
@@ -179,7 +218,8 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 // unknown (the script may have run) and go-redis does not replay the call.
 // No requests: no round trip. Safe for concurrent use.
 func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
-	return l.run(ctx, dst, reqs, true)
+	dst, _, err := l.run(ctx, dst, reqs, true)
+	return dst, err
 }
 
 // Peek appends the decisions Take would return now to dst, by the same
@@ -187,7 +227,8 @@ func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limit
 // state and extends no expiry. Its errors are those of Take; go-redis may
 // retry a Peek that failed (it is read-only). Safe for concurrent use.
 func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
-	return l.run(ctx, dst, reqs, false)
+	dst, _, err := l.run(ctx, dst, reqs, false)
+	return dst, err
 }
 
 // RedisKey returns the name of the Redis key that holds the state of r's
@@ -195,7 +236,8 @@ func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limit
 // tests. r must be a request Take would accept (a non-empty Key, Cost >= 1, a
 // Limit that passes [limiter.Limit.Validate]).
 func (l *Limiter) RedisKey(r limiter.Request) string {
-	return l.names.name(&r)
+	name, _ := l.names.name(&r)
+	return name
 }
 
 // Argument layout of the script call: "evalsha", sha, numkeys, KEYS, then
@@ -206,49 +248,58 @@ const (
 	argsPerReq = 2
 )
 
-func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, error) {
+// run is Take (take) or Peek; it also returns the number of sequential
+// round trips the call took (0 when it made none).
+func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, int, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := gcra.Validate(reqs); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for i := range reqs {
 		if w := reqs[i].Limit.Window(); w > MaxWindow {
-			return nil, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
 		}
 	}
 	if dst == nil {
 		dst = []limiter.Decision{} // non-nil, without allocating
 	}
 	if len(reqs) == 0 {
-		return dst, nil
+		return dst, 0, nil
+	}
+	n := len(reqs)
+	var names []string
+	if l.shard != oneServer && n > 1 {
+		names = make([]string, n)
+		groups := make([]uint32, n)
+		split := false
+		for i := range reqs {
+			var h uint32
+			names[i], h = l.names.name(&reqs[i])
+			groups[i] = h
+			if l.shard == bySlot {
+				groups[i] = uint32(slotOf(h))
+			}
+			split = split || groups[i] != groups[0]
+		}
+		if split {
+			return l.runSplit(ctx, dst, reqs, names, groups, take)
+		}
 	}
 
-	n := len(reqs)
 	args := make([]any, headArgs+n+1+argsPerReq*n)
 	args[2] = int64(n)
 	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
-	argv[0] = "0" // constants: boxing them into an any does not allocate
-	if take {
-		argv[0] = "1"
-	}
-	if l.now != nil {
-		now := int64(l.now())
-		argv[0] = fmt.Sprintf("%s %d %d %d", argv[0], now/1e9, now%1e9, l.ttlSlack)
-	}
+	argv[0] = l.mode(take)
 	for i := range reqs {
 		r := &reqs[i]
-		keys[i] = l.names.name(r)
-		charge := int64(-1) // never fits
-		ceiling := int64(gcra.Ceiling(r.Limit))
-		if t := int64(r.Limit.Rate.Interval()); r.Cost <= r.Limit.Burst && r.Cost*t <= ceiling {
-			charge = r.Cost * t
+		if names != nil {
+			keys[i] = names[i]
+		} else {
+			keys[i], _ = l.names.name(r)
 		}
-		if r.DryRun {
-			ceiling = -ceiling
-		}
-		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = charge, ceiling
+		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = chargeCeiling(r)
 	}
 
 	s := &many
@@ -259,7 +310,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	defer cancel()
 	cmd, err := run(tctx, l.client, s, args, !take)
 	if err != nil {
-		return nil, l.fail(ctx, tctx, err)
+		return nil, 1, l.fail(ctx, tctx, err)
 	}
 
 	n0 := len(dst)
@@ -267,21 +318,60 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	out := dst[n0:]
 	charged, err := decide(cmd, reqs, out)
 	if err != nil {
-		return nil, err
+		return nil, 1, err
 	}
-	enforcingOK := true
+	if charged != enforcingOK(reqs, out) {
+		return nil, 1, errDisagree
+	}
+	return dst, 1, nil
+}
+
+// errDisagree is returned when the script's charge and the Go decision
+// rule disagree: a script and a Go side out of step, so nothing the script
+// says can be trusted.
+var errDisagree = errors.New("limiter/redis: the script's charge disagrees with the Go decision rule; outcome unknown")
+
+// enforcingOK reports whether every enforcing decision of out is allowed:
+// the contract charges exactly then.
+func enforcingOK(reqs []limiter.Request, out []limiter.Decision) bool {
 	for i := range reqs {
 		if !reqs[i].DryRun && !out[i].Allowed {
-			enforcingOK = false
+			return false
 		}
 	}
-	// The script charges exactly when every enforcing decision it reports
-	// is allowed (see the contract); a disagreement would mean a script and
-	// a Go side out of step, so nothing it says can be trusted.
-	if charged != enforcingOK {
-		return nil, errors.New("limiter/redis: the script's charge disagrees with the Go decision rule; outcome unknown")
+	return true
+}
+
+// mode returns ARGV[1] of a script call: "1" (take) or "0" (peek), with
+// the test clock's time and expiry slack when one is set.
+func (l *Limiter) mode(take bool) any {
+	if l.now == nil {
+		// Constants: boxing them into an any does not allocate.
+		if take {
+			return "1"
+		}
+		return "0"
 	}
-	return dst, nil
+	m := "0"
+	if take {
+		m = "1"
+	}
+	now := int64(l.now())
+	return fmt.Sprintf("%s %d %d %d", m, now/1e9, now%1e9, l.ttlSlack)
+}
+
+// chargeCeiling returns the script arguments of r: its charge in ns (-1 if
+// it can never fit) and its ceiling in ns, negated for a dry run.
+func chargeCeiling(r *limiter.Request) (charge, ceiling int64) {
+	charge = -1 // never fits
+	ceiling = int64(gcra.Ceiling(r.Limit))
+	if t := int64(r.Limit.Rate.Interval()); r.Cost <= r.Limit.Burst && r.Cost*t <= ceiling {
+		charge = r.Cost * t
+	}
+	if r.DryRun {
+		ceiling = -ceiling
+	}
+	return charge, ceiling
 }
 
 // decide sets out[i] to the Decision of reqs[i] from the debts in the

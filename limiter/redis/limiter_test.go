@@ -107,16 +107,21 @@ func TestNewOptions(t *testing.T) {
 		{"short MaxKeyLen", plain, rkredis.Options{MaxKeyLen: rkredis.MinMaxKeyLen - 1}, "max key length 95"},
 		{"MinMaxKeyLen", plain, rkredis.Options{MaxKeyLen: rkredis.MinMaxKeyLen}, ""},
 		{"long prefix", plain, rkredis.Options{Prefix: strings.Repeat("p", rkredis.MaxPrefixLen+1)}, "prefix of 129 bytes"},
-		// "app1" with burst 23 and "app12" with burst 3 would both name
-		// "app123x...": a prefix must not end where the burst's digits start.
-		{"prefix ending in a digit", plain, rkredis.Options{Prefix: "app1"}, `prefix "app1" ends in a digit`},
+		// The hash tag follows the prefix: "app1{...}23x..." and
+		// "app12{...}3x..." differ, so a prefix may end in a digit.
+		{"prefix ending in a digit", plain, rkredis.Options{Prefix: "app1"}, ""},
 		{"prefix ending in a separator", plain, rkredis.Options{Prefix: "app1:"}, ""},
-		{"cluster without hash tag", cluster, rkredis.Options{}, "no hash tag"},
-		{"cluster with empty hash tag", cluster, rkredis.Options{Prefix: "rk:{}:{x}:"}, "no hash tag"},
-		{"cluster with open brace only", cluster, rkredis.Options{Prefix: "rk:{x:"}, "no hash tag"},
-		{"cluster with hash tag", cluster, rkredis.Options{Prefix: "rk:{rl}:"}, ""},
-		{"ring without hash tag", ring, rkredis.Options{Prefix: "rk:"}, "no hash tag"},
-		{"ring with hash tag", ring, rkredis.Options{Prefix: "{rk}:"}, ""},
+		// A brace in the prefix would choose the slot of every key.
+		{"prefix with a hash tag", plain, rkredis.Options{Prefix: "rk:{rl}:"}, `prefix "rk:{rl}:" holds '{' or '}'`},
+		{"prefix with a closing brace", cluster, rkredis.Options{Prefix: "rk:}"}, "holds '{' or '}'"},
+		{"prefix with an open brace", ring, rkredis.Options{Prefix: "rk:{x:"}, "holds '{' or '}'"},
+		{"cluster, defaults", cluster, rkredis.Options{}, ""},
+		{"ring, defaults", ring, rkredis.Options{Prefix: "rk:"}, ""},
+		{"hash tag dimension", cluster, rkredis.Options{HashTag: "tenant"}, ""},
+		{"hash tag dimension of 32 bytes", cluster, rkredis.Options{HashTag: "a" + strings.Repeat("_", 31)}, ""},
+		{"hash tag not a dimension", cluster, rkredis.Options{HashTag: "Tenant"}, `hash tag "Tenant" is not a dimension name`},
+		{"hash tag with braces", cluster, rkredis.Options{HashTag: "{x}"}, "is not a dimension name"},
+		{"hash tag of 33 bytes", cluster, rkredis.Options{HashTag: strings.Repeat("a", 33)}, "is not a dimension name"},
 	}
 	for _, tc := range tests {
 		l, err := rkredis.New(tc.c, tc.o)
@@ -137,8 +142,29 @@ func TestRedisKey(t *testing.T) {
 	defer c.Close()
 	l := mustNew(t, c, rkredis.Options{})
 	r := limiter.Request{Key: "per-account|tenant=acme|account=alice", Limit: lim(2, time.Second, 3), Cost: 1}
-	if got, want := l.RedisKey(r), "ratekey:3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
+	// The tag is 8 hex digits of a hash of the whole key: pinned, since
+	// every process (and version) must name a bucket alike.
+	if got, want := l.RedisKey(r), "ratekey:{f33feb73}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
 		t.Errorf("RedisKey = %q; want %q", got, want)
+	}
+	// With HashTag "tenant", the tag is a hash of "tenant=acme": every
+	// bucket of the tenant shares it, whatever the policy and shape.
+	byTenant := mustNew(t, c, rkredis.Options{HashTag: "tenant"})
+	if got, want := byTenant.RedisKey(r), "ratekey:{9520be4b}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
+		t.Errorf("RedisKey with HashTag tenant = %q; want %q", got, want)
+	}
+	for _, k := range []string{"per-tenant|tenant=acme", "x|network=10.0.0.0/24|tenant=acme|operation=GET /v1/{id}"} {
+		o := limiter.Request{Key: k, Limit: lim(1, time.Minute, 9), Cost: 1}
+		if got := byTenant.RedisKey(o); !strings.HasPrefix(got, "ratekey:{9520be4b}9x") {
+			t.Errorf("RedisKey(%q) with HashTag tenant = %q; want the tenant's tag", k, got)
+		}
+	}
+	// "tenant=acmex" and a policy named "tenant=acme" are other tags.
+	for _, k := range []string{"p|tenant=acmex", "p|account=tenant=acme"} {
+		o := limiter.Request{Key: k, Limit: lim(1, time.Minute, 9), Cost: 1}
+		if got := byTenant.RedisKey(o); strings.HasPrefix(got, "ratekey:{9520be4b}") {
+			t.Errorf("RedisKey(%q) with HashTag tenant = %q: the tag of tenant=acme", k, got)
+		}
 	}
 	// The same shape written differently names the same bucket; another
 	// shape another one; delay_after and max_delay do not count.
@@ -156,15 +182,19 @@ func TestRedisKey(t *testing.T) {
 
 	// Long keys: bounded, readable prefix kept, hashed with the secret.
 	const max = rkredis.DefaultMaxKeyLen
-	base := "ratekey:3x500000000ns:"
+	// (the tag, a hash of the whole key, differs per key: tagged(k) is
+	// "ratekey:{" + 8 hex digits + "}3x500000000ns:" + k, with those 8
+	// digits taken from the name).
+	const tagged = len("ratekey:{f33feb73}")
 	exact := r
 	exact.Key = strings.Repeat("a", max)
-	if got := l.RedisKey(exact); got != base+exact.Key {
+	if got := l.RedisKey(exact); got != got[:tagged]+"3x500000000ns:"+exact.Key || got[:9] != "ratekey:{" || got[tagged-1] != '}' {
 		t.Errorf("a key of exactly MaxKeyLen bytes was changed: %q", got)
 	}
 	long := r
 	long.Key = strings.Repeat("a", max) + "b"
 	got := l.RedisKey(long)
+	base := got[:tagged] + "3x500000000ns:"
 	if len(got) != len(base)+max+1 || !strings.HasPrefix(got, base+strings.Repeat("a", max-64)+"#") {
 		t.Errorf("hashed key %q: want %d bytes, the first %d key bytes and '#'", got, len(base)+max+1, max-64)
 	}
@@ -183,7 +213,7 @@ func TestRedisKey(t *testing.T) {
 	}
 	small := mustNew(t, c, rkredis.Options{Prefix: "p:", MaxKeyLen: rkredis.MinMaxKeyLen})
 	k := small.RedisKey(long)
-	if want := "p:3x500000000ns:" + strings.Repeat("a", 32) + "#"; !strings.HasPrefix(k, want) || len(k) != len("p:3x500000000ns:")+rkredis.MinMaxKeyLen+1 {
+	if want := "p:" + k[2:12] + "3x500000000ns:" + strings.Repeat("a", 32) + "#"; !strings.HasPrefix(k, want) || len(k) != len("p:{f33feb73}3x500000000ns:")+rkredis.MinMaxKeyLen+1 {
 		t.Errorf("MinMaxKeyLen: %q", k)
 	}
 }
@@ -204,7 +234,7 @@ func TestLongKeysShareBudget(t *testing.T) {
 	if n := doInt(t, srv, "DBSIZE"); n != 1 {
 		t.Errorf("DBSIZE = %d; want 1", n)
 	}
-	if k := do(t, srv, "KEYS", "*"); len(k) != len("ratekey:2x60000000000ns:")+101 {
+	if k := do(t, srv, "KEYS", "*"); len(k) != len("ratekey:{01234567}2x60000000000ns:")+101 {
 		t.Errorf("key %q: not bounded", k)
 	}
 }

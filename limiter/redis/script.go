@@ -206,6 +206,119 @@ end
 return d
 `
 
+// partScript decides the requests of one call that share a slot, when
+// the call spans several slots (see runSplit), with both passes of the
+// dry-run rule computed, and charges what the call's level allows.
+//
+//	KEYS[i]       the bucket of request i (duplicates allowed)
+//	ARGV[1]       the mode, as for gcraScript
+//	ARGV[2]       the call's level: 2 if the first pass may charge (no
+//	              part of the call has failed it yet), 1 if only the
+//	              second pass may (one has, and has dry-run requests)
+//	ARGV[2i+1]    request i's charge in ns, or -1 if it can never fit
+//	ARGV[2i+2]    request i's ceiling in ns, negated for a dry run
+//
+// It returns {a1, a2, sec, nsec, d1_1..d1_n, d2_1..d2_n}: a1 = 1 if every
+// request fits in the first pass, a2 = 1 if every enforcing request fits in
+// the second (enforcing requests alone); sec and nsec the time it decided
+// at; d1_i the debt request i was decided against in the first pass, d2_i
+// in the second (-1 for a dry-run request). A take charges the first
+// pass's states if the level is 2 and a1 = 1, else the second's if a2 = 1,
+// else nothing.
+const partScript = luaPrelude + `
+local n = #KEYS
+local level = tonumber(ARGV[2])
+
+local base = {}
+for i = 1, n do
+  local k = KEYS[i]
+  if not base[k] then
+    local d = debt(k)
+    if not d then
+      return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+    end
+    base[k] = d
+  end
+end
+
+local function admit(i, d)
+  local charge = tonumber(ARGV[2 * i + 1])
+  local ceiling = math.abs(tonumber(ARGV[2 * i + 2]))
+  if charge >= 0 and d <= ceiling - charge then
+    return d + charge
+  end
+  return nil
+end
+
+local out = {1, 1, sec, nsec}
+local w1, w2 = {}, {}
+for i = 1, n do
+  local k = KEYS[i]
+  local d = w1[k] or base[k]
+  out[4 + i] = d
+  local w = admit(i, d)
+  if w then w1[k] = w else out[1] = 0 end
+end
+for i = 1, n do
+  out[4 + n + i] = -1
+  if tonumber(ARGV[2 * i + 2]) > 0 then
+    local k = KEYS[i]
+    local d = w2[k] or base[k]
+    out[4 + n + i] = d
+    local w = admit(i, d)
+    if w then w2[k] = w else out[2] = 0 end
+  end
+end
+
+if take then
+  if level == 2 and out[1] == 1 then
+    for k, d in pairs(w1) do store(k, d) end
+  elseif out[2] == 1 then
+    for k, d in pairs(w2) do store(k, d) end
+  end
+end
+return out
+`
+
+// refundScript gives back charges of a call that a later slot rejected
+// (see runSplit and the package documentation, "Refunds"). It moves each
+// bucket's TAT back by the part of the charge that has not refilled yet,
+// which is never more than what the charge still holds in the bucket, so a
+// bucket is never left fuller than had the charge not happened.
+//
+//	KEYS[i]       a bucket to refund
+//	ARGV[1]       the mode, as for gcraScript ("1", or the test clock's)
+//	ARGV[2]       the seconds of the time the charge was decided at
+//	ARGV[3]       its nanoseconds
+//	ARGV[2i+2]    c_i, the charge to give back in ns
+//	ARGV[2i+3]    w_i, the bucket's debt right after the charge, in ns, as
+//	              of the charge's time
+//
+// With now the current time, TAT1 = charge time + w_i is the TAT the
+// charge left; r = min(c_i, TAT1 - now) is what of the charge has not
+// refilled yet; if r > 0 the bucket's debt d (now) becomes d - r (its key
+// deleted if that is 0: a full bucket). A bucket whose state is gone
+// (expired, or lost in a failover) is left alone. It returns the number of
+// buckets it changed.
+const refundScript = luaPrelude + `
+local s1, n1 = tonumber(ARGV[2]), tonumber(ARGV[3])
+local changed = 0
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local c = tonumber(ARGV[2 * i + 2])
+  local w = tonumber(ARGV[2 * i + 3])
+  local r = math.min(c, (s1 - sec) * 1e9 + (n1 - nsec) + w)
+  if r > 0 then
+    local d = debt(k)
+    if d and d > 0 and d < 9007199254740991 then
+      if d > r then store(k, d - r) else redis.call('DEL', k) end
+      changed = changed + 1
+    end
+  end
+end
+return changed
+`
+
 // script is a Lua script and the SHA-1 EVALSHA names it by.
 type script struct {
 	src string
@@ -220,6 +333,9 @@ func newScript(src string) script {
 var (
 	many = newScript(gcraScript) // calls of two or more requests
 	one  = newScript(oneScript)  // calls of one request
+
+	partS   = newScript(partScript)   // one slot's part of a call across slots
+	refundS = newScript(refundScript) // a refund of such a part
 )
 
 // noRetryCmd is a go-redis command that the client must not replay after
