@@ -80,7 +80,6 @@ func ExamplePerClient_serveMux() {
 	// application/problem+json {"type":"urn:ratekey:problem:rate-limited","title":"Rate limit exceeded","status":429,"detail":"policy per-client (burst 2, refill 1/m) has no room for this request; retry in 60 s","policy":"per-client","violated-policies":["per-client"]}
 }
 
-
 // account returns an HMAC-verified JWT authenticator for the issuer
 // https://issuer.example (tenant "acme") and a function minting its tokens.
 // In production, use your identity provider's public keys or JWK Set.

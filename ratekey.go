@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 	"go4.org/netipx"
@@ -23,11 +25,16 @@ type Policy = middleware.Policy
 // Config configures [New]. Only Router and Policies are required; the zero
 // value of every other field is the safe default.
 type Config struct {
-	// Router is the router that receives the requests: a chi router
+	// Router is the router the middleware is mounted on: a chi router
 	// (chi.Routes, such as *chi.Mux) or a Go 1.22+ *http.ServeMux. The
 	// operation of a request is the template of the route that will serve
-	// it ("GET /v1/reports/{id}"), never its raw path. Register every chi
-	// route before serving. Required.
+	// it ("GET /v1/reports/{id}"), never its raw path. With chi, the
+	// operation is looked up in the whole tree the request is routed
+	// through (the root in chi's routing context), so mounting on a
+	// sub-router works too; register every chi route before serving. A
+	// ServeMux must be the one the middleware wraps (for a mux mounted
+	// under another with http.StripPrefix, wrap the inner mux and give it
+	// here). Required.
 	Router http.Handler
 	// Proxies says which TCP peers are trusted proxies and which forwarding
 	// header each writes. The zero value trusts nobody: every client is
@@ -100,6 +107,10 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		errs = append(errs, prefixed("proxies.", err)...)
 	}
+	if cfg.Authenticator != nil && isNil(cfg.Authenticator) {
+		errs = append(errs, fmt.Errorf("authenticator: a nil %T (was the error of its constructor ignored?)", cfg.Authenticator))
+		cfg.Authenticator = nil
+	}
 	if cfg.Authenticator == nil {
 		for i, p := range cfg.Policies {
 			for _, d := range p.Key {
@@ -150,16 +161,65 @@ func New(cfg Config) (*Middleware, error) {
 
 // operation returns the operation namer of a chi router or a ServeMux.
 func operation(router http.Handler) (func(*http.Request) string, error) {
+	if isNil(router) {
+		return nil, errors.New("router: required (a chi router or an *http.ServeMux): operations are named by its route templates")
+	}
 	switch r := router.(type) {
 	case *http.ServeMux:
 		return middleware.MuxOperation(r), nil
 	case chi.Routes:
-		return middleware.RouteOperation(r), nil
-	case nil:
-		return nil, errors.New("router: required (a chi router or an *http.ServeMux): operations are named by its route templates")
+		return chiOperation(r), nil
 	default:
 		return nil, fmt.Errorf("router: a %T is neither a chi router nor an *http.ServeMux", router)
 	}
+}
+
+// chiOperation names operations by the chi router tree the request is
+// routed through: the root chi put in the routing context when the
+// middleware runs inside a router (r.Use, r.With, on the root or on a
+// sub-router), else router (the middleware wraps it from outside). A
+// sub-router given as router would otherwise name every request
+// UNMATCHED: it sees the full path, which only the root can route. A
+// request outside any routing context (Check, the debug endpoint) is named
+// by the root live requests came through, once one has.
+func chiOperation(router chi.Routes) func(*http.Request) string {
+	own := middleware.RouteOperation(router)
+	type tree struct {
+		root chi.Routes
+		op   func(*http.Request) string
+	}
+	var seen atomic.Pointer[tree] // the root of the last live request, when not router
+	return func(r *http.Request) string {
+		rc := chi.RouteContext(r.Context())
+		switch {
+		case rc != nil && rc.Routes != nil && rc.Routes != router:
+			t := seen.Load()
+			if t == nil || t.root != rc.Routes {
+				t = &tree{rc.Routes, middleware.RouteOperation(rc.Routes)}
+				seen.Store(t)
+			}
+			return t.op(r)
+		case rc == nil:
+			if t := seen.Load(); t != nil {
+				return t.op(r)
+			}
+		}
+		return own(r)
+	}
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, func or
+// interface (a *chi.Mux or *identity.JWTAuthenticator left nil after an
+// ignored error), which would panic on the first request.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Interface, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // prefixed splits err into its joined errors, each prefixed with path

@@ -49,6 +49,18 @@ func TestNewRefuses(t *testing.T) {
 			t.Errorf("%s: New = %v, %v\nwant error:\n%s", c.name, m, err, c.want)
 		}
 	}
+	var noMux *chi.Mux
+	var noAuth *identity.JWTAuthenticator
+	if _, err := ratekey.PerClient(noMux, "5/s", 1); err == nil || err.Error() != "router: required (a chi router or an *http.ServeMux): operations are named by its route templates" {
+		t.Errorf("PerClient with a nil *chi.Mux: %v", err)
+	}
+	if _, err := ratekey.PerAccount(http.NewServeMux(), noAuth, "5/s", 1); err == nil || err.Error() != "auth: required: PerAccount limits verified accounts (identity.NewJWTAuthenticator, identity.NewAPIKeyAuthenticator)" {
+		t.Errorf("PerAccount with a nil authenticator: %v", err)
+	}
+	if _, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: noAuth, Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}}}); err == nil ||
+		err.Error() != "authenticator: a nil *identity.JWTAuthenticator (was the error of its constructor ignored?)" {
+		t.Errorf("New with a nil authenticator: %v", err)
+	}
 	if _, err := ratekey.PerClient(http.NewServeMux(), "5/x", 1); err == nil || err.Error() != `rate: limiter: invalid rate "5/x": unit "x" is not s, m or h` {
 		t.Errorf("PerClient with a bad rate: %v", err)
 	}
@@ -124,6 +136,58 @@ func TestCheckSpendsNothing(t *testing.T) {
 		rk.Debug().ServeHTTP(w, dreq)
 		if w.Code != c.want {
 			t.Errorf("Debug from %s: %d, want %d", c.peer, w.Code, c.want)
+		}
+	}
+}
+
+// TestChiSubRouter: given a chi sub-router (and mounted on it, or on the
+// root), the middleware still names operations by the full route template,
+// never UNMATCHED for every request.
+func TestChiSubRouter(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	policies := []ratekey.Policy{{Name: "per-op", Key: []identity.Dimension{identity.DimOperation}, Limit: perMinute(1, 5)}}
+	for _, mountOnRoot := range []bool{false, true} {
+		root := chi.NewRouter()
+		sub := chi.NewRouter()
+		rk, err := ratekey.New(ratekey.Config{Router: sub, Policies: policies, DecisionHeader: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		record := func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen = append(seen, w.Header().Get("RateLimit"))
+				next.ServeHTTP(w, r)
+			})
+		}
+		if mountOnRoot {
+			root.Use(rk.Handler, record)
+		} else {
+			sub.Use(rk.Handler, record)
+		}
+		sub.Get("/reports/{id}", ok)
+		sub.Get("/other", ok)
+		root.Mount("/v1", sub)
+		for _, path := range []string{"/v1/reports/1", "/v1/reports/2", "/v1/other"} {
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", path, nil)
+			req.RemoteAddr = "192.0.2.1:1"
+			root.ServeHTTP(w, req)
+			if w.Code != 200 {
+				t.Fatalf("mounted on root %v: %s: %d", mountOnRoot, path, w.Code)
+			}
+		}
+		// The two reports spent their route's bucket, the other route its
+		// own (named UNMATCHED, all three would share one).
+		if want := []string{`"per-op";r=4;t=60`, `"per-op";r=3;t=120`, `"per-op";r=4;t=60`}; len(seen) != 3 || seen[0] != want[0] || seen[1] != want[1] || seen[2] != want[2] {
+			t.Errorf("mounted on root %v: RateLimit %q, want %q", mountOnRoot, seen, want)
+		}
+		// Check, outside any routing context, names it by the root live
+		// requests came through.
+		req := httptest.NewRequest("GET", "/v1/reports/9", nil)
+		req.RemoteAddr = "192.0.2.1:1"
+		if rec := rk.Check(req); rec.Operation != "GET /v1/reports/{id}" {
+			t.Errorf("Check: operation %q", rec.Operation)
 		}
 	}
 }

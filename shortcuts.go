@@ -1,6 +1,7 @@
 package ratekey
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/ratekey/ratekey/identity"
@@ -15,8 +16,9 @@ import (
 // whole LAN ranges), the rightmost X-Forwarded-For entry that is not a
 // proxy: a client cannot name another by writing the header itself. The
 // network is the client's IPv4 address or IPv6 /64. router is the chi
-// router or *http.ServeMux the middleware is mounted on. Errors name the
-// argument (rate, burst, proxies). It is [New] with one policy named
+// router the middleware is mounted on (the root or a sub-router) or the
+// *http.ServeMux it wraps (see Config.Router). Errors name the argument
+// (rate, burst, proxies). It is [New] with one policy named
 // "per-client" keyed by network; use New for anything more.
 func PerClient(router http.Handler, rate string, burst int64, proxies ...string) (func(http.Handler) http.Handler, error) {
 	return shortcut(router, nil, "per-client", []identity.Dimension{identity.DimNetwork}, rate, burst, proxies)
@@ -34,6 +36,9 @@ func PerClient(router http.Handler, rate string, burst int64, proxies ...string)
 // [PerClient]. It is [New] with one policy named "per-account"; use New to
 // add a pre-auth network limit, anonymous access, or Redis.
 func PerAccount(router http.Handler, auth identity.Authenticator, rate string, burst int64, proxies ...string) (func(http.Handler) http.Handler, error) {
+	if isNil(auth) {
+		return nil, errors.New("auth: required: PerAccount limits verified accounts (identity.NewJWTAuthenticator, identity.NewAPIKeyAuthenticator)")
+	}
 	return shortcut(router, auth, "per-account", []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation}, rate, burst, proxies)
 }
 

@@ -518,7 +518,7 @@ func TestJWKSConfigErrors(t *testing.T) {
 		{"alg not usable", JWTConfig{Issuers: []IssuerRecord{rec(func(r *IssuerRecord) {
 			r.JWKSURL, r.Algorithms, r.Keys = "", []string{"RS256", "EdDSA"}, []VerificationKey{{KID: "r", Key: &k.rsa.PublicKey, Alg: "EdDSA"}}
 		})}}, `issuers[0] ("https://i.example/").keys[0] ("r").alg: "EdDSA" is not one of the record's algorithms usable with a RSA key [RS256]` + "\n" +
-			`issuers[0] ("https://i.example/").algorithms[1]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+			`issuers[0] ("https://i.example/").algorithms[1]: EdDSA has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -387,7 +387,14 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		fail(".algorithms", "none configured")
 	}
 	var algs []string
-	for j, alg := range rec.Algorithms {
+	listed := rec.Algorithms
+	if len(listed) > len(algorithms) {
+		// Longer than the supported set: duplicates or unknown names, which
+		// would each get a line; one line says so.
+		fail(".algorithms", "%d entries, but there are only %d supported algorithms, each listed at most once", len(listed), len(algorithms))
+		listed = nil
+	}
+	for j, alg := range listed {
 		field := fmt.Sprintf(".algorithms[%d]", j)
 		if _, ok := algorithms[alg]; !ok {
 			fail(field, "unknown or unsupported algorithm %s", quote.Value(alg))
@@ -481,7 +488,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			}
 		}
 		if len(usable) == 0 && len(algs) > 0 {
-			kfail("", "key type %s matches none of the algorithms %v", keyTypeName(key), rec.Algorithms)
+			kfail("", "key type %s matches none of the algorithms %s", keyTypeName(key), strings.Join(algs, ", "))
 			continue
 		}
 		var bound string
@@ -515,7 +522,7 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			}
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("%s.algorithms[%d]: %s has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", name, slices.Index(rec.Algorithms, alg), alg))
+			errs = append(errs, fmt.Errorf("%s.algorithms[%d]: %s has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)", name, slices.Index(rec.Algorithms, alg), alg))
 		}
 	}
 	return errs

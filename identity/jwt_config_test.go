@@ -86,8 +86,8 @@ func TestNewJWTAuthenticatorReportsAllProblems(t *testing.T) {
 		`leeway: 10m0s exceeds 5m0s`,
 		`issuers[0] ("https://weak.example/").keys[0] ("rsa1024"): RSA key is 1024 bits, need at least 2048`,
 		`issuers[0] ("https://weak.example/").keys[1] ("short"): HMAC secret is 16 bytes, HS256 needs at least 32`,
-		`issuers[1] ("https://confused.example/").keys[0] ("confused"): key type RSA matches none of the algorithms [HS256]`,
-		`issuers[1] ("https://confused.example/").algorithms[0]: HS256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
+		`issuers[1] ("https://confused.example/").keys[0] ("confused"): key type RSA matches none of the algorithms HS256`,
+		`issuers[1] ("https://confused.example/").algorithms[0]: HS256 has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
 		`issuers[2] ("https://pem.example/").keys[0] ("pem"): HMAC secret looks like a PEM block: parse public keys with ParsePublicKeyPEM instead of using their bytes as a secret`,
 		`issuers[4] ("https://dup.example/").issuer: duplicate of issuers[3]`,
 		`issuers[5] ("https://bare.example/").audiences: none configured`,
@@ -96,9 +96,9 @@ func TestNewJWTAuthenticatorReportsAllProblems(t *testing.T) {
 		`issuers[6] ("https://none.example/").algorithms[2]: "EdDSA" listed twice`,
 		`issuers[7] ("https://kids.example/").keys[0].kid: may be empty only when the issuer has exactly one key`,
 		`issuers[7] ("https://kids.example/").keys[2] ("x").kid: duplicate of keys[1]`,
-		`issuers[7] ("https://kids.example/").keys[3] ("p384"): key type ECDSA P-384 matches none of the algorithms [EdDSA ES256]`,
+		`issuers[7] ("https://kids.example/").keys[3] ("p384"): key type ECDSA P-384 matches none of the algorithms EdDSA, ES256`,
 		`issuers[7] ("https://kids.example/").keys[4] ("priv"): unsupported key type ed25519.PrivateKey (want ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey or []byte)`,
-		`issuers[7] ("https://kids.example/").algorithms[1]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
+		`issuers[7] ("https://kids.example/").algorithms[1]: ES256 has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`,
 		`issuers[8] ("https://tenants.example/"): set either tenant or tenant_claim, not both`,
 		`issuers[9] ("https://claim.example/").tenant_claim: "tenant" requires a non-empty tenants list`,
 		`issuers[10] ("https://hs512.example/").keys[0] ("h"): HMAC secret is 32 bytes, HS512 needs at least 64`,
@@ -131,21 +131,24 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 			c.Issuers[0].Issuer = "https://x/%d%s"
 			c.Issuers[0].Keys[0].KID = "%v"
 			c.Issuers[0].Keys[0].Key = []byte("short")
-		}, `issuers[0] ("https://x/%d%s").keys[0] ("%v"): key type HMAC secret matches none of the algorithms [EdDSA]` + "\n" +
-			`issuers[0] ("https://x/%d%s").algorithms[0]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		}, `issuers[0] ("https://x/%d%s").keys[0] ("%v"): key type HMAC secret matches none of the algorithms EdDSA` + "\n" +
+			`issuers[0] ("https://x/%d%s").algorithms[0]: EdDSA has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"no tenant", func(c *JWTConfig) { c.Issuers[0].Tenant = "" }, `issuers[0] ("i"): one of tenant or tenant_claim is required`},
+		{"2 000 algorithms", func(c *JWTConfig) {
+			c.Issuers[0].Algorithms = slices.Repeat([]string{"EdDSA"}, 2000)
+		}, `issuers[0] ("i").algorithms: 2000 entries, but there are only 13 supported algorithms, each listed at most once`},
 		{"tenants with fixed tenant", func(c *JWTConfig) { c.Issuers[0].Tenants = []string{"x"} }, `issuers[0] ("i").tenants: only allowed with tenant_claim`},
 		{"empty tenant in list", func(c *JWTConfig) {
 			c.Issuers[0].Tenant, c.Issuers[0].TenantClaim, c.Issuers[0].Tenants = "", "tenant", []string{"a", ""}
 		}, `issuers[0] ("i").tenants[1]: empty`},
 		{"empty audience", func(c *JWTConfig) { c.Issuers[0].Audiences = []string{""} }, `issuers[0] ("i").audiences[0]: empty`},
-		{"nil key", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = nil }, `issuers[0] ("i").keys[0]: key is nil` + "\n" + `issuers[0] ("i").algorithms[0]: EdDSA has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		{"nil key", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = nil }, `issuers[0] ("i").keys[0]: key is nil` + "\n" + `issuers[0] ("i").algorithms[0]: EdDSA has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"short ed25519", func(c *JWTConfig) { c.Issuers[0].Keys[0].Key = ed25519.PublicKey(make([]byte, 31)) }, `issuers[0] ("i").keys[0]: Ed25519 public key is 31 bytes, want 32`},
 		{"ecdsa private key", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			c.Issuers[0].Keys[0].Key = k.es
 		}, `issuers[0] ("i").keys[0]: unsupported key type *ecdsa.PrivateKey (want ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey or []byte)` + "\n" +
-			`issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+			`issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"ecdsa off-curve", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			// An invalid point can only be built from raw coordinates,
@@ -161,7 +164,7 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 		{"nil ecdsa key", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"ES256"}
 			c.Issuers[0].Keys[0].Key = (*ecdsa.PublicKey)(nil)
-		}, `issuers[0] ("i").keys[0]: ECDSA public key is nil or incomplete` + "\n" + `issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		}, `issuers[0] ("i").keys[0]: ECDSA public key is nil or incomplete` + "\n" + `issuers[0] ("i").algorithms[0]: ES256 has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"two issuers, one fixed tenant", func(c *JWTConfig) {
 			other := good()
 			other.Issuer = "j"
@@ -175,8 +178,8 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 		{"RS256 with secret", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = []string{"RS256"}
 			c.Issuers[0].Keys[0].Key = k.hmac
-		}, `issuers[0] ("i").keys[0]: key type HMAC secret matches none of the algorithms [RS256]` + "\n" +
-			`issuers[0] ("i").algorithms[0]: RS256 has no compatible key (HS* needs a []byte secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
+		}, `issuers[0] ("i").keys[0]: key type HMAC secret matches none of the algorithms RS256` + "\n" +
+			`issuers[0] ("i").algorithms[0]: RS256 has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

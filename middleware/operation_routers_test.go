@@ -46,6 +46,10 @@ func TestOperationChiAndServeMux(t *testing.T) {
 		{"GET", "/healthz", "GET /healthz", "GET /healthz"},
 		// A route for every method: the request's method in front.
 		{"DELETE", "/static/a/b.css", "DELETE /static/*", "DELETE /static/"},
+		// A method outside RFC 9110 on a route for every method would mint
+		// one operation (one bucket) per made-up method.
+		{"X1", "/static/a", "UNMATCHED", "UNMATCHED"},
+		{"get", "/static/a", "UNMATCHED", "UNMATCHED"},
 		// Unmatched paths and methods share one operation.
 		{"GET", "/nope", "UNMATCHED", "UNMATCHED"},
 		{"GET", "/v1/reports/1/extra", "UNMATCHED", "UNMATCHED"},
@@ -69,17 +73,22 @@ func TestOperationChiAndServeMux(t *testing.T) {
 	}
 }
 
-// TestMuxOperationInline: a limiter inline on one ServeMux route reads the
-// pattern the mux matched (Request.Pattern).
+// TestMuxOperationInline: a limiter inline on one ServeMux route, or on a
+// mux mounted under another, names the route of the mux it is given.
 func TestMuxOperationInline(t *testing.T) {
 	mux := http.NewServeMux()
 	op := middleware.MuxOperation(mux)
 	var got string
 	mux.Handle("GET /v1/reports/{id}", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = op(r) }))
 	mux.Handle("example.com/v1/hosted", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = op(r) }))
+	inner := http.NewServeMux()
+	innerOp := middleware.MuxOperation(inner)
+	inner.Handle("GET /items/{id}", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = innerOp(r) }))
+	mux.Handle("/api/", http.StripPrefix("/api", inner))
 	for _, c := range []struct{ method, target, want string }{
 		{"GET", "/v1/reports/7", "GET /v1/reports/{id}"},
 		{"PATCH", "http://example.com/v1/hosted", "PATCH example.com/v1/hosted"},
+		{"GET", "/api/items/3", "GET /items/{id}"},
 	} {
 		got = ""
 		w := httptest.NewRecorder()

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,8 +59,11 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	var errs []error
 	a := &app{cfg: cfg}
 
-	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("listen: %s is not host:port (e.g. 127.0.0.1:8080)", shown(cfg.Listen)))
+	// A port that is not a number would reach net.Listen as a service
+	// name, and its error would print it raw (a terminal escape, a fake
+	// log line after a CR LF).
+	if host, port, err := net.SplitHostPort(cfg.Listen); err != nil || !validPort(port) || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		errs = append(errs, fmt.Errorf("listen: %s is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)", shown(cfg.Listen)))
 	}
 	res, refresh, rerrs := buildResolver(cfg.TrustedProxies, cfg.path)
 	errs = append(errs, rerrs...)
@@ -320,6 +324,12 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 		}
 	}
 	return errs
+}
+
+// validPort reports whether p is a decimal port number, 0 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && strconv.FormatUint(n, 10) == p
 }
 
 // validSample reports whether f is a sampling fraction: 0 to 1, not NaN.

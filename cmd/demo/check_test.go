@@ -257,6 +257,9 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"fractional cost", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, cost: 1.9}\n", `policies[0].cost (line 2): "1.9" is not a decimal integer`},
 		{"no key", "policies:\n  - {name: p, rate: 1/s, burst: 2}\n", `policies[0] ("p").key: required`},
 		{"listen without port", "listen: localhost\n", `listen: "localhost" is not host:port`},
+		{"listen with a service name", "listen: \"127.0.0.1:http\"\n", `listen: "127.0.0.1:http" is not host:port with a port of 0 to 65535`},
+		{"listen with an escape in its port", "listen: \"127.0.0.1:\\ec\\r\\nFAKE\"\n", `listen: a value of 18 bytes (not shown) is not host:port`},
+		{"listen port out of range", "listen: 127.0.0.1:65536\n", `listen: "127.0.0.1:65536" is not host:port`},
 		{"private key of another pair", "auth:\n  issuers:" + issuer("https://a.invalid", "a") +
 			"\n          private_key_file: " + keys + "/other-es256.key.pem\n", "not the private half of public_key_file"},
 		{"tenant and tenant_claim", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + "\n      tenant_claim: org\n", `auth.issuers[0] ("https://a.invalid"): set either tenant or tenant_claim, not both`},
