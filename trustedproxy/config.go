@@ -40,7 +40,7 @@ const (
 //
 // One proxy setup is one rule:
 //
-//	trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}}
+//	trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.11", "10.0.0.12"}, Header: "X-Forwarded-For"}}}
 //
 // The errors of [New] name fields the way a configuration file writes them:
 // the Go field Foo is written foo and FooBar foo_bar (IPv4Prefix
