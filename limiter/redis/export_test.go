@@ -44,8 +44,9 @@ func TakeRounds(l *Limiter, ctx context.Context, reqs []limiter.Request) ([]limi
 	return l.run(ctx, nil, reqs, true)
 }
 
-// LostRefunds returns the number of refunds that failed.
-func LostRefunds(l *Limiter) int64 { return l.lostRefunds.Load() }
+// Refunds returns the number of parts refunded, and how many of those
+// refunds failed.
+func Refunds(l *Limiter) (sent, lost int64) { return l.refunds.Load(), l.lostRefunds.Load() }
 
 // Slot returns the Redis Cluster slot of r's bucket, computed client-side.
 func (l *Limiter) Slot(r limiter.Request) int {

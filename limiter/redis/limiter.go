@@ -124,8 +124,8 @@ type Limiter struct {
 	now      func() time.Duration
 	ttlSlack int64
 
-	// For the tests (export_test.go): refunds that failed.
-	lostRefunds atomic.Int64
+	// For the tests (export_test.go): refunds sent, and those that failed.
+	refunds, lostRefunds atomic.Int64
 }
 
 // shardMode says how a client spreads keys over servers.

@@ -230,6 +230,7 @@ func (l *Limiter) refund(ctx context.Context, reqs []limiter.Request, names []st
 		}
 	}
 	l.each(todo, func(p *part) {
+		l.refunds.Add(1)
 		if err := l.refundPart(rctx, reqs, names, p, final); err != nil {
 			l.lostRefunds.Add(1)
 		}
