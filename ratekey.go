@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -89,6 +90,7 @@ type Middleware struct {
 	authn    identity.Authenticator
 	auth     middleware.AuthOptions
 	debug    middleware.DebugConfig
+	preAuth  bool // some policy is PreAuth: the pre-auth phase runs
 }
 
 // New validates cfg and returns its Middleware, or every problem found,
@@ -155,6 +157,7 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{resolver: res, limiter: rl, authn: cfg.Authenticator,
 		proxyOpt: middleware.ClientAddressOptions{Metrics: cfg.Metrics},
 		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
+	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
 }
@@ -251,7 +254,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.authn != nil {
 		h = middleware.Authenticate(m.authn, m.auth)(h)
 	}
-	h = m.limiter.PreAuthHandler(h)
+	if m.preAuth {
+		h = m.limiter.PreAuthHandler(h)
+	}
 	return middleware.ClientAddress(m.resolver, m.proxyOpt)(h)
 }
 

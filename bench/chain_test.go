@@ -67,9 +67,9 @@ func chainAuthenticator(tb testing.TB, k jwtKey) identity.Authenticator {
 
 // newFrontDoor wires ratekey as a user does: a chi router with the front
 // door (ratekey.New with chainProxies, chainAuthenticator and
-// chainPolicies on the default memory store) mounted by r.Use on the
-// router, then the /v1 sub-router with GET /v1/reports/{id} answering 200
-// with no body. With anonymous, requests without a token are admitted
+// chainPolicies on the default memory store) given the root router and
+// mounted by Use on the /v1 sub-router, with GET /v1/reports/{id}
+// answering 200 with no body. With anonymous, requests without a token are admitted
 // (Config.Anonymous) and the account policy is skipped.
 func newFrontDoor(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
 	r := chi.NewRouter()
@@ -84,8 +84,11 @@ func newFrontDoor(tb testing.TB, k jwtKey, anonymous bool) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r.Use(rk.Handler)
+	// Mounted where the hand-built chain is, on the /v1 sub-router, so the
+	// two compare like for like (mounted on the root, both would pay chi's
+	// lookup through the mount: 2 allocations, about 100 ns).
 	r.Route("/v1", func(v chi.Router) {
+		v.Use(rk.Handler)
 		v.Get("/reports/{id}", okHandler)
 	})
 	return r

@@ -39,6 +39,27 @@ type requestState struct {
 	recordMu        sync.Mutex          // guards record's rate-limit part
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 	out             arena               // the rate limiter's keys and response field values
+	// op is the operation opBy named for the request, kept for the second
+	// phase: a root chi lookup allocates, and both phases need it. opMu
+	// guards them: a handler may run evaluations of the request
+	// concurrently.
+	opMu sync.Mutex
+	op   string
+	opBy *rateLimitState
+}
+
+// operation returns r's operation as st names it, asking st once per
+// request (rs may be nil: then st is asked). Safe for concurrent use.
+func (rs *requestState) operation(st *rateLimitState, r *http.Request) string {
+	if rs == nil {
+		return st.Operation(r)
+	}
+	rs.opMu.Lock()
+	defer rs.opMu.Unlock()
+	if rs.opBy != st {
+		rs.op, rs.opBy = st.Operation(r), st
+	}
+	return rs.op
 }
 
 // Value returns the state itself for stateKey, and asks the parent

@@ -174,13 +174,13 @@ func (ph phase) covers(p *Policy) bool {
 }
 
 func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
-	return st.evaluate(r, stateFrom(r.Context()), charge, ph, newScratch())
+	return st.evaluate(r, stateFrom(r.Context()), st.Operation(r), charge, ph, newScratch())
 }
 
-// evaluate is check, with r's request state rs (nil when r has none), in
-// the working memory sc, where the Evaluation's policy results live.
-func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, charge bool, ph phase, sc *scratch) Evaluation {
-	op := st.Operation(r)
+// evaluate is check, with r's request state rs (nil when r has none) and
+// operation op, in the working memory sc, where the Evaluation's policy
+// results live.
+func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string, charge bool, ph phase, sc *scratch) Evaluation {
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
 	var principal identity.Principal
 	var client *trustedproxy.Result

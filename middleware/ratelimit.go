@@ -287,7 +287,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		rs := stateFrom(r.Context())
 		out := claimArena(rs)
 		sc := getScratch(out)
-		ev := st.evaluate(r, rs, true, ph, sc)
+		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
 		if ev.Delay > 0 {
 			if err := st.Wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
