@@ -279,7 +279,11 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	first := map[string]int{}          // issuer → the index of its first record
 	for i, rec := range cfg.Issuers {
 		name := fmt.Sprintf("issuers[%d]", i)
-		if rec.Issuer != "" {
+		if u, err := url.Parse(rec.Issuer); err == nil && u.User != nil {
+			// A password in the issuer would be quoted by every error
+			// naming the record, and compared with every token's iss.
+			errs = append(errs, fmt.Errorf("%s.issuer: carries user information (a password?); an issuer names no credentials", name))
+		} else if rec.Issuer != "" {
 			name += fmt.Sprintf(" (%s)", quote.Value(rec.Issuer))
 		}
 		// A subject is unique only within its issuer (OpenID Connect Core

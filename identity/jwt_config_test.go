@@ -134,6 +134,8 @@ func TestNewJWTAuthenticatorSingleProblems(t *testing.T) {
 		}, `issuers[0] ("https://x/%d%s").keys[0] ("%v"): key type HMAC secret matches none of the algorithms EdDSA` + "\n" +
 			`issuers[0] ("https://x/%d%s").algorithms[0]: EdDSA has no compatible key (HS* needs an HMAC secret, RS*/PS* an RSA key, ES* an ECDSA key on its curve, EdDSA an Ed25519 key)`},
 		{"no tenant", func(c *JWTConfig) { c.Issuers[0].Tenant = "" }, `issuers[0] ("i"): one of tenant or tenant_claim is required`},
+		{"a password in the issuer", func(c *JWTConfig) { c.Issuers[0].Issuer = "https://user:hunter2@issuer.example/" },
+			`issuers[0].issuer: carries user information (a password?); an issuer names no credentials`},
 		{"2 000 algorithms", func(c *JWTConfig) {
 			c.Issuers[0].Algorithms = slices.Repeat([]string{"EdDSA"}, 2000)
 		}, `issuers[0] ("i").algorithms: 2000 entries, but there are only 13 supported algorithms, each listed at most once`},
