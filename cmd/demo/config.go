@@ -174,9 +174,16 @@ type LimiterConfig struct {
 
 // RedisConfig locates the Redis store shared by every demo process.
 type RedisConfig struct {
-	URL     string `yaml:"url"`     // redis://[user:password@]host:port/db, rediss://..., unix://...
-	Prefix  string `yaml:"prefix"`  // key prefix, default "ratekey:"; with a {hash tag} on a cluster
-	Timeout string `yaml:"timeout"` // per-decision bound, Go duration, default 100ms
+	URL string `yaml:"url"` // redis://[user:password@]host:port/db, rediss://..., unix://...
+	// ClusterURL is a Redis Cluster, instead of URL: go-redis
+	// ParseClusterURL, redis://host:port?addr=host2:port2&addr=host3:port3.
+	ClusterURL string `yaml:"cluster_url"`
+	Prefix     string `yaml:"prefix"`  // key prefix, default "ratekey:"; no '{' or '}'
+	Timeout    string `yaml:"timeout"` // per-decision bound, Go duration, default 100ms
+	// HashTag names the key dimension whose value picks a bucket's Redis
+	// Cluster slot (tenant, account, credential, network, operation; ""
+	// spreads every key on its own).
+	HashTag string `yaml:"hash_tag"`
 	// HashSecretFile keys the HMAC that shortens over-long keys; every
 	// process sharing budgets must use the same secret.
 	HashSecretFile string `yaml:"hash_secret_file"`
@@ -351,11 +358,15 @@ func loadConfig(path string) (*Config, error) {
 	return parseConfig(data, filepath.Dir(abs))
 }
 
-// useRedis applies the -redis flag: the Redis store at url, whatever the
+// useRedis applies the -redis flag (url) or the -redis-cluster flag
+// (clusterURL): the Redis store there, whatever the
 // file says (its redis prefix and timeout are kept). "" changes nothing.
-func (c *Config) useRedis(url string) {
+func (c *Config) useRedis(url, clusterURL string) {
 	if url != "" {
-		c.Limiter.Store, c.Limiter.MaxKeys, c.Limiter.Redis.URL = "redis", 0, url
+		c.Limiter.Store, c.Limiter.MaxKeys, c.Limiter.Redis.URL, c.Limiter.Redis.ClusterURL = "redis", 0, url, ""
+	}
+	if clusterURL != "" {
+		c.Limiter.Store, c.Limiter.MaxKeys, c.Limiter.Redis.URL, c.Limiter.Redis.ClusterURL = "redis", 0, "", clusterURL
 	}
 }
 

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL]
+//	demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL | -redis-cluster URL]
 //	                                                 serve (embedded default config without -config);
 //	                                                 SIGHUP reloads the config, keeping unchanged budgets
 //	demo check -config FILE                          validate a config, like nginx -t
@@ -51,9 +51,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage:
-  demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL]
+  demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL | -redis-cluster URL]
                                                    serve (the embedded default config without -config;
-                                                   -redis: share budgets in Redis);
+                                                   -redis: share budgets in Redis, -redis-cluster:
+                                                   in a Redis Cluster);
                                                    kill -HUP reloads the config, keeping unchanged budgets
   demo check [-config FILE]                        validate a config, like nginx -t
   demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-ttl D]

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/ratekey/ratekey/internal/redistest"
+	"github.com/ratekey/ratekey/limiter"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
 )
 
 // sharedConfig: one per-network budget of 5, nothing refilling within the
@@ -128,5 +132,109 @@ func TestWarnsWhenRedisDoesNotAnswer(t *testing.T) {
 	warnIfUnreachable(rs, logger)
 	if want := `"msg":"ratekey: the Redis store does not answer`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log lacks %s:\n%s", want, logs)
+	}
+}
+
+// TestCheckRedisCluster: demo check validates limiter.redis.cluster_url
+// (parsed, never shown: it may hold a password; exclusive with url) and
+// limiter.redis.hash_tag (a key dimension), and accepts a valid cluster
+// without connecting to it.
+func TestCheckRedisCluster(t *testing.T) {
+	for _, tt := range []struct{ name, config, want string }{
+		{"url and cluster_url", "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", cluster_url: \"redis://127.0.0.1:1?addr=127.0.0.1:2\"}}\n", "limiter.redis.cluster_url: set url (one server) or cluster_url (a Redis Cluster), not both"},
+		{"bad cluster_url hides the password", "limiter: {store: redis, redis: {cluster_url: \"redis://u:hunter2@127.0.0.1:1?addr=[bad\"}}\n", "limiter.redis.cluster_url: not a valid redis:// or rediss:// cluster URL"},
+		{"cluster_url with an unknown option", "limiter: {store: redis, redis: {cluster_url: \"redis://u:hunter2@127.0.0.1:1?bogus=1\"}}\n", "limiter.redis.cluster_url: not a valid"},
+		{"hash_tag not a dimension", "limiter: {store: redis, redis: {cluster_url: \"redis://127.0.0.1:1\", hash_tag: plan}}\n", `limiter.redis.hash_tag: "plan" is not a key dimension (tenant, account, credential, network, operation)`},
+		{"prefix with a brace", "limiter: {store: redis, redis: {cluster_url: \"redis://127.0.0.1:1\", prefix: \"rk:{rl}:\"}}\n", `limiter.redis: prefix "rk:{rl}:" holds '{' or '}'`},
+		{"neither url", "limiter: {store: redis, redis: {hash_tag: tenant}}\n", "unless limiter.redis.cluster_url names a Redis Cluster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, tt.config))
+			if code != 1 || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, want 1 and %q in:\n%s", code, tt.want, errOut)
+			}
+			if strings.Contains(errOut, "hunter2") {
+				t.Errorf("error output shows a password:\n%s", errOut)
+			}
+		})
+	}
+	ok := "limiter: {store: redis, redis: {cluster_url: \"redis://127.0.0.1:1?addr=127.0.0.1:2&addr=127.0.0.1:3\", hash_tag: tenant}}\n" +
+		"policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2}\n"
+	if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, ok)); code != 0 {
+		t.Fatalf("a valid cluster config: exit %d\n%s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"serve", "-redis-cluster", "redis://u:hunter2@127.0.0.1:1?addr=[bad"},
+		{"serve", "-redis", "redis://127.0.0.1:1/0", "-redis-cluster", "redis://127.0.0.1:1"},
+	} {
+		code, _, errOut := runDemo(t, args...)
+		if code != 2 || !strings.Contains(errOut, "-redis-cluster") || strings.Contains(errOut, "hunter2") {
+			t.Errorf("%v: exit %d, want 2 naming -redis-cluster without the password:\n%s", args, code, errOut)
+		}
+	}
+}
+
+// clusterConfig: a per-network budget of 5 and a shared per-operation one
+// of 8 on one operation; their keys fall in different slots.
+const clusterConfig = `
+listen: 127.0.0.1:0
+trusted_proxies: {cidrs: []}
+auth: {anonymous: allow}
+policies:
+  - {name: per-ip, key: [network], rate: 1/h, burst: 5, operations: ["GET /v1/reports/{id}"]}
+  - {name: shared, key: [operation], rate: 1/h, burst: 8, operations: ["GET /v1/reports/{id}"]}
+limiter:
+  redis: {prefix: "e2e:", timeout: 200ms}
+`
+
+// TestTwoDemosShareOneClusterBudget: two demo processes on a 3-master
+// Redis Cluster (-redis-cluster) admit exactly one per-network burst
+// between them, and the shared per-operation bucket, in another slot,
+// keeps no charge for the requests the per-network policy rejected (the
+// all-or-nothing contract across slots, refunds included).
+func TestTwoDemosShareOneClusterBudget(t *testing.T) {
+	c := redistest.StartMasters(t, 3)
+	addrA, logsA, _ := startDemoProcess(t, t.TempDir(), clusterConfig, "-redis-cluster", c.URL())
+	addrB, _, _ := startDemoProcess(t, t.TempDir(), clusterConfig, "-redis-cluster", c.URL())
+	codes := map[int]int{}
+	for i := range 20 {
+		addr := addrA
+		if i%2 == 1 {
+			addr = addrB
+		}
+		resp, err := http.Get("http://" + addr + "/v1/reports/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 5 || codes[429] != 15 {
+		t.Fatalf("statuses %v; want exactly 5 × 200 and 15 × 429 across both demos", codes)
+	}
+	n := c.Keys(t)
+	if n[0]+n[1]+n[2] != 2 || n[0] == 2 || n[1] == 2 || n[2] == 2 {
+		t.Errorf("keys per master %v; want the two buckets on two masters", n)
+	}
+	// The shared bucket (burst 8) was charged by the 5 admitted requests
+	// only: 3 more pass for another network, the 4th is rejected.
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: "e2e:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := limiter.Request{Key: "shared|operation=GET /v1/reports/{id}", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 8}, Cost: 1}
+	for i := range 4 {
+		d, err := lim.Take(t.Context(), nil, []limiter.Request{shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d[0].Allowed != (i < 3) {
+			t.Fatalf("take %d of the shared bucket after the load: allowed %v; want the bucket charged 5 times only", i, d[0].Allowed)
+		}
+	}
+	if strings.Contains(logsA.String(), "panic") {
+		t.Errorf("demo log holds a panic:\n%s", logsA)
 	}
 }

@@ -19,6 +19,7 @@ import (
 type server struct {
 	path     string // config file; "" is the embedded default
 	redisURL string // the -redis flag, applied to every reloaded config
+	cluster  string // the -redis-cluster flag, likewise
 	logger   *slog.Logger
 	mu       sync.Mutex // serialises reloads; guards app and stop
 	app      *app
@@ -97,7 +98,7 @@ func (s *server) reload() (err error) {
 	cfg, err := loadConfig(s.path)
 	var a *app
 	if err == nil {
-		cfg.useRedis(s.redisURL)
+		cfg.useRedis(s.redisURL, s.cluster)
 		a, err = build(cfg, s.logger, s.app)
 	}
 	var h http.Handler

@@ -52,6 +52,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config file (default: the embedded default)")
 	addr := fs.String("addr", "", "listen address, overrides the config's listen (port 0 picks a free port)")
 	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): use the shared Redis store instead of the config's limiter.store")
+	clusterURL := fs.String("redis-cluster", "", "Redis Cluster URL (redis://host:port?addr=host2:port2&addr=host3:port3): use a Redis Cluster store instead of the config's limiter.store")
 	if !parseFlags(fs, args) {
 		return 2
 	}
@@ -62,13 +63,23 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if *clusterURL != "" {
+		if *redisURL != "" {
+			fmt.Fprintln(stderr, "demo serve: -redis and -redis-cluster are exclusive")
+			return 2
+		}
+		if _, err := goredis.ParseClusterURL(*clusterURL); err != nil {
+			fmt.Fprintln(stderr, "demo serve: -redis-cluster: "+badClusterURL)
+			return 2
+		}
+	}
 	logger := newJSONLogger(stderr)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	cfg.useRedis(*redisURL)
+	cfg.useRedis(*redisURL, *clusterURL)
 	a, err := build(cfg, logger, nil)
 	if err != nil {
 		printConfigErrors(stderr, *path, err)
@@ -82,7 +93,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer h.close() // stop refresh loops, close the Redis client
-	h.redisURL = *redisURL
+	h.redisURL, h.cluster = *redisURL, *clusterURL
 	listen := cfg.Listen
 	if *addr != "" {
 		listen = *addr

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,13 @@ type store struct {
 // quoting it (it may hold a password).
 const badRedisURL = "not a valid redis://, rediss:// or unix:// URL (its scheme, host, port or database does not parse)"
 
+// badClusterURL describes a Redis Cluster URL go-redis cannot parse,
+// without quoting it.
+const badClusterURL = "not a valid redis:// or rediss:// cluster URL such as redis://host:port?addr=host2:port2&addr=host3:port3 (its scheme, hosts, ports or options do not parse)"
+
+// hashTagDimensions are the values of limiter.redis.hash_tag.
+var hashTagDimensions = []string{"tenant", "account", "credential", "network", "operation"}
+
 func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	switch lc.Store {
 	case "", "memory":
@@ -55,8 +63,14 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	if lc.MaxKeys != 0 {
 		errs = append(errs, errors.New("limiter.max_keys: applies to the memory store only (Redis bounds memory with its own maxmemory)"))
 	}
-	if rc.URL == "" {
-		errs = append(errs, errors.New("limiter.redis.url: required, e.g. redis://127.0.0.1:6379/0 (or the -redis flag)"))
+	switch {
+	case rc.URL == "" && rc.ClusterURL == "":
+		errs = append(errs, errors.New("limiter.redis.url: required, e.g. redis://127.0.0.1:6379/0 (or the -redis flag), unless limiter.redis.cluster_url names a Redis Cluster"))
+	case rc.URL != "" && rc.ClusterURL != "":
+		errs = append(errs, errors.New("limiter.redis.cluster_url: set url (one server) or cluster_url (a Redis Cluster), not both"))
+	}
+	if rc.HashTag != "" && !slices.Contains(hashTagDimensions, rc.HashTag) {
+		errs = append(errs, fmt.Errorf("limiter.redis.hash_tag: %s is not a key dimension (%s)", shown(rc.HashTag), strings.Join(hashTagDimensions, ", ")))
 	}
 	var timeout time.Duration
 	if rc.Timeout != "" {
@@ -67,11 +81,18 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		timeout = d
 	}
 	var opt *goredis.Options
+	var copt *goredis.ClusterOptions
+	// The parsers' errors may quote the URL, password included: never show them.
 	if rc.URL != "" {
 		var err error
-		// The parser's error may quote the URL, password included: never show it.
 		if opt, err = goredis.ParseURL(rc.URL); err != nil {
 			errs = append(errs, errors.New("limiter.redis.url: "+badRedisURL))
+		}
+	}
+	if rc.ClusterURL != "" {
+		var err error
+		if copt, err = goredis.ParseClusterURL(rc.ClusterURL); err != nil {
+			errs = append(errs, errors.New("limiter.redis.cluster_url: "+badClusterURL))
 		}
 	}
 	var secret []byte
@@ -88,10 +109,16 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	if len(errs) > 0 {
 		return store{}, errs
 	}
-	opt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
 	goredis.SetLogger(redisLog{logger})
-	client := goredis.NewClient(opt)
-	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret})
+	var client goredis.UniversalClient
+	if copt != nil {
+		copt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
+		client = goredis.NewClusterClient(copt)
+	} else {
+		opt.ContextTimeoutEnabled = true
+		client = goredis.NewClient(opt)
+	}
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag})
 	if err != nil {
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
