@@ -61,7 +61,7 @@ func TestNewRefuses(t *testing.T) {
 		err.Error() != "authenticator: a nil *identity.JWTAuthenticator (was the error of its constructor ignored?)" {
 		t.Errorf("New with a nil authenticator: %v", err)
 	}
-	if _, err := ratekey.PerClient(http.NewServeMux(), "5/x", 1); err == nil || err.Error() != `rate: limiter: invalid rate "5/x": unit "x" is not s, m or h` {
+	if _, err := ratekey.PerClient(http.NewServeMux(), "5/x", 1); err == nil || err.Error() != `rate: limiter: invalid rate "5/x": unit "x" is not s, m, h or d` {
 		t.Errorf("PerClient with a bad rate: %v", err)
 	}
 }

@@ -51,6 +51,8 @@ func TestLimitWindow(t *testing.T) {
 		{Limit{Rate: Rate{5, time.Second}, Burst: 5}, time.Second},
 		{Limit{Rate: Rate{3, time.Second}, Burst: 3}, 1000000002 * time.Nanosecond}, // 3 × 333333334ns
 		{Limit{Rate: Rate{1, time.Hour}, Burst: 24}, 24 * time.Hour},
+		{Limit{Rate: Rate{1000, 24 * time.Hour}, Burst: 1000}, 24 * time.Hour}, // a daily quota: 86.4 s per token
+		{Limit{Rate: Rate{1000, 24 * time.Hour}, Burst: 50}, 72 * time.Minute},
 		{Limit{Rate: Rate{1, math.MaxInt64}, Burst: 2}, math.MaxInt64}, // saturates (invalid limit)
 		{Limit{Rate: Rate{1, time.Second}, Burst: 0}, 0},
 		{Limit{}, 0},

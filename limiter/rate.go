@@ -23,16 +23,18 @@ type Rate struct {
 	Per time.Duration
 }
 
-// ParseRate parses "N/s", "N/m" or "N/h" (N tokens per second, minute or
-// hour). The nginx limit_req spelling "Nr/s", "Nr/m" (and, by extension,
-// "Nr/h") is accepted too. N is a decimal integer >= 1 made of ASCII digits
+// ParseRate parses "N/s", "N/m", "N/h" or "N/d" (N tokens per second,
+// minute, hour or day; a day is 24 hours, 86 400 s, whatever the calendar
+// says, so a daily quota is a bucket that refills over a rolling 24 h, not
+// a counter reset at midnight). The nginx limit_req spelling "Nr/s", "Nr/m"
+// (and, by extension, "Nr/h" and "Nr/d") is accepted too. N is a decimal integer >= 1 made of ASCII digits
 // only (no sign, no spaces, no fraction) that fits in an int64.
 //
 // The error names the input, quoted; it wraps no sentinel.
 func ParseRate(s string) (Rate, error) {
 	num, unit, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("limiter: invalid rate %s: want N/s, N/m or N/h", quote.Value(s))
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: want N/s, N/m, N/h or N/d", quote.Value(s))
 	}
 	num = strings.TrimSuffix(num, "r") // nginx "10r/s"
 	var per time.Duration
@@ -43,8 +45,10 @@ func ParseRate(s string) (Rate, error) {
 		per = time.Minute
 	case "h":
 		per = time.Hour
+	case "d":
+		per = day
 	default:
-		return Rate{}, fmt.Errorf("limiter: invalid rate %s: unit %s is not s, m or h", quote.Value(s), quote.Value(unit))
+		return Rate{}, fmt.Errorf("limiter: invalid rate %s: unit %s is not s, m, h or d", quote.Value(s), quote.Value(unit))
 	}
 	if num == "" {
 		return Rate{}, fmt.Errorf("limiter: invalid rate %s: missing count before %q", quote.Value(s), "/")
@@ -63,6 +67,9 @@ func ParseRate(s string) (Rate, error) {
 	}
 	return Rate{Count: n, Per: per}, nil
 }
+
+// day is the period of a "N/d" rate: 24 hours.
+const day = 24 * time.Hour
 
 // Interval returns the emission interval T: the time one token takes to come
 // back, ceil(Per/Count) nanoseconds.
@@ -88,8 +95,9 @@ func (r Rate) Interval() time.Duration {
 	return time.Duration(t)
 }
 
-// String formats r as ParseRate reads it: "5/s", "30/m", "1/h". A period
-// other than a second, a minute or an hour is written with
+// String formats r as ParseRate reads it: "5/s", "30/m", "1/h", "1000/d".
+// A period other than a second, a minute, an hour or a day (24 h) is
+// written with
 // [time.Duration.String], e.g. "5/1.5s", which ParseRate does not read.
 func (r Rate) String() string {
 	var unit string
@@ -100,6 +108,8 @@ func (r Rate) String() string {
 		unit = "m"
 	case time.Hour:
 		unit = "h"
+	case day:
+		unit = "d"
 	default:
 		unit = r.Per.String()
 	}

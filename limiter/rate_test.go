@@ -19,6 +19,9 @@ func TestParseRate(t *testing.T) {
 		{"10r/s", Rate{10, time.Second}}, // nginx
 		{"30r/m", Rate{30, time.Minute}}, // nginx
 		{"2r/h", Rate{2, time.Hour}},
+		{"1000/d", Rate{1000, 24 * time.Hour}},
+		{"1/d", Rate{1, 24 * time.Hour}},
+		{"5r/d", Rate{5, 24 * time.Hour}},
 		{"007/s", Rate{7, time.Second}},
 		{"9223372036854775807/s", Rate{math.MaxInt64, time.Second}},
 	}
@@ -32,12 +35,13 @@ func TestParseRate(t *testing.T) {
 		in      string
 		wantErr string
 	}{
-		{"", `limiter: invalid rate "": want N/s, N/m or N/h`},
-		{"5", `limiter: invalid rate "5": want N/s, N/m or N/h`},
-		{"5/d", `limiter: invalid rate "5/d": unit "d" is not s, m or h`},
-		{"5/sec", `limiter: invalid rate "5/sec": unit "sec" is not s, m or h`},
-		{"5/S", `limiter: invalid rate "5/S": unit "S" is not s, m or h`},
-		{"5/", `limiter: invalid rate "5/": unit "" is not s, m or h`},
+		{"", `limiter: invalid rate "": want N/s, N/m, N/h or N/d`},
+		{"5", `limiter: invalid rate "5": want N/s, N/m, N/h or N/d`},
+		{"5/D", `limiter: invalid rate "5/D": unit "D" is not s, m, h or d`},
+		{"5/day", `limiter: invalid rate "5/day": unit "day" is not s, m, h or d`},
+		{"5/sec", `limiter: invalid rate "5/sec": unit "sec" is not s, m, h or d`},
+		{"5/S", `limiter: invalid rate "5/S": unit "S" is not s, m, h or d`},
+		{"5/", `limiter: invalid rate "5/": unit "" is not s, m, h or d`},
 		{"/s", `limiter: invalid rate "/s": missing count before "/"`},
 		{"r/s", `limiter: invalid rate "r/s": missing count before "/"`},
 		{"0/s", `limiter: invalid rate "0/s": count must be at least 1`},
@@ -46,10 +50,10 @@ func TestParseRate(t *testing.T) {
 		{"1.5/s", `limiter: invalid rate "1.5/s": count "1.5" is not a whole number`},
 		{" 5/s", `limiter: invalid rate " 5/s": count " 5" is not a whole number`},
 		{"5 /s", `limiter: invalid rate "5 /s": count "5 " is not a whole number`},
-		{"5/s ", `limiter: invalid rate "5/s ": unit "s " is not s, m or h`},
+		{"5/s ", `limiter: invalid rate "5/s ": unit "s " is not s, m, h or d`},
 		{"5rr/s", `limiter: invalid rate "5rr/s": count "5r" is not a whole number`},
-		{"5/1s", `limiter: invalid rate "5/1s": unit "1s" is not s, m or h`},
-		{"5/s/s", `limiter: invalid rate "5/s/s": unit "s/s" is not s, m or h`},
+		{"5/1s", `limiter: invalid rate "5/1s": unit "1s" is not s, m, h or d`},
+		{"5/s/s", `limiter: invalid rate "5/s/s": unit "s/s" is not s, m, h or d`},
 		{"9223372036854775808/s", `limiter: invalid rate "9223372036854775808/s": count "9223372036854775808" out of range`},
 	}
 	for _, tc := range invalid {
@@ -77,6 +81,9 @@ func TestRateInterval(t *testing.T) {
 		{Rate{3, time.Second}, 333333334},     // 333333333.3 rounded up
 		{Rate{7, time.Minute}, 8571428572},    // 8571428571.4 rounded up
 		{Rate{1, time.Hour}, time.Hour},       // tiny rate: no overflow
+		{Rate{1000, 24 * time.Hour}, 86400 * time.Millisecond},
+		{Rate{7, 24 * time.Hour}, 12342857142858}, // 12342857142857.1 rounded up
+		{Rate{1, 24 * time.Hour}, 24 * time.Hour},
 		{Rate{1000000000, time.Second}, 1},    // one per ns
 		{Rate{3000000000, time.Second}, 1},    // faster than 1/ns: clamped up to 1ns
 		{Rate{math.MaxInt64, time.Second}, 1}, // huge count
@@ -107,6 +114,8 @@ func TestRateString(t *testing.T) {
 		{Rate{5, time.Second}, "5/s"},
 		{Rate{30, time.Minute}, "30/m"},
 		{Rate{1, time.Hour}, "1/h"},
+		{Rate{1000, 24 * time.Hour}, "1000/d"},
+		{Rate{1, 48 * time.Hour}, "1/48h0m0s"},
 		{Rate{5, 1500 * time.Millisecond}, "5/1.5s"},
 		{Rate{}, "0/0s"},
 	}
@@ -114,7 +123,7 @@ func TestRateString(t *testing.T) {
 		if got := tc.r.String(); got != tc.want {
 			t.Errorf("%+v.String() = %q; want %q", tc.r, got, tc.want)
 		}
-		if strings.HasSuffix(tc.want, "/s") || strings.HasSuffix(tc.want, "/m") || strings.HasSuffix(tc.want, "/h") {
+		if strings.HasSuffix(tc.want, "/s") || strings.HasSuffix(tc.want, "/m") || strings.HasSuffix(tc.want, "/h") || strings.HasSuffix(tc.want, "/d") {
 			back, err := ParseRate(tc.want)
 			if err != nil || back != tc.r {
 				t.Errorf("ParseRate(%q) = %+v, %v; want round trip to %+v", tc.want, back, err, tc.r)
