@@ -61,12 +61,15 @@ var (
 //     principal's CredentialID.
 //   - Tenant, Account: the principal's tenant and account; non-empty valid
 //     UTF-8 without control characters, at most 256 bytes each.
+//   - Plan: optional, the principal's plan ([Principal].Plan); "" or
+//     text like Tenant's.
 //   - Hash: HMAC-SHA256 keyed with the pepper, over the secret's bytes.
 //   - Created: informational (UTC, second precision); zero if unknown.
 type APIKeyRecord struct {
 	ID      string
 	Tenant  string
 	Account string
+	Plan    string
 	Hash    [sha256.Size]byte
 	Created time.Time
 }
@@ -93,10 +96,15 @@ func (r APIKeyRecord) validate() (string, error) {
 			return f.name, err
 		}
 	}
+	if r.Plan != "" {
+		if err := checkLabel(r.Plan); err != nil {
+			return "plan", err
+		}
+	}
 	return "", nil
 }
 
-// checkLabel validates a tenant or account name.
+// checkLabel validates a tenant, account or plan name.
 func checkLabel(s string) error {
 	if s == "" {
 		return errors.New("is empty")
@@ -341,5 +349,5 @@ func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (Princi
 	if !match || !found || rec.ID != id {
 		return Principal{}, invalidToken("API key is invalid", errAPIKeyInvalid)
 	}
-	return Principal{Issuer: a.issuer, Tenant: rec.Tenant, Account: rec.Account, CredentialID: id, Method: MethodAPIKey}, nil
+	return Principal{Issuer: a.issuer, Tenant: rec.Tenant, Plan: rec.Plan, Account: rec.Account, CredentialID: id, Method: MethodAPIKey}, nil
 }

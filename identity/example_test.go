@@ -96,7 +96,7 @@ func ExampleJWTAuthenticator_Authenticate() {
 		fmt.Println(ae.Status(), ae.Code, ae.Description)
 	}
 	// Output:
-	// {Issuer:https://login.example.com/ Tenant:acme Account:alice CredentialID:reports-cli Method:jwt} <nil>
+	// {Issuer:https://login.example.com/ Tenant:acme Plan: Account:alice CredentialID:reports-cli Method:jwt} <nil>
 	// identity: invalid_token: token is expired
 	// 401 invalid_token token signature is invalid
 }
@@ -152,7 +152,7 @@ func ExampleJWTAuthenticator_jwks() {
 	fmt.Println(err)
 	// Output:
 	// ready: <nil>
-	// {Issuer:https://login.example.com/ Tenant:acme Account:alice CredentialID:cli Method:jwt} <nil>
+	// {Issuer:https://login.example.com/ Tenant:acme Plan: Account:alice CredentialID:cli Method:jwt} <nil>
 	// identity: invalid_token: unknown key id
 }
 

@@ -23,6 +23,7 @@ var (
 	errUnknownKID      = errors.New("identity: unknown key id")
 	errKIDRequired     = errors.New("identity: key id required")
 	errTenant          = errors.New("identity: token tenant is not accepted")
+	errPlan            = errors.New("identity: token plan is not accepted")
 )
 
 // untrustedHeaders are the JWS header parameters that point at or embed key
@@ -66,7 +67,9 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //     reports only "token signature is invalid", whatever its claims.
 //  7. `iss` is compared with the record once more. Tenant: the record's
 //     fixed tenant, or the record's tenant claim, whose value must be in
-//     the record's list (exact match). Account: `sub`. CredentialID:
+//     the record's list (exact match). Plan: likewise, the record's fixed
+//     plan or its plan claim checked against its plans ("token plan is
+//     not accepted"), "" when the record names none. Account: `sub`. CredentialID:
 //     `client_id`, else `azp`, else "".
 //
 // Every verification failure is an [*AuthError] with "invalid_token" and a
@@ -299,7 +302,7 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 		return Principal{}, none, invalidToken("token type is not accepted", errTyp)
 	}
 
-	claims := &tokenClaims{tenantClaim: st.tenantClaim}
+	claims := &tokenClaims{tenantClaim: st.tenantClaim, planClaim: st.planClaim}
 	var gen uint64
 	keyfunc := func(t *jwt.Token) (any, error) {
 		k, g, err := st.key(ctx, t, hdr)
@@ -323,6 +326,13 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 		}
 		tenant = claims.Tenant
 	}
+	plan := st.plan
+	if st.planClaim != "" {
+		if _, ok := st.plans[claims.Plan]; !claims.planOK || !ok {
+			return Principal{}, none, invalidToken("token plan is not accepted", errPlan)
+		}
+		plan = claims.Plan
+	}
 	cred := claims.ClientID
 	if cred == "" {
 		cred = claims.AZP
@@ -337,6 +347,7 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	return Principal{
 		Issuer:       st.issuer,
 		Tenant:       tenant,
+		Plan:         plan,
 		Account:      claims.Subject,
 		CredentialID: cred,
 		Method:       MethodJWT,

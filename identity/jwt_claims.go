@@ -91,6 +91,10 @@ type tokenClaims struct {
 	Tenant      string // value of tenantClaim, if it is a string
 	tenantOK    bool   // tenantClaim present and a valid string
 
+	planClaim string // claim to read the plan from; set before decoding
+	Plan      string // value of planClaim, if it is a string
+	planOK    bool   // planClaim present and a valid string
+
 	problem error // deferred claim-value problem, reported by Validate
 }
 
@@ -118,6 +122,9 @@ func (c *tokenClaims) fill(obj map[string]json.RawMessage) error {
 			}
 		}
 		if c.tenantClaim != "" && k != c.tenantClaim && strings.EqualFold(k, c.tenantClaim) {
+			return errClaimsMalformed
+		}
+		if c.planClaim != "" && k != c.planClaim && strings.EqualFold(k, c.planClaim) {
 			return errClaimsMalformed
 		}
 	}
@@ -166,6 +173,11 @@ func (c *tokenClaims) fill(obj map[string]json.RawMessage) error {
 	if c.tenantClaim != "" {
 		if raw, ok := obj[c.tenantClaim]; ok {
 			c.Tenant, c.tenantOK = jsonString(raw)
+		}
+	}
+	if c.planClaim != "" {
+		if raw, ok := obj[c.planClaim]; ok {
+			c.Plan, c.planOK = jsonString(raw)
 		}
 	}
 	if c.ExpiresAt != nil && c.ExpiresAt.Unix() <= 0 {

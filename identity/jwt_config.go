@@ -82,6 +82,13 @@ type VerificationKey struct {
 //     the tenant, and the exact, case-sensitive list of values this record
 //     may vouch for. Exactly one of Tenant and TenantClaim must be set;
 //     Tenants is required with TenantClaim and forbidden with Tenant.
+//   - Plan: optional, the fixed plan of every principal this record
+//     verifies ([Principal].Plan, the plan key dimension and overrides).
+//   - PlanClaim, Plans: alternatively, the name of a claim that holds the
+//     plan, and the exact, case-sensitive list of plans this record may
+//     vouch for: a token whose claim is missing, not a string or outside
+//     Plans is 401 invalid_token, as for tenants. At most one of Plan and
+//     PlanClaim; Plans is required with PlanClaim and forbidden otherwise.
 //   - Audiences: accepted `aud` values (RFC 7519 §4.1.3); a token must name
 //     at least one of them. Required, none empty.
 //   - Algorithms: accepted JWS `alg` values: EdDSA, ES256, ES384, ES512,
@@ -111,6 +118,9 @@ type IssuerRecord struct {
 	Tenant      string
 	TenantClaim string
 	Tenants     []string
+	Plan        string
+	PlanClaim   string
+	Plans       []string
 	Audiences   []string
 	Algorithms  []string
 	Keys        []VerificationKey
@@ -183,6 +193,9 @@ type issuerState struct {
 	tenant      string
 	tenantClaim string
 	tenants     map[string]struct{}
+	plan        string
+	planClaim   string
+	plans       map[string]struct{}
 	algs        map[string]bool
 	typ         string
 	byKID       map[string]boundKey
@@ -345,6 +358,8 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		issuer:      rec.Issuer,
 		tenant:      rec.Tenant,
 		tenantClaim: rec.TenantClaim,
+		plan:        rec.Plan,
+		planClaim:   rec.PlanClaim,
 		algs:        make(map[string]bool, len(rec.Algorithms)),
 		byKID:       make(map[string]boundKey, len(rec.Keys)),
 		typ:         rec.Typ,
@@ -368,6 +383,25 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 				fail(fmt.Sprintf(".tenants[%d]", j), "empty")
 			}
 			st.tenants[t] = struct{}{}
+		}
+	}
+
+	// Plan: optional.
+	switch {
+	case rec.Plan != "" && rec.PlanClaim != "":
+		fail("", "set either plan or plan_claim, not both")
+	case rec.PlanClaim == "" && len(rec.Plans) > 0:
+		fail(".plans", "only allowed with plan_claim")
+	case rec.PlanClaim != "" && len(rec.Plans) == 0:
+		fail(".plan_claim", "%s requires a non-empty plans list", quote.Value(rec.PlanClaim))
+	}
+	if rec.PlanClaim != "" {
+		st.plans = make(map[string]struct{}, len(rec.Plans))
+		for j, p := range rec.Plans {
+			if p == "" {
+				fail(fmt.Sprintf(".plans[%d]", j), "empty")
+			}
+			st.plans[p] = struct{}{}
 		}
 	}
 

@@ -6,7 +6,7 @@ import (
 )
 
 // Dimension names one component of a [Key]: where the value of that
-// component comes from. The five built-in dimensions are the constants below;
+// component comes from. The six built-in dimensions are the constants below;
 // a deployment may define custom dimensions whose names match
 // ^[a-z][a-z0-9_]{0,31}$ (see [ParseDimension]).
 //
@@ -29,6 +29,9 @@ const (
 	// DimNetwork is the client address masked to the configured prefix,
 	// e.g. "203.0.113.7/32" or "2001:db8::/64".
 	DimNetwork Dimension = "network"
+	// DimPlan is the plan vouched for by the verified issuer record or API
+	// key record ([Principal].Plan), e.g. "pro".
+	DimPlan Dimension = "plan"
 )
 
 // maxDimensionLen is the longest custom dimension name, in bytes.
@@ -38,7 +41,7 @@ const maxDimensionLen = 32
 var errDimension = errors.New("identity: invalid dimension name")
 
 // ParseDimension returns the [Dimension] named s: one of the built-ins
-// ("tenant", "account", "credential", "operation", "network") or a custom
+// ("tenant", "account", "credential", "operation", "network", "plan") or a custom
 // name of 1 to 32 bytes matching ^[a-z][a-z0-9_]{0,31}$. Any other input
 // (empty, upper case, '-', non-ASCII, too long) is an error that does not
 // echo s. It is a pure function, safe for concurrent use.
@@ -66,11 +69,12 @@ func validDimension(s string) bool {
 	return true
 }
 
-// Builtin reports whether d is one of the five built-in dimensions
-// ([DimTenant], [DimAccount], [DimCredential], [DimOperation], [DimNetwork]).
+// Builtin reports whether d is one of the six built-in dimensions
+// ([DimTenant], [DimAccount], [DimCredential], [DimOperation], [DimNetwork],
+// [DimPlan]).
 func (d Dimension) Builtin() bool {
 	switch d {
-	case DimTenant, DimAccount, DimCredential, DimOperation, DimNetwork:
+	case DimTenant, DimAccount, DimCredential, DimOperation, DimNetwork, DimPlan:
 		return true
 	}
 	return false

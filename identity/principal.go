@@ -31,6 +31,11 @@ const (
 //   - Tenant: the record's fixed tenant, or the value of the record's tenant
 //     claim after it was checked against the record's tenant list (for API
 //     keys, the stored record's tenant).
+//   - Plan: the record's fixed plan, or the value of the record's plan
+//     claim after it was checked against the record's plan list (for API
+//     keys, the stored record's plan); "" when the record names none.
+//     Like the tenant, never taken from anything the verifier did not
+//     vouch for, so a limit chosen by plan cannot be bought by a claim.
 //   - Account: the verified subject (`sub`, RFC 7519 §4.1.2), or the stored
 //     account of an API key; never empty for MethodJWT and MethodAPIKey.
 //   - CredentialID: a public credential identifier (`client_id`, else
@@ -40,6 +45,7 @@ const (
 type Principal struct {
 	Issuer       string `json:"issuer"`
 	Tenant       string `json:"tenant"`
+	Plan         string `json:"plan,omitempty"`
 	Account      string `json:"account"`
 	CredentialID string `json:"credential_id"`
 	Method       Method `json:"method"`

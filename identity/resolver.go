@@ -309,6 +309,7 @@ func (c *resolverCache) extendAfterFailure(iss string, old *resolvedEntry, now t
 // static records).
 func cloneRecord(rec IssuerRecord) IssuerRecord {
 	rec.Tenants = slices.Clone(rec.Tenants)
+	rec.Plans = slices.Clone(rec.Plans)
 	rec.Audiences = slices.Clone(rec.Audiences)
 	rec.Algorithms = slices.Clone(rec.Algorithms)
 	rec.Keys = slices.Clone(rec.Keys)

@@ -78,9 +78,9 @@ func TestRateInterval(t *testing.T) {
 	}{
 		{Rate{1, time.Second}, time.Second},
 		{Rate{2, time.Second}, 500 * time.Millisecond},
-		{Rate{3, time.Second}, 333333334},     // 333333333.3 rounded up
-		{Rate{7, time.Minute}, 8571428572},    // 8571428571.4 rounded up
-		{Rate{1, time.Hour}, time.Hour},       // tiny rate: no overflow
+		{Rate{3, time.Second}, 333333334},  // 333333333.3 rounded up
+		{Rate{7, time.Minute}, 8571428572}, // 8571428571.4 rounded up
+		{Rate{1, time.Hour}, time.Hour},    // tiny rate: no overflow
 		{Rate{1000, 24 * time.Hour}, 86400 * time.Millisecond},
 		{Rate{7, 24 * time.Hour}, 12342857142858}, // 12342857142857.1 rounded up
 		{Rate{1, 24 * time.Hour}, 24 * time.Hour},

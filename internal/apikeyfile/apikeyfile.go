@@ -4,12 +4,14 @@
 //
 // The API key file (JSON Lines): one record per line, UTF-8, "\n" line ends
 // ("\r\n" accepted); blank lines and lines whose first non-space byte is "#"
-// are ignored. Each record is one JSON object with exactly these members:
+// are ignored. Each record is one JSON object with these members (plan and
+// created optional, nothing else):
 //
 //		{"id":"4fZbq1Xk0aTe","tenant":"acme","account":"alice","hmac_sha256":"<43 base64url chars>","created":"2026-03-04T12:00:00Z"}
 //
 //	  - id: the public id (12 base62 characters), unique in the file;
 //	  - tenant, account: see [identity.APIKeyRecord];
+//	  - plan: optional, the key's plan (see [identity.APIKeyRecord]);
 //	  - hmac_sha256: HMAC-SHA256(pepper, secret), unpadded base64url (RFC 4648
 //	    §5) of its 32 bytes;
 //	  - created: optional, RFC 3339 UTC.
@@ -125,7 +127,7 @@ func Parse(r io.Reader) ([]identity.APIKeyRecord, error) {
 	return recs, nil
 }
 
-var apiKeyFields = [...]string{"id", "tenant", "account", "hmac_sha256", "created"}
+var apiKeyFields = [...]string{"id", "tenant", "account", "plan", "hmac_sha256", "created"}
 
 func parseAPIKeyLine(line []byte) (identity.APIKeyRecord, error) {
 	obj, ok := strictjson.Object(line)
@@ -163,7 +165,7 @@ func parseAPIKeyLine(line []byte) (identity.APIKeyRecord, error) {
 		dst      *string
 		required bool
 	}{{"id", &rec.ID, true}, {"tenant", &rec.Tenant, true}, {"account", &rec.Account, true},
-		{"hmac_sha256", &hash, true}, {"created", &created, false}} {
+		{"plan", &rec.Plan, false}, {"hmac_sha256", &hash, true}, {"created", &created, false}} {
 		if *f.dst, err = str(f.name, f.required); err != nil {
 			return identity.APIKeyRecord{}, err
 		}
@@ -194,9 +196,10 @@ func Marshal(rec identity.APIKeyRecord) ([]byte, error) {
 		ID      string `json:"id"`
 		Tenant  string `json:"tenant"`
 		Account string `json:"account"`
+		Plan    string `json:"plan,omitempty"`
 		HMAC    string `json:"hmac_sha256"`
 		Created string `json:"created,omitempty"`
-	}{rec.ID, rec.Tenant, rec.Account, base64.RawURLEncoding.EncodeToString(rec.Hash[:]), ""}
+	}{rec.ID, rec.Tenant, rec.Account, rec.Plan, base64.RawURLEncoding.EncodeToString(rec.Hash[:]), ""}
 	if !rec.Created.IsZero() {
 		line.Created = rec.Created.UTC().Format(time.RFC3339)
 	}

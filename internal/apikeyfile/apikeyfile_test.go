@@ -166,3 +166,32 @@ func TestLoadBounded(t *testing.T) {
 		t.Errorf("oversized file: %v", err)
 	}
 }
+
+// TestPlanMember: plan is optional; Marshal writes it only when set, and
+// Parse reads back what Marshal wrote.
+func TestPlanMember(t *testing.T) {
+	const h = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" // 32 zero bytes
+	rec := identity.APIKeyRecord{ID: "abcdefABCDEF", Tenant: "acme", Account: "alice", Plan: "pro"}
+	line, err := Marshal(rec)
+	if want := `{"id":"abcdefABCDEF","tenant":"acme","account":"alice","plan":"pro","hmac_sha256":"` + h + `"}` + "\n"; err != nil || string(line) != want {
+		t.Fatalf("Marshal = %q, %v; want %q", line, err, want)
+	}
+	rec.Plan = ""
+	if line, _ := Marshal(rec); strings.Contains(string(line), "plan") {
+		t.Errorf("Marshal without a plan = %q; want no plan member", line)
+	}
+	recs, err := Parse(strings.NewReader(`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","plan":"pro","hmac_sha256":"` + h + `"}` + "\n"))
+	if err != nil || len(recs) != 1 || recs[0].Plan != "pro" {
+		t.Fatalf("Parse = %+v, %v; want plan pro", recs, err)
+	}
+	for text, want := range map[string]string{
+		`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","plan":"","hmac_sha256":"` + h + `"}`:       "",
+		`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","plan":1,"hmac_sha256":"` + h + `"}`:        `line 1: member "plan" is not a string`,
+		`{"id":"abcdefABCDEF","tenant":"acme","account":"alice","plan":"\u0007","hmac_sha256":"` + h + `"}`: "line 1: plan: contains a control character",
+	} {
+		_, err := Parse(strings.NewReader(text + "\n"))
+		if got := fmt.Sprint(err); (want == "" && err != nil) || (want != "" && got != want) {
+			t.Errorf("Parse(%s) = %v; want %q", text, err, want)
+		}
+	}
+}
