@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
 )
@@ -125,5 +126,58 @@ func BenchmarkLogSample(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkOverrides measures the rate limiter (fakeAuth, a tenant and
+// account policy, the memory store, 1 000 accounts of 100 tenants, all
+// admitted) without overrides, with one tenant override that matches no
+// request (one map lookup), with a tenant, a plan and an account override
+// matching none (one lookup per kind), and with a tenant override matching
+// every request.
+func BenchmarkOverrides(b *testing.B) {
+	big := limiter.Limit{Burst: 2000000}
+	cases := []struct {
+		name      string
+		overrides []middleware.Override
+		tenant    string // the tenant of every request ("" for t0..t99)
+	}{
+		{"none", nil, ""},
+		{"tenant-miss", []middleware.Override{{Tenant: "acme", Limit: big}}, ""},
+		{"three-kinds-miss", []middleware.Override{{Tenant: "acme", Limit: big}, {Plan: "pro", Limit: big}, {Account: "vip", Limit: big}}, ""},
+		{"tenant-hit", []middleware.Override{{Tenant: "acme", Limit: big}}, "acme"},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+				Policies: []middleware.Policy{{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount},
+					Limit: limit("1000000/s", 1000000), Overrides: tc.overrides}},
+				Operation: func(*http.Request) string { return "GET /v1/reports/{id}" },
+				Logger:    slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := middleware.Authenticate(fakeAuth{}, middleware.AuthOptions{})(rl.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			const accounts = 1000
+			reqs := make([]*http.Request, accounts)
+			for i := range reqs {
+				r := httptest.NewRequest("GET", "/v1/reports/1", nil)
+				tenant := tc.tenant
+				if tenant == "" {
+					tenant = fmt.Sprintf("t%d", i%100)
+				}
+				r.Header.Set("Authorization", fmt.Sprintf("Bearer %s:free:a%d", tenant, i))
+				reqs[i] = r
+			}
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				clear(w.h)
+				h.ServeHTTP(w, reqs[i%accounts])
+				if w.code != 0 {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
 	}
 }

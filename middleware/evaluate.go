@@ -63,10 +63,17 @@ type PolicyResult struct {
 	Key string
 	// Decision is the outcome.
 	Decision Decision
-	// Cost is the tokens the request spends (or would spend) under this policy.
+	// Cost is the tokens the request spends (or would spend) under this
+	// policy: the policy's (or its override's) fixed cost, or what its
+	// cost function returned.
 	Cost int64
-	// Limit is the policy's rate and burst.
+	// Limit is the limit that applied: the policy's, or the override's
+	// named by Override.
 	Limit limiter.Limit
+	// Override names the [Override] whose limit applied ("tenant=acme",
+	// "plan=pro", "account=alice", or "function" for an
+	// [Policy].OverrideFunc answer naming none); "" for the policy's own.
+	Override string
 	// Remaining is the whole tokens left after this request (after charging
 	// when it was charged).
 	Remaining int64
@@ -90,7 +97,9 @@ type PolicyResult struct {
 	Missing identity.Dimension
 	// SkippedReason explains SKIPPED and missing-dimension rejections.
 	SkippedReason string
-	// Err is the limiter error behind DecisionError.
+	// Err is the limiter error behind DecisionError (or the invalid limit
+	// an [Policy].OverrideFunc returned), or the cost function's failure
+	// behind a REJECTED answered with [ProblemInvalidCost].
 	Err error
 	// Store names the limiter store that decided ("memory", "redis", ...:
 	// the package of the limiter's implementation).
@@ -100,6 +109,7 @@ type PolicyResult struct {
 	onStore   OnStoreError
 	principal bool   // a principal (not anonymous) was present
 	item      string // the policy's RateLimit-Policy list item
+	badCost   bool   // the cost function failed or returned < 1 (Err says which)
 }
 
 // Evaluation is the combined outcome of every policy that applies to one request.
@@ -229,9 +239,32 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		start := len(sc.b)
 		sc.b = key.AppendTo(sc.b)
 		res.Key = sc.str(start)
+		if authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
+			if err := st.override(i, &res, &principal); err != nil {
+				// An invalid limit from the caller's function: no silent
+				// fallback; the policy's fail mode decides.
+				res.Decision, res.Err = DecisionError, err
+				ev.Policies = append(ev.Policies, res)
+				missingReject = missingReject || res.refuses()
+				continue
+			}
+		}
+		if p.CostFunc != nil {
+			if res.Cost, res.Err = costOf(p, r); res.Err != nil {
+				res.badCost = true
+				res.Decision = DecisionRejected
+				if res.DryRun {
+					res.Decision = DecisionRejectedDryRun
+				} else {
+					missingReject = true
+				}
+				ev.Policies = append(ev.Policies, res)
+				continue
+			}
+		}
 		ev.Policies = append(ev.Policies, res)
 		idx = append(idx, len(ev.Policies)-1)
-		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: p.Limit, Cost: p.Cost, DryRun: res.DryRun})
+		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.Limit, Cost: res.Cost, DryRun: res.DryRun})
 	}
 	if missingReject {
 		// The request is refused anyway: charge nothing, but still say what
@@ -379,6 +412,8 @@ func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d identity.Dim
 		v = p.Account
 	case identity.DimCredential:
 		v = p.CredentialID
+	case identity.DimPlan:
+		v = p.Plan
 	default:
 		f := st.Custom[d]
 		if f == nil {
@@ -408,6 +443,10 @@ func missingReason(d identity.Dimension, authenticated bool) string {
 		return "no verified principal carries a credential"
 	case d == identity.DimCredential:
 		return "the verified principal carries no credential"
+	case d == identity.DimPlan && !authenticated:
+		return "no verified principal carries a plan"
+	case d == identity.DimPlan:
+		return "the verified principal carries no plan"
 	}
 	return "the request carries no " + string(d)
 }
@@ -448,6 +487,9 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		if res.DryRun {
 			attrs = append(attrs, slog.Bool("dry_run", true))
 		}
+		if res.Override != "" {
+			attrs = append(attrs, slog.String("override", res.Override))
+		}
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
 			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
@@ -455,6 +497,8 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		switch delay, delayed := res.delaySeconds(); {
 		case res.SkippedReason != "":
 			attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
+		case res.badCost:
+			attrs = append(attrs, slog.String("error", res.errorText()))
 		case res.Err != nil && ev.Abandoned:
 			// No fail mode applies: the request ended, the store did not fail.
 			attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", outcomeClientTimeout))

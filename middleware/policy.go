@@ -57,8 +57,40 @@ type Policy struct {
 	// Limit is the token-bucket rate, burst (capacity, tokens), delay_after
 	// and max_delay; see [limiter.Limit] for the nginx limit_req mapping.
 	Limit limiter.Limit
-	// Cost is the tokens one request spends, >= 1; 0 means 1.
+	// Cost is the tokens one request spends, >= 1; 0 means 1 (or, with
+	// CostFunc, that the function decides).
 	Cost int64
+	// CostFunc, when set, gives each request's cost instead of Cost, e.g.
+	// the number of items in a batch call. It is called once per request
+	// the policy applies to (after the key is built), must be fast and safe
+	// for concurrent use, and must not consume the request body unless it
+	// restores it. A cost it returns that is below 1, or an error, refuses
+	// the request with 400 and the problem
+	// urn:ratekey:problem:invalid-cost naming the policy ([ProblemInvalidCost];
+	// the error text goes to the log and the debug JSON, never to the
+	// client); a cost above the burst (or beyond max_delay's room) is the
+	// never-satisfiable answer, 429 without Retry-After, as for a fixed cost.
+	// A dry-run policy reports either as REJECTED_DRY_RUN and lets the
+	// request through. Set Cost or CostFunc, not both.
+	CostFunc func(r *http.Request) (int64, error)
+	// Overrides give some tenants, plans or accounts another limit; the
+	// first whose tenant, plan or account equals the request's verified
+	// principal's applies (see [Override]). A request without a verified
+	// principal uses the policy's own limit. Each match appears once.
+	Overrides []Override
+	// OverrideFunc, when set, is asked for a limit for each request with a
+	// verified principal that no entry of Overrides matched: a lookup in
+	// the caller's own database, say. It is called on every such request,
+	// on the request's goroutine, so it must be fast (an in-memory map, a
+	// cache; never a network call per request) and safe for concurrent
+	// use. ok false keeps the policy's limit. The Override it returns is
+	// completed from the policy like the entries of Overrides; its
+	// Tenant, Plan or Account, when set, only name it in the log and the
+	// debug JSON ("tenant=acme", else "function"), so set the one it was
+	// chosen by. A limit that completed is invalid (see [NewRateLimiter])
+	// makes the policy's decision ERROR, with the policy's on_store_error
+	// outcome, rather than a silent fallback.
+	OverrideFunc func(p identity.Principal) (o Override, ok bool)
 	// Operations, when non-empty, restricts the policy to these operations
 	// ("GET /v1/reports/{id}" or [UnmatchedOperation]); empty means all.
 	Operations []string
@@ -140,6 +172,9 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		if o.Limit.Rate.Interval() != n.Limit.Rate.Interval() || o.Limit.Burst != n.Limit.Burst {
 			kind = PolicyRestarted
 		}
+		if ot, nt := o.overridesText(), n.overridesText(); ot != nt {
+			diffs = append(diffs, fmt.Sprintf("overrides %s -> %s", ot, nt))
+		}
 		note("key", o.Key, n.Key)
 		note("cost", o.Cost, n.Cost)
 		if o.Limit.DelayAfter != n.Limit.DelayAfter { // shown as tokens: 0 means the whole burst
@@ -213,33 +248,24 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 			continue
 		}
 		if !d.Builtin() && custom[d] == nil {
-			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network)", quote.Value(d))
+			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network, plan)", quote.Value(d))
 		}
 		if p.PreAuth && d != identity.DimNetwork && d != identity.DimOperation {
 			fail("pre_auth", "dimension %s is not known before authentication (network and operation are)", quote.Value(d))
 		}
 	}
-	l := p.Limit
-	switch {
-	case l.Rate.Count < 1 || l.Rate.Per <= 0:
-		fail("rate", "%d per %v is not a rate: at least 1 token per positive period", l.Rate.Count, l.Rate.Per)
-	case l.Burst < 1:
-		fail("burst", "%d must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)", l.Burst)
-	case l.DelayAfter < 0 || l.DelayAfter > l.Burst:
-		fail("delay_after", "%d must be 1 to burst %d (0: nothing is delayed, nginx nodelay)", l.DelayAfter, l.Burst)
-	case l.MaxDelay < 0:
-		fail("max_delay", "%v must not be negative", l.MaxDelay)
-	case l.Validate() != nil:
-		fail("burst", "%d at %v takes longer than 292 years to refill", l.Burst, l.Rate)
+	if p.CostFunc != nil && p.Cost != 0 {
+		fail("cost", "%d is fixed, but the policy has a cost function: set one or the other", p.Cost)
 	}
+	others := len(errs) > 0
 	p.fillDefaults()
-	switch {
-	case p.Cost < 0:
-		fail("cost", "%d must be >= 1", p.Cost)
-	case l.Burst >= 1 && p.Cost > l.Burst:
-		fail("cost", "%d exceeds burst %d, so no request could ever pass", p.Cost, l.Burst)
-	case len(errs) == 0:
-		errs = append(errs, p.checkWait(i, maxWait)...)
+	// Waits are checked only when nothing else of the policy is wrong.
+	probs := limitProblems(p.Limit, p.Cost, p.DryRun, maxWait, p.CostFunc != nil, !others)
+	for _, pr := range probs {
+		fail(pr.field, "%s", pr.text)
+	}
+	if len(probs) == 0 {
+		errs = append(errs, p.validateOverrides(i, maxWait)...)
 	}
 	if p.Status < 400 || p.Status > 599 {
 		fail("status", "%d is not a 4xx or 5xx code", p.Status)
@@ -257,37 +283,25 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 	return errors.Join(errs...)
 }
 
-// checkWait refuses a valid policy i whose requests could never pass
-// because max_delay leaves no room for their cost, or could wait longer
-// than maxWait (a delayed request holds its connection while it waits).
-func (p *Policy) checkWait(i int, maxWait time.Duration) []error {
-	l := p.Limit
-	if l.MaxDelay > maxWait {
-		return []error{fmt.Errorf("%s.max_delay: %v exceeds the longest wait allowed, %v (RateLimitConfig.MaxWait)", p.ref(i), l.MaxDelay, maxWait)}
+// longestWait is the longest a request may wait for the policy, under its
+// own limit or any of its overrides'. The policy must be valid.
+func (p *Policy) longestWait() time.Duration {
+	d := longestWait(p.Limit, p.DryRun)
+	for j := range p.Overrides {
+		l, _ := p.complete(&p.Overrides[j])
+		d = max(d, longestWait(l, p.DryRun))
 	}
-	if l.MaxDelay > 0 {
-		// Even from a full bucket, the charge beyond delay_after's share
-		// must fit within max_delay, or every request is refused.
-		if charge := time.Duration(p.Cost) * l.Rate.Interval(); charge > gcra.Ceiling(l) {
-			return []error{fmt.Errorf("%s.max_delay: %v is too short for cost %d: even from a full bucket a request would wait %v (its cost beyond delay_after's %d tokens), so no request could ever pass",
-				p.ref(i), l.MaxDelay, p.Cost, (charge - gcra.Free(l)).Round(time.Millisecond), l.DelayAfter)}
-		}
-	}
-	if d := p.longestWait(); d > maxWait {
-		return []error{fmt.Errorf("%s.delay_after: a request may have to wait up to %v (burst beyond delay_after at %v), longer than %v (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate",
-			p.ref(i), d.Round(time.Second), l.Rate, maxWait)}
-	}
-	return nil
+	return d
 }
 
-// longestWait is the longest a request may wait for the policy: the
-// bucket's ceiling less its delay_after part; 0 in dry run, which never
-// delays. The policy must be valid.
-func (p *Policy) longestWait() time.Duration {
-	if p.DryRun {
+// longestWait is the longest a request may wait for limit l: the bucket's
+// ceiling less its delay_after part; 0 in dry run, which never delays. l
+// must be valid.
+func longestWait(l limiter.Limit, dryRun bool) time.Duration {
+	if dryRun {
 		return 0
 	}
-	return gcra.Ceiling(p.Limit) - gcra.Free(p.Limit)
+	return gcra.Ceiling(l) - gcra.Free(l)
 }
 
 // checkPhases refuses policies whose pre-auth and main phases together may

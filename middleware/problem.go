@@ -36,6 +36,10 @@ const (
 	// ProblemKeySourceUnavailable: credentials could not be checked because a
 	// key source is unreachable.
 	ProblemKeySourceUnavailable = "urn:ratekey:problem:key-source-unavailable"
+	// ProblemInvalidCost: a policy's cost function ([Policy].CostFunc)
+	// failed for the request or returned a cost below 1; 400, naming the
+	// policy, without Retry-After (the same request fails again).
+	ProblemInvalidCost = "urn:ratekey:problem:invalid-cost"
 )
 
 // problem is the RFC 9457 body. Detail never contains a key, a token or any

@@ -119,6 +119,9 @@ type rateLimitState struct {
 	RateLimitConfig
 	store string   // the limiter store's name, for records, logs and metrics
 	items []string // each policy's RateLimit-Policy list item (see policyItem)
+	// ovr holds each policy's compiled Overrides; nil for a policy without
+	// (the hot path then pays one nil check).
+	ovr []*overrideTable
 
 	// logs is the RateLimiter's decision-log sampler, shared across Reload.
 	logs *logSampler
@@ -174,6 +177,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	for i, p := range cfg.Policies {
 		p.Key = append([]identity.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
+		p.Overrides = slices.Clone(p.Overrides)
 		if err := p.validate(i, st.Custom, st.MaxWait); err != nil {
 			errs = append(errs, err)
 		}
@@ -182,10 +186,13 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
-		st.items = append(st.items, policyItem(&p))
+		st.items = append(st.items, policyItem(p.Name, p.Limit))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	for i := range st.Policies {
+		st.ovr = append(st.ovr, compileOverrides(&st.Policies[i]))
 	}
 	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
 		return nil, err
@@ -393,17 +400,18 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 // advertised reports whether the response fields list the policy: it is
 // enforcing and the limiter decided it.
 func (res *PolicyResult) advertised() bool {
-	return !res.DryRun && res.Key != "" && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
+	return !res.DryRun && res.Key != "" && !res.badCost && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
 }
 
-// policyItem returns p's RateLimit-Policy list item, which depends on its
-// configuration only: "name";q=<burst>;w=<seconds to refill from empty>.
-// Names are [A-Za-z0-9._-]: a valid sf-string as they are.
-func policyItem(p *Policy) string {
-	b := append(append([]byte{'"'}, p.Name...), `";q=`...)
-	b = strconv.AppendInt(b, p.Limit.Burst, 10)
+// policyItem returns the RateLimit-Policy list item of policy name with
+// limit l (its own or an override's), which depends on the configuration
+// only: "name";q=<burst>;w=<seconds to refill from empty>. Names are
+// [A-Za-z0-9._-]: a valid sf-string as they are.
+func policyItem(name string, l limiter.Limit) string {
+	b := append(append([]byte{'"'}, name...), `";q=`...)
+	b = strconv.AppendInt(b, l.Burst, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, windowSeconds(p.Limit), 10)
+	b = strconv.AppendInt(b, windowSeconds(l), 10)
 	return string(b)
 }
 
@@ -434,11 +442,15 @@ func rejection(h http.Header, ev *Evaluation) problem {
 	var first, never *PolicyResult
 	retry := int64(0) // the Retry-After of the rejecting policies, in seconds
 	storeErr, storeRetry := false, int64(0)
-	var missing *PolicyResult
+	var missing, badCost *PolicyResult
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		secs, _ := res.retryAfterSeconds()
 		switch {
+		case res.Decision == DecisionRejected && res.badCost:
+			if badCost == nil {
+				badCost = res
+			}
 		case res.failMode() == string(OnStoreErrorDeny):
 			storeErr, storeRetry = true, max(storeRetry, secs)
 		case res.Decision == DecisionRejected && res.Missing != "":
@@ -470,6 +482,13 @@ func rejection(h http.Header, ev *Evaluation) problem {
 			p.Status = http.StatusForbidden
 		}
 		return p
+	case badCost != nil:
+		// The caller's cost function failed or returned less than 1: the
+		// request is malformed for this policy (a batch without items,
+		// say). Its error stays in the log and the debug JSON.
+		return problem{Type: ProblemInvalidCost, Status: http.StatusBadRequest, Policy: badCost.Policy,
+			Title:  "Request cost cannot be determined",
+			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, at least 1)", badCost.Policy)}
 	case storeErr:
 		h.Set("Retry-After", strconv.FormatInt(storeRetry, 10))
 		return problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,

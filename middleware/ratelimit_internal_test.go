@@ -36,7 +36,7 @@ func TestRateLimitFieldsList(t *testing.T) {
 	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
 		p := Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
 		return PolicyResult{Policy: name, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
-			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(&p)}
+			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(p.Name, p.Limit)}
 	}
 	all := []PolicyResult{
 		mk("a", 2, DecisionPassed, false),
@@ -77,7 +77,7 @@ func BenchmarkRateLimitFields(b *testing.B) {
 		{Policy: "per-account", Key: "k2", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: DecisionPassed, Charged: true},
 	}}
 	for i := range ev.Policies {
-		ev.Policies[i].item = policyItem(&Policy{Name: ev.Policies[i].Policy, Limit: lim})
+		ev.Policies[i].item = policyItem(ev.Policies[i].Policy, lim)
 	}
 	h, out := http.Header{}, new(arena)
 	b.ReportAllocs()

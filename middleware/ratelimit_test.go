@@ -266,7 +266,7 @@ func TestNewRateLimiterListsEveryError(t *testing.T) {
 	want := "rate limit: no limiter\n" +
 		"rate limit: no operation function (use RouteOperation with the root router)\n" +
 		"policies[0].name: \"bad name!\" must be 1-64 letters, digits, '.', '_' or '-'\n" +
-		"policies[1] (\"x\").key: unknown dimension \"colour\" (built-in: tenant, account, credential, operation, network)\n" +
+		"policies[1] (\"x\").key: unknown dimension \"colour\" (built-in: tenant, account, credential, operation, network, plan)\n" +
 		"policies[1] (\"x\").on_missing: \"ignore\" must be reject or skip\n" +
 		"policies[2] (\"x\").burst: 0 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)\n" +
 		"policies[2] (\"x\").status: 200 is not a 4xx or 5xx code\n" +

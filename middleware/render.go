@@ -49,7 +49,7 @@ func (res *PolicyResult) refuses() bool {
 // promise that could never be kept).
 func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
 	switch {
-	case (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never:
+	case (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.badCost:
 		return max(ceilSeconds(res.RetryAfter), 1), true
 	case res.failMode() == string(OnStoreErrorDeny):
 		return storeRetryAfter(res.Err), true
@@ -139,6 +139,7 @@ type policyJSON struct {
 	DelaySeconds      *float64 `json:"delay_seconds"`
 	SkippedReason     *string  `json:"skipped_reason"`
 	Error             *string  `json:"error"`
+	Override          *string  `json:"override"` // null when the policy's own limit applied
 }
 
 // view renders res for the Record's JSON and HTML.
@@ -164,6 +165,9 @@ func (res *PolicyResult) view() policyJSON {
 	if e := res.errorText(); e != "" {
 		v.Error = &e
 	}
+	if res.Override != "" {
+		v.Override = &res.Override
+	}
 	return v
 }
 
@@ -171,7 +175,10 @@ func (res *PolicyResult) view() policyJSON {
 // [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
-// "error"}, in that order. Durations are in seconds (Retry-After in whole
+// "error", "override"}, in that order. cost, rate, burst and delay_after
+// are the limit that applied: the policy's, or the override's named by
+// override ("tenant=acme", "plan=pro", "account=alice", "function"; null
+// when none matched; see [Override]). Durations are in seconds (Retry-After in whole
 // seconds rounded up, at least 1; null when no Retry-After applies);
 // fail_mode is "deny", "allow" or "dry_run" for ERROR, null otherwise;
 // key, skipped_reason and error are null when empty. The names and

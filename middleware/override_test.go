@@ -1,0 +1,347 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// fakeAuth verifies "Bearer tenant:plan:account" (a test stand-in for an
+// issuer record or an API key record vouching for the three).
+type fakeAuth struct{}
+
+func (fakeAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
+	v := h.Get("Authorization")
+	if v == "" {
+		return identity.Principal{}, identity.ErrNoCredential
+	}
+	f := strings.Split(strings.TrimPrefix(v, "Bearer "), ":")
+	return identity.Principal{Issuer: "test", Tenant: f[0], Plan: f[1], Account: f[2], Method: identity.MethodJWT}, nil
+}
+
+// overrideStack mounts a rate limiter with policies ps behind fakeAuth on
+// POST /batch, with a Recorder; each response carries the debug JSON of
+// its policies in the X-Record header.
+func overrideStack(t *testing.T, ps []middleware.Policy) http.Handler {
+	t.Helper()
+	lim := memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: ps, Operation: middleware.RouteOperation(r),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(middleware.Recorder, middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{}),
+		middleware.Authenticate(fakeAuth{}, middleware.AuthOptions{Anonymous: true}), recordHeader, rl.Handler)
+	r.Post("/batch", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	return r
+}
+
+// recordHeader writes the request's Record policies into X-Record before
+// the response is written.
+func recordHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&recordingWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+type recordingWriter struct {
+	http.ResponseWriter
+	r    *http.Request
+	done bool
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if !w.done {
+		w.done = true
+		b, _ := json.Marshal(middleware.RecordFrom(w.r.Context()).Policies)
+		w.Header().Set("X-Record", string(b))
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func post(h http.Handler, who string, items int) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "/batch", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	if who != "" {
+		r.Header.Set("Authorization", "Bearer "+who)
+	}
+	if items != 0 {
+		r.Header.Set("X-Items", strconv.Itoa(items))
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func perTenant(overrides ...middleware.Override) middleware.Policy {
+	return middleware.Policy{Name: "per-tenant", Key: []identity.Dimension{identity.DimTenant},
+		Limit: limit("1/m", 3), Overrides: overrides, OnMissing: middleware.OnMissingSkip}
+}
+
+// admitted counts the requests of who admitted out of n sent at once.
+func admitted(h http.Handler, who string, n int) int {
+	ok := 0
+	for range n {
+		if post(h, who, 0).Code == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+// TestOverrides: first match wins over tenant, plan and account; fields
+// fall back to the policy's; the effective limit is what the response
+// fields and the debug JSON show.
+func TestOverrides(t *testing.T) {
+	h := overrideStack(t, []middleware.Policy{perTenant(
+		middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}},
+		middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 10}},
+		middleware.Override{Account: "vip", Limit: limiter.Limit{Burst: 4}},
+		middleware.Override{Plan: "big", Cost: 2},
+	)})
+	tests := []struct {
+		who        string
+		admitted   int
+		policy     string // RateLimit-Policy of the first response
+		override   string // JSON of "override"
+		rate       string
+		burst, cos int64
+	}{
+		{"beta:free:alice", 3, `"per-tenant";q=3;w=180`, `null`, "1/m", 3, 1},
+		{"acme:free:bob", 6, `"per-tenant";q=6;w=360`, `"tenant=acme"`, "1/m", 6, 1},
+		{"acme2:pro:carol", 10, `"per-tenant";q=10;w=864`, `"plan=pro"`, "1000/d", 10, 1}, // 10 × 86.4 s
+		{"acme3:free:vip", 4, `"per-tenant";q=4;w=240`, `"account=vip"`, "1/m", 4, 1},
+		{"acme:pro:vip", 0, "", "", "", 0, 0},                                           // acme's bucket is spent: tenant=acme is first
+		{"acme4:pro:vip", 10, `"per-tenant";q=10;w=864`, `"plan=pro"`, "1000/d", 10, 1}, // plan before account
+		{"acme5:big:x", 1, `"per-tenant";q=3;w=180`, `"plan=big"`, "1/m", 3, 2},         // cost 2 of 3
+	}
+	for _, tc := range tests {
+		first := post(h, tc.who, 0)
+		got := admitted(h, tc.who, 20)
+		if first.Code == http.StatusOK {
+			got++
+		}
+		if got != tc.admitted {
+			t.Errorf("%s: admitted %d of 21; want %d", tc.who, got, tc.admitted)
+		}
+		if tc.policy == "" {
+			continue
+		}
+		if p := first.Header().Get("RateLimit-Policy"); p != tc.policy {
+			t.Errorf("%s: RateLimit-Policy %q; want %q", tc.who, p, tc.policy)
+		}
+		var rec []map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(first.Header().Get("X-Record")), &rec); err != nil || len(rec) != 1 {
+			t.Fatalf("%s: record %q: %v", tc.who, first.Header().Get("X-Record"), err)
+		}
+		want := map[string]string{"override": tc.override, "rate": strconv.Quote(tc.rate), "burst": strconv.FormatInt(tc.burst, 10), "cost": strconv.FormatInt(tc.cos, 10)}
+		for k, v := range want {
+			if string(rec[0][k]) != v {
+				t.Errorf("%s: debug %s = %s; want %s", tc.who, k, rec[0][k], v)
+			}
+		}
+	}
+	// Anonymous requests (no verified principal) skip a tenant policy; a
+	// policy without a tenant in its key still takes the policy's limit.
+	if w := post(h, "", 0); w.Code != http.StatusOK || w.Header().Get("X-Record") != `[{"name":"per-tenant","key":null,"decision":"SKIPPED","dry_run":false,"cost":1,"rate":"1/m","burst":3,"remaining":0,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":"no verified principal carries a tenant","error":null,"override":null}]` {
+		t.Errorf("anonymous: %d %s", w.Code, w.Header().Get("X-Record"))
+	}
+}
+
+// TestOverrideProblemBody: a rejection names the effective limit.
+func TestOverrideProblemBody(t *testing.T) {
+	h := overrideStack(t, []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})})
+	admitted(h, "acme:free:a", 6)
+	w := post(h, "acme:free:a", 0)
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `"detail":"policy per-tenant (burst 6, refill 1/m) has no room for this request; retry in 60 s"`) {
+		t.Errorf("429 body: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestOverrideFunc: the library's function of the principal, after the
+// static overrides; an invalid answer is ERROR with the fail mode.
+func TestOverrideFunc(t *testing.T) {
+	calls := 0
+	p := perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})
+	p.OverrideFunc = func(pr identity.Principal) (middleware.Override, bool) {
+		calls++
+		switch pr.Tenant {
+		case "db":
+			return middleware.Override{Tenant: pr.Tenant, Limit: limiter.Limit{Burst: 5}}, true
+		case "anon":
+			return middleware.Override{Limit: limiter.Limit{Burst: 2}}, true
+		case "bad":
+			return middleware.Override{Tenant: pr.Tenant, Cost: 9}, true
+		}
+		return middleware.Override{}, false
+	}
+	h := overrideStack(t, []middleware.Policy{p})
+	for _, tc := range []struct {
+		who      string
+		admitted int
+		override string
+	}{
+		{"acme:x:a", 6, `"tenant=acme"`}, // static first: the function is not asked
+		{"db:x:a", 5, `"tenant=db"`},
+		{"anon:x:a", 2, `"function"`},
+		{"other:x:a", 3, `null`},
+	} {
+		before := calls
+		first := post(h, tc.who, 0)
+		if got := 1 + admitted(h, tc.who, 10); got != tc.admitted {
+			t.Errorf("%s: admitted %d; want %d", tc.who, got, tc.admitted)
+		}
+		var rec []map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(first.Header().Get("X-Record")), &rec)
+		if len(rec) != 1 || string(rec[0]["override"]) != tc.override {
+			t.Errorf("%s: record %s; want override %s", tc.who, first.Header().Get("X-Record"), tc.override)
+		}
+		if tc.who == "acme:x:a" && calls != before {
+			t.Errorf("the function was called for a static match")
+		}
+	}
+	w := post(h, "bad:x:a", 0)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Header().Get("X-Record"), `"decision":"ERROR"`) ||
+		!strings.Contains(w.Header().Get("X-Record"), `"error":"override function: tenant=bad: cost: 9 exceeds burst 3, so no request could ever pass"`) {
+		t.Errorf("invalid override: %d %s", w.Code, w.Header().Get("X-Record"))
+	}
+}
+
+// TestCostFunc: a cost from the request; an error or a cost below 1 is a
+// 400 problem naming the policy; a cost above the burst is the
+// never-satisfiable answer (429 without Retry-After).
+func TestCostFunc(t *testing.T) {
+	p := perTenant()
+	p.CostFunc = func(r *http.Request) (int64, error) {
+		s := r.Header.Get("X-Items")
+		if s == "" {
+			return 0, errors.New("no X-Items")
+		}
+		return strconv.ParseInt(s, 10, 64)
+	}
+	dry := p
+	dry.Name, dry.DryRun = "dry", true
+	h := overrideStack(t, []middleware.Policy{p})
+	tests := []struct {
+		items      int
+		code       int
+		body       string
+		retryAfter string
+		cost       string
+	}{
+		{0, 400, `{"type":"urn:ratekey:problem:invalid-cost","title":"Request cost cannot be determined","status":400,"detail":"policy per-tenant cannot determine this request's cost (a whole number of tokens, at least 1)","policy":"per-tenant"}`, "", "0"},
+		{-2, 400, `"type":"urn:ratekey:problem:invalid-cost"`, "", "-2"},
+		{4, 429, `{"type":"urn:ratekey:problem:cost-exceeds-burst","title":"Request cost exceeds the burst","status":429,"detail":"policy per-tenant: a request costing 4 tokens can never fit a burst of 3","policy":"per-tenant","violated-policies":["per-tenant"]}`, "", "4"},
+		{2, 200, "", "", "2"},
+		{2, 429, `"type":"urn:ratekey:problem:rate-limited"`, "60", "2"},
+		{1, 200, "", "", "1"},
+	}
+	for i, tc := range tests {
+		w := post(h, "acme:free:a", tc.items)
+		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.body) || w.Header().Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%d: items %d: %d Retry-After %q %s; want %d %q %s", i, tc.items, w.Code, w.Header().Get("Retry-After"), w.Body, tc.code, tc.retryAfter, tc.body)
+		}
+		if !strings.Contains(w.Header().Get("X-Record"), `"cost":`+tc.cost+`,`) {
+			t.Errorf("%d: record %s; want cost %s", i, w.Header().Get("X-Record"), tc.cost)
+		}
+		if tc.code == 400 && w.Header().Get("RateLimit") != "" {
+			t.Errorf("%d: a 400 advertises RateLimit %q", i, w.Header().Get("RateLimit"))
+		}
+	}
+	if w := post(h, "acme:free:a", 0); !strings.Contains(w.Header().Get("X-Record"), `"error":"cost function: no X-Items"`) {
+		t.Errorf("record of a failing cost function: %s", w.Header().Get("X-Record"))
+	}
+	// A dry-run policy reports the failure and lets the request through.
+	hd := overrideStack(t, []middleware.Policy{dry})
+	if w := post(hd, "acme:free:a", 0); w.Code != 200 || !strings.Contains(w.Header().Get("X-Record"), `"decision":"REJECTED_DRY_RUN"`) {
+		t.Errorf("dry run: %d %s", w.Code, w.Header().Get("X-Record"))
+	}
+}
+
+// TestOverrideValidation: every problem named by its field path.
+func TestOverrideValidation(t *testing.T) {
+	costFn := func(*http.Request) (int64, error) { return 1, nil }
+	tests := []struct {
+		name string
+		p    middleware.Policy
+		want string
+	}{
+		{"no match", perTenant(middleware.Override{Limit: limiter.Limit{Burst: 6}}),
+			`policies[0] ("per-tenant").overrides[0]: set exactly one of tenant, plan or account (the verified attribute it matches)`},
+		{"two matches", perTenant(middleware.Override{Tenant: "a", Plan: "p"}),
+			`policies[0] ("per-tenant").overrides[0]: set exactly one of tenant, plan or account (the verified attribute it matches)`},
+		{"duplicate", perTenant(middleware.Override{Tenant: "acme"}, middleware.Override{Plan: "acme"}, middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}}),
+			`policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
+		{"cost above burst", perTenant(middleware.Override{Plan: "free", Cost: 4}),
+			`policies[0] ("per-tenant").overrides[0].cost: 4 exceeds burst 3, so no request could ever pass`},
+		{"negative burst", perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{Burst: -1}}),
+			`policies[0] ("per-tenant").overrides[0].burst: -1 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)`},
+		{"delay_after above the override's burst", func() middleware.Policy {
+			p := perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{Burst: 2}})
+			p.Limit.DelayAfter = 3
+			return p
+		}(), `policies[0] ("per-tenant").overrides[0].delay_after: 3 must be 1 to burst 2 (0: nothing is delayed, nginx nodelay)`},
+		{"wait too long", perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{DelayAfter: 1, Burst: 6}}),
+			`policies[0] ("per-tenant").overrides[0].delay_after: a request may have to wait up to 5m0s (burst beyond delay_after at 1/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
+		{"pre_auth", func() middleware.Policy {
+			p := perTenant(middleware.Override{Tenant: "acme"})
+			p.Key, p.PreAuth = []identity.Dimension{identity.DimNetwork}, true
+			return p
+		}(), `policies[0] ("per-tenant").overrides: a pre_auth policy runs before any credential is verified, so no tenant, plan or account can match`},
+		{"cost and cost function", func() middleware.Policy {
+			p := perTenant()
+			p.Cost, p.CostFunc = 2, costFn
+			return p
+		}(), `policies[0] ("per-tenant").cost: 2 is fixed, but the policy has a cost function: set one or the other`},
+		{"override cost with a cost function", func() middleware.Policy {
+			p := perTenant(middleware.Override{Tenant: "acme", Cost: 2})
+			p.CostFunc = costFn
+			return p
+		}(), `policies[0] ("per-tenant").overrides[0].cost: the policy's cost comes from its cost function`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []middleware.Policy{tc.p},
+				Operation: func(*http.Request) string { return "op" }})
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error:\n%v\nwant:\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOverrideReload: a changed override is reported, and its tenants'
+// buckets restart in the new shape while the others keep theirs.
+func TestOverrideReload(t *testing.T) {
+	old := []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})}
+	nw := []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 8}}, middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}}})}
+	got := middleware.DiffPolicies(old, nw)
+	want := []middleware.PolicyChange{{Policy: "per-tenant", Change: middleware.PolicyUpdated,
+		Detail: `overrides ["tenant=acme" 1/m burst 6 cost 1] -> ["tenant=acme" 1/m burst 8 cost 1, "plan=pro" 1000/d burst 3 cost 1]`}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Errorf("DiffPolicies = %+v; want %+v", got, want)
+	}
+}
