@@ -5,7 +5,9 @@
 // The suite pins the contract with hand-computed traces (the GCRA rule of
 // package [limiter] with rate, burst, cost, delay_after and max_delay; Never;
 // rejected requests charging nothing; all-or-nothing; duplicate buckets in
-// one call; a changed limit shape finding a fresh bucket; the dry-run
+// one call; a changed limit shape finding a fresh bucket; a daily quota
+// (1000/d) across the day's edge; keys of one policy under different
+// limits (per-tenant overrides) and an override changed and restored; the dry-run
 // two-pass rule; Peek deciding like Take and charging nothing; empty,
 // invalid and cancelled calls) and with random traces checked against a
 // reference model built on the stores' shared implementation of that rule,
@@ -69,6 +71,8 @@ func Run(t *testing.T, newLimiter Factory) {
 		{"AllOrNothing", testAllOrNothing},
 		{"DuplicateBuckets", testDuplicateBuckets},
 		{"ShapeChange", testShapeChange},
+		{"DailyWindow", testDailyWindow},
+		{"Overrides", testOverrides},
 		{"DryRun", testDryRun},
 		{"PeekChargesNothing", testPeekChargesNothing},
 		{"EmptyAndDst", testEmptyAndDst},
@@ -377,6 +381,48 @@ func testShapeChange(t *testing.T, h *harness) {
 	delayed.DelayAfter, delayed.MaxDelay = 1, time.Hour
 	expect(t, "delay_after changed", h.take(t, req("k", delayed, 1)), []dec{{RetryAfter: time.Second, ResetAfter: 10 * time.Second}})
 	expect(t, "other key", h.take(t, req("k2", big, 1)), []dec{{Allowed: true, Remaining: 9, ResetAfter: time.Second}})
+}
+
+// testDailyWindow: a daily quota, 1000/d (T = 86.4 s, a window of 24 h),
+// spent at once and then at the day's edge: one token back every 86.4 s,
+// the whole quota exactly 24 h after the bucket was last emptied.
+func testDailyWindow(t *testing.T, h *harness) {
+	const T = 86400 * ms
+	const day = 24 * time.Hour
+	li := lim(1000, day, 1000)
+	runSteps(t, h, "p|tenant=acme", li, []step{
+		{0, 1000, dec{Allowed: true, Remaining: 0, ResetAfter: day}},
+		{0, 1, dec{Remaining: 0, RetryAfter: T, ResetAfter: day}},
+		{T - 1, 1, dec{Remaining: 0, RetryAfter: 1, ResetAfter: day - T + 1}},
+		{T, 1, dec{Allowed: true, Remaining: 0, ResetAfter: day}},
+		{12 * time.Hour, 1000, dec{Remaining: 499, RetryAfter: 12*time.Hour + T, ResetAfter: 12*time.Hour + T}},
+		// The day's edge: a full day after the bucket was last emptied
+		// (at T), less a nanosecond, the last token is not back yet.
+		{day + T - 1, 1000, dec{Remaining: 999, RetryAfter: 1, ResetAfter: 1}},
+		{day + T, 1000, dec{Allowed: true, Remaining: 0, ResetAfter: day}},
+		{2*day + T, 1, dec{Allowed: true, Remaining: 999, ResetAfter: T}},
+	})
+}
+
+// testOverrides: the keys of one policy under different limits, as
+// per-tenant overrides give them (acme burst 6, the policy's 3), each in
+// its own bucket; an override whose burst changes (a reload) finds a full
+// bucket of the new shape, and the old shape's state is still there when
+// the override is restored.
+func testOverrides(t *testing.T, h *harness) {
+	policy, acme, acme8 := lim(1, time.Minute, 3), lim(1, time.Minute, 6), lim(1, time.Minute, 8)
+	both := func(step string, acmeCost, betaCost int64, want ...dec) {
+		t.Helper()
+		expect(t, step, h.take(t, req("p|tenant=acme", acme, acmeCost), req("p|tenant=beta", policy, betaCost)), want)
+	}
+	both("first", 1, 1, dec{Allowed: true, Remaining: 5, ResetAfter: time.Minute}, dec{Allowed: true, Remaining: 2, ResetAfter: time.Minute})
+	both("acme 5, beta 2", 5, 2, dec{Allowed: true, Remaining: 0, ResetAfter: 6 * time.Minute}, dec{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Minute})
+	expect(t, "beta is spent", h.take(t, req("p|tenant=beta", policy, 1)), []dec{{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 3 * time.Minute}})
+	expect(t, "acme is spent", h.take(t, req("p|tenant=acme", acme, 1)), []dec{{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 6 * time.Minute}})
+	expect(t, "acme's burst raised to 8", h.take(t, req("p|tenant=acme", acme8, 8)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 8 * time.Minute}})
+	h.at(time.Minute)
+	expect(t, "acme's override restored", h.take(t, req("p|tenant=acme", acme, 1)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 6 * time.Minute}})
+	expect(t, "beta's own limit", h.take(t, req("p|tenant=beta", policy, 1)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Minute}})
 }
 
 // testDryRun pins the two-pass rule.
