@@ -21,6 +21,7 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config file naming auth.api_keys{file, pepper_file} (default: the embedded default)")
 	tenant := fs.String("tenant", "", "tenant the key belongs to (required)")
 	account := fs.String("account", "", "account the key belongs to (required)")
+	plan := fs.String("plan", "", "plan of the key (optional): policies' overrides may match it")
 	if !parseFlags(fs, args) {
 		return 2
 	}
@@ -54,6 +55,12 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	key, rec, err := identity.NewAPIKey(pepper, *tenant, *account)
+	if err == nil && *plan != "" {
+		rec.Plan = *plan
+		if err = rec.Validate(); err != nil {
+			err = fmt.Errorf("-plan: %w", err) // "-plan: plan: contains a control character"
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "demo apikey: %v\n", err)
 		return 1
@@ -62,7 +69,11 @@ func cmdAPIKey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo apikey: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "created API key %s for tenant %q, account %q; it is shown once, below, and stored only as a hash\n", rec.ID, rec.Tenant, rec.Account)
+	if rec.Plan != "" {
+		fmt.Fprintf(stderr, "created API key %s for tenant %q, account %q, plan %q; it is shown once, below, and stored only as a hash\n", rec.ID, rec.Tenant, rec.Account, rec.Plan)
+	} else {
+		fmt.Fprintf(stderr, "created API key %s for tenant %q, account %q; it is shown once, below, and stored only as a hash\n", rec.ID, rec.Tenant, rec.Account)
+	}
 	fmt.Fprintln(stdout, key)
 	return 0
 }

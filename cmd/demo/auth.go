@@ -27,6 +27,8 @@ type authSetup struct {
 	jwt     *identity.JWTAuthenticator // nil without issuers
 	authn   identity.Authenticator     // nil when nothing is configured
 	apiKeys int                        // API keys loaded from auth.api_keys.file
+	// keyTenants and keyPlans are the tenants and plans of those keys.
+	keyTenants, keyPlans map[string]bool
 }
 
 // close stops the JWT authenticator's background key-set refreshes.
@@ -48,7 +50,16 @@ func buildAuth(cfg *Config, logger *slog.Logger, m metrics.Metrics) (authSetup, 
 	var keys *identity.APIKeyAuthenticator
 	if ak := cfg.Auth.APIKeys; ak != nil {
 		var kerrs []error
-		keys, out.apiKeys, kerrs = buildAPIKeys(cfg, ak)
+		var recs []identity.APIKeyRecord
+		keys, recs, kerrs = buildAPIKeys(cfg, ak)
+		out.apiKeys = len(recs)
+		out.keyTenants, out.keyPlans = map[string]bool{}, map[string]bool{}
+		for _, rec := range recs {
+			out.keyTenants[rec.Tenant] = true
+			if rec.Plan != "" {
+				out.keyPlans[rec.Plan] = true
+			}
+		}
 		errs = append(errs, kerrs...)
 	}
 	var sources []identity.Source
@@ -95,7 +106,7 @@ func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JW
 	}
 	for i, ic := range cfg.Auth.Issuers {
 		rec := identity.IssuerRecord{Issuer: ic.Issuer, Tenant: ic.Tenant, TenantClaim: ic.TenantClaim,
-			Tenants: ic.Tenants, Audiences: ic.Audiences, Algorithms: ic.Algorithms, JWKSURL: ic.JWKSURL, Typ: ic.Typ}
+			Tenants: ic.Tenants, Plan: ic.Plan, PlanClaim: ic.PlanClaim, Plans: ic.Plans, Audiences: ic.Audiences, Algorithms: ic.Algorithms, JWKSURL: ic.JWKSURL, Typ: ic.Typ}
 		if ic.JWKSRefresh != "" {
 			d, err := time.ParseDuration(ic.JWKSRefresh)
 			if err != nil || d <= 0 {
@@ -140,8 +151,9 @@ func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JW
 	return auth, nil
 }
 
-// buildAPIKeys loads the API key file and the pepper.
-func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator, int, []error) {
+// buildAPIKeys loads the API key file and the pepper; it returns the
+// authenticator and the records.
+func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator, []identity.APIKeyRecord, []error) {
 	var errs []error
 	if ak.File == "" {
 		errs = append(errs, errors.New("auth.api_keys.file: required (JSON Lines written by `demo apikey`)"))
@@ -150,7 +162,7 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		errs = append(errs, fmt.Errorf("auth.api_keys.pepper_file: required (at least %d random bytes; `demo apikey` creates it)", apikeyfile.MinPepperBytes))
 	}
 	if len(errs) > 0 {
-		return nil, 0, errs
+		return nil, nil, errs
 	}
 	pepper, err := apikeyfile.ReadPepper(cfg.path(ak.PepperFile))
 	if err != nil {
@@ -167,17 +179,17 @@ func buildAPIKeys(cfg *Config, ak *APIKeysConfig) (*identity.APIKeyAuthenticator
 		}
 	}
 	if len(errs) > 0 {
-		return nil, 0, errs
+		return nil, nil, errs
 	}
 	store, err := identity.NewMemoryAPIKeyStore(recs)
 	if err != nil {
-		return nil, 0, prefixErrors("auth.api_keys.file", err) // "[2].tenant: ..." (apikeyfile.Load checked them already)
+		return nil, nil, prefixErrors("auth.api_keys.file", err) // "[2].tenant: ..." (apikeyfile.Load checked them already)
 	}
 	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
 	if err != nil {
-		return nil, 0, fieldErrors("auth.api_keys", err) // "auth.api_keys.pepper: ..." (ReadPepper checked it already)
+		return nil, nil, fieldErrors("auth.api_keys", err) // "auth.api_keys.pepper: ..." (ReadPepper checked it already)
 	}
-	return keys, len(recs), nil
+	return keys, recs, nil
 }
 
 // tenantIssuer returns the issuer that vouches for tenant (a fixed tenant or

@@ -25,6 +25,7 @@ import (
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -88,7 +89,11 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	src.tenants = len(cfg.Auth.Issuers) > 1 || cfg.Auth.APIKeys != nil
 	for _, ic := range cfg.Auth.Issuers {
 		src.tenants = src.tenants || ic.TenantClaim != "" && len(ic.Tenants) != 1
+		src.plans = src.plans || ic.Plan != "" || ic.PlanClaim != ""
 	}
+	// An API key file may give keys plans; checkOverrides knows once it
+	// is loaded.
+	src.plans = src.plans || cfg.Auth.APIKeys != nil
 	if len(cfg.Policies) == 0 {
 		// An empty file, or one that is only "---", decodes to no policies:
 		// a demo that would limit nothing is a mistake, not a config.
@@ -185,6 +190,9 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
+	if len(errs) == 0 {
+		errs = append(errs, checkOverrides(cfg, a.auth, a.policies)...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		a.auth.close()
 		if prev == nil && a.store.close != nil {
@@ -363,6 +371,7 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 type principalSources struct {
 	credentials bool // some credential is checked (issuers or API keys)
 	tenants     bool // the credentials may name several tenants
+	plans       bool // some credential may carry a plan
 }
 
 // buildPolicy turns the YAML of policy i into a middleware.Policy: it
@@ -384,11 +393,14 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 	for _, k := range *pc.Key {
 		d, err := identity.ParseDimension(k)
 		if err != nil || !d.Builtin() {
-			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network)", ref, shown(k)))
+			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
 			continue
 		}
-		if !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential) {
+		switch {
+		case !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential || d == identity.DimPlan):
 			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
+		case !src.plans && d == identity.DimPlan:
+			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
 		}
 		p.Key = append(p.Key, d)
 	}
@@ -416,7 +428,95 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		}
 		p.Limit.MaxDelay = max(d, 0)
 	}
+	for j, oc := range pc.Overrides {
+		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
+		errs = append(errs, oerrs...)
+		p.Overrides = append(p.Overrides, o)
+	}
 	return p, errs
+}
+
+// buildOverride parses what YAML writes as text in one override (where is
+// its path, policies[i] ("name").overrides[j]); the rate limiter checks the
+// rest with the same paths.
+func buildOverride(where string, oc OverrideConfig) (middleware.Override, []error) {
+	var errs []error
+	o := middleware.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
+		Limit: limiter.Limit{Burst: int64(oc.Burst)}}
+	if oc.Rate != "" {
+		rate, err := limiter.ParseRate(oc.Rate)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.rate: %v", where, err))
+		}
+		o.Limit.Rate = rate
+	}
+	if oc.DelayAfter != nil {
+		if *oc.DelayAfter < 1 {
+			errs = append(errs, fmt.Errorf("%s.delay_after: %d must be 1 to burst (omit it for the policy's)", where, *oc.DelayAfter))
+		}
+		o.Limit.DelayAfter = max(int64(*oc.DelayAfter), 0)
+	}
+	if oc.MaxDelay != "" {
+		d, err := time.ParseDuration(oc.MaxDelay)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s.max_delay: %s is not a positive duration such as 2s (omit it for the policy's)", where, shown(oc.MaxDelay)))
+		}
+		o.Limit.MaxDelay = max(d, 0)
+	}
+	return o, errs
+}
+
+// checkOverrides refuses overrides no credential can ever match: a tenant
+// or plan that no issuer record vouches for and no API key carries (the
+// config names them all: the demo resolves no issuers at run time), an
+// account when no credential is checked. It runs once everything else is
+// valid (the API key file is loaded). With a Redis store, an override's
+// window must fit it as a policy's must.
+func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) []error {
+	tenants, plans := map[string]bool{}, map[string]bool{}
+	for _, ic := range cfg.Auth.Issuers {
+		for _, t := range append([]string{ic.Tenant}, ic.Tenants...) {
+			tenants[t] = true
+		}
+		for _, p := range append([]string{ic.Plan}, ic.Plans...) {
+			plans[p] = true
+		}
+	}
+	for t := range auth.keyTenants {
+		tenants[t] = true
+	}
+	for p := range auth.keyPlans {
+		plans[p] = true
+	}
+	credentials := len(cfg.Auth.Issuers) > 0 || cfg.Auth.APIKeys != nil
+	var errs []error
+	for i, p := range policies {
+		for j, o := range p.Overrides {
+			where := fmt.Sprintf("%s.overrides[%d]", policyRef(i, p.Name), j)
+			switch {
+			case o.Tenant != "" && !tenants[o.Tenant]:
+				errs = append(errs, fmt.Errorf("%s.tenant: %s is not a tenant of any issuer (tenant, tenants) or API key, so it never matches", where, quote.Value(o.Tenant)))
+			case o.Plan != "" && !plans[o.Plan]:
+				errs = append(errs, fmt.Errorf("%s.plan: %s is not a plan of any issuer (plan, plans) or API key, so it never matches", where, quote.Value(o.Plan)))
+			case o.Account != "" && !credentials:
+				errs = append(errs, fmt.Errorf("%s.account: no credential is checked (neither auth.issuers nor auth.api_keys is configured), so it never matches", where))
+			}
+			if cfg.Limiter.Store != "redis" {
+				continue
+			}
+			l := o.Limit
+			if l.Rate.Count == 0 {
+				l.Rate = p.Limit.Rate
+			}
+			if l.Burst == 0 {
+				l.Burst = p.Limit.Burst
+			}
+			if w := l.Window(); w > rkredis.MaxWindow {
+				errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
+			}
+		}
+	}
+	return errs
 }
 
 // policyRef names policy i of the config in an error as the rate limiter

@@ -95,6 +95,9 @@ type IssuerConfig struct {
 	Tenant      string      `yaml:"tenant"`
 	TenantClaim string      `yaml:"tenant_claim"`
 	Tenants     []string    `yaml:"tenants"`
+	Plan        string      `yaml:"plan"`       // optional fixed plan of the record's principals
+	PlanClaim   string      `yaml:"plan_claim"` // or: the claim holding the plan, which must be one of plans
+	Plans       []string    `yaml:"plans"`
 	Audiences   []string    `yaml:"audiences"`
 	Algorithms  []string    `yaml:"algorithms"`
 	Keys        []KeyConfig `yaml:"keys"`
@@ -134,6 +137,23 @@ type PolicyConfig struct {
 	// MaxDelay: a Go duration; a longer wait is a rejection up front.
 	MaxDelay string `yaml:"max_delay"`
 	DryRun   bool   `yaml:"dry_run"`
+	// Overrides give verified tenants, plans or accounts another limit;
+	// the first match wins.
+	Overrides []OverrideConfig `yaml:"overrides"`
+}
+
+// OverrideConfig is one entry of a policy's overrides: exactly one of
+// tenant, plan and account (the verified attribute it matches), and any of
+// the limit's fields; those omitted are the policy's.
+type OverrideConfig struct {
+	Tenant     string   `yaml:"tenant"`
+	Plan       string   `yaml:"plan"`
+	Account    string   `yaml:"account"`
+	Rate       string   `yaml:"rate"`
+	Burst      integer  `yaml:"burst"`
+	Cost       integer  `yaml:"cost"`
+	DelayAfter *integer `yaml:"delay_after"`
+	MaxDelay   string   `yaml:"max_delay"`
 }
 
 // DebugConfig configures the debug endpoint.

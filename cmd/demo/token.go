@@ -20,6 +20,7 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 	sub := fs.String("sub", "", "subject: the account (required)")
 	clientID := fs.String("client-id", "", "client_id claim: the credential id (optional)")
 	tenant := fs.String("tenant", "", "tenant claim, for issuer records that take the tenant from a claim")
+	plan := fs.String("plan", "", "plan claim, for issuer records that take the plan from a claim (any value: the server checks it against plans)")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token; negative: a token that expired that long ago, to try expiry")
 	if !parseFlags(fs, args) {
 		return 2
@@ -98,6 +99,12 @@ func cmdToken(args []string, stdout, stderr io.Writer) int {
 				return fail("issuer %q has a fixed tenant; -tenant applies only with tenant_claim", *issuer)
 			}
 			claims[rec.TenantClaim] = *tenant
+		}
+		if *plan != "" {
+			if rec.PlanClaim == "" {
+				return fail("issuer %q has no plan_claim; -plan applies only with plan_claim", *issuer)
+			}
+			claims[rec.PlanClaim] = *plan
 		}
 		// The key's own alg, or the first of the record's algorithms that
 		// signs with this key (a record may allow ES256 and EdDSA, with
