@@ -41,4 +41,12 @@ type Decision struct {
 	// RetryAfter is promised (throttled PR 82). Allowed is false and nothing
 	// is charged.
 	Never bool
+	// Cached reports that the store answered this rejection from a local
+	// cache instead of its shared state (limiter/redis's deny cache: a
+	// bucket known to be in debt until a computed instant), so no round
+	// trip was made and nothing was charged. Only a rejected Decision
+	// (Allowed false, Never false) can be Cached; its other fields are the
+	// rejection the shared store would return at the same instant for the
+	// state the cache knows. The memory store never sets it.
+	Cached bool
 }

@@ -97,7 +97,8 @@ func used(t testing.TB, l limiter.Limiter, r limiter.Request) int64 {
 	return r.Limit.Burst - d.Remaining
 }
 
-// countingHook counts the script commands a client sends, except an
+// countingHook counts the script commands a client sends, alone or in a
+// pipeline, except an
 // EVALSHA answered NOSCRIPT (the first use of a script on a master, then
 // sent again as EVAL).
 type countingHook struct{ n atomic.Int64 }
@@ -112,8 +113,17 @@ func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook
 		return err
 	}
 }
-func (*countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	// Batched calls travel in pipelines: the same rule, per command.
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if n := cmd.Name(); (n == "evalsha" || n == "eval") && (cmd.Err() == nil || !goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT")) {
+				h.n.Add(1)
+			}
+		}
+		return err
+	}
 }
 
 // TestClusterRoundTrips counts the sequential round trips (and the script

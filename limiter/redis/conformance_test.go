@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
@@ -29,11 +30,76 @@ func newClient(t testing.TB, addr string, opts ...func(*goredis.Options)) *gored
 // TestConformance runs the limiter contract's conformance suite on the
 // Redis store, one real redis-server for the whole suite and a fresh key
 // prefix per subtest, on a test clock (NewWithTestClock: the script takes
-// its time from the call instead of the server's TIME).
+// its time from the call instead of the server's TIME), with batching on
+// (the default) and the deny cache off: every decision comes from Redis.
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	limitertest.Run(t, testClockFactory(client, "conf%d:"))
+}
+
+// TestConformanceUnbatched runs the suite with batching off (MaxBatch 1:
+// every call its own round trip on the caller's goroutine).
+func TestConformanceUnbatched(t *testing.T) {
+	srv := redistest.Start(t)
+	client := newClient(t, srv.Addr)
+	limitertest.Run(t, testClockFactory(client, "confu%d:", func(o *rkredis.Options) { o.MaxBatch = 1 }))
+}
+
+// TestConformanceDenyCache runs the suite with the deny cache on (its
+// default size) and batching on, on one server and on 3 masters: the
+// cache's answers must equal Redis's exactly. The suite compares whole
+// Decisions, so the wrapper clears Decision.Cached, after checking that
+// only a rejection is Cached; it counts the cached answers, and the test
+// fails if the cache never answered.
+func TestConformanceDenyCache(t *testing.T) {
+	srv := redistest.Start(t)
+	_, cc := clusterClient(t)
+	for _, tc := range []struct {
+		name   string
+		client goredis.UniversalClient
+	}{{"one", newClient(t, srv.Addr)}, {"masters", cc}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cached atomic.Int64
+			f := testClockFactory(tc.client, "confd%d:", func(o *rkredis.Options) { o.DenyCache = 0 })
+			limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+				l, clk := f(t)
+				return uncache{l, &cached, t}, clk
+			})
+			if cached.Load() == 0 {
+				t.Error("the deny cache answered no call")
+			}
+			t.Logf("%d decisions answered by the deny cache", cached.Load())
+		})
+	}
+}
+
+// uncache clears Decision.Cached (counting it), for the conformance suite.
+type uncache struct {
+	l      limiter.Limiter
+	cached *atomic.Int64
+	t      *testing.T
+}
+
+func (u uncache) clear(d []limiter.Decision, err error) ([]limiter.Decision, error) {
+	for i := range d {
+		if d[i].Cached {
+			if d[i].Allowed || d[i].Never {
+				u.t.Errorf("a Cached decision that is not a rejection: %+v", d[i])
+			}
+			u.cached.Add(1)
+			d[i].Cached = false
+		}
+	}
+	return d, err
+}
+
+func (u uncache) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return u.clear(u.l.Take(ctx, dst, reqs))
+}
+
+func (u uncache) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return u.clear(u.l.Peek(ctx, dst, reqs))
 }
 
 // TestConformanceCluster runs the suite through a ClusterClient on a
@@ -71,12 +137,17 @@ func TestConformanceSentinel(t *testing.T) {
 
 // testClockFactory returns a conformance-suite factory: a Limiter on client
 // with a test clock and a fresh key prefix per subtest, made from prefix
-// (a format with one %d).
-func testClockFactory(client goredis.UniversalClient, prefix string) limitertest.Factory {
+// (a format with one %d), with the deny cache off unless an option turns
+// it on.
+func testClockFactory(client goredis.UniversalClient, prefix string, opts ...func(*rkredis.Options)) limitertest.Factory {
 	var n atomic.Int64
 	return func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
 		clk := clocktest.NewManualClock()
-		l, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: fmt.Sprintf(prefix, n.Add(1)), Timeout: testTimeout}, clk.Now)
+		o := rkredis.Options{Prefix: fmt.Sprintf(prefix, n.Add(1)), Timeout: testTimeout, DenyCache: -1}
+		for _, f := range opts {
+			f(&o)
+		}
+		l, err := rkredis.NewWithTestClock(client, o, clk.Now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,25 @@ type Options struct {
 	// unguessable. (A random per-process secret would split the shared
 	// budget of every long key, so there is none.) New copies it.
 	HashSecret []byte
+	// MaxBatch bounds micro-batching: concurrent Take and Peek calls bound
+	// for one server (one master of a Cluster) are sent together in one
+	// pipeline of at most MaxBatch script calls, each still its own
+	// atomic script, as soon as a connection is free (no timer), and each
+	// caller still waits at most until its own deadline. 0 means 64; 1
+	// turns batching off (every call its own round trip on the caller's
+	// goroutine); negative is an error. Calls across Cluster slots and
+	// calls through a *redis.Ring are never batched. See the package
+	// documentation ("Batching").
+	MaxBatch int
+	// DenyCache is the number of entries of the local deny cache, which
+	// answers the one-request calls of a bucket Redis rejected, without a
+	// round trip, until Redis could next admit one (Decision.Cached is
+	// then true), and then lets one call through to ask. 0 means 4096;
+	// negative turns it off. Each entry holds a Key and about 80 bytes;
+	// the cache never grows past its size. See the package documentation
+	// ("The deny cache") for when it is stricter than Redis, and by how
+	// much.
+	DenyCache int
 }
 
 // Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
@@ -126,6 +146,18 @@ type Limiter struct {
 
 	// For the tests (export_test.go): refunds sent, and those that failed.
 	refunds, lostRefunds atomic.Int64
+
+	// Batching (batch.go): the most calls per pipeline (1: off), the
+	// queue of a single server, and the queues of a Cluster's masters
+	// (*redis.Client of the master -> *batcher).
+	maxBatch int
+	single   batcher
+	masters  sync.Map
+
+	// deny is the deny cache (deny.go), nil when off; epoch is the origin
+	// of its local clock.
+	deny  *denyCache
+	epoch time.Time
 }
 
 // shardMode says how a client spreads keys over servers.
@@ -149,7 +181,13 @@ const hintSize = 4096
 // New fails if client is nil; if opts is invalid (see [Options]); if the
 // client is a *redis.Client, *redis.ClusterClient or *redis.Ring whose
 // options lack ContextTimeoutEnabled (go-redis would then ignore the
-// per-call deadline while reading, and Timeout would bound nothing).
+// per-call deadline while reading, and Timeout would bound nothing); and
+// if it is a *redis.AutoPipeliner (what a client's AutoPipeline and
+// AsyncAutoPipeline return): a command queued in go-redis's
+// auto-pipeliner no longer honours its context (with the server paused, a
+// call with a 100 ms timeout returned success after 1.6 s), so Timeout
+// would bound nothing. Pass the client itself: the Limiter batches its
+// own calls, under each caller's deadline.
 func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, errors.New("limiter/redis: nil client")
@@ -185,9 +223,18 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	case maxKey < minMaxKeyLen:
 		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, minMaxKeyLen, defaultMaxKeyLen)
 	}
+	maxBatch := opts.MaxBatch
+	switch {
+	case maxBatch == 0:
+		maxBatch = defaultMaxBatch
+	case maxBatch < 0:
+		return nil, fmt.Errorf("limiter/redis: max batch %d, want >= 1 (1 turns batching off, 0 means %d)", maxBatch, defaultMaxBatch)
+	}
 	var ctxTimeout bool
 	shard := oneServer
 	switch c := client.(type) {
+	case *goredis.AutoPipeliner:
+		return nil, errors.New("limiter/redis: the client is a go-redis auto-pipeliner (AutoPipeline, AsyncAutoPipeline), which does not honour a command's context once it is queued, so no timeout would hold; pass the client it came from: the Limiter batches its own calls, each under its caller's deadline")
 	case *goredis.Client:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	case *goredis.ClusterClient:
@@ -200,12 +247,21 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if !ctxTimeout {
 		return nil, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
 	}
-	return &Limiter{
-		client:  client,
-		names:   keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...), dim: dim},
-		timeout: timeout,
-		shard:   shard,
-	}, nil
+	l := &Limiter{
+		client:   client,
+		names:    keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...), dim: dim},
+		timeout:  timeout,
+		shard:    shard,
+		maxBatch: maxBatch,
+		epoch:    time.Now(),
+	}
+	switch n := opts.DenyCache; {
+	case n == 0:
+		l.deny = newDenyCache(defaultDenyCache, timeout)
+	case n > 0:
+		l.deny = newDenyCache(n, timeout)
+	}
+	return l, nil
 }
 
 // Take decides reqs at the Redis server's current time, appends their
@@ -269,6 +325,34 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return dst, 0, nil
 	}
 	n := len(reqs)
+	var (
+		tctx   context.Context
+		cancel context.CancelFunc
+		probe  chan struct{} // the deny cache's probe this call is
+	)
+	if n == 1 && l.deny != nil {
+		d, v, ch := l.deny.check(&reqs[0], l.localNow())
+		if v == denyHit {
+			return append(dst, d), 0, nil
+		}
+		tctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+		// Another call of the bucket is probing: its reply may say the
+		// bucket is in debt again. Wait for it (a few times at most).
+		for tries := 0; v == denyWait && tries < 3; tries++ {
+			select {
+			case <-ch:
+			case <-tctx.Done():
+				return nil, 0, l.fail(ctx, tctx, tctx.Err())
+			}
+			if d, v, ch = l.deny.check(&reqs[0], l.localNow()); v == denyHit {
+				return append(dst, d), 0, nil
+			}
+		}
+		if v == denyProbe {
+			probe = ch
+		}
+	}
 	var names []string
 	if l.shard != oneServer && n > 1 {
 		names = make([]string, n)
@@ -291,7 +375,8 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	args := make([]any, headArgs+n+1+argsPerReq*n)
 	args[2] = int64(n)
 	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
-	argv[0] = l.mode(take)
+	sent := l.localNow()
+	argv[0] = l.mode(take, sent)
 	for i := range reqs {
 		r := &reqs[i]
 		if names != nil {
@@ -306,22 +391,39 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if n == 1 {
 		s = &one
 	}
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	cmd, err := run(tctx, l.client, s, args, !take)
+	if tctx == nil {
+		tctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	var cmd *goredis.Cmd
+	var err error
+	if b := l.batcherFor(tctx, keys[0].(string)); b != nil {
+		cmd, err = l.submit(tctx, b, s, args, take)
+	} else {
+		cmd, err = run(tctx, l.client, s, args, !take)
+	}
 	if err != nil {
+		if probe != nil {
+			l.deny.abandon(&reqs[0], probe)
+		}
 		return nil, 1, l.fail(ctx, tctx, err)
 	}
 
 	n0 := len(dst)
 	dst = append(dst, make([]limiter.Decision, n)...) // no allocation when dst has room
 	out := dst[n0:]
-	charged, err := decide(cmd, reqs, out)
+	charged, debt, err := decide(cmd, reqs, out)
+	if err == nil && charged != enforcingOK(reqs, out) {
+		err = errDisagree
+	}
 	if err != nil {
+		if probe != nil {
+			l.deny.abandon(&reqs[0], probe)
+		}
 		return nil, 1, err
 	}
-	if charged != enforcingOK(reqs, out) {
-		return nil, 1, errDisagree
+	if n == 1 && l.deny != nil {
+		l.deny.done(&reqs[0], sent, &out[0], debt, take && out[0].Allowed, nil, probe)
 	}
 	return dst, 1, nil
 }
@@ -343,8 +445,9 @@ func enforcingOK(reqs []limiter.Request, out []limiter.Decision) bool {
 }
 
 // mode returns ARGV[1] of a script call: "1" (take) or "0" (peek), with
-// the test clock's time and expiry slack when one is set.
-func (l *Limiter) mode(take bool) any {
+// the test clock's time now (l.localNow()) and expiry slack when one is
+// set.
+func (l *Limiter) mode(take bool, now int64) any {
 	if l.now == nil {
 		// Constants: boxing them into an any does not allocate.
 		if take {
@@ -356,7 +459,6 @@ func (l *Limiter) mode(take bool) any {
 	if take {
 		m = "1"
 	}
-	now := int64(l.now())
 	return fmt.Sprintf("%s %d %d %d", m, now/1e9, now%1e9, l.ttlSlack)
 }
 
@@ -376,33 +478,34 @@ func chargeCeiling(r *limiter.Request) (charge, ceiling int64) {
 
 // decide sets out[i] to the Decision of reqs[i] from the debts in the
 // reply of the script (oneScript for one request, gcraScript otherwise)
-// and reports whether the script charged (for a Peek: would charge).
-func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (bool, error) {
+// and reports whether the script charged (for a Peek: would charge), and,
+// for one request, the debt it was decided against.
+func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (bool, int64, error) {
 	if len(reqs) == 1 {
 		d, err := cmd.Int64()
 		if err != nil {
-			return false, fmt.Errorf("limiter/redis: unexpected reply from the script: %v", err)
+			return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: %v", err)
 		}
 		charged := d >= 0
 		if !charged {
 			d = -1 - d
 		}
 		out[0], _ = gcra.Decide(d, 0, reqs[0].Limit, reqs[0].Cost)
-		return charged, nil
+		return charged, d, nil
 	}
 	vals, err := cmd.Slice()
 	if err != nil || len(vals) != len(reqs)+1 {
-		return false, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), len(reqs), err)
+		return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), len(reqs), err)
 	}
 	for i := range reqs {
 		debt, ok := vals[i+1].(int64)
 		if !ok || debt < 0 {
-			return false, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
+			return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
 		}
 		out[i], _ = gcra.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
 	}
 	charged, _ := vals[0].(int64)
-	return charged == 1, nil
+	return charged == 1, 0, nil
 }
 
 // fail turns a go-redis error into the error Take and Peek return.

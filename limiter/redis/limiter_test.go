@@ -348,7 +348,7 @@ func TestTestClockExactAtEdges(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	clk := clocktest.NewManualClock()
-	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout}, clk.Now)
+	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout, DenyCache: -1}, clk.Now) // every decision from the script
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	clk := clocktest.NewManualClock()
-	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: "adv-maxwin:", Timeout: testTimeout}, clk.Now)
+	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: "adv-maxwin:", Timeout: testTimeout, DenyCache: -1}, clk.Now) // every decision from the script
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,7 @@ func (l *Limiter) decidePart(ctx context.Context, reqs []limiter.Request, names 
 	args := make([]any, headArgs+m+2+argsPerReq*m)
 	args[2] = int64(m)
 	keys, argv := args[headArgs:headArgs+m], args[headArgs+m:]
-	argv[0] = l.mode(take)
+	argv[0] = l.mode(take, l.localNow())
 	argv[1] = int64(level)
 	for j, i := range p.idx {
 		keys[j] = names[i]
@@ -287,7 +287,7 @@ func (l *Limiter) refundPart(ctx context.Context, reqs []limiter.Request, names 
 	args := make([]any, 0, headArgs+len(keys)+3+len(argv))
 	args = append(args, nil, nil, int64(len(keys)))
 	args = append(args, keys...)
-	args = append(args, l.mode(true), p.sec, p.nsec)
+	args = append(args, l.mode(true, l.localNow()), p.sec, p.nsec)
 	args = append(args, argv...)
 	_, err := run(ctx, l.client, &refundS, args, false)
 	return err
