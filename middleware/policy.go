@@ -126,8 +126,10 @@ const (
 	// shape and start full (the old states are left to expire).
 	PolicyRestarted PolicyChangeKind = "restarted"
 	// PolicyUpdated: other settings changed (key, cost, delay_after,
-	// max_delay, dry_run, status, operations, fail modes); budgets are
-	// kept. A changed key list names other buckets: they start full.
+	// max_delay, dry_run, status, operations, fail modes, overrides);
+	// budgets are kept. A changed key list names other buckets: they start
+	// full; so do the buckets of an override whose rate or burst changed
+	// (its tenants, plans or accounts only).
 	PolicyUpdated PolicyChangeKind = "updated"
 )
 
