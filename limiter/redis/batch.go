@@ -93,6 +93,22 @@ func (l *Limiter) submit(tctx context.Context, b *batcher, s *script, args []any
 	c.deadline, _ = tctx.Deadline()
 	c.state.Store(queued)
 	b.mu.Lock()
+	if b.senders == 0 {
+		// Nothing is in flight to the server (so nothing waits): this call goes
+		// at once, on the caller's goroutine, as without batching.
+		b.senders++
+		b.mu.Unlock()
+		callPool.Put(c)
+		cmd, err := run(tctx, l.client, s, args, !take)
+		b.mu.Lock()
+		if len(b.queue) > 0 {
+			go l.send(b) // calls came meanwhile: this sender's turn passes to them
+		} else {
+			b.senders--
+		}
+		b.mu.Unlock()
+		return cmd, err
+	}
 	b.queue = append(b.queue, c)
 	start := b.senders < batchSenders
 	if start {
