@@ -207,6 +207,10 @@ type RedisConfig struct {
 	// HashSecretFile keys the HMAC that shortens over-long keys; every
 	// process sharing budgets must use the same secret.
 	HashSecretFile string `yaml:"hash_secret_file"`
+	// DenyCache is the number of entries of the local deny cache, which
+	// answers the requests of a bucket Redis rejected until Redis could
+	// admit one again; omitted: 4096; 0 turns it off; at most 1000000.
+	DenyCache *integer `yaml:"deny_cache"`
 }
 
 // integer is a YAML integer written in decimal. Go's YAML decoders turn

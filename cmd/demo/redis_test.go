@@ -37,9 +37,11 @@ limiter:
 func TestTwoDemosShareOneRedisBudget(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := t.TempDir()
-	addrA, logsA, _ := startDemoProcess(t, filepath.Join(dir), sharedConfig, "-redis", srv.URL())
+	// The deny cache off: every answer below is Redis's (or its error's).
+	config := strings.Replace(sharedConfig, "timeout: 200ms}", "timeout: 200ms, deny_cache: 0}", 1)
+	addrA, logsA, _ := startDemoProcess(t, filepath.Join(dir), config, "-redis", srv.URL())
 	dirB := t.TempDir()
-	addrB, _, _ := startDemoProcess(t, dirB, sharedConfig, "-redis", srv.URL())
+	addrB, _, _ := startDemoProcess(t, dirB, config, "-redis", srv.URL())
 
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -101,6 +103,38 @@ func TestTwoDemosShareOneRedisBudget(t *testing.T) {
 	}
 	if strings.Contains(logsA.String(), "panic") {
 		t.Errorf("demo log holds a panic:\n%s", logsA)
+	}
+}
+
+// TestDenyCacheWhileRedisDown: with the deny cache on (the default), a
+// bucket Redis rejected is still answered 429 by the process while Redis
+// is down (it is known to be in debt for an hour), while another bucket
+// gets the store error's 503.
+func TestDenyCacheWhileRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	addr, _, _ := startDemoProcess(t, t.TempDir(), sharedConfig, "-redis", srv.URL())
+	get := func(path string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 6 {
+		want := 200
+		if i == 5 {
+			want = 429
+		}
+		if code := get("/v1/reports/1"); code != want {
+			t.Fatalf("request %d: %d; want %d", i+1, code, want)
+		}
+	}
+	srv.Stop()
+	if code := get("/v1/reports/1"); code != 429 {
+		t.Errorf("Redis down, a bucket known in debt: %d; want 429 from the deny cache", code)
 	}
 }
 
@@ -170,6 +204,31 @@ func TestCheckRedisCluster(t *testing.T) {
 		code, _, errOut := runDemo(t, args...)
 		if code != 2 || !strings.Contains(errOut, "-redis-cluster") || strings.Contains(errOut, "hunter2") {
 			t.Errorf("%v: exit %d, want 2 naming -redis-cluster without the password:\n%s", args, code, errOut)
+		}
+	}
+}
+
+// TestCheckRedisDenyCache: limiter.redis.deny_cache is a count of entries,
+// 0 (off) to 1000000; omitted is the library's default.
+func TestCheckRedisDenyCache(t *testing.T) {
+	policy := "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2}\n"
+	for _, tt := range []struct{ name, value, want string }{
+		{"negative", "-1", "limiter.redis.deny_cache: -1 entries, want 0 (off) to 1000000"},
+		{"too large", "1000001", "limiter.redis.deny_cache: 1000001 entries, want 0 (off) to 1000000"},
+		{"not an integer", "1.5", "is not a decimal integer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			config := "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", deny_cache: " + tt.value + "}}\n" + policy
+			code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, config))
+			if code != 1 || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, want 1 and %q in:\n%s", code, tt.want, errOut)
+			}
+		})
+	}
+	for _, v := range []string{"0", "1", "100000"} {
+		config := "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", deny_cache: " + v + "}}\n" + policy
+		if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, config)); code != 0 {
+			t.Errorf("deny_cache: %s: exit %d\n%s", v, code, errOut)
 		}
 	}
 }

@@ -57,6 +57,9 @@ func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	return store{}, []error{fmt.Errorf("limiter.store: %s is not supported (memory, redis)", shown(lc.Store))}
 }
 
+// maxDenyCache bounds limiter.redis.deny_cache: about 80 MB of entries.
+const maxDenyCache = 1_000_000
+
 func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	var errs []error
 	rc := lc.Redis
@@ -71,6 +74,17 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	}
 	if rc.HashTag != "" && !slices.Contains(hashTagDimensions, rc.HashTag) {
 		errs = append(errs, fmt.Errorf("limiter.redis.hash_tag: %s is not a key dimension (%s)", shown(rc.HashTag), strings.Join(hashTagDimensions, ", ")))
+	}
+	denyCache := 0 // the library's default size
+	if rc.DenyCache != nil {
+		switch n := int64(*rc.DenyCache); {
+		case n < 0 || n > maxDenyCache:
+			errs = append(errs, fmt.Errorf("limiter.redis.deny_cache: %d entries, want 0 (off) to %d", n, maxDenyCache))
+		case n == 0:
+			denyCache = -1 // off
+		default:
+			denyCache = int(n)
+		}
 	}
 	var timeout time.Duration
 	if rc.Timeout != "" {
@@ -118,7 +132,7 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		opt.ContextTimeoutEnabled = true
 		client = goredis.NewClient(opt)
 	}
-	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag})
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag, DenyCache: denyCache})
 	if err != nil {
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
