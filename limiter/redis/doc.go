@@ -178,6 +178,72 @@
 //
 // On a Ring the same grouping applies by tag; Ring is not tested.
 //
+// # Batching
+//
+// Concurrent calls share round trips. A call of one slot (every call on a
+// single server) that finds nothing in flight to its server (its Cluster
+// master, found with MasterForKey) goes at once, on the caller's goroutine,
+// as one script call. A call that finds the server busy joins the server's
+// queue, and up to 4 sender goroutines per server send the queue as go-redis
+// pipelines of at most [Options.MaxBatch] (default 64) script calls, taking
+// whatever is queued the moment one of them is free: there is no timer, so a
+// caller alone pays nothing and a burst of callers shares a few round trips.
+// Each call is still its own EVALSHA, atomic on its own, with its own reply
+// and error. Every caller waits for its reply or for its own deadline (its
+// context's, or Timeout), whichever comes first, and then returns at once:
+// a caller whose deadline passes before its reply gets its error (outcome
+// unknown: the call may still run), whatever the rest of its pipeline does.
+// A pipeline runs until 1 ms after the latest deadline of its callers, so no
+// call outlives its caller's deadline by more than that. A pipeline holding
+// a Take is never replayed by go-redis. When the server answers NOSCRIPT
+// (after a restart or SCRIPT FLUSH), only those calls are sent again, the
+// first of each script by EVAL (which loads it) and the rest by EVALSHA
+// after it on the same connection. Calls across slots and calls through a
+// *redis.Ring are not batched. Context values of a batched caller do not
+// reach go-redis hooks (the pipeline runs under its own context).
+//
+// go-redis's own auto-pipelining (the *redis.AutoPipeliner that a
+// client's AutoPipeline and AsyncAutoPipeline return) does not honour a
+// command's context once the command is queued: with the server paused, a
+// call with a 100 ms timeout returned success after 1.6 s. [New] refuses
+// one; pass the client it came from.
+//
+// # The deny cache
+//
+// A bucket Redis rejected stays in debt until a known instant, and a
+// rejection charges nothing, so answering its requests locally changes no
+// budget. After the script rejects a call of one request (one policy), the
+// Limiter records, in a fixed table of [Options.DenyCache] entries (default
+// 4096; an insertion replaces the entry of its set that ran out first), a
+// lower bound of the bucket's TAT on the process's monotonic clock: the
+// time the call was sent plus the debt the script decided against (Redis
+// decided later than the call was sent, so the bound is never later than
+// Redis's TAT). Later one-request calls of that bucket (same Key, burst and
+// interval) are decided locally against that bound with the same Go rule,
+// for their own cost and limit, and while it rejects them they return that
+// rejection with [limiter.Decision] Cached set, without a round trip (no
+// allocation, well under a microsecond). Since the bound is never later
+// than Redis's TAT, such a rejection is one Redis would give too, and its
+// RetryAfter is never longer than Redis's. When the bound admits, one call
+// goes to Redis as the bucket's probe and the others wait for its reply (at
+// most Timeout), which refreshes the bound. A flooded bucket so costs Redis
+// about 1 or 2 calls per emission interval per process. Calls of several
+// requests always go to Redis (a rejected one's answer refreshes nothing).
+//
+// What can make the cache stricter than Redis, and by how much: the bound
+// is a lower bound only while the bucket's debt can only grow. Three things
+// shrink it: a refund of the cross-slot protocol (see Refunds), a bucket
+// state lost or deleted in Redis (an eviction, FLUSHDB, a failover or
+// restart that lost writes), and a jump forward of the server's clock. Then
+// the process keeps rejecting the bucket's one-request calls until its bound
+// says otherwise: at most the RetryAfter Redis gave (Cost × interval, at
+// most the window Burst × interval), and only in the processes that had
+// seen the rejection. A reload that raises a limit does not: a new rate or
+// burst names another bucket (and so another entry), and a new delay_after
+// or max_delay is applied by the local decision itself. With the cache on,
+// a process also answers 429 for a bucket known to be in debt while Redis
+// is unreachable, instead of the store error.
+//
 // # Memory and eviction
 //
 // A key lives only while its bucket refills: at most the window, which is
