@@ -106,3 +106,30 @@ func benchCalls(b *testing.B, callers int, f func(*rand.Rand, *rand.Zipf, []limi
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
 }
+
+// BenchmarkDenyCacheHit measures a rejection answered by the deny cache:
+// no round trip, no allocation.
+func BenchmarkDenyCacheHit(b *testing.B) {
+	srv := redistest.Start(b)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	l, err := rkredis.New(c, rkredis.Options{Prefix: "hitb:", Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := []limiter.Request{{Key: "per-account|account=mallory", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 50}, Cost: 50}}
+	dst := make([]limiter.Decision, 0, 1)
+	ctx := context.Background()
+	for range 2 { // the first charges the whole burst, the second is rejected by Redis
+		if _, err := l.Take(ctx, dst[:0], reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, _ := l.Take(ctx, dst[:0], reqs)
+		if !d[0].Cached {
+			b.Fatal("not answered by the deny cache")
+		}
+	}
+}

@@ -510,7 +510,13 @@ func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (b
 
 // fail turns a go-redis error into the error Take and Peek return.
 func (l *Limiter) fail(ctx, tctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		// The caller's deadline has passed, and go-redis's read deadline
+		// (the same instant) fired before the context's timer: name it.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
 		if errors.Is(err, cerr) {
 			return fmt.Errorf("limiter/redis: %w (outcome unknown)", cerr)
 		}
