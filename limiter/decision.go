@@ -49,4 +49,19 @@ type Decision struct {
 	// rejection the shared store would return at the same instant for the
 	// state the cache knows. The memory store never sets it.
 	Cached bool
+	// Slot is non-zero when this Take took in-flight slots for the request
+	// (its Limit has MaxInFlight, and the call charged it): the caller
+	// holds them until it hands this Decision, with its Request, to
+	// [Limiter.Release], exactly once, when the work ends. Its value
+	// belongs to the store (limiter/memory sets 1; a shared store puts its
+	// lease's identity there); callers only test it against 0. It is 0
+	// for token buckets, for Peek, and for requests the call did not
+	// charge.
+	//
+	// For an in-flight cap the other fields read: Remaining is the free
+	// slots (MaxInFlight minus the slots held, after this request if
+	// Allowed; 0 when more are held than a lowered MaxInFlight allows);
+	// Never is Cost > MaxInFlight; Delay, RetryAfter and ResetAfter are 0
+	// (no store can tell when a running request will end).
+	Slot uint64
 }

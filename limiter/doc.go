@@ -57,10 +57,31 @@
 //	limit_req ... burst=N delay=D    Burst N+1, DelayAfter D+1
 //	limit_req ... (no burst)         Burst 1
 //
+// # In-flight limits
+//
+// A [Limit] with MaxInFlight > 0 caps how many requests of a key run at
+// once instead of how fast they arrive (nginx limit_conn; Stripe's
+// concurrent-requests limiter). A token bucket keeps refilling while slow
+// requests run, so it cannot protect a worker pool or a database from one
+// key's slow requests; a cap can. Its rule, with held = the slots the
+// key's requests hold now and c the request's Cost:
+//
+//   - c > MaxInFlight: never admitted, [Decision.Never].
+//   - held + c <= MaxInFlight: admitted; Take holds c more slots, until
+//     [Limiter.Release].
+//   - otherwise rejected, with no RetryAfter: nobody can tell when a
+//     running request ends.
+//
+// A shared store keeps slots as leases ([Limit].Lease) that it renews while
+// they are held, so slots of a process that dies are freed within one lease.
+// nginx mapping: limit_conn zone N is MaxInFlight N (Cost 1);
+// limit_conn_dry_run is a DryRun request.
+//
 // # Several limits per request
 //
 // A [Limiter] decides every [Request] of one call atomically and
-// all-or-nothing: if any request is rejected, no bucket is charged. nginx
+// all-or-nothing: if any request is rejected, no bucket is charged and no
+// in-flight slot taken. nginx
 // behaves the same way across limit_req zones; Envoy's rate-limit service does
 // not (a narrow limit's rejection still charges the broad one).
 package limiter

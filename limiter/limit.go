@@ -1,16 +1,25 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
 )
 
-// Limit is one policy's token bucket: a refill [Rate] and a capacity.
+// Limit is one policy's limit, of one of two kinds:
 //
-// The zero Limit is invalid; see [Limit.Validate]. Limit is a plain value,
-// safe to copy and to share between goroutines. It travels with every
-// [Request], so stores keep no per-key configuration.
+//   - a token bucket (Rate, Burst, DelayAfter, MaxDelay): how fast work is
+//     admitted (nginx limit_req);
+//   - an in-flight cap (MaxInFlight, Lease): how much of it runs at once
+//     (nginx limit_conn, Stripe's concurrent-requests limiter). A token
+//     bucket keeps refilling while slow requests run, so it does not cap
+//     concurrency; see "In-flight limits" in the package documentation.
+//
+// MaxInFlight > 0 selects the second kind; the bucket fields must then be
+// zero. The zero Limit is invalid; see [Limit.Validate]. Limit is a plain
+// value, safe to copy and to share between goroutines. It travels with
+// every [Request], so stores keep no per-key configuration.
 type Limit struct {
 	// Rate is how fast the bucket refills.
 	Rate Rate
@@ -34,7 +43,28 @@ type Limit struct {
 	// delay. 0 means no bound other than the burst. nginx has no
 	// equivalent. Nanoseconds; >= 0.
 	MaxDelay time.Duration
+	// MaxInFlight, when > 0, makes the Limit an in-flight cap instead of a
+	// token bucket: at most MaxInFlight slots of a key are held at once
+	// (a request holds [Request].Cost slots from the Take that admits it
+	// until its [Limiter.Release]). 1 <= MaxInFlight <= 1 000 000 000;
+	// Rate, Burst, DelayAfter and MaxDelay are then zero. nginx limit_conn
+	// zone N is MaxInFlight N.
+	MaxInFlight int64
+	// Lease is, for an in-flight cap, how long a shared store keeps a slot
+	// whose holder stopped renewing it (its process died mid-request)
+	// before freeing it, on the store's clock; the store renews the slots
+	// it holds while their requests run. 0 means 60 s; otherwise 1 s to
+	// 1 h. The memory store ignores it (a process that dies takes its
+	// slots with it). Zero for a token bucket.
+	Lease time.Duration
 }
+
+// MaxInFlight bounds and the Lease range: see [Limit].
+const (
+	maxInFlight = 1_000_000_000
+	minLease    = time.Second
+	maxLease    = time.Hour
+)
 
 // Validate reports whether l can be used: Rate.Count >= 1, Rate.Per > 0,
 // Burst >= 1, 0 <= DelayAfter <= Burst, MaxDelay >= 0, and Burst ×
@@ -42,7 +72,17 @@ type Limit struct {
 // nanoseconds (about 292 years), so the arithmetic of every store stays
 // exact. The error names the offending field and value; it wraps
 // no sentinel (stores wrap it in [ErrInvalidRequest]).
+//
+// For an in-flight cap (MaxInFlight != 0) it reports instead whether
+// 1 <= MaxInFlight <= 1 000 000 000, Lease is 0 or between 1 s and 1 h,
+// and Rate, Burst, DelayAfter and MaxDelay are zero.
 func (l Limit) Validate() error {
+	if l.MaxInFlight != 0 {
+		return l.validateInFlight()
+	}
+	if l.Lease != 0 {
+		return fmt.Errorf("limiter: invalid limit: lease %v on a token bucket, want 0 (lease is for max_in_flight)", l.Lease)
+	}
 	switch {
 	case l.Rate.Count < 1:
 		return fmt.Errorf("limiter: invalid limit: rate count %d, want >= 1", l.Rate.Count)
@@ -57,6 +97,19 @@ func (l Limit) Validate() error {
 	}
 	if t := int64(l.Rate.Interval()); l.Burst > math.MaxInt64/t {
 		return fmt.Errorf("limiter: invalid limit: burst %d at %v takes longer than 292 years to refill", l.Burst, l.Rate)
+	}
+	return nil
+}
+
+// validateInFlight is Validate for an in-flight cap.
+func (l Limit) validateInFlight() error {
+	switch {
+	case l.MaxInFlight < 1 || l.MaxInFlight > maxInFlight:
+		return fmt.Errorf("limiter: invalid limit: max_in_flight %d, want 1 to %d", l.MaxInFlight, maxInFlight)
+	case l.Lease != 0 && (l.Lease < minLease || l.Lease > maxLease):
+		return fmt.Errorf("limiter: invalid limit: lease %v, want 0 (60s) or %v to %v", l.Lease, minLease, maxLease)
+	case l.Rate != Rate{} || l.Burst != 0 || l.DelayAfter != 0 || l.MaxDelay != 0:
+		return errors.New("limiter: invalid limit: max_in_flight with rate, burst, delay_after or max_delay, want one kind of limit")
 	}
 	return nil
 }

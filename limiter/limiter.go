@@ -2,8 +2,8 @@ package limiter
 
 import "context"
 
-// Limiter decides requests ([Request]) against token buckets held in a
-// store (process memory, Redis, ...).
+// Limiter decides requests ([Request]) against token buckets and in-flight
+// counters held in a store (process memory, Redis, ...).
 //
 // Contract, which every implementation keeps and its tests check:
 //
@@ -49,6 +49,38 @@ import "context"
 // non-empty Key, Cost >= 1 and a Limit that passes [Limit.Validate]. The
 // error for the first bad request wraps [ErrInvalidRequest] and names its
 // index (not its key).
+//
+// In-flight caps (Limit.MaxInFlight > 0) take part in the same atomic,
+// all-or-nothing step as token buckets, decided by the rule of the package
+// documentation (section "In-flight limits"): a call that charges takes
+// the slots of its in-flight requests (each such Decision gets a non-zero
+// Slot) and spends the tokens of its buckets together, or does neither.
+// The dry-run rule is the same: a dry-run in-flight request holds its
+// slots exactly when enforcing mode would (nginx limit_conn_dry_run still
+// counts). Slots taken are held until Release:
+//
+//   - Release(ctx, reqs, ds) frees the slots of every request reqs[i]
+//     whose Decision ds[i] has a non-zero Slot: the requests of one Take
+//     call and the Decisions it returned, whole or in part (the other
+//     entries are ignored), len(ds) == len(reqs). Each Decision with a
+//     Slot is released exactly once: a second Release of it may free
+//     slots that other requests hold (a store cannot always tell), and
+//     counters never go below zero.
+//   - Release must not be skipped: callers release in a deferred call,
+//     so that a panic or an abandoned request frees its slots too. It
+//     needs a context that outlives the request (context.WithoutCancel):
+//     a cancelled ctx may make a remote store give up. A non-nil error
+//     means the outcome is unknown; the caller does not retry it (a retry
+//     could free another request's slot). A store whose slots are leases
+//     (Limit.Lease) renews them while they are held, so a slot whose
+//     release failed, or whose process died, is freed when its lease
+//     expires on the store's clock. Errors wrap [ErrInvalidRequest] for
+//     mismatched slices or malformed requests (nothing released).
+//   - A store that implements token buckets only fails every call that
+//     holds an in-flight request with an error wrapping
+//     errors.ErrUnsupported (and ErrInvalidRequest), before touching its
+//     state. It never sets a Slot, and its Release, given none, frees
+//     nothing and returns nil.
 type Limiter interface {
 	// Take decides reqs, appends their Decisions to dst and, if every
 	// decision is Allowed, charges every bucket; see the Limiter contract.
@@ -56,4 +88,7 @@ type Limiter interface {
 	// Peek appends the decisions Take would return to dst, charging
 	// nothing; see the Limiter contract.
 	Peek(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, error)
+	// Release frees the in-flight slots that a Take took (the Decisions
+	// with a non-zero Slot); see the Limiter contract.
+	Release(ctx context.Context, reqs []Request, ds []Decision) error
 }

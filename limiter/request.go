@@ -11,6 +11,11 @@ package limiter
 // its own, so a policy whose rate or burst is changed (on a config reload)
 // starts from full buckets, while a change of DelayAfter or MaxDelay keeps
 // the state. The old state is evicted or expires as any idle one does.
+//
+// An in-flight request (Limit.MaxInFlight > 0) asks for Cost slots of the
+// key's in-flight counter instead. The counter is named by Key alone, apart
+// from every bucket of that Key: a changed MaxInFlight applies at once to
+// the key's requests already running, and their releases still find it.
 type Request struct {
 	// Key names the bucket: an encoded identity.Key, opaque to the limiter,
 	// compared byte for byte. It is not empty. It may be logged and stored
@@ -19,7 +24,8 @@ type Request struct {
 	// Limit is the bucket's rate and capacity; it must pass
 	// [Limit.Validate].
 	Limit Limit
-	// Cost is the number of tokens this request spends; >= 1.
+	// Cost is the number of tokens this request spends (for an in-flight
+	// cap, the slots it holds); >= 1.
 	Cost int64
 	// DryRun asks for accounting without enforcement (nginx
 	// limit_req_dry_run): the request is decided exactly as an enforcing

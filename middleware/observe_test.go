@@ -36,6 +36,9 @@ func (failingLimiter) Take(context.Context, []limiter.Decision, []limiter.Reques
 func (failingLimiter) Peek(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error) {
 	return nil, errStoreDown
 }
+func (failingLimiter) Release(context.Context, []limiter.Request, []limiter.Decision) error {
+	return errStoreDown
+}
 
 // observedStack is a chain Recorder → ClientAddress → RateLimiter with
 // metrics on a fresh registry; the handler captures the Record it sees.

@@ -99,19 +99,110 @@ func Free(l limiter.Limit) time.Duration {
 var (
 	errEmptyKey = errors.New("empty key")
 	errCost     = errors.New("cost must be at least 1")
+	// errNoInFlight is the failure of a store without in-flight caps.
+	errNoInFlight = fmt.Errorf("in-flight limits (MaxInFlight) are not implemented by this store: %w", errors.ErrUnsupported)
 )
 
-// Validate checks every request: a non-empty Key, Cost >= 1 and a Limit
-// that passes [limiter.Limit.Validate]. The error for the first bad request
-// wraps [limiter.ErrInvalidRequest] and names its index (not its key). It
-// is the check every store runs first.
+// Validate checks every request for a store that implements token buckets
+// only: a non-empty Key, Cost >= 1 and a Limit that passes
+// [limiter.Limit.Validate] and is not an in-flight cap (that error wraps
+// errors.ErrUnsupported too, as the [limiter.Limiter] contract says). The
+// error for the first bad request wraps [limiter.ErrInvalidRequest] and
+// names its index (not its key). It is the check such a store runs first.
 func Validate(reqs []limiter.Request) error {
+	for i := range reqs {
+		err := validate(reqs[i])
+		if err == nil && reqs[i].Limit.MaxInFlight != 0 {
+			err = errNoInFlight
+		}
+		if err != nil {
+			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+		}
+	}
+	return nil
+}
+
+// ValidateAll is [Validate] for a store that implements in-flight caps
+// too: it accepts them.
+func ValidateAll(reqs []limiter.Request) error {
 	for i := range reqs {
 		if err := validate(reqs[i]); err != nil {
 			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
 		}
 	}
 	return nil
+}
+
+// ValidateRelease checks the arguments of [limiter.Limiter.Release]: as
+// many Decisions as requests, and every request holding a Slot a valid
+// in-flight request. The error wraps [limiter.ErrInvalidRequest].
+func ValidateRelease(reqs []limiter.Request, ds []limiter.Decision) error {
+	if len(reqs) != len(ds) {
+		return fmt.Errorf("%w: release of %d requests with %d decisions", limiter.ErrInvalidRequest, len(reqs), len(ds))
+	}
+	for i := range reqs {
+		if ds[i].Slot == 0 {
+			continue
+		}
+		err := validate(reqs[i])
+		if err == nil && reqs[i].Limit.MaxInFlight == 0 {
+			err = errors.New("a slot for a token bucket")
+		}
+		if err != nil {
+			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+		}
+	}
+	return nil
+}
+
+// InFlightBase is the value at which a store that keeps in-flight counters
+// beside theoretical arrival times (limiter/memory, the reference model)
+// stores a counter: InFlightBase + n for n slots held. It lies some 146
+// years past any clock's origin, so such a state is never "full again"
+// (TAT <= now) and never evicted while slots are held; a counter at 0 is
+// stored as any TAT at or below the clock (a full bucket: free to evict).
+const InFlightBase = int64(1) << 62
+
+// Held returns the slots an in-flight state holds: state - InFlightBase,
+// or 0 for a state below it (untracked, or released to zero).
+func Held(state int64) int64 {
+	if state <= InFlightBase {
+		return 0
+	}
+	return state - InFlightBase
+}
+
+// Acquire is the in-flight decision every store implements (see the
+// [limiter] package documentation, "In-flight limits"): it decides a
+// request of cost slots against a counter holding held slots and returns
+// the Decision and the count after the request (held + cost if allowed,
+// held otherwise). l.MaxInFlight must be valid and cost >= 1. The Slot
+// field is left 0: the store sets it when it charges. Pure, safe for
+// concurrent use.
+func Acquire(held int64, l limiter.Limit, cost int64) (limiter.Decision, int64) {
+	free := max(l.MaxInFlight-held, 0)
+	switch {
+	case cost > l.MaxInFlight:
+		return limiter.Decision{Remaining: free, Never: true}, held
+	case cost <= free:
+		return limiter.Decision{Allowed: true, Remaining: free - cost}, held + cost
+	}
+	return limiter.Decision{Remaining: free}, held
+}
+
+// DecideAny decides r against a state that is a TAT (token bucket) or an
+// in-flight counter stored at [InFlightBase] (see [Held]), at now; an
+// untracked state is passed as now. It returns the Decision and the state
+// after the request if charged.
+func DecideAny(state, now int64, r *limiter.Request) (limiter.Decision, int64) {
+	if r.Limit.MaxInFlight == 0 {
+		return Decide(state, now, r.Limit, r.Cost)
+	}
+	d, n := Acquire(Held(state), r.Limit, r.Cost)
+	if !d.Allowed {
+		return d, state
+	}
+	return d, InFlightBase + n
 }
 
 // validate checks r and returns a reason, or nil.

@@ -633,6 +633,11 @@ func (r *recorder) Peek(ctx context.Context, dst []limiter.Decision, reqs []limi
 	return r.inner.Peek(ctx, dst, reqs)
 }
 
+// Release passes through: nginxdiff's policies are token buckets.
+func (r *recorder) Release(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision) error {
+	return r.inner.Release(ctx, reqs, ds)
+}
+
 // arrivals returns when ratekey decided each request, in ns since base,
 // and the delay it applied.
 func (r *recorder) arrivals(rids []string) []decided {

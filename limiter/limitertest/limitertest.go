@@ -13,6 +13,15 @@
 // reference model built on the stores' shared implementation of that rule,
 // plus goroutines racing for one burst.
 //
+// In-flight caps (Limit.MaxInFlight) are pinned the same way: slots taken
+// and refused, Never, Peek taking none, all-or-nothing with token buckets
+// in both directions, the dry-run rule, Release (of part of a call, of
+// several slots, after MaxInFlight changed), invalid caps, random traces
+// of takes and releases against the reference model, and goroutines that
+// never hold more than the cap. A store that does not implement them (its
+// Take fails with errors.ErrUnsupported, as the [limiter.Limiter] contract
+// allows) has those subtests skipped, naming its error.
+//
 // Time is controlled through the [Clock] the [Factory] returns: the suite
 // only moves it forward from 0, in nanoseconds, and never needs a store to
 // observe real time passing.
@@ -81,6 +90,13 @@ func Run(t *testing.T, newLimiter Factory) {
 		{"RandomTraces", testRandomTraces},
 		{"ConcurrentBurst", testConcurrentBurst},
 		{"ConcurrentAllOrNothing", testConcurrentAllOrNothing},
+		{"InFlight", testInFlight},
+		{"InFlightAllOrNothing", testInFlightAllOrNothing},
+		{"InFlightDryRun", testInFlightDryRun},
+		{"InFlightRelease", testInFlightRelease},
+		{"InFlightInvalid", testInFlightInvalid},
+		{"InFlightRandom", testInFlightRandom},
+		{"InFlightConcurrent", testInFlightConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -728,4 +744,324 @@ func Race(n int, f func(g int)) {
 	}
 	start.Done()
 	done.Wait()
+}
+
+// inFlight returns an in-flight cap of n slots.
+func inFlight(n int64) limiter.Limit { return limiter.Limit{MaxInFlight: n} }
+
+// slotted returns ds with every non-zero Slot read as 1: the value is the
+// store's, only whether it is set is the contract's.
+func slotted(ds []dec) []dec {
+	out := make([]dec, len(ds))
+	for i, d := range ds {
+		if d.Slot != 0 {
+			d.Slot = 1
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// needInFlight skips t when the store does not implement in-flight caps
+// (its Take fails with errors.ErrUnsupported).
+func (h *harness) needInFlight(t *testing.T) {
+	t.Helper()
+	r := []limiter.Request{req("in-flight-probe", inFlight(1), 1)}
+	d, err := h.l.Take(context.Background(), nil, r)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("the store does not implement in-flight caps: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Take of an in-flight request: %v", err)
+	}
+	if err := h.l.Release(context.Background(), r, d); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// release releases reqs with ds, failing t on error.
+func (h *harness) release(t *testing.T, reqs []limiter.Request, ds []dec) {
+	t.Helper()
+	if err := h.l.Release(context.Background(), reqs, ds); err != nil {
+		t.Fatalf("Release(%+v, %+v): %v", reqs, ds, err)
+	}
+}
+
+// free returns the free slots of r's counter, via a cost-1 Peek.
+func (h *harness) free(t *testing.T, r limiter.Request) int64 {
+	t.Helper()
+	r.Cost, r.DryRun = 1, false
+	d := h.peek(t, r)[0]
+	if d.Allowed {
+		return d.Remaining + 1
+	}
+	return d.Remaining
+}
+
+// testInFlight: a cap of 3 slots: three takes hold them, the fourth is
+// refused (no RetryAfter), Peek takes none, a release frees one, a cost
+// above the cap is Never.
+func testInFlight(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	li := inFlight(3)
+	r := req("k", li, 1)
+	var held [][]dec
+	for i, want := range []dec{{Allowed: true, Remaining: 2, Slot: 1}, {Allowed: true, Remaining: 1, Slot: 1}, {Allowed: true, Remaining: 0, Slot: 1}} {
+		expect(t, fmt.Sprintf("peek before take %d", i+1), h.peek(t, r), []dec{{Allowed: true, Remaining: want.Remaining}})
+		d := h.take(t, r)
+		expect(t, fmt.Sprintf("take %d", i+1), slotted(d), []dec{want})
+		held = append(held, d)
+	}
+	h.at(time.Hour) // time frees nothing
+	expect(t, "take 4", h.take(t, r), []dec{{Remaining: 0}})
+	expect(t, "peek 4", h.peek(t, r), []dec{{Remaining: 0}})
+	expect(t, "cost 4 of 3", h.take(t, req("k", li, 4)), []dec{{Remaining: 0, Never: true}})
+	expect(t, "cost 4 of 3, free key", h.take(t, req("other", li, 4)), []dec{{Remaining: 3, Never: true}})
+	h.release(t, []limiter.Request{r}, held[1])
+	expect(t, "take after a release", slotted(h.take(t, r)), []dec{{Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "take 5", h.take(t, r), []dec{{Remaining: 0}})
+	if n := h.free(t, req("other", li, 1)); n != 3 {
+		t.Errorf("another key: %d free slots; want 3", n)
+	}
+	// The bucket of the same key is another state.
+	b := req("k", lim(1, time.Minute, 2), 1)
+	expect(t, "bucket of the same key", h.take(t, b), []dec{{Allowed: true, Remaining: 1, ResetAfter: time.Minute}})
+}
+
+// testInFlightAllOrNothing: a call holding a token bucket and an in-flight
+// cap takes the slot and spends the token together or does neither.
+func testInFlightAllOrNothing(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	bucket := lim(1, time.Minute, 2)
+	slots := inFlight(1)
+	call := []limiter.Request{req("b", bucket, 1), req("s", slots, 1)}
+	d1 := h.take(t, call...)
+	expect(t, "first call", slotted(d1), []dec{{Allowed: true, Remaining: 1, ResetAfter: time.Minute}, {Allowed: true, Remaining: 0, Slot: 1}})
+	// The slot is held: the call is refused and the token not spent.
+	expect(t, "slot held", slotted(h.take(t, call...)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Minute}, {Remaining: 0}})
+	if n := h.tokens(t, call[0]); n != 1 {
+		t.Errorf("a call refused a slot spent a token: %d left; want 1", n)
+	}
+	h.release(t, call, d1)
+	if n := h.free(t, call[1]); n != 1 {
+		t.Fatalf("after release: %d free slots; want 1", n)
+	}
+	// Spend the last token elsewhere: the bucket refuses, no slot is taken.
+	h.take(t, call[0])
+	expect(t, "bucket empty", h.take(t, call...), []dec{{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0}})
+	if n := h.free(t, call[1]); n != 1 {
+		t.Errorf("a call refused a token took a slot: %d free; want 1", n)
+	}
+	// Two requests of one counter in one call see each other.
+	two := []limiter.Request{req("s2", inFlight(2), 1), req("s2", inFlight(2), 1), req("s2", inFlight(2), 1)}
+	expect(t, "three of two in one call", h.take(t, two...), []dec{{Allowed: true, Remaining: 1}, {Allowed: true, Remaining: 0}, {Remaining: 0}})
+	d := h.take(t, two[:2]...)
+	expect(t, "two of two in one call", slotted(d), []dec{{Allowed: true, Remaining: 1, Slot: 1}, {Allowed: true, Remaining: 0, Slot: 1}})
+	h.release(t, two[:2], d)
+	if n := h.free(t, two[0]); n != 2 {
+		t.Errorf("after releasing both: %d free; want 2", n)
+	}
+}
+
+// testInFlightDryRun: the dry-run rule holds for slots: a dry-run slot is
+// held only when enforcing mode would hold it, and an enforcing slot is
+// taken when only a dry-run request refuses.
+func testInFlightDryRun(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	empty := lim(1, time.Hour, 1)
+	h.take(t, req("e", empty, 1)) // now empty
+	// Enforcing bucket refuses: the dry-run slot is not taken.
+	d := h.take(t, req("e", empty, 1), dry(req("s", inFlight(1), 1)))
+	expect(t, "enforcing bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0}})
+	if n := h.free(t, req("s", inFlight(1), 1)); n != 1 {
+		t.Errorf("dry-run slot taken by a refused call: %d free; want 1", n)
+	}
+	// A dry-run bucket refuses: the enforcing slot is taken, alone.
+	d = h.take(t, dry(req("e", empty, 1)), req("s", inFlight(1), 1))
+	expect(t, "dry-run bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0, Slot: 1}})
+	// A dry-run slot request at the cap is refused and the enforcing
+	// bucket beside it still charged; when all are admitted, the dry-run
+	// slot is held like an enforcing one (limit_conn_dry_run counts).
+	b := lim(1, time.Minute, 5)
+	d2 := h.take(t, req("b", b, 1), dry(req("s", inFlight(1), 1)))
+	expect(t, "dry-run slot refused", slotted(d2), []dec{{Allowed: true, Remaining: 4, ResetAfter: time.Minute}, {Remaining: 0}})
+	h.release(t, []limiter.Request{dry(req("e", empty, 1)), req("s", inFlight(1), 1)}, d)
+	d3 := h.take(t, req("b", b, 1), dry(req("s", inFlight(1), 1)))
+	expect(t, "dry-run slot admitted", slotted(d3), []dec{{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0, Slot: 1}})
+	if n := h.free(t, req("s", inFlight(1), 1)); n != 0 {
+		t.Errorf("dry-run slot not held: %d free; want 0", n)
+	}
+	h.release(t, []limiter.Request{req("b", b, 1), dry(req("s", inFlight(1), 1))}, d3)
+	if n := h.free(t, req("s", inFlight(1), 1)); n != 1 {
+		t.Errorf("after release: %d free; want 1", n)
+	}
+}
+
+// testInFlightRelease: Release frees exactly the slots of the Decisions
+// that hold one; a counter is named by its key alone, so a changed cap
+// applies to the slots already held; mismatched slices are refused.
+func testInFlightRelease(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	r := req("k", inFlight(5), 3)
+	d := h.take(t, r)
+	expect(t, "cost 3 of 5", slotted(d), []dec{{Allowed: true, Remaining: 2, Slot: 1}})
+	// The cap lowered to 2 while 3 are held: no room, 0 free.
+	expect(t, "lowered cap", h.take(t, req("k", inFlight(2), 1)), []dec{{Remaining: 0}})
+	// Raised to 4: one more fits.
+	d4 := h.take(t, req("k", inFlight(4), 1))
+	expect(t, "raised cap", slotted(d4), []dec{{Allowed: true, Remaining: 0, Slot: 1}})
+	// A Decision without a Slot frees nothing.
+	h.release(t, []limiter.Request{req("k", inFlight(4), 1)}, []dec{{Allowed: true}})
+	if n := h.free(t, req("k", inFlight(4), 1)); n != 0 {
+		t.Errorf("a release without a Slot freed: %d free; want 0", n)
+	}
+	for name, f := range map[string]func() error{
+		"fewer decisions": func() error { return h.l.Release(context.Background(), []limiter.Request{r, r}, d) },
+		"more decisions":  func() error { return h.l.Release(context.Background(), nil, d) },
+	} {
+		if err := f(); !errors.Is(err, limiter.ErrInvalidRequest) {
+			t.Errorf("Release with %s: %v; want an error wrapping ErrInvalidRequest", name, err)
+		}
+	}
+	if n := h.free(t, req("k", inFlight(4), 1)); n != 0 {
+		t.Errorf("a refused release freed: %d free; want 0", n)
+	}
+	h.release(t, []limiter.Request{r}, d)
+	if n := h.free(t, req("k", inFlight(4), 1)); n != 3 {
+		t.Errorf("after releasing 3: %d free of 4; want 3", n)
+	}
+	h.release(t, []limiter.Request{req("k", inFlight(4), 1)}, d4)
+	if n := h.free(t, req("k", inFlight(5), 1)); n != 5 {
+		t.Errorf("after releasing all: %d free of 5; want 5", n)
+	}
+}
+
+// testInFlightInvalid: malformed caps are refused by Take and Peek.
+func testInFlightInvalid(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	for name, li := range map[string]limiter.Limit{
+		"negative":          {MaxInFlight: -1},
+		"too large":         {MaxInFlight: 1_000_000_001},
+		"with rate":         {MaxInFlight: 2, Rate: limiter.Rate{Count: 1, Per: time.Second}},
+		"with burst":        {MaxInFlight: 2, Burst: 2},
+		"short lease":       {MaxInFlight: 2, Lease: time.Millisecond},
+		"long lease":        {MaxInFlight: 2, Lease: 2 * time.Hour},
+		"lease on a bucket": {Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1, Lease: time.Minute},
+	} {
+		for op, f := range map[string]func(context.Context, []dec, []limiter.Request) ([]dec, error){"Take": h.l.Take, "Peek": h.l.Peek} {
+			d, err := f(context.Background(), nil, []limiter.Request{{Key: "k", Limit: li, Cost: 1}})
+			if d != nil || !errors.Is(err, limiter.ErrInvalidRequest) {
+				t.Errorf("%s %s: %v, %v; want nil and an error wrapping ErrInvalidRequest", op, name, d, err)
+			}
+		}
+	}
+	if n := h.free(t, req("k", inFlight(2), 1)); n != 2 {
+		t.Errorf("%d free; want 2", n)
+	}
+}
+
+// testInFlightRandom checks random traces of calls mixing caps and buckets
+// (dry run, repeated counters, costs above the cap) and releases of held
+// Decisions, in random order, against the reference model.
+func testInFlightRandom(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	limits := []limiter.Limit{inFlight(1), inFlight(2), inFlight(3), lim(2, time.Second, 3)}
+	keys := []string{"a", "b", "c"}
+	rng := rand.New(rand.NewSource(7))
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	m := newModel()
+	type holding struct {
+		reqs []limiter.Request
+		ds   []dec
+	}
+	var held []holding
+	now := time.Duration(0)
+	for st := range steps {
+		if len(held) > 0 && rng.Intn(3) == 0 {
+			k := rng.Intn(len(held))
+			hd := held[k]
+			held = append(held[:k], held[k+1:]...)
+			h.release(t, hd.reqs, hd.ds)
+			for i := range hd.reqs {
+				if hd.ds[i].Slot != 0 {
+					m.release(&hd.reqs[i])
+				}
+			}
+			continue
+		}
+		now += time.Duration(rng.Intn(400)) * ms
+		h.at(now)
+		reqs := make([]limiter.Request, 1+rng.Intn(3))
+		for i := range reqs {
+			li := limits[rng.Intn(len(limits))]
+			cost := int64(1)
+			if rng.Intn(8) == 0 {
+				cost = 1 + rng.Int63n(4)
+			}
+			reqs[i] = limiter.Request{Key: keys[rng.Intn(len(keys))], Limit: li, Cost: cost, DryRun: rng.Intn(5) == 0}
+		}
+		want := m.call(reqs, int64(now), false)
+		peek := h.peek(t, reqs...)
+		got := h.take(t, reqs...)
+		wantTake := m.call(reqs, int64(now), true)
+		for i := range reqs {
+			if peek[i] != want[i] || slotted(got)[i] != wantTake[i] {
+				t.Fatalf("step %d request %d of %+v: Take %+v, Peek %+v; reference %+v, %+v", st, i, reqs, got[i], peek[i], wantTake[i], want[i])
+			}
+		}
+		held = append(held, holding{reqs, got})
+	}
+	for _, hd := range held {
+		h.release(t, hd.reqs, hd.ds)
+	}
+	for _, k := range keys {
+		if n := h.free(t, req(k, inFlight(3), 1)); n != 3 {
+			t.Errorf("key %s after releasing everything: %d free of 3; want 3", k, n)
+		}
+	}
+}
+
+// testInFlightConcurrent: goroutines take and release a cap of 4 slots in
+// a loop; the slots they hold at once, counted by themselves, never
+// exceed 4, and every slot is free at the end.
+func testInFlightConcurrent(t *testing.T, h *harness) {
+	h.needInFlight(t)
+	li := inFlight(4)
+	var holding, most, admitted atomic.Int64
+	Race(16, func(g int) {
+		for range 50 {
+			reqs := []limiter.Request{req("hot", li, 1)}
+			d, err := h.l.Take(context.Background(), nil, reqs)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d[0].Slot == 0 {
+				continue
+			}
+			admitted.Add(1)
+			n := holding.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			holding.Add(-1)
+			if err := h.l.Release(context.Background(), reqs, d); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	if m := most.Load(); m > 4 || m < 1 {
+		t.Errorf("%d slots held at once; want 1 to 4", m)
+	}
+	if n := h.free(t, req("hot", li, 1)); n != 4 {
+		t.Errorf("after the race: %d free; want 4", n)
+	}
+	t.Logf("%d slots taken, at most %d at once", admitted.Load(), most.Load())
 }

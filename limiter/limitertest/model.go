@@ -15,6 +15,9 @@ type bucketID struct {
 }
 
 func idOf(r *limiter.Request) bucketID {
+	if r.Limit.MaxInFlight != 0 {
+		return bucketID{key: r.Key} // an in-flight counter: the key alone
+	}
 	return bucketID{r.Key, r.Limit.Rate.Interval(), r.Limit.Burst}
 }
 
@@ -27,7 +30,18 @@ type model struct {
 
 func newModel() *model { return &model{tats: map[bucketID]int64{}} }
 
-// call decides reqs at now as Take (charge) or Peek would.
+// release frees r.Cost slots of r's in-flight counter.
+func (m *model) release(r *limiter.Request) {
+	id := idOf(r)
+	if n := gcra.Held(m.tats[id]) - r.Cost; n > 0 {
+		m.tats[id] = gcra.InFlightBase + n
+	} else {
+		delete(m.tats, id)
+	}
+}
+
+// call decides reqs at now as Take (charge) or Peek would. Decisions of
+// in-flight requests it charges get Slot 1.
 func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.Decision {
 	out := make([]limiter.Decision, len(reqs))
 	pass := func(in func(i int) bool) (bool, map[bucketID]int64) {
@@ -44,7 +58,7 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 					tat = now // an unknown bucket is full
 				}
 			}
-			d, next := gcra.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
+			d, next := gcra.DecideAny(tat, now, &reqs[i])
 			out[i] = d
 			work[id] = next
 			all = all && d.Allowed
@@ -56,12 +70,18 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 	for i := range reqs {
 		anyDry = anyDry || reqs[i].DryRun
 	}
-	if !all && anyDry {
+	second := !all && anyDry // the enforcing requests alone are charged
+	if second {
 		all, work = pass(func(i int) bool { return !reqs[i].DryRun })
 	}
 	if all && charge {
 		for id, tat := range work {
 			m.tats[id] = tat
+		}
+		for i := range reqs {
+			if reqs[i].Limit.MaxInFlight != 0 && (!second || !reqs[i].DryRun) {
+				out[i].Slot = 1
+			}
 		}
 	}
 	return out

@@ -155,8 +155,8 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if l.Len() != n {
-			b.Fatalf("Len = %d", l.Len())
+		if l.len() != n {
+			b.Fatalf("Len = %d", l.len())
 		}
 		perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
 		b.ReportMetric(perKey, "B/key")

@@ -37,7 +37,7 @@ func TestConcurrentEviction(t *testing.T) {
 			_, _ = l.Peek(context.Background(), nil, []limiter.Request{{Key: fmt.Sprintf("g%d-%d", g, i), Limit: li, Cost: 1}})
 		}
 	})
-	if n := l.Len(); n > 4096 {
+	if n := l.len(); n > 4096 {
 		t.Errorf("Len = %d > MaxKeys", n)
 	}
 	checkCount(t, l)
@@ -97,7 +97,7 @@ func TestChargesWhileTablesChange(t *testing.T) {
 			t.Errorf("%s admitted %d; want exactly %d", key(i), n, hot.Burst)
 		}
 	}
-	if n := l.Len(); n > 2048 {
+	if n := l.len(); n > 2048 {
 		t.Errorf("Len = %d > MaxKeys", n)
 	}
 	checkCount(t, l)

@@ -153,7 +153,7 @@ func TestStaleClockDoesNotReviveDebt(t *testing.T) {
 	if d := mustTake(t, l, req("c", 2), req("d", 1)); !d[0].Never {
 		t.Fatalf("sweeping call: %+v", d)
 	}
-	if n := l.Len(); n != 0 {
+	if n := l.len(); n != 0 {
 		t.Fatalf("Len after the sweep = %d; want 0 (a evicted)", n)
 	}
 	close(clk.released)

@@ -57,7 +57,7 @@ func TestEviction(t *testing.T) {
 		} else if err != nil || got != s.want {
 			t.Errorf("step %d (t=%v %s): got %+v, %v; want %+v", i+1, s.at, s.key, got, err, s.want)
 		}
-		if n := l.Len(); n != s.wantLen {
+		if n := l.len(); n != s.wantLen {
 			t.Errorf("step %d: Len = %d; want %d", i+1, n, s.wantLen)
 		}
 		checkCount(t, l)
@@ -100,8 +100,8 @@ func TestEvictionAllOrNothing(t *testing.T) {
 	}
 	// One new key fits in b's slot.
 	mustTake(t, l, limiter.Request{Key: "x", Limit: li, Cost: 1}, limiter.Request{Key: "x", Limit: li, Cost: 1})
-	if r := remaining(t, l, "x", li); r != 1 || l.Len() != 2 {
-		t.Errorf("remaining x = %d, Len %d; want 1, 2", r, l.Len())
+	if r := remaining(t, l, "x", li); r != 1 || l.len() != 2 {
+		t.Errorf("remaining x = %d, Len %d; want 1, 2", r, l.len())
 	}
 }
 
@@ -114,7 +114,7 @@ func TestEvictionOfCallKey(t *testing.T) {
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
 	clk.Set(time.Second) // both full
 	mustTake(t, l, limiter.Request{Key: "b", Limit: li, Cost: 1}, limiter.Request{Key: "c", Limit: li, Cost: 2})
-	if n := l.Len(); n != 2 {
+	if n := l.len(); n != 2 {
 		t.Errorf("Len = %d; want 2 (b and c)", n)
 	}
 	if rb, rc := remaining(t, l, "b", li), remaining(t, l, "c", li); rb != 2 || rc != 1 {
@@ -144,7 +144,7 @@ func TestMaxKeysBound(t *testing.T) {
 		default:
 			t.Fatal(err)
 		}
-		if n := l.Len(); n > maxKeys {
+		if n := l.len(); n > maxKeys {
 			t.Fatalf("Len = %d > MaxKeys", n)
 		}
 	}
@@ -158,7 +158,7 @@ func TestMaxKeysBound(t *testing.T) {
 			t.Fatalf("new key %d after refill: %v", i, err)
 		}
 	}
-	if n := l.Len(); n > maxKeys {
+	if n := l.len(); n > maxKeys {
 		t.Errorf("Len = %d > MaxKeys", n)
 	}
 	checkCount(t, l)
@@ -193,8 +193,8 @@ func TestEvictionAcrossShards(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if admitted != maxKeys/2 || l.Len() != maxKeys {
-		t.Errorf("admitted %d new keys, Len %d; want %d, %d", admitted, l.Len(), maxKeys/2, maxKeys)
+	if admitted != maxKeys/2 || l.len() != maxKeys {
+		t.Errorf("admitted %d new keys, Len %d; want %d, %d", admitted, l.len(), maxKeys/2, maxKeys)
 	}
 	for i := 0; i < maxKeys; i += 2 {
 		if d := mustPeek(t, l, limiter.Request{Key: fmt.Sprintf("old%d", i), Limit: long, Cost: 1})[0]; d.Allowed {
@@ -213,8 +213,8 @@ func checkCount(t *testing.T, l *Limiter) {
 		n += l.shards[i].live
 		l.shards[i].mu.Unlock()
 	}
-	if n != l.Len() {
-		t.Errorf("shards hold %d keys; Len says %d", n, l.Len())
+	if n != l.len() {
+		t.Errorf("shards hold %d keys; Len says %d", n, l.len())
 	}
 }
 
@@ -245,7 +245,7 @@ func TestPeekPredictsCapacity(t *testing.T) {
 	if d := mustPeek(t, l, newKey...)[0]; !d.Allowed {
 		t.Errorf("Peek after a is full = %+v", d)
 	}
-	if n := l.Len(); n != 1 {
+	if n := l.len(); n != 1 {
 		t.Errorf("Peek evicted: Len = %d, want 1", n)
 	}
 }

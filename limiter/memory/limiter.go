@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,12 @@ import (
 
 // Limiter is an in-process [limiter.Limiter]: one GCRA bucket state (an
 // int64 theoretical arrival time) per bucket, in sharded hash tables, at most
-// [Options.MaxKeys] of them.
+// [Options.MaxKeys] of them. An in-flight cap's counter is a state of the
+// same tables (an int64 far past any TAT while slots are held, so it is
+// never evicted then; a full bucket's state, evictable, once they are all
+// released): acquiring and releasing a slot is one compare-and-swap on a
+// tracked key, allocating nothing (BenchmarkInFlight compares it with a
+// channel semaphore and golang.org/x/sync/semaphore).
 //
 // A bucket is named by a 64-bit keyed hash (hash/maphash, a random seed per
 // Limiter) of the request's Key and limit shape (emission interval and
@@ -114,10 +120,76 @@ func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limit
 	return l.run(ctx, dst, reqs, false)
 }
 
-// Len returns the number of buckets currently tracked, at most MaxKeys. It
+// Release frees the in-flight slots that Take took, as the
+// [limiter.Limiter] contract says: for every reqs[i] whose ds[i].Slot is
+// non-zero, reqs[i].Cost slots of its key's counter. It never blocks on
+// other calls for long, allocates nothing, ignores ctx (freeing memory
+// cannot be abandoned half-way) and fails only with
+// [limiter.ErrInvalidRequest] (len(ds) != len(reqs), or a Slot on a
+// malformed or token-bucket request), then releasing nothing. A counter
+// back at 0 is a full bucket's state: evictable like any. A second
+// Release of the same Decisions frees slots other requests hold (counters
+// stop at 0). Safe for concurrent use.
+func (l *Limiter) Release(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision) error {
+	if err := gcra.ValidateRelease(reqs, ds); err != nil {
+		return err
+	}
+	for i := range reqs {
+		if ds[i].Slot != 0 {
+			l.release(&reqs[i])
+		}
+	}
+	return nil
+}
+
+// release frees r.Cost slots of r's counter. Above the last slots it is
+// one compare-and-swap; the last slots are freed under the shard's mutex,
+// which lowers the shard's hint to the freed state (a lower bound of every
+// TAT is what lets sweeps skip a shard, and the freed state is now
+// evictable).
+func (l *Limiter) release(r *limiter.Request) {
+	h := l.bucket(r)
+	s := &l.shards[h&l.mask]
+	for {
+		t := s.tab.Load()
+		if t == nil {
+			return
+		}
+		k := t.find(h)
+		if k < 0 {
+			return // not tracked: nothing held (a release too many)
+		}
+		c := &t.cells[k]
+		switch v := c.tat.Load(); {
+		case v == tomb:
+			return // evicted: nothing held
+		case v == frozen:
+			s.mu.Lock() // the table is being replaced under it: wait
+			s.mu.Unlock()
+		case v == busy:
+			runtime.Gosched() // a call deciding several buckets holds it
+		case gcra.Held(v) > r.Cost:
+			if c.tat.CompareAndSwap(v, v-r.Cost) {
+				return
+			}
+		default:
+			s.mu.Lock()
+			ok := c.tat.CompareAndSwap(v, minTAT)
+			if ok {
+				s.lower(minTAT, c)
+			}
+			s.mu.Unlock()
+			if ok {
+				return
+			}
+		}
+	}
+}
+
+// len returns the number of states currently tracked, at most MaxKeys. It
 // includes states whose bucket is full again but that no sweep has evicted
 // yet (sweeps run only when the store is full). Safe for concurrent use.
-func (l *Limiter) Len() int {
+func (l *Limiter) len() int {
 	return int(l.count.Load())
 }
 
@@ -154,7 +226,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := gcra.Validate(reqs); err != nil {
+	if err := gcra.ValidateAll(reqs); err != nil {
 		return nil, err
 	}
 	if dst == nil {
@@ -252,7 +324,9 @@ func (l *Limiter) capacityError(sl []slot, now int64) error {
 	}
 	var wait time.Duration
 	if k := l.count.Load() + need - l.maxKeys; k > 0 {
-		if at, ok := l.freeAt(int(k)); ok && at > now {
+		// A state holding in-flight slots is freed when its requests end,
+		// which no one can tell: no wait is promised then.
+		if at, ok := l.freeAt(int(k)); ok && at > now && at <= gcra.InFlightBase {
 			wait = time.Duration(at - now) // both >= minTAT: no overflow
 		}
 	}
@@ -345,10 +419,13 @@ func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bo
 		case busy:
 			continue
 		}
-		d, next := gcra.Decide(v, now, r.Limit, r.Cost)
+		d, next := gcra.DecideAny(v, now, r)
 		// A rejection charges nothing, nor does an allowed dry-run
 		// request alone: the dry-run rule charges it like an enforced one.
 		if !charge || !d.Allowed || c.CompareAndSwap(v, stored(next)) {
+			if charge && d.Allowed && r.Limit.MaxInFlight != 0 {
+				d.Slot = 1
+			}
 			*out = d
 			return true
 		}
@@ -414,9 +491,20 @@ func (l *Limiter) decideHeld(reqs []limiter.Request, sl []slot, out []limiter.De
 				sl[i].cell.tat.Store(v)
 			}
 		}
+		markSlots(reqs, sl, out)
 		return true
 	}
 	return false
+}
+
+// markSlots sets the Slot of every in-flight request the call charged
+// (those left in the pass) after the call committed its charge.
+func markSlots(reqs []limiter.Request, sl []slot, out []limiter.Decision) {
+	for i := range reqs {
+		if sl[i].in && reqs[i].Limit.MaxInFlight != 0 {
+			out[i].Slot = 1
+		}
+	}
 }
 
 // maxRetries bounds how often decideHeld decides again after a concurrent
@@ -523,6 +611,7 @@ func (l *Limiter) decideLocked(reqs []limiter.Request, sl []slot, out []limiter.
 			}
 		}
 	}
+	markSlots(reqs, sl, out)
 	return nil
 }
 
@@ -622,7 +711,7 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 		if !known {
 			tat = now // an unknown bucket is full
 		}
-		d, next := gcra.Decide(tat, now, reqs[i].Limit, reqs[i].Cost)
+		d, next := gcra.DecideAny(tat, now, &reqs[i])
 		out[i] = d
 		sl[i].tat = next
 		sl[i].known = known || d.Allowed

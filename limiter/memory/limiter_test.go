@@ -37,7 +37,7 @@ func TestNeverTracksNoKey(t *testing.T) {
 	if want := (limiter.Decision{Remaining: 2, Never: true}); d != want {
 		t.Errorf("got %+v; want %+v", d, want)
 	}
-	if n := l.Len(); n != 0 {
+	if n := l.len(); n != 0 {
 		t.Errorf("Len after a Never = %d; want 0", n)
 	}
 }
@@ -87,12 +87,12 @@ func TestAllOrNothing(t *testing.T) {
 	}
 	// A rejected call with a new key tracks nothing.
 	fresh := limiter.Request{Key: "account=new", Limit: account.Limit, Cost: 1}
-	before := l.Len()
+	before := l.len()
 	if d := mustTake(t, l, fresh, op); d[0].Allowed != true || d[1].Allowed {
 		t.Fatalf("got %+v; want fresh allowed, op rejected", d)
 	}
-	if l.Len() != before {
-		t.Errorf("Len went from %d to %d after a rejected call", before, l.Len())
+	if l.len() != before {
+		t.Errorf("Len went from %d to %d after a rejected call", before, l.len())
 	}
 	// The first request rejecting blocks the later ones too.
 	got := mustTake(t, l, op, account)
@@ -169,7 +169,7 @@ func TestPeekNeverCharges(t *testing.T) {
 			t.Fatalf("Peek = %+v; want %+v", d, want)
 		}
 	}
-	if n := l.Len(); n != 0 {
+	if n := l.len(); n != 0 {
 		t.Fatalf("Len after Peeks = %d; want 0", n)
 	}
 	peeked := mustPeek(t, l, a, b, a)
@@ -214,8 +214,8 @@ func TestErrors(t *testing.T) {
 			}
 		}
 	}
-	if l.Len() != 0 {
-		t.Errorf("Len after invalid requests = %d", l.Len())
+	if l.len() != 0 {
+		t.Errorf("Len after invalid requests = %d", l.len())
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,8 +223,8 @@ func TestErrors(t *testing.T) {
 	if d, err := l.Take(ctx, nil, []limiter.Request{{Key: "a", Limit: ok, Cost: 1}}); d != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("Take with a cancelled context: %v, %v; want nil, context.Canceled", d, err)
 	}
-	if l.Len() != 0 {
-		t.Errorf("Len after a cancelled Take = %d", l.Len())
+	if l.len() != 0 {
+		t.Errorf("Len after a cancelled Take = %d", l.len())
 	}
 
 	for _, op := range []func(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error){l.Take, l.Peek} {
