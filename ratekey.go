@@ -19,8 +19,9 @@ import (
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
-// Policy is one named limit: its key dimensions, token bucket and corner
-// cases. See [middleware.Policy] for every field.
+// Policy is one named limit: its key dimensions, token bucket (rate and
+// burst) or in-flight cap (max_in_flight), and corner cases. See
+// [middleware.Policy] for every field.
 type Policy = middleware.Policy
 
 // Config configures [New]. Only Router and Policies are required; the zero

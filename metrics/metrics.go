@@ -39,6 +39,7 @@ type collectors struct {
 	storeErrors    *prometheus.CounterVec
 	storeLatency   *prometheus.HistogramVec
 	failOpen       *prometheus.CounterVec
+	inFlight       *prometheus.GaugeVec
 	proxyAnomalies *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
 	jwksRefreshes  *prometheus.CounterVec
@@ -58,8 +59,10 @@ type collectors struct {
 //	                                                   own decision: PASSED on a request another policy
 //	                                                   rejected still counts as PASSED)
 //	ratekey_store_errors_total{store}                  counter: limiter calls that failed
-//	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek)
+//	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek, release)
 //	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
+//	ratekey_in_flight{policy}                          gauge: requests holding a slot of an in-flight
+//	                                                   policy (max_in_flight) in this process now
 //	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
@@ -83,6 +86,10 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Name: "ratekey_fail_open_total",
 			Help: "Requests let through despite a store error because the policy's on_store_error is allow.",
 		}, []string{"policy"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekey_in_flight",
+			Help: "Requests holding a slot of an in-flight policy (max_in_flight) in this process now, by policy; dry-run policies' slots count too.",
+		}, []string{"policy"}),
 		proxyAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_trusted_proxy_anomalies_total",
 			Help: "Client-address derivations that failed or that a trusted proxy should not produce, by reason.",
@@ -96,7 +103,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -120,6 +127,11 @@ func (m *collectors) StoreCall(store, operation string, d time.Duration, err err
 // FailOpen implements [middleware.Metrics].
 func (m *collectors) FailOpen(policy string) {
 	m.failOpen.WithLabelValues(policy).Inc()
+}
+
+// InFlight implements [middleware.Metrics].
+func (m *collectors) InFlight(policy string, delta int) {
+	m.inFlight.WithLabelValues(policy).Add(float64(delta))
 }
 
 // ProxyAnomaly implements [middleware.Metrics].

@@ -169,7 +169,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		if !limited {
 			return true
 		}
-		ev := st.check(r, false, ph)
+		ev := st.check(r, ph)
 		rec.recordEvaluation(&ev)
 		return ev.Allowed
 	}

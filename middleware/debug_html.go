@@ -98,7 +98,7 @@ form { margin: 1rem 0; } input { font: inherit; }
 <tr><th>policy</th><th>key</th><th>decision</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th><th>remaining</th><th>retry after</th><th>delay</th><th>store</th><th>note</th></tr>
 {{range .Views}}<tr class="{{.Decision}}">
 <td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td>
-<td>{{.Cost}}</td><td>{{.Rate}}</td><td>{{.Burst}}</td><td>{{.DelayAfter}}</td><td>{{.Remaining}}</td>
+<td>{{.Cost}}</td>{{if .MaxInFlight}}<td>max in flight {{.MaxInFlight}}</td><td>{{.InFlight}} in flight</td><td></td>{{else}}<td>{{.Rate}}</td><td>{{.Burst}}</td><td>{{.DelayAfter}}</td>{{end}}<td>{{.Remaining}}</td>
 <td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td><td>{{.Store}}</td>
 <td>{{with .SkippedReason}}{{.}}{{end}}{{with .Error}}{{.}}{{end}}{{with .FailMode}} (fail mode: {{.}}){{end}}</td>
 </tr>

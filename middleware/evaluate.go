@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -105,11 +106,12 @@ type PolicyResult struct {
 	// the package of the limiter's implementation).
 	Store string
 
-	status    int
-	onStore   OnStoreError
-	principal bool   // a principal (not anonymous) was present
-	item      string // the policy's RateLimit-Policy list item
-	badCost   bool   // the cost function failed or returned < 1 (Err says which)
+	status     int
+	retryAfter time.Duration // an in-flight policy's RetryAfter
+	onStore    OnStoreError
+	principal  bool   // a principal (not anonymous) was present
+	item       string // the policy's RateLimit-Policy list item
+	badCost    bool   // the cost function failed or returned < 1 (Err says which)
 }
 
 // Evaluation is the combined outcome of every policy that applies to one request.
@@ -155,12 +157,24 @@ type Evaluation struct {
 // request's cost is spent all-or-nothing (if any enforcing policy rejects,
 // none is charged; dry-run policies follow the [limiter.Limiter] rule);
 // with charge false nothing is spent (the debug endpoint's would-be
-// decision). Check neither waits nor writes: the Handler does. It reads the
+// decision). An in-flight policy's slot is taken and released again before
+// Check returns: only the Handler holds slots, while the handler runs.
+// Check neither waits nor writes: the Handler does. It reads the
 // client address and principal that [ClientAddress] and [Authenticate]
 // stored in r's context, and the configuration current when it starts
 // (see [RateLimiter.Reload]). Safe for concurrent use.
 func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
-	return rl.state.Load().check(r, charge, phaseAll)
+	st := rl.state.Load()
+	sc := newScratch()
+	ev := st.evaluate(r, stateFrom(r.Context()), st.Operation(r), charge, phaseAll, sc)
+	st.releaseSlots(r, sc, &ev, false)
+	return ev
+}
+
+// check is Check without charging, for phase ph (the debug endpoint's
+// would-be decisions): it takes no slot.
+func (st *rateLimitState) check(r *http.Request, ph phase) Evaluation {
+	return st.evaluate(r, stateFrom(r.Context()), st.Operation(r), false, ph, newScratch())
 }
 
 // phase selects the policies an evaluation covers.
@@ -181,10 +195,6 @@ func (ph phase) covers(p *Policy) bool {
 		return !p.PreAuth
 	}
 	return true
-}
-
-func (st *rateLimitState) check(r *http.Request, charge bool, ph phase) Evaluation {
-	return st.evaluate(r, stateFrom(r.Context()), st.Operation(r), charge, ph, newScratch())
 }
 
 // evaluate is check, with r's request state rs (nil when r has none) and
@@ -212,7 +222,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			continue
 		}
 		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun, Store: st.store,
-			status: p.Status, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
+			status: p.Status, retryAfter: p.RetryAfter, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)
@@ -304,6 +314,14 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			allEnforcing = allEnforcing && (decs[j].Allowed || reqs[j].DryRun)
 		}
 		ev.Charged = charge && err == nil && allEnforcing
+		if err == nil {
+			for j := range decs {
+				if decs[j].Slot != 0 { // in-flight slots to release (see heldSlots)
+					sc.slotReqs, sc.slotDecs, sc.slotIdx = reqs, decs, idx
+					break
+				}
+			}
+		}
 		for j, i := range idx {
 			res := &ev.Policies[i]
 			if err != nil {
@@ -363,9 +381,17 @@ func summarise(ev *Evaluation) Decision {
 // Current returns the whole tokens left and the time until the bucket is
 // full as they stand: an admitted result whose cost was not charged (a
 // Check without charge, or a request another policy rejected) reports the
-// would-be state after charging, so the cost is added back.
+// would-be state after charging, so the cost is added back. For an
+// in-flight policy it returns the free slots (0 when more are held than
+// MaxInFlight) and 0.
 func (res *PolicyResult) Current() (remaining int64, resetAfter time.Duration) {
 	remaining, resetAfter = res.Remaining, res.ResetAfter
+	if m := res.Limit.MaxInFlight; m != 0 {
+		if res.admitted() && !res.Charged {
+			remaining += res.Cost
+		}
+		return min(max(remaining, 0), m), 0
+	}
 	if res.admitted() && !res.Charged {
 		remaining += res.Cost
 		resetAfter -= time.Duration(res.Cost) * res.Limit.Rate.Interval()
@@ -524,6 +550,53 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		}
 		st.Logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
 	}
+}
+
+// heldSlots reports whether the evaluation in sc took in-flight slots
+// (they must be released: see releaseSlots).
+func (sc *scratch) heldSlots() bool { return sc.slotDecs != nil }
+
+// countSlots adds delta to the in-flight gauge of each policy whose slot
+// the evaluation in sc holds.
+func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
+	if st.Metrics == nil {
+		return
+	}
+	for j, i := range sc.slotIdx {
+		if sc.slotDecs[j].Slot != 0 {
+			st.Metrics.InFlight(ev.Policies[i].Policy, delta)
+		}
+	}
+}
+
+// releaseSlots releases the in-flight slots the evaluation in sc holds,
+// once (it forgets them), on a context that outlives r's: the client may
+// be gone, and the slot must be freed all the same. counted says whether
+// the in-flight gauge counted them. A failed release is logged and
+// reported as a store error; it is not retried (a retry could free a slot
+// another request holds: see [limiter.Limiter]); a shared store's lease
+// frees it.
+func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluation, counted bool) {
+	if !sc.heldSlots() {
+		return
+	}
+	var start time.Time
+	if st.Metrics != nil {
+		start = time.Now()
+	}
+	ctx := context.WithoutCancel(r.Context())
+	err := st.Limiter.Release(ctx, sc.slotReqs, sc.slotDecs)
+	if st.Metrics != nil {
+		st.Metrics.StoreCall(st.store, "release", time.Since(start), err)
+	}
+	if counted {
+		st.countSlots(sc, ev, -1)
+	}
+	if err != nil {
+		st.Logger.LogAttrs(ctx, slog.LevelWarn, "ratekey in-flight release failed",
+			slog.String("operation", ev.Operation), slog.String("store", st.store), slog.String("error", err.Error()))
+	}
+	sc.slotReqs, sc.slotDecs, sc.slotIdx = nil, nil, nil
 }
 
 // observe counts ev's decisions, and its fail-open store errors, in the

@@ -20,14 +20,21 @@ type Metrics interface {
 	// decision.
 	Decision(policy, decision string)
 	// StoreCall records one limiter call: store names the limiter's
-	// implementation ("memory", "redis"), operation is "take" (charging)
-	// or "peek" (the debug endpoint), d its latency, and err its error, nil
+	// implementation ("memory", "redis"), operation is "take" (charging),
+	// "peek" (the debug endpoint) or "release" (in-flight slots), d its latency, and err its error, nil
 	// on success. A call the request abandoned (its context ended) is
 	// reported with a nil err: the store did not fail.
 	StoreCall(store, operation string, d time.Duration, err error)
 	// FailOpen counts a request let through by policy despite a store
 	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
 	FailOpen(policy string)
+	// InFlight adds delta (+1 or -1) to the requests of an in-flight
+	// policy ([limiter.Limit].MaxInFlight) that hold a slot in this
+	// process: +1 when [RateLimiter.Handler] takes a request's slot, -1
+	// when it releases it (when the handler returns or panics), so the
+	// sum is the slots held now, per policy (a gauge; a dry-run policy's
+	// slots count too). Token-bucket policies never call it.
+	InFlight(policy string, delta int)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
 	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of

@@ -46,7 +46,21 @@ const (
 )
 
 // Policy is one named limit: which dimensions form its key, how fast its
-// buckets refill, and what it does in the corner cases.
+// buckets refill (or how many of its requests may run at once), and what
+// it does in the corner cases.
+//
+// A policy is of one of two kinds, chosen by its Limit (see
+// [limiter.Limit]): a token bucket (Rate and Burst: nginx limit_req) or an
+// in-flight cap (MaxInFlight: nginx limit_conn). An in-flight policy's
+// request holds a slot from the moment the policy admits it, before the
+// handler runs, until the handler returns, panics, or gives up because the
+// client went away ([RateLimiter.Handler]); its decisions are PASSED,
+// REJECTED and REJECTED_DRY_RUN. It takes the same Key, Operations,
+// Status, OnMissing, OnStoreError, DryRun and PreAuth as a token bucket,
+// and its RetryAfter; not Cost (one slot per request), CostFunc, Overrides
+// or OverrideFunc. The policies of one phase (PreAuth or not) are decided
+// together, all-or-nothing across both kinds: a request a token bucket
+// rejects takes no slot, and a request refused a slot spends no tokens.
 type Policy struct {
 	// Name identifies the policy in keys, headers, logs and problem bodies.
 	// Letters, digits, '.', '_' and '-' only, at most 64 bytes.
@@ -55,8 +69,15 @@ type Policy struct {
 	// An empty list means one bucket for every request the policy applies to.
 	Key []identity.Dimension
 	// Limit is the token-bucket rate, burst (capacity, tokens), delay_after
-	// and max_delay; see [limiter.Limit] for the nginx limit_req mapping.
+	// and max_delay (see [limiter.Limit] for the nginx limit_req mapping),
+	// or the in-flight cap: MaxInFlight and, for a shared store, Lease.
 	Limit limiter.Limit
+	// RetryAfter is, for an in-flight policy, the Retry-After its
+	// rejections send (rounded up to whole seconds, at least 1); 0 sends
+	// none, since nobody can tell when a running request ends. Only for
+	// in-flight policies (a token bucket's Retry-After is computed);
+	// >= 0, at most 1 h.
+	RetryAfter time.Duration
 	// Cost is the tokens one request spends, >= 1; 0 means 1 (or, with
 	// CostFunc, that the function decides).
 	Cost int64
@@ -170,6 +191,9 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		}
 		note("rate", o.Limit.Rate, n.Limit.Rate)
 		note("burst", o.Limit.Burst, n.Limit.Burst)
+		note("max_in_flight", o.Limit.MaxInFlight, n.Limit.MaxInFlight)
+		note("lease", o.Limit.Lease, n.Limit.Lease)
+		note("retry_after", o.RetryAfter, n.RetryAfter)
 		kind := PolicyUpdated
 		if o.Limit.Rate.Interval() != n.Limit.Rate.Interval() || o.Limit.Burst != n.Limit.Burst {
 			kind = PolicyRestarted
@@ -259,6 +283,14 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 	if p.CostFunc != nil && p.Cost != 0 {
 		fail("cost", "%d is fixed, but the policy has a cost function: set one or the other", p.Cost)
 	}
+	if p.Limit.MaxInFlight != 0 {
+		p.validateInFlight(fail)
+		p.fillDefaults()
+		return errors.Join(append(errs, p.validateModes(i)...)...)
+	}
+	if p.RetryAfter != 0 {
+		fail("retry_after", "%v is for max_in_flight policies (a token bucket computes its Retry-After)", p.RetryAfter)
+	}
 	others := len(errs) > 0
 	p.fillDefaults()
 	// Waits are checked only when nothing else of the policy is wrong.
@@ -268,6 +300,42 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 	}
 	if len(probs) == 0 {
 		errs = append(errs, p.validateOverrides(i, maxWait)...)
+	}
+	return errors.Join(append(errs, p.validateModes(i)...)...)
+}
+
+// validateInFlight checks the fields of an in-flight policy, reporting
+// each problem to fail(field, format, args...).
+func (p *Policy) validateInFlight(fail func(field, format string, args ...any)) {
+	l := p.Limit
+	switch {
+	case l.MaxInFlight < 1 || l.MaxInFlight > 1_000_000_000:
+		fail("max_in_flight", "%d must be 1 to 1000000000 (requests of one key running at once)", l.MaxInFlight)
+	case l.Lease != 0 && (l.Lease < time.Second || l.Lease > time.Hour):
+		fail("lease", "%v must be between 1s and 1h (0: 60s)", l.Lease)
+	}
+	if l.Rate != (limiter.Rate{}) || l.Burst != 0 {
+		fail("max_in_flight", "a policy has rate and burst (a token bucket) or max_in_flight (an in-flight cap), not both")
+	}
+	if l.DelayAfter != 0 || l.MaxDelay != 0 {
+		fail("max_in_flight", "delay_after and max_delay are token-bucket settings: an in-flight cap never delays")
+	}
+	if p.Cost > 1 || p.CostFunc != nil {
+		fail("cost", "an in-flight policy's request holds one slot: no cost or cost function")
+	}
+	if len(p.Overrides) > 0 || p.OverrideFunc != nil {
+		fail("overrides", "overrides are for token-bucket policies")
+	}
+	if p.RetryAfter < 0 || p.RetryAfter > time.Hour {
+		fail("retry_after", "%v must be 0 (no Retry-After) to 1h", p.RetryAfter)
+	}
+}
+
+// validateModes checks p's status and fail modes, defaults filled in.
+func (p *Policy) validateModes(i int) []error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), field, fmt.Sprintf(format, args...)))
 	}
 	if p.Status < 400 || p.Status > 599 {
 		fail("status", "%d is not a 4xx or 5xx code", p.Status)
@@ -282,7 +350,7 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 	default:
 		fail("on_store_error", "%s must be deny or allow", quote.Value(p.OnStoreError))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // longestWait is the longest a request may wait for the policy, under its
@@ -300,7 +368,7 @@ func (p *Policy) longestWait() time.Duration {
 // ceiling less its delay_after part; 0 in dry run, which never delays. l
 // must be valid.
 func longestWait(l limiter.Limit, dryRun bool) time.Duration {
-	if dryRun {
+	if dryRun || l.MaxInFlight != 0 { // an in-flight cap never delays
 		return 0
 	}
 	return gcra.Ceiling(l) - gcra.Free(l)

@@ -40,6 +40,12 @@ const (
 	// failed for the request or returned a cost below 1; 400, naming the
 	// policy, without Retry-After (the same request fails again).
 	ProblemInvalidCost = "urn:ratekey:problem:invalid-cost"
+	// ProblemConcurrencyLimited: an in-flight policy ([limiter.Limit]
+	// MaxInFlight, nginx limit_conn) has as many of the key's requests
+	// running as it allows; the problem names the policy. Retry-After is
+	// sent only when the policy sets RetryAfter (nobody can tell when a
+	// running request ends).
+	ProblemConcurrencyLimited = "urn:ratekey:problem:concurrency-limited"
 )
 
 // problem is the RFC 9457 body. Detail never contains a key, a token or any

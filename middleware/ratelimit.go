@@ -186,7 +186,11 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
-		st.items = append(st.items, policyItem(p.Name, p.Limit))
+		item := ""
+		if p.Limit.MaxInFlight == 0 { // draft-10 fields cover quotas only
+			item = policyItem(p.Name, p.Limit)
+		}
+		st.items = append(st.items, item)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -262,6 +266,18 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // passes the request on (after its delay, if DELAYED) or answers it. Use it
 // with chi's r.Use or r.With after [ClientAddress] and [Authenticate].
 //
+// In-flight policies: the request's slots are taken in the same limiter
+// call that spends its tokens, before the handler runs, and released when
+// next.ServeHTTP returns or panics (the panic goes on), on a context that
+// outlives the request's. A client that goes away ends the slot when the
+// handler notices its cancelled context and returns: a handler that keeps
+// working holds its slot, which is what the cap is for. A DELAYED request
+// (by a token bucket of the same phase) holds its slots while it waits:
+// taking them after the wait would need a second limiter call, which
+// could refuse the request after its tokens were spent. A request that
+// does not go on (rejected by a later phase, abandoned during its delay)
+// releases them at once.
+//
 // Responses: the RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-10) for every enforcing policy that
 // decided; RateLimit-Decision when configured; on rejection the first
@@ -279,7 +295,8 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 }
 
 // PreAuthHandler is [RateLimiter.Handler] for the policies marked PreAuth
-// only (Handler then skips them). Mount it after [ClientAddress] and before
+// only (Handler then skips them); a pre-auth in-flight policy's slot is
+// held while the rest of the chain runs. Mount it after [ClientAddress] and before
 // [Authenticate]: a flood of bad credentials is then limited by network
 // before any signature check or key-set fetch, and every request, with a
 // good credential or not, spends the pre-auth budget. Safe for concurrent
@@ -295,6 +312,10 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		out := claimArena(rs)
 		sc := getScratch(out)
 		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
+		slots := sc.heldSlots()
+		if slots {
+			st.countSlots(sc, &ev, +1)
+		}
 		if ev.Delay > 0 {
 			if err := st.Wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
@@ -333,8 +354,24 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			deny := ev // a copy: only a refusal pays for handing it to Deny
 			st.Deny(w, r, p.Status, &deny)
 		}
-		sc.release(out)
+		if !slots {
+			sc.release(out)
+			out.release()
+			if pass {
+				next.ServeHTTP(w, r)
+			}
+			return
+		}
+		// The request holds in-flight slots: sc keeps the requests naming
+		// them until they are released, once, when the handler returns or
+		// panics (or at once if the request does not go on). The arena
+		// keeps the bytes handed out so far, for a next phase to append to.
+		out.keep(sc.b)
 		out.release()
+		defer func() {
+			st.releaseSlots(r, sc, &ev, true)
+			sc.drop()
+		}()
 		if pass {
 			next.ServeHTTP(w, r)
 		}
@@ -398,9 +435,10 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 }
 
 // advertised reports whether the response fields list the policy: it is
-// enforcing and the limiter decided it.
+// enforcing, a token bucket (draft-ietf-httpapi-ratelimit-headers-10
+// describes quotas only, not in-flight caps) and the limiter decided it.
 func (res *PolicyResult) advertised() bool {
-	return !res.DryRun && res.Key != "" && !res.badCost && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
+	return !res.DryRun && res.Key != "" && !res.badCost && res.Limit.MaxInFlight == 0 && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
 }
 
 // policyItem returns the RateLimit-Policy list item of policy name with
@@ -441,6 +479,7 @@ func rejection(h http.Header, ev *Evaluation) problem {
 	var violated []string
 	var first, never *PolicyResult
 	retry := int64(0) // the Retry-After of the rejecting policies, in seconds
+	honest := true    // every rejecting policy has one (an in-flight cap may not)
 	storeErr, storeRetry := false, int64(0)
 	var missing, badCost *PolicyResult
 	for i := range ev.Policies {
@@ -466,6 +505,8 @@ func rejection(h http.Header, ev *Evaluation) problem {
 				never = res
 			}
 			retry = max(retry, secs)
+			_, ok := res.retryAfterSeconds()
+			honest = honest && (ok || res.Never)
 		}
 	}
 	switch {
@@ -503,9 +544,21 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		return problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
+	case first.Limit.MaxInFlight != 0:
+		// No honest Retry-After unless every rejecting policy has one: an
+		// in-flight cap's comes from its retry_after, if set.
+		detail := fmt.Sprintf("policy %s (max_in_flight %d) has as many requests running as it allows", first.Policy, first.Limit.MaxInFlight)
+		if honest {
+			h.Set("Retry-After", strconv.FormatInt(retry, 10))
+			detail += fmt.Sprintf("; retry in %d s", retry)
+		}
+		return problem{Type: ProblemConcurrencyLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+			Title: "Concurrency limit exceeded", Detail: detail}
 	default:
 		secs := retry // no policy here is never satisfiable: each has one
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		if honest {
+			h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		}
 		detail := fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)
 		if first.overMaxDelay() {
 			detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, secs)

@@ -43,13 +43,19 @@ func (res *PolicyResult) refuses() bool {
 
 // retryAfterSeconds returns the Retry-After, in whole seconds rounded up
 // (at least 1), of the response the decision calls for: for REJECTED and
-// REJECTED_DRY_RUN of a limit, when the cost would fit; for an ERROR
+// REJECTED_DRY_RUN of a limit, when the cost would fit (of an in-flight
+// cap, when the policy sets RetryAfter); for an ERROR
 // failing closed, the 503's (see storeRetryAfter). ok is false otherwise:
 // passed, failing open, missing a dimension, or never satisfiable (a
 // promise that could never be kept).
 func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
+	rejected := (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.badCost
 	switch {
-	case (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.badCost:
+	case rejected && res.Limit.MaxInFlight != 0:
+		// No store can tell when a running request ends: only the
+		// policy's own retry_after is a Retry-After.
+		return max(ceilSeconds(res.retryAfter), 1), res.retryAfter > 0
+	case rejected:
 		return max(ceilSeconds(res.RetryAfter), 1), true
 	case res.failMode() == string(OnStoreErrorDeny):
 		return storeRetryAfter(res.Err), true
@@ -129,24 +135,33 @@ type policyJSON struct {
 	Decision          Decision `json:"decision"`
 	DryRun            bool     `json:"dry_run"`
 	Cost              int64    `json:"cost"`
-	Rate              string   `json:"rate"` // "5/s"
-	Burst             int64    `json:"burst"`
+	Rate              *string  `json:"rate"`  // "5/s"; null for an in-flight policy
+	Burst             *int64   `json:"burst"` // null for an in-flight policy
 	Remaining         int64    `json:"remaining"`
 	RetryAfterSeconds *int64   `json:"retry_after_seconds"`
 	Store             string   `json:"store"`
 	FailMode          *string  `json:"fail_mode"`
-	DelayAfter        int64    `json:"delay_after"`
+	DelayAfter        *int64   `json:"delay_after"` // null for an in-flight policy
 	DelaySeconds      *float64 `json:"delay_seconds"`
 	SkippedReason     *string  `json:"skipped_reason"`
 	Error             *string  `json:"error"`
-	Override          *string  `json:"override"` // null when the policy's own limit applied
+	Override          *string  `json:"override"`      // null when the policy's own limit applied
+	MaxInFlight       *int64   `json:"max_in_flight"` // null for a token bucket
+	InFlight          *int64   `json:"in_flight"`     // null for a token bucket
 }
 
 // view renders res for the Record's JSON and HTML.
 func (res *PolicyResult) view() policyJSON {
 	v := policyJSON{Name: res.Policy, Decision: res.Decision, DryRun: res.DryRun, Cost: res.Cost,
-		Rate: res.Limit.Rate.String(), Burst: res.Limit.Burst, Remaining: res.remaining(), Store: res.Store,
-		DelayAfter: delayAfter(res.Limit)}
+		Remaining: res.remaining(), Store: res.Store}
+	if m := res.Limit.MaxInFlight; m != 0 {
+		free, _ := res.Current()
+		held := m - free
+		v.MaxInFlight, v.InFlight = &m, &held
+	} else {
+		rate, burst, da := res.Limit.Rate.String(), res.Limit.Burst, delayAfter(res.Limit)
+		v.Rate, v.Burst, v.DelayAfter = &rate, &burst, &da
+	}
 	if res.Key != "" {
 		v.Key = &res.Key
 	}
@@ -175,7 +190,13 @@ func (res *PolicyResult) view() policyJSON {
 // [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
-// "error", "override"}, in that order. cost, rate, burst and delay_after
+// "error", "override", "max_in_flight", "in_flight"}, in that order. For a
+// token bucket, max_in_flight and in_flight are null; for an in-flight
+// policy, rate, burst and delay_after are null, max_in_flight is its cap,
+// in_flight the key's requests holding a slot now (this one included when
+// it holds one; at most max_in_flight, even after the cap was lowered),
+// remaining the free slots, and retry_after_seconds its RetryAfter when
+// rejected (null when it sets none). cost, rate, burst and delay_after
 // are the limit that applied: the policy's, or the override's named by
 // override ("tenant=acme", "plan=pro", "account=alice", "function"; null
 // when none matched; see [Override]). Durations are in seconds (Retry-After in whole

@@ -86,8 +86,8 @@ func TestDecisionAcrossPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"limited":true,"decision":"DELAYED","delay_seconds":1,"policies":[`,
-		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null}`,
-		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null}`} {
+		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null,"max_in_flight":null,"in_flight":null}`,
+		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("record JSON lacks\n%s\n%s", want, b)
 		}

@@ -30,6 +30,13 @@ type scratch struct {
 	decs     [3]limiter.Decision
 	parts    [4]identity.Part
 	b        []byte
+	// slotReqs and slotDecs are the limiter call's requests and Decisions
+	// when it took in-flight slots (slotIdx maps them to the policies),
+	// nil otherwise: kept until the slots are released (see
+	// rateLimitState.releaseSlots).
+	slotReqs []limiter.Request
+	slotDecs []limiter.Decision
+	slotIdx  []int
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -47,6 +54,14 @@ func getScratch(out *arena) *scratch {
 // afterwards.
 func (sc *scratch) release(out *arena) {
 	out.keep(sc.b)
+	*sc = scratch{}
+	scratchPool.Put(sc)
+}
+
+// drop clears sc and returns it to the pool without giving its bytes back
+// to an arena (the arena kept them already, and may have handed out more
+// since). Nothing may use sc afterwards.
+func (sc *scratch) drop() {
 	*sc = scratch{}
 	scratchPool.Put(sc)
 }
