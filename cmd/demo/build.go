@@ -190,6 +190,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
+	errs = append(errs, checkInFlightStore(cfg, a.policies)...)
 	if len(errs) == 0 {
 		errs = append(errs, checkOverrides(cfg, a.auth, a.policies)...)
 	}
@@ -408,6 +409,16 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
 		errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key", ref))
 	}
+	if pc.RetryAfter != "" {
+		d, err := time.ParseDuration(pc.RetryAfter)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s.retry_after: %s is not a positive duration such as 2s", ref, shown(pc.RetryAfter)))
+		}
+		p.RetryAfter = max(d, 0)
+	}
+	if pc.MaxInFlight != nil || pc.Lease != "" {
+		return p, append(errs, buildInFlight(ref, pc, &p)...)
+	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%s.rate: %v", ref, err))
@@ -434,6 +445,59 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		p.Overrides = append(p.Overrides, o)
 	}
 	return p, errs
+}
+
+// buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
+// >= 1, lease (default 60s) between 1s and 1h, and none of the token
+// bucket's fields beside them.
+func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+	var errs []error
+	if pc.MaxInFlight == nil {
+		return append(errs, fmt.Errorf("%s.lease: is for max_in_flight policies", ref))
+	}
+	if *pc.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, *pc.MaxInFlight))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"rate", pc.Rate != ""}, {"burst", pc.Burst != 0}, {"cost", pc.Cost != 0}, {"delay_after", pc.DelayAfter != nil}, {"max_delay", pc.MaxDelay != ""}} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("%s.%s: a max_in_flight policy caps requests running at once and has no %s (a token bucket's; make it a policy of its own)", ref, f.name, f.name))
+		}
+	}
+	lease := time.Duration(0) // the library's default, 60s
+	if pc.Lease != "" {
+		d, err := time.ParseDuration(pc.Lease)
+		if err != nil || d < time.Second || d > time.Hour {
+			errs = append(errs, fmt.Errorf("%s.lease: %s must be a duration from 1s to 1h (default 60s)", ref, shown(pc.Lease)))
+		} else {
+			lease = d
+		}
+	}
+	p.Cost = 0
+	p.Limit = limiter.Limit{MaxInFlight: max(int64(*pc.MaxInFlight), 1), Lease: lease}
+	for j, oc := range pc.Overrides {
+		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
+		errs = append(errs, oerrs...)
+		p.Overrides = append(p.Overrides, o) // refused by the rate limiter, naming the field
+	}
+	return errs
+}
+
+// checkInFlightStore refuses in-flight policies on the Redis store, which
+// does not implement them yet (limiter/redis: part 2, slots as leases).
+func checkInFlightStore(cfg *Config, policies []middleware.Policy) []error {
+	var errs []error
+	if cfg.Limiter.Store != "redis" {
+		return nil
+	}
+	for i, p := range policies {
+		if p.Limit.MaxInFlight != 0 {
+			errs = append(errs, fmt.Errorf("%s.max_in_flight: the Redis store does not implement in-flight caps yet; use limiter.store: memory", policyRef(i, p.Name)))
+		}
+	}
+	return errs
 }
 
 // buildOverride parses what YAML writes as text in one override (where is
@@ -675,6 +739,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		v.Use(rl.Handler)
 		v.Get("/reports/{id}", getReport)
 		v.Post("/export", postExport)
+		v.Get("/slow", getSlow)
 	})
 	return r, nil
 }

@@ -140,6 +140,17 @@ type PolicyConfig struct {
 	// Overrides give verified tenants, plans or accounts another limit;
 	// the first match wins.
 	Overrides []OverrideConfig `yaml:"overrides"`
+	// MaxInFlight makes the policy an in-flight cap (nginx limit_conn)
+	// instead of a token bucket: at most this many requests of one key
+	// run at once. >= 1; no rate, burst, cost, delay_after or max_delay
+	// beside it.
+	MaxInFlight *integer `yaml:"max_in_flight"`
+	// Lease: a Go duration, 1s to 1h (default 60s): how long a shared
+	// store keeps the slot of a process that died mid-request.
+	Lease string `yaml:"lease"`
+	// RetryAfter: a Go duration; the Retry-After of an in-flight cap's
+	// rejections (none by default).
+	RetryAfter string `yaml:"retry_after"`
 }
 
 // OverrideConfig is one entry of a policy's overrides: exactly one of

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -25,6 +27,32 @@ func postExport(w http.ResponseWriter, r *http.Request) {
 		"export": "queued",
 		"served": whoami(r),
 	})
+}
+
+// maxSlow is the longest GET /v1/slow sleeps, in milliseconds.
+const maxSlow = 10_000
+
+// getSlow serves GET /v1/slow?ms=N: it sleeps N milliseconds (0 to 10 000;
+// anything else is 400), or until the client goes away, and answers 200;
+// the demo's in-flight policy caps how many run at once per account.
+func getSlow(w http.ResponseWriter, r *http.Request) {
+	ms := 0
+	if v := r.URL.Query().Get("ms"); v != "" || r.URL.Query().Has("ms") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxSlow || len(v) > 5 || len(r.URL.Query()["ms"]) > 1 {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "ms must be one whole number of milliseconds from 0 to 10000"})
+			return
+		}
+		ms = n
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return // nobody is listening
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"slept_ms": ms, "served": whoami(r)})
 }
 
 func whoami(r *http.Request) map[string]any {
