@@ -125,6 +125,14 @@ func (s *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHoo
 	}
 }
 
-func (*scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+func (s *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	// Batched calls travel in pipelines.
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				s.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
