@@ -64,4 +64,17 @@ type Decision struct {
 	// Never is Cost > MaxInFlight; Delay, RetryAfter and ResetAfter are 0
 	// (no store can tell when a running request will end).
 	Slot uint64
+	// HashSlot is 1 + the Redis Cluster hash slot (the Redis Cluster
+	// specification's CRC16 of the key's hash tag, mod 16384) whose master
+	// decided the request, so 1 to 16384; 0 when no Cluster slot did (the
+	// memory store, one Redis server). A diagnostic for the debug view:
+	// it does not affect the decision.
+	HashSlot int
+	// RoundTrips is how many round trips to a shared store the call that
+	// returned this Decision took (the same on every Decision of the
+	// call): 0 for the memory store and for a call a local cache answered
+	// whole; 1 for a call within one Redis slot; 2, or 3 with a refund, for
+	// a call across Cluster slots (see limiter/redis). A diagnostic for
+	// the debug view: it does not affect the decision.
+	RoundTrips int
 }

@@ -39,6 +39,7 @@ type collectors struct {
 	storeErrors    *prometheus.CounterVec
 	storeLatency   *prometheus.HistogramVec
 	failOpen       *prometheus.CounterVec
+	cached         *prometheus.CounterVec
 	inFlight       *prometheus.GaugeVec
 	proxyAnomalies *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
@@ -61,6 +62,8 @@ type collectors struct {
 //	ratekey_store_errors_total{store}                  counter: limiter calls that failed
 //	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek, release)
 //	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
+//	ratekey_cached_rejections_total{policy}            counter: rejections a store's local deny cache
+//	                                                   answered without a round trip (limiter/redis)
 //	ratekey_in_flight{policy}                          gauge: requests holding a slot of an in-flight
 //	                                                   policy (max_in_flight) in this process now
 //	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
@@ -86,6 +89,10 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Name: "ratekey_fail_open_total",
 			Help: "Requests let through despite a store error because the policy's on_store_error is allow.",
 		}, []string{"policy"}),
+		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_cached_rejections_total",
+			Help: "Rejections the store answered from its local deny cache, without a round trip (limiter/redis), by policy; ratekey_decisions_total counts them too.",
+		}, []string{"policy"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ratekey_in_flight",
 			Help: "Requests holding a slot of an in-flight policy (max_in_flight) in this process now, by policy; dry-run policies' slots count too.",
@@ -103,7 +110,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.cached, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -127,6 +134,11 @@ func (m *collectors) StoreCall(store, operation string, d time.Duration, err err
 // FailOpen implements [middleware.Metrics].
 func (m *collectors) FailOpen(policy string) {
 	m.failOpen.WithLabelValues(policy).Inc()
+}
+
+// CachedRejection implements [middleware.Metrics].
+func (m *collectors) CachedRejection(policy string) {
+	m.cached.WithLabelValues(policy).Inc()
 }
 
 // InFlight implements [middleware.Metrics].

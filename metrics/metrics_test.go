@@ -31,6 +31,8 @@ func TestNew(t *testing.T) {
 	mm.StoreCall("memory", "take", 0, nil)
 	mm.StoreCall("memory", "take", 0, errors.New("down"))
 	mm.FailOpen("p")
+	mm.CachedRejection("p")
+	mm.CachedRejection("p")
 	mm.ProxyAnomaly("malformed_entry")
 	mm.AuthFailure("invalid_token")
 	m.JWKSFetch("https://issuer.test", nil)
@@ -57,6 +59,7 @@ func TestNew(t *testing.T) {
 	}
 	want := []string{
 		"ratekey_authentication_failures_total{reason=invalid_token} 1",
+		"ratekey_cached_rejections_total{policy=p} 2",
 		"ratekey_decisions_total{decision=PASSED,policy=p} 1",
 		"ratekey_fail_open_total{policy=p} 1",
 		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=error} 2",

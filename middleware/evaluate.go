@@ -105,6 +105,13 @@ type PolicyResult struct {
 	// Store names the limiter store that decided ("memory", "redis", ...:
 	// the package of the limiter's implementation).
 	Store string
+	// Cached reports that the store answered this rejection from its
+	// local deny cache (limiter.Decision.Cached): no round trip, nothing
+	// charged.
+	Cached bool
+	// HashSlot is 1 + the Redis Cluster slot that decided, 0 when none
+	// did (limiter.Decision.HashSlot).
+	HashSlot int
 
 	status     int
 	retryAfter time.Duration // an in-flight policy's RetryAfter
@@ -151,6 +158,9 @@ type Evaluation struct {
 	// describe the state as if charged (the would-be decision);
 	// [PolicyResult.Current] gives the state now.
 	Charged bool
+	// RoundTrips is how many round trips to a shared store the limiter
+	// call took (limiter.Decision.RoundTrips); 0 for the memory store.
+	RoundTrips int
 }
 
 // Check evaluates every policy that applies to r. With charge true, the
@@ -331,6 +341,8 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			}
 			d := decs[j]
 			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
+			res.Cached, res.HashSlot = d.Cached, d.HashSlot
+			ev.RoundTrips = max(ev.RoundTrips, d.RoundTrips)
 			res.Charged = ev.Charged && (all || !res.DryRun)
 			switch {
 			case !d.Allowed && res.DryRun:
@@ -608,6 +620,9 @@ func (st *rateLimitState) observe(ev *Evaluation) {
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
 		st.Metrics.Decision(res.Policy, string(res.Decision))
+		if res.Cached {
+			st.Metrics.CachedRejection(res.Policy)
+		}
 		if res.failMode() == string(OnStoreErrorAllow) && !ev.Abandoned {
 			st.Metrics.FailOpen(res.Policy)
 		}

@@ -28,6 +28,10 @@ type Metrics interface {
 	// FailOpen counts a request let through by policy despite a store
 	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
 	FailOpen(policy string)
+	// CachedRejection counts a rejection the store answered from its local
+	// deny cache ([limiter.Decision].Cached: limiter/redis), without a
+	// round trip; Decision counts it too.
+	CachedRejection(policy string)
 	// InFlight adds delta (+1 or -1) to the requests of an in-flight
 	// policy ([limiter.Limit].MaxInFlight) that hold a slot in this
 	// process: +1 when [RateLimiter.Handler] takes a request's slot, -1

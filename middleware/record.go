@@ -56,6 +56,11 @@ type Record struct {
 	// evaluation order (the pre-auth policies first in a live Record); see
 	// [PolicyResult.MarshalJSON] for their JSON.
 	Policies []PolicyResult `json:"policies"`
+	// RoundTrips is how many round trips to a shared store the request's
+	// limiter calls took, both phases together: 0 for the memory store and
+	// for rejections a local deny cache answered, 1 per call within one
+	// Redis slot, 2 or 3 per call across Cluster slots.
+	RoundTrips int `json:"round_trips"`
 }
 
 // Recorder is middleware that puts an empty [Record] in the request context
@@ -131,5 +136,6 @@ func (rec *Record) recordEvaluation(ev *Evaluation) {
 	if ev.Abandoned {
 		rec.Outcome = outcomeClientTimeout
 	}
+	rec.RoundTrips += ev.RoundTrips
 	rec.Policies = append(rec.Policies, ev.Policies...)
 }

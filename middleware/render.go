@@ -148,6 +148,8 @@ type policyJSON struct {
 	Override          *string  `json:"override"`      // null when the policy's own limit applied
 	MaxInFlight       *int64   `json:"max_in_flight"` // null for a token bucket
 	InFlight          *int64   `json:"in_flight"`     // null for a token bucket
+	Cached            bool     `json:"cached"`        // answered by the store's local deny cache
+	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
 }
 
 // view renders res for the Record's JSON and HTML.
@@ -183,6 +185,11 @@ func (res *PolicyResult) view() policyJSON {
 	if res.Override != "" {
 		v.Override = &res.Override
 	}
+	v.Cached = res.Cached
+	if res.HashSlot > 0 {
+		slot := res.HashSlot - 1
+		v.Slot = &slot
+	}
 	return v
 }
 
@@ -190,7 +197,8 @@ func (res *PolicyResult) view() policyJSON {
 // [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
-// "error", "override", "max_in_flight", "in_flight"}, in that order. For a
+// "error", "override", "max_in_flight", "in_flight", "cached", "slot"},
+// in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
 // in_flight the key's requests holding a slot now (this one included when
@@ -202,7 +210,10 @@ func (res *PolicyResult) view() policyJSON {
 // when none matched; see [Override]). Durations are in seconds (Retry-After in whole
 // seconds rounded up, at least 1; null when no Retry-After applies);
 // fail_mode is "deny", "allow" or "dry_run" for ERROR, null otherwise;
-// key, skipped_reason and error are null when empty. The names and
+// key, skipped_reason and error are null when empty; cached is true for a
+// rejection the store answered from its local deny cache (limiter/redis),
+// without a round trip; slot is the Redis Cluster hash slot whose master
+// decided, null for the memory store and a single Redis server. The names and
 // values are a public contract; no field holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())

@@ -86,10 +86,73 @@ func TestDecisionAcrossPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"limited":true,"decision":"DELAYED","delay_seconds":1,"policies":[`,
-		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null,"max_in_flight":null,"in_flight":null}`,
-		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null}`} {
+		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null}`,
+		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("record JSON lacks\n%s\n%s", want, b)
+		}
+	}
+}
+
+// shared is a limiter that reports store diagnostics on every decision, as
+// limiter/redis does on a Cluster: the hash slot (+1) of the policy's key,
+// two round trips per call, and a cached answer for policy "cached".
+type shared struct{ limiter.Limiter }
+
+func (l shared) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	ds, err := l.Limiter.Take(ctx, dst, reqs)
+	for i := range ds {
+		ds[i].HashSlot, ds[i].RoundTrips = 100+i, 2
+		if strings.HasPrefix(reqs[i].Key, "cached|") && !ds[i].Allowed {
+			ds[i].Cached, ds[i].RoundTrips = true, 0
+		}
+	}
+	return ds, err
+}
+
+// TestStoreDiagnostics: the debug record says which Cluster slot decided
+// each policy ("slot", the slot itself, null for a store without one),
+// whether a deny cache answered ("cached"), and how many round trips the
+// request's calls took, both phases together ("round_trips").
+func TestStoreDiagnostics(t *testing.T) {
+	r := chi.NewRouter()
+	op := []identity.Dimension{identity.DimOperation}
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter:   shared{memory.New(memory.Options{Clock: clocktest.NewManualClock()})},
+		Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{{Name: "pre", Key: op, Limit: limit("1/m", 5), PreAuth: true},
+			{Name: "cached", Key: op, Limit: limit("1/m", 1)}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(rl.PreAuthHandler, rl.Handler)
+	r.Get("/a", func(http.ResponseWriter, *http.Request) {})
+	for i, want := range []struct {
+		status int
+		json   []string
+	}{
+		{200, []string{`"round_trips":4}`, `"name":"pre"`, `"cached":false,"slot":99}`, `"name":"cached"`, `"cached":false,"slot":99}`}},
+		{429, nil},
+	} {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/a", nil)
+		ctx, rec := middleware.WithRecord(req.Context()) // as an access logger wrapping the chain
+		r.ServeHTTP(w, req.WithContext(ctx))
+		if w.Code != want.status {
+			t.Fatalf("request %d: %d, want %d", i, w.Code, want.status)
+		}
+		b, _ := json.Marshal(rec)
+		if i == 1 {
+			// The main phase's rejection came from the deny cache: no
+			// round trip; the pre-auth phase took 2.
+			want.json = []string{`"round_trips":2}`, `"name":"cached","key":"cached|operation=GET /a","decision":"REJECTED"`, `"in_flight":null,"cached":true,"slot":99}`}
+		}
+		for _, s := range want.json {
+			if !strings.Contains(string(b), s) {
+				t.Errorf("request %d: record JSON lacks %s:\n%s", i, s, b)
+			}
 		}
 	}
 }

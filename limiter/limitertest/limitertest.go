@@ -101,9 +101,29 @@ func Run(t *testing.T, newLimiter Factory) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l, clk := newLimiter(t)
-			tc.f(t, &harness{l: l, clk: clk})
+			tc.f(t, &harness{l: diagnosticsCleared{l}, clk: clk})
 		})
 	}
+}
+
+// diagnosticsCleared wraps a Limiter under test, clearing the Decision
+// fields that describe how a store reached a decision, not the decision
+// (HashSlot, RoundTrips), so that every store is held to the same values.
+type diagnosticsCleared struct{ limiter.Limiter }
+
+func (l diagnosticsCleared) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return clearDiagnostics(l.Limiter.Take(ctx, dst, reqs))
+}
+
+func (l diagnosticsCleared) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
+	return clearDiagnostics(l.Limiter.Peek(ctx, dst, reqs))
+}
+
+func clearDiagnostics(ds []limiter.Decision, err error) ([]limiter.Decision, error) {
+	for i := range ds {
+		ds[i].HashSlot, ds[i].RoundTrips = 0, 0
+	}
+	return ds, err
 }
 
 // harness is one subtest's limiter and clock.
