@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,6 +326,13 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return dst, 0, nil
 	}
 	n := len(reqs)
+	// The call's deadline: Timeout from now, or ctx's if earlier. A
+	// context carries it only where go-redis needs one (a call on the
+	// caller's goroutine) or a wait must watch it.
+	deadline := time.Now().Add(l.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
 	var (
 		tctx   context.Context
 		cancel context.CancelFunc
@@ -335,11 +343,13 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		if v == denyHit {
 			return append(dst, d), 0, nil
 		}
-		tctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
 		// Another call of the bucket is probing: its reply may say the
 		// bucket is in debt again. Wait for it (a few times at most).
 		for tries := 0; v == denyWait && tries < 3; tries++ {
+			if tctx == nil {
+				tctx, cancel = context.WithDeadline(ctx, deadline)
+				defer cancel()
+			}
 			select {
 			case <-ch:
 			case <-tctx.Done():
@@ -368,46 +378,69 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 			split = split || groups[i] != groups[0]
 		}
 		if split {
-			return l.runSplit(ctx, dst, reqs, names, groups, take)
+			// A copy: the split path hands reqs to goroutines, and
+			// would otherwise make every caller's reqs escape.
+			return l.runSplit(ctx, dst, slices.Clone(reqs), names, groups, take)
 		}
 	}
 
-	args := make([]any, headArgs+n+1+argsPerReq*n)
-	args[2] = int64(n)
-	keys, argv := args[headArgs:headArgs+n], args[headArgs+n:]
+	c := getCall(n)
+	c.s, c.take, c.deadline = &many, take, deadline
+	if n == 1 {
+		c.s = &one
+	}
+	c.args[2] = int64(n) // n < 256: boxing it does not allocate
 	sent := l.localNow()
-	argv[0] = l.mode(take, sent)
+	c.args[headArgs+n] = l.mode(take, sent)
 	for i := range reqs {
 		r := &reqs[i]
+		var name string
 		if names != nil {
-			keys[i] = names[i]
+			name = names[i]
 		} else {
-			keys[i], _ = l.names.name(r)
+			name, _ = l.names.name(r)
 		}
-		argv[1+argsPerReq*i], argv[2+argsPerReq*i] = chargeCeiling(r)
+		charge, ceiling := chargeCeiling(r)
+		c.setArgs(i, n, name, charge, ceiling)
 	}
 
-	s := &many
-	if n == 1 {
-		s = &one
-	}
-	if tctx == nil {
-		tctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
+	var b *batcher
+	if l.maxBatch > 1 && l.shard != byTag {
+		bctx := ctx
+		if l.shard == bySlot {
+			// MasterForKey may load the slot map: under the deadline.
+			if tctx == nil {
+				tctx, cancel = context.WithDeadline(ctx, deadline)
+				defer cancel()
+			}
+			bctx = tctx
+		}
+		b = l.batcherFor(bctx, c.names0(n))
 	}
 	var cmd *goredis.Cmd
 	var err error
-	if b := l.batcherFor(tctx, keys[0].(string)); b != nil {
-		cmd, err = l.submit(tctx, b, s, args, take)
+	reuse := true
+	if b != nil {
+		cmd, err, reuse = l.submit(ctx, b, c)
 	} else {
-		cmd, err = run(tctx, l.client, s, args, !take)
+		if tctx == nil {
+			tctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		if cmd, err = run(tctx, l.client, c.s, c.args, !take); err != nil {
+			err = l.fail(ctx, tctx, err)
+		}
 	}
 	if err != nil {
+		if reuse {
+			putCall(c)
+		}
 		if probe != nil {
 			l.deny.abandon(&reqs[0], probe)
 		}
-		return nil, 1, l.fail(ctx, tctx, err)
+		return nil, 1, err
 	}
+	defer putCall(c) // after decide has read the reply
 
 	n0 := len(dst)
 	dst = append(dst, make([]limiter.Decision, n)...) // no allocation when dst has room
@@ -508,8 +541,15 @@ func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (b
 	return charged == 1, 0, nil
 }
 
-// fail turns a go-redis error into the error Take and Peek return.
+// fail turns a go-redis error of a call under tctx (ctx with the
+// Timeout) into the error Take and Peek return.
 func (l *Limiter) fail(ctx, tctx context.Context, err error) error {
+	return l.failTimed(ctx, tctx.Err() != nil, err)
+}
+
+// failTimed is fail for a call whose deadline (the Timeout's, or ctx's)
+// has passed when timedOut.
+func (l *Limiter) failTimed(ctx context.Context, timedOut bool, err error) error {
 	cerr := ctx.Err()
 	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
 		// The caller's deadline has passed, and go-redis's read deadline
@@ -523,7 +563,7 @@ func (l *Limiter) fail(ctx, tctx context.Context, err error) error {
 		return fmt.Errorf("limiter/redis: %w (outcome unknown): %w", cerr, err)
 	}
 	var ne net.Error
-	if tctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+	if timedOut || errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("%w (%v; outcome unknown): %w", ErrTimeout, l.timeout, err)
 	}
 	return fmt.Errorf("limiter/redis: outcome unknown: %w", err)
