@@ -18,9 +18,9 @@
 // in both directions, the dry-run rule, Release (of part of a call, of
 // several slots, after MaxInFlight changed), invalid caps, random traces
 // of takes and releases against the reference model, and goroutines that
-// never hold more than the cap. A store that does not implement them (its
-// Take fails with errors.ErrUnsupported, as the [limiter.Limiter] contract
-// allows) has those subtests skipped, naming its error.
+// never hold more than the cap. Every store must implement them: a store
+// that answers errors.ErrUnsupported (as the [limiter.Limiter] contract
+// allows a token-bucket-only store to) fails those subtests.
 //
 // Time is controlled through the [Clock] the [Factory] returns: the suite
 // only moves it forward from 0, in nanoseconds, and never needs a store to
@@ -782,23 +782,6 @@ func slotted(ds []dec) []dec {
 	return out
 }
 
-// needInFlight skips t when the store does not implement in-flight caps
-// (its Take fails with errors.ErrUnsupported).
-func (h *harness) needInFlight(t *testing.T) {
-	t.Helper()
-	r := []limiter.Request{req("in-flight-probe", inFlight(1), 1)}
-	d, err := h.l.Take(context.Background(), nil, r)
-	if errors.Is(err, errors.ErrUnsupported) {
-		t.Skipf("the store does not implement in-flight caps: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Take of an in-flight request: %v", err)
-	}
-	if err := h.l.Release(context.Background(), r, d); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-}
-
 // release releases reqs with ds, failing t on error.
 func (h *harness) release(t *testing.T, reqs []limiter.Request, ds []dec) {
 	t.Helper()
@@ -822,7 +805,6 @@ func (h *harness) free(t *testing.T, r limiter.Request) int64 {
 // refused (no RetryAfter), Peek takes none, a release frees one, a cost
 // above the cap is Never.
 func testInFlight(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	li := inFlight(3)
 	r := req("k", li, 1)
 	var held [][]dec
@@ -851,7 +833,6 @@ func testInFlight(t *testing.T, h *harness) {
 // testInFlightAllOrNothing: a call holding a token bucket and an in-flight
 // cap takes the slot and spends the token together or does neither.
 func testInFlightAllOrNothing(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	bucket := lim(1, time.Minute, 2)
 	slots := inFlight(1)
 	call := []limiter.Request{req("b", bucket, 1), req("s", slots, 1)}
@@ -887,7 +868,6 @@ func testInFlightAllOrNothing(t *testing.T, h *harness) {
 // held only when enforcing mode would hold it, and an enforcing slot is
 // taken when only a dry-run request refuses.
 func testInFlightDryRun(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	empty := lim(1, time.Hour, 1)
 	h.take(t, req("e", empty, 1)) // now empty
 	// Enforcing bucket refuses: the dry-run slot is not taken.
@@ -921,7 +901,6 @@ func testInFlightDryRun(t *testing.T, h *harness) {
 // that hold one; a counter is named by its key alone, so a changed cap
 // applies to the slots already held; mismatched slices are refused.
 func testInFlightRelease(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	r := req("k", inFlight(5), 3)
 	d := h.take(t, r)
 	expect(t, "cost 3 of 5", slotted(d), []dec{{Allowed: true, Remaining: 2, Slot: 1}})
@@ -958,7 +937,6 @@ func testInFlightRelease(t *testing.T, h *harness) {
 
 // testInFlightInvalid: malformed caps are refused by Take and Peek.
 func testInFlightInvalid(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	for name, li := range map[string]limiter.Limit{
 		"negative":          {MaxInFlight: -1},
 		"too large":         {MaxInFlight: 1_000_000_001},
@@ -984,7 +962,6 @@ func testInFlightInvalid(t *testing.T, h *harness) {
 // (dry run, repeated counters, costs above the cap) and releases of held
 // Decisions, in random order, against the reference model.
 func testInFlightRandom(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	limits := []limiter.Limit{inFlight(1), inFlight(2), inFlight(3), lim(2, time.Second, 3)}
 	keys := []string{"a", "b", "c"}
 	rng := rand.New(rand.NewSource(7))
@@ -1048,7 +1025,6 @@ func testInFlightRandom(t *testing.T, h *harness) {
 // a loop; the slots they hold at once, counted by themselves, never
 // exceed 4, and every slot is free at the end.
 func testInFlightConcurrent(t *testing.T, h *harness) {
-	h.needInFlight(t)
 	li := inFlight(4)
 	var holding, most, admitted atomic.Int64
 	Race(16, func(g int) {

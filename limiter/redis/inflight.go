@@ -2,33 +2,691 @@ package redis
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// errInFlight is the failure of an in-flight cap in this store, until its
-// slots are implemented as leases on the server's clock.
-var errInFlight = fmt.Errorf("limiter/redis: in-flight policies need part 2 (slots as leases), not implemented yet: %w", errors.ErrUnsupported)
+// In-flight caps (limiter.Limit.MaxInFlight) are leases on the server's
+// clock. The cap of a key is one sorted set (keyNamer.name: "c:" after the
+// tag), holding:
+//
+//   - one member per slot lease, "<tag>:<slot>:<cost>", scored by its
+//     expiry in ms of the server's TIME (always the server's TIME, even
+//     under the test clock: a lease measures whether its process is still
+//     alive, which is real time); tag identifies the Limiter (random),
+//     slot is the Decision's Slot, cost the slots it holds;
+//   - the member "" scored by minus the slots held (the sum of the leases'
+//     costs, expired ones included until a take purges them).
+//
+// A take purges the expired leases (ZRANGEBYSCORE 1 now, their costs given
+// back to the counter, ZREMRANGEBYSCORE), decides against the counter and,
+// if the call charges, adds its leases (ZADD now+lease) and the key's
+// expiry is moved to its latest lease (PEXPIREAT): all inside the script
+// that decides the call's token buckets of the same slot (capScript), so a
+// call is one round trip per slot and all-or-nothing across both kinds. A
+// release is ZREM of the lease (and its cost given back if it was still
+// there: a lease that expired, or a second release, frees nothing). While a
+// slot is held, the Limiter's renewer moves its lease's expiry to now+lease
+// every lease/3 (ZADD XX on a lease not yet expired), so only a process
+// that stops renewing (it died, or lost Redis for a whole lease) loses its
+// slots, one lease after its last renewal.
 
-// Release is the [limiter.Limiter] method that frees in-flight slots. This
-// store does not implement in-flight caps yet: Take and Peek refuse an
-// in-flight request with an error wrapping [limiter.ErrInvalidRequest] and
-// errors.ErrUnsupported, so no Decision of this store holds a Slot, and
-// Release of Decisions without one frees nothing and returns nil. Given a
-// Slot (which this store never gives) it fails with an error wrapping
-// errors.ErrUnsupported; mismatched slices wrap
-// [limiter.ErrInvalidRequest]. Safe for concurrent use.
+// capScript is partScript extended to in-flight caps: it decides the
+// requests of one call that share a slot (the whole call on one server),
+// token buckets and caps together, both passes of the dry-run rule, and
+// charges what the call's level allows.
+//
+//	KEYS[i]       request i's bucket, or its cap's sorted set
+//	ARGV[1]       the mode, as for gcraScript (the test clock governs
+//	              buckets only; leases use the server's TIME)
+//	ARGV[2]       the call's level, as for partScript
+//	ARGV[3]       the lease tag of the Limiter
+//	ARGV[4i]      request i's charge: for a bucket in ns, for a cap its
+//	              cost; -1 if it can never fit
+//	ARGV[4i+1]    request i's ceiling: for a bucket in ns, for a cap
+//	              MaxInFlight; negated for a dry run
+//	ARGV[4i+2]    0 for a bucket; for a cap, its lease in ms
+//	ARGV[4i+3]    0 for a bucket; for a cap, the slot id of its lease
+//
+// It returns what partScript returns, a cap's "debt" being the slots held
+// before the request.
+const capScript = luaPrelude + `
+local n = #KEYS
+local level = tonumber(ARGV[2])
+local tag = ARGV[3]
+local rt = redis.call('TIME')
+local rnow = tonumber(rt[1]) * 1000 + math.floor(tonumber(rt[2]) / 1000)
+
+local function arg(i, j) return ARGV[4 * i + j - 1] end
+
+-- held returns the slots held in cap k, after purging (for a take) its
+-- expired leases.
+local function held(k)
+  local c = redis.call('ZSCORE', k, '')
+  if not c then return 0 end
+  local h = -tonumber(c)
+  local ex = redis.call('ZRANGEBYSCORE', k, 1, rnow)
+  for _, m in ipairs(ex) do
+    h = h - tonumber(string.match(m, ':(%d+)$'))
+  end
+  if h < 0 then h = 0 end
+  if take and #ex > 0 then
+    redis.call('ZREMRANGEBYSCORE', k, 1, rnow)
+    if h == 0 and redis.call('ZCARD', k) <= 1 then
+      redis.call('DEL', k)
+    else
+      redis.call('ZADD', k, -h, '')
+    end
+  end
+  return h
+end
+
+local cap = {}
+local base = {}
+for i = 1, n do
+  local k = KEYS[i]
+  local lease = tonumber(arg(i, 3))
+  if lease > 0 then cap[k] = true end
+  if not base[k] then
+    if lease > 0 then
+      base[k] = held(k)
+    else
+      local d = debt(k)
+      if not d then
+        return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+      end
+      base[k] = d
+    end
+  end
+end
+
+local function admit(i, d)
+  local charge = tonumber(arg(i, 1))
+  local ceiling = math.abs(tonumber(arg(i, 2)))
+  if charge >= 0 and d <= ceiling - charge then
+    return d + charge
+  end
+  return nil
+end
+
+local out = {1, 1, sec, nsec}
+local w1, w2 = {}, {}
+for i = 1, n do
+  local k = KEYS[i]
+  local d = w1[k] or base[k]
+  out[4 + i] = d
+  local w = admit(i, d)
+  if w then w1[k] = w else out[1] = 0 end
+end
+for i = 1, n do
+  out[4 + n + i] = -1
+  if tonumber(arg(i, 2)) > 0 then
+    local k = KEYS[i]
+    local d = w2[k] or base[k]
+    out[4 + n + i] = d
+    local w = admit(i, d)
+    if w then w2[k] = w else out[2] = 0 end
+  end
+end
+
+-- commit writes pass p's states: buckets' TATs, caps' leases.
+local function commit(w, p)
+  for k, d in pairs(w) do
+    if not cap[k] then store(k, d) end
+  end
+  local touched = {}
+  for i = 1, n do
+    local lease = tonumber(arg(i, 3))
+    if lease > 0 and (p == 1 or tonumber(arg(i, 2)) > 0) then
+      local k = KEYS[i]
+      local cost = tonumber(arg(i, 1))
+      redis.call('ZADD', k, rnow + lease, tag .. ':' .. arg(i, 4) .. ':' .. arg(i, 1))
+      redis.call('ZINCRBY', k, -cost, '')
+      touched[k] = true
+    end
+  end
+  for k in pairs(touched) do
+    local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', k, top[2])
+  end
+end
+
+if take then
+  if level == 2 and out[1] == 1 then
+    commit(w1, 1)
+  elseif out[2] == 1 then
+    commit(w2, 2)
+  end
+end
+return out
+`
+
+// releaseScript frees leases: for each i, ZREM of member ARGV[2i-1] from
+// cap KEYS[i] and, if it was there, its cost ARGV[2i] given back to the
+// counter (the key deleted when nothing is held any more). A lease that
+// has expired (purged) or was released already frees nothing. It returns
+// the number of leases removed.
+const releaseScript = `
+local freed = 0
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  if redis.call('ZREM', k, ARGV[2 * i - 1]) == 1 then
+    freed = freed + 1
+    local c = tonumber(redis.call('ZINCRBY', k, tonumber(ARGV[2 * i]), ''))
+    if c >= 0 then
+      if redis.call('ZCARD', k) <= 1 then
+        redis.call('DEL', k)
+      else
+        redis.call('ZADD', k, 0, '')
+      end
+    end
+  end
+end
+return freed
+`
+
+// renewScript moves the expiry of leases ARGV[2..] of cap KEYS[1] to now
+// + ARGV[1] ms (server TIME) if they have not expired yet (an expired
+// lease stays so: its slot may already count as free), and the key's
+// expiry to its latest lease. It returns the number of leases renewed.
+const renewScript = `
+local k = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[1])
+local n = 0
+for i = 2, #ARGV do
+  local s = redis.call('ZSCORE', k, ARGV[i])
+  if s and tonumber(s) > now then
+    redis.call('ZADD', k, 'XX', now + lease, ARGV[i])
+    n = n + 1
+  end
+end
+if n > 0 then
+  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', k, top[2])
+end
+return n
+`
+
+var (
+	capS     = newScript(capScript)
+	releaseS = newScript(releaseScript)
+	renewS   = newScript(renewScript)
+)
+
+// defaultLease is the lease of a cap whose Limit.Lease is 0.
+const defaultLease = 60 * time.Second
+
+// leaseOf returns r's lease.
+func leaseOf(r *limiter.Request) time.Duration {
+	if r.Limit.Lease == 0 {
+		return defaultLease
+	}
+	return r.Limit.Lease
+}
+
+// leases is a Limiter's in-flight state: its lease tag, the slot ids it
+// hands out, and the leases it holds and renews.
+type leases struct {
+	once sync.Once
+	tag  string        // 16 random hex digits: this Limiter's leases
+	seq  atomic.Uint64 // the last slot id handed out
+
+	mu      sync.Mutex
+	held    map[uint64]*lease // by slot id
+	running bool              // the renewer goroutine runs
+	wake    chan struct{}     // tells the renewer a lease was added
+}
+
+// lease is one held lease, as the renewer knows it.
+type lease struct {
+	key, member string
+	ms          int64         // the lease, ms
+	every       time.Duration // renewal period: lease / 3
+	due         time.Time     // next renewal
+}
+
+// leaseTag returns the Limiter's lease tag.
+func (l *Limiter) leaseTag() string {
+	s := &l.leases
+	s.once.Do(func() {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		s.tag = hex.EncodeToString(b[:])
+		s.held = map[uint64]*lease{}
+		s.wake = make(chan struct{}, 1)
+	})
+	return s.tag
+}
+
+// member returns the sorted-set member of the lease of slot id for r.
+func (l *Limiter) member(id uint64, r *limiter.Request) string {
+	return l.leaseTag() + ":" + strconv.FormatUint(id, 10) + ":" + strconv.FormatInt(r.Cost, 10)
+}
+
+// hasInFlight reports whether reqs holds an in-flight cap.
+func hasInFlight(reqs []limiter.Request) bool {
+	for i := range reqs {
+		if reqs[i].Limit.MaxInFlight != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// runInFlight is run for a call that holds an in-flight cap (reqs are
+// valid): one capScript per slot (or Ring tag), the whole call in one round
+// trip on one server or within one slot; across slots, the protocol of
+// runSplit (the first part charges, the rest at its level, refunds of
+// what a later part's rejection undoes: a cap's refund is the ZREM of its
+// lease). The deny cache is neither asked nor told: it caches token-bucket
+// rejections of one-request calls only.
+func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, int, error) {
+	for i := range reqs {
+		if reqs[i].Limit.MaxInFlight != 0 {
+			continue
+		}
+		if w := reqs[i].Limit.Window(); w > MaxWindow {
+			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+		}
+	}
+	reqs = slices.Clone(reqs) // handed to goroutines across slots
+	n := len(reqs)
+	names := make([]string, n)
+	groups := make([]uint32, n)
+	ids := make([]uint64, n)
+	tag := l.leaseTag()
+	var parts []*part
+	for i := range reqs {
+		var h uint32
+		names[i], h = l.names.name(&reqs[i])
+		switch l.shard {
+		case bySlot:
+			groups[i] = uint32(slotOf(h))
+		case byTag:
+			groups[i] = h
+		}
+		prio := uint32(0) // caps first: their refusal costs no bucket a charge
+		if reqs[i].Limit.MaxInFlight != 0 {
+			if take {
+				ids[i] = l.leases.seq.Add(1)
+			}
+		} else {
+			prio = 1 + l.hint(&reqs[i])
+		}
+		j := slices.IndexFunc(parts, func(p *part) bool { return groups[p.idx[0]] == groups[i] })
+		if j < 0 {
+			parts = append(parts, &part{prio: prio})
+			j = len(parts) - 1
+		}
+		p := parts[j]
+		p.idx = append(p.idx, i)
+		p.prio = min(p.prio, prio)
+		p.last = i
+	}
+	slices.SortStableFunc(parts, func(a, b *part) int {
+		if a.prio != b.prio {
+			return int(a.prio) - int(b.prio)
+		}
+		return b.last - a.last
+	})
+
+	anyDry := slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.DryRun })
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	decide := func(p *part, take bool, level int) {
+		l.decideCapPart(tctx, reqs, names, ids, tag, p, take, level)
+	}
+	rounds := 1
+	final := 0
+	if !take {
+		l.each(parts, func(p *part) { decide(p, false, 2) })
+		if err := firstErr(parts); err != nil {
+			return nil, rounds, l.fail(ctx, tctx, err)
+		}
+		if allFit(parts, anyDry) {
+			final = 2
+		}
+	} else {
+		p0, rest := parts[0], parts[1:]
+		decide(p0, true, 2)
+		if p0.err != nil {
+			// Outcome unknown: the lease, if the script ran, expires.
+			return nil, rounds, l.fail(ctx, tctx, p0.err)
+		}
+		level := p0.charged
+		final = level
+		var err error
+		if len(rest) > 0 {
+			rounds++
+			l.each(rest, func(p *part) { decide(p, level > 0, level) })
+			for _, p := range rest {
+				if p.err == nil && level > 0 {
+					final = min(final, p.charged)
+				}
+			}
+			if err = firstErr(rest); err != nil {
+				final = 0
+			}
+			if level > 0 && slices.ContainsFunc(parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
+				rounds++
+				l.refundCaps(ctx, reqs, names, ids, parts, final)
+			}
+		}
+		if err != nil {
+			return nil, rounds, l.fail(ctx, tctx, err)
+		}
+	}
+
+	second := anyDry && slices.ContainsFunc(parts, func(p *part) bool { return !p.a1 })
+	n0 := len(dst)
+	if dst == nil {
+		dst = []limiter.Decision{}
+	}
+	dst = append(dst, make([]limiter.Decision, n)...)
+	out := dst[n0:]
+	for _, p := range parts {
+		for j, i := range p.idx {
+			d := p.d1[j]
+			if second && !reqs[i].DryRun {
+				d = p.d2[j]
+			}
+			if d < 0 {
+				return nil, rounds, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %d", d)
+			}
+			if reqs[i].Limit.MaxInFlight != 0 {
+				out[i], _ = gcra.Acquire(d, reqs[i].Limit, reqs[i].Cost)
+			} else {
+				out[i], _ = gcra.Decide(d, 0, reqs[i].Limit, reqs[i].Cost)
+			}
+		}
+	}
+	charged := final > 0
+	if charged != enforcingOK(reqs, out) {
+		return nil, rounds, errDisagree
+	}
+	for i := range reqs {
+		if reqs[i].Limit.MaxInFlight == 0 {
+			l.learn(&reqs[i], &out[i])
+		} else if take && charged && (final == 2 || !reqs[i].DryRun) {
+			out[i].Slot = ids[i]
+			l.hold(ids[i], names[i], l.member(ids[i], &reqs[i]), leaseOf(&reqs[i]))
+		}
+	}
+	return dst, rounds, nil
+}
+
+// capArgs returns the capScript arguments of r (see capScript).
+func capArgs(r *limiter.Request) (charge, ceiling, leaseMS int64) {
+	if r.Limit.MaxInFlight == 0 {
+		charge, ceiling = chargeCeiling(r)
+		return charge, ceiling, 0
+	}
+	charge, ceiling = r.Cost, r.Limit.MaxInFlight
+	if r.Cost > r.Limit.MaxInFlight {
+		charge = -1
+	}
+	if r.DryRun {
+		ceiling = -ceiling
+	}
+	return charge, ceiling, leaseOf(r).Milliseconds()
+}
+
+// decidePartArgs is the number of capScript arguments per request.
+const capArgsPerReq = 4
+
+// decideCapPart is decidePart with capScript.
+func (l *Limiter) decideCapPart(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, tag string, p *part, take bool, level int) {
+	m := len(p.idx)
+	args := make([]any, headArgs+m+3+capArgsPerReq*m)
+	args[2] = int64(m)
+	keys, argv := args[headArgs:headArgs+m], args[headArgs+m:]
+	argv[0] = l.mode(take, l.localNow())
+	argv[1] = int64(level)
+	argv[2] = tag
+	for j, i := range p.idx {
+		keys[j] = names[i]
+		a := argv[3+capArgsPerReq*j:]
+		var lease int64
+		var charge, ceiling int64
+		charge, ceiling, lease = capArgs(&reqs[i])
+		a[0], a[1], a[2], a[3] = charge, ceiling, lease, strconv.FormatUint(ids[i], 10)
+	}
+	cmd, err := run(ctx, l.client, &capS, args, !take)
+	if err != nil {
+		p.err = err
+		return
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil || len(vals) != 4+2*m {
+		p.err = fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), m, err)
+		return
+	}
+	p.a1, p.a2 = vals[0] == 1, vals[1] == 1
+	p.sec, p.nsec = vals[2], vals[3]
+	p.d1, p.d2 = vals[4:4+m], vals[4+m:]
+	switch {
+	case !take:
+	case level == 2 && p.a1:
+		p.charged = 2
+	case p.a2:
+		p.charged = 1
+	}
+}
+
+// refundCaps is refund for a call with caps: on every part that charged
+// more than final, its buckets' charges are given back as refundPart does
+// and its caps' leases beyond final are released (ZREM), in parallel, each
+// sent once.
+func (l *Limiter) refundCaps(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, parts []*part, final int) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	var todo []*part
+	for _, p := range parts {
+		if p.err == nil && p.charged > final {
+			todo = append(todo, p)
+		}
+	}
+	l.each(todo, func(p *part) {
+		l.refunds.Add(1)
+		// The buckets: a part of their own for refundPart.
+		b := &part{sec: p.sec, nsec: p.nsec, charged: p.charged}
+		var keys, argv []any
+		for j, i := range p.idx {
+			r := &reqs[i]
+			if r.Limit.MaxInFlight == 0 {
+				b.idx = append(b.idx, i)
+				b.d1 = append(b.d1, p.d1[j])
+				b.d2 = append(b.d2, p.d2[j])
+				continue
+			}
+			// Charged by the part: all (2) or the enforcing ones (1);
+			// kept at final: the same rule at final.
+			was := p.charged == 2 || !r.DryRun
+			kept := final == 2 || final == 1 && !r.DryRun
+			if was && !kept {
+				keys = append(keys, names[i])
+				argv = append(argv, l.member(ids[i], r), r.Cost)
+			}
+		}
+		var err error
+		if len(b.idx) > 0 {
+			err = l.refundPart(rctx, reqs, names, b, final)
+		}
+		if len(keys) > 0 {
+			args := append(append([]any{nil, nil, int64(len(keys))}, keys...), argv...)
+			if _, e := run(rctx, l.client, &releaseS, args, false); e != nil {
+				err = e
+			}
+		}
+		if err != nil {
+			l.lostRefunds.Add(1)
+		}
+	})
+}
+
+// Release is the [limiter.Limiter] method that frees in-flight slots: for
+// every reqs[i] whose ds[i].Slot is non-zero (a lease this Limiter took),
+// it stops renewing the lease and removes it from its cap (ZREM; its slots
+// counted free again), in one round trip per Redis Cluster slot (or Ring
+// shard) of the leases, in parallel; one round trip in all on one server.
+// It is sent once and never retried: a non-nil error (ctx done, timeout,
+// Redis unreachable) means the outcome is unknown, and a lease that was
+// not removed is freed when it expires, at most Limit.Lease (default 60 s)
+// after its last renewal, on the server's clock. A lease that has expired
+// already, or was released already, frees nothing (releasing a Decision
+// twice frees no other request's slot in this store). Mismatched slices,
+// or a Slot on a malformed or token-bucket request, fail with an error
+// wrapping [limiter.ErrInvalidRequest], releasing nothing. Safe for
+// concurrent use.
 func (l *Limiter) Release(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision) error {
 	if err := gcra.ValidateRelease(reqs, ds); err != nil {
 		return err
 	}
+	type group struct {
+		id         uint32
+		keys, argv []any
+		err        error
+	}
+	var gs []*group
 	for i := range ds {
-		if ds[i].Slot != 0 {
-			return errInFlight
+		if ds[i].Slot == 0 {
+			continue
+		}
+		r := &reqs[i]
+		l.unhold(ds[i].Slot)
+		name, h := l.names.name(r)
+		var id uint32
+		switch l.shard {
+		case bySlot:
+			id = uint32(slotOf(h))
+		case byTag:
+			id = h
+		}
+		j := slices.IndexFunc(gs, func(g *group) bool { return g.id == id })
+		if j < 0 {
+			gs = append(gs, &group{id: id})
+			j = len(gs) - 1
+		}
+		g := gs[j]
+		g.keys = append(g.keys, name)
+		g.argv = append(g.argv, l.member(ds[i].Slot, r), r.Cost)
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	send := func(g *group) {
+		args := append(append([]any{nil, nil, int64(len(g.keys))}, g.keys...), g.argv...)
+		_, g.err = run(tctx, l.client, &releaseS, args, false)
+	}
+	var wg sync.WaitGroup
+	for _, g := range gs[1:] {
+		wg.Go(func() { send(g) })
+	}
+	send(gs[0])
+	wg.Wait()
+	for _, g := range gs {
+		if g.err != nil {
+			return l.fail(ctx, tctx, g.err)
 		}
 	}
 	return nil
+}
+
+// hold registers a lease for renewal, starting the renewer if none runs.
+func (l *Limiter) hold(id uint64, key, member string, d time.Duration) {
+	s := &l.leases
+	ls := &lease{key: key, member: member, ms: d.Milliseconds(), every: d / 3}
+	ls.due = time.Now().Add(ls.every)
+	s.mu.Lock()
+	s.held[id] = ls
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go l.renew()
+	} else {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unhold stops renewing the lease of slot id.
+func (l *Limiter) unhold(id uint64) {
+	l.leaseTag() // the maps exist
+	s := &l.leases
+	s.mu.Lock()
+	delete(s.held, id)
+	s.mu.Unlock()
+}
+
+// renew is the renewer: one goroutine per Limiter while it holds leases
+// (it returns when it holds none, and starts again with the next), which
+// renews every lease lease/3 after its last renewal, one script call per
+// lease, each under the Limiter's Timeout. A failed renewal is tried again
+// a second later (renewal is idempotent), never past the lease's expiry:
+// the renewer does not revive an expired lease.
+func (l *Limiter) renew() {
+	s := &l.leases
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	type job struct {
+		id uint64
+		ls lease
+	}
+	for {
+		s.mu.Lock()
+		if len(s.held) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		next := now.Add(time.Hour)
+		var due []job
+		for id, ls := range s.held {
+			if !ls.due.After(now) {
+				due = append(due, job{id, *ls})
+				ls.due = now.Add(ls.every)
+			}
+			if ls.due.Before(next) {
+				next = ls.due
+			}
+		}
+		s.mu.Unlock()
+		for _, j := range due {
+			ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+			_, err := run(ctx, l.client, &renewS, []any{nil, nil, int64(1), j.ls.key, j.ls.ms, j.ls.member}, true)
+			cancel()
+			if err != nil {
+				s.mu.Lock()
+				if ls := s.held[j.id]; ls != nil {
+					ls.due = time.Now().Add(min(time.Second, ls.every))
+					if ls.due.Before(next) {
+						next = ls.due
+					}
+				}
+				s.mu.Unlock()
+			}
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-s.wake:
+		}
+	}
 }

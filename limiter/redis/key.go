@@ -44,6 +44,10 @@ func (n *keyNamer) tag(key string) uint32 {
 //
 //	prefix + "{" + 8 hex digits of the tag hash + "}" + Burst + "x" + Interval in ns + "ns:" + key part
 //
+// or, for an in-flight cap (a sorted set of leases, named by the key alone):
+//
+//	prefix + "{" + 8 hex digits of the tag hash + "}" + "c:" + key part
+//
 // where the key part is r.Key itself if it has at most maxKey bytes, and
 // otherwise its first maxKey-64 bytes, "#" and the hex HMAC-SHA256 of the
 // whole Key under secret: exactly maxKey+1 bytes, so no hashed part equals
@@ -64,11 +68,18 @@ func (n *keyNamer) name(r *limiter.Request) (string, uint32) {
 	b.WriteByte('{')
 	b.Write(t[:])
 	b.WriteByte('}')
-	var num [20]byte
-	b.Write(strconv.AppendInt(num[:0], r.Limit.Burst, 10))
-	b.WriteByte('x')
-	b.Write(strconv.AppendInt(num[:0], int64(r.Limit.Rate.Interval()), 10))
-	b.WriteString("ns:")
+	if r.Limit.MaxInFlight != 0 {
+		// An in-flight cap's sorted set of leases (inflight.go): named by
+		// the key alone, and never a bucket's name (those start with a
+		// digit after the tag).
+		b.WriteString("c:")
+	} else {
+		var num [20]byte
+		b.Write(strconv.AppendInt(num[:0], r.Limit.Burst, 10))
+		b.WriteByte('x')
+		b.Write(strconv.AppendInt(num[:0], int64(r.Limit.Rate.Interval()), 10))
+		b.WriteString("ns:")
+	}
 	if !hashed {
 		b.WriteString(key)
 		return b.String(), h

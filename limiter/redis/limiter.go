@@ -126,7 +126,9 @@ type Options struct {
 // A Limiter holds no per-key state in the process except, on a Cluster or
 // Ring client, a fixed table of 4096 hints (the last known fill of the
 // buckets whose keys hash there) that orders the slots of a call, and
-// starts no goroutine that outlives a call. Create it with [New]. It is
+// the leases of the in-flight slots it holds. It starts no goroutine that
+// outlives a call, except one renewer while it holds in-flight slots
+// (it returns when the last is released). Create it with [New]. It is
 // safe for concurrent use by multiple goroutines; concurrent calls are
 // serialised by Redis, slot by slot.
 type Limiter struct {
@@ -159,6 +161,10 @@ type Limiter struct {
 	// of its local clock.
 	deny  *denyCache
 	epoch time.Time
+
+	// In-flight caps (inflight.go): the lease tag, the slot ids handed
+	// out, and the leases held and renewed.
+	leases leases
 }
 
 // shardMode says how a client spreads keys over servers.
@@ -311,8 +317,11 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	if err := gcra.Validate(reqs); err != nil {
+	if err := gcra.ValidateAll(reqs); err != nil {
 		return nil, 0, err
+	}
+	if hasInFlight(reqs) {
+		return l.runInFlight(ctx, dst, reqs, take) // inflight.go
 	}
 	for i := range reqs {
 		if w := reqs[i].Limit.Window(); w > MaxWindow {

@@ -34,6 +34,9 @@ func clusterClient(t testing.TB, opts ...func(*goredis.ClusterOptions)) (*redist
 }
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(childEnv); addr != "" {
+		inFlightChild(addr) // TestInFlightKill's child: runs until killed
+	}
 	if os.Getenv("RATEKEY_REDIS_LOG") == "" {
 		goredis.SetLogger(quiet{})
 	}
