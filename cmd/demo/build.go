@@ -190,7 +190,6 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
-	errs = append(errs, checkInFlightStore(cfg, a.policies)...)
 	if len(errs) == 0 {
 		errs = append(errs, checkOverrides(cfg, a.auth, a.policies)...)
 	}
@@ -481,21 +480,6 @@ func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
 		errs = append(errs, oerrs...)
 		p.Overrides = append(p.Overrides, o) // refused by the rate limiter, naming the field
-	}
-	return errs
-}
-
-// checkInFlightStore refuses in-flight policies on the Redis store, which
-// does not implement them yet (limiter/redis: part 2, slots as leases).
-func checkInFlightStore(cfg *Config, policies []middleware.Policy) []error {
-	var errs []error
-	if cfg.Limiter.Store != "redis" {
-		return nil
-	}
-	for i, p := range policies {
-		if p.Limit.MaxInFlight != 0 {
-			errs = append(errs, fmt.Errorf("%s.max_in_flight: the Redis store does not implement in-flight caps yet; use limiter.store: memory", policyRef(i, p.Name)))
-		}
 	}
 	return errs
 }

@@ -143,7 +143,11 @@ limiter:
 		t.Errorf("a valid in-flight config: %d %q %q", code, out, errOut)
 	}
 	redis := writeConfig(t, strings.Replace(slowConfig, "store: memory", "store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", 1))
-	if code, _, errOut := runDemo(t, "check", "-config", redis); code != 1 || !strings.Contains(errOut, `policies[1] ("slow").max_in_flight: the Redis store does not implement in-flight caps yet`) {
-		t.Errorf("in-flight on Redis: %d %s", code, errOut)
+	if code, out, errOut := runDemo(t, "check", "-config", redis); code != 0 || !strings.Contains(out, "is valid: 2 policies") {
+		t.Errorf("in-flight on Redis (leases): %d %q %q", code, out, errOut)
+	}
+	bad := writeConfig(t, strings.Replace(strings.Replace(slowConfig, "store: memory", "store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", 1), "lease: 30s", "lease: 999ms", 1))
+	if code, _, errOut := runDemo(t, "check", "-config", bad); code != 1 || !strings.Contains(errOut, `policies[1] ("slow").lease: "999ms" must be a duration from 1s to 1h`) {
+		t.Errorf("a short lease on Redis: %d %s", code, errOut)
 	}
 }
