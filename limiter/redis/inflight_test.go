@@ -317,3 +317,48 @@ func TestInFlightWithRate(t *testing.T) {
 		})
 	}
 }
+
+// TestInFlightNoDenyCache: the deny cache (on, its default size) never
+// answers an in-flight call, alone or with a token bucket it has cached
+// as rejecting: every such call is a script call to Redis, and no
+// Decision of it is Cached; releases still find their leases.
+func TestInFlightNoDenyCache(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	hook := &cmdHook{}
+	c.AddHook(hook)
+	l := mustNew(t, c, rkredis.Options{Prefix: "nodeny:", Timeout: testTimeout})
+	bucket := limiter.Request{Key: "k", Limit: lim(1, time.Hour, 1), Cost: 1}
+	capR := limiter.Request{Key: "k", Limit: capOf(1, 0), Cost: 1}
+	take(t, l, bucket)
+	cached := 0
+	for range 3 { // the bucket's rejection cached
+		if d := take(t, l, bucket); d[0].Allowed {
+			t.Fatalf("an empty bucket: %+v", d[0])
+		} else if d[0].Cached {
+			cached++
+		}
+	}
+	if cached == 0 {
+		t.Fatal("the deny cache never answered the empty bucket")
+	}
+	held := take(t, l, capR)
+	for _, reqs := range [][]limiter.Request{{capR}, {bucket, capR}, {capR, bucket}} {
+		n0 := hook.n.Load()
+		d := take(t, l, reqs...)
+		if got := hook.n.Load() - n0; got != 1 {
+			t.Errorf("%d commands for an in-flight call; want 1 (never the deny cache)", got)
+		}
+		for i := range d {
+			if d[i].Cached || d[i].Allowed || d[i].Slot != 0 {
+				t.Errorf("in-flight call %d: %+v; want refused by Redis, not Cached, no slot", i, d[i])
+			}
+		}
+	}
+	if err := l.Release(context.Background(), []limiter.Request{capR}, held); err != nil {
+		t.Fatal(err)
+	}
+	if n := freeSlots(t, l, "k", 1); n != 1 {
+		t.Errorf("after the release: %d free; want 1", n)
+	}
+}
