@@ -244,6 +244,48 @@
 // a process also answers 429 for a bucket known to be in debt while Redis
 // is unreachable, instead of the store error.
 //
+// # In-flight caps: leases
+//
+// An in-flight cap (limiter.Limit.MaxInFlight) holds its slots as leases
+// with an expiry on the server's clock, so that a process that dies
+// mid-request cannot hold them for ever. The cap of a key is one sorted
+// set, prefix + "{tag}" + "c:" + key part (the bucket's tag, so that with
+// HashTag a tenant's caps and buckets share a slot), whose members are the
+// leases, "<limiter tag>:<slot id>:<cost>" scored by their expiry in ms of
+// the server's TIME (always TIME, even under the test clock: a lease
+// measures whether its holder is alive), plus one member "" scored by
+// minus the slots held.
+//
+//   - Acquire: the script that decides the call's token buckets decides
+//     its caps too (the same two passes of the dry-run rule: a dry-run
+//     request holds its slots exactly when enforcing mode would, as nginx
+//     limit_conn_dry_run still counts), after purging the cap's expired
+//     leases; a charge adds one lease per in-flight request (ZADD, expiry
+//     now + Limit.Lease, default 60 s) and moves the key's expiry to its
+//     latest lease (PEXPIREAT). One round trip per call within a slot,
+//     all-or-nothing across both kinds; across slots, the protocol of
+//     "Calls across slots", where giving a slot back is the ZREM of its
+//     lease. [limiter.Decision].Slot is the lease's slot id.
+//   - Release: one more round trip, ZREM of the lease (its cost given
+//     back; the key deleted when nothing is held), sent once and never
+//     retried. A lease already gone (expired, or released before) frees
+//     nothing, so a second Release of a Decision frees no other request's
+//     slot.
+//   - Renewal: while a Limiter holds leases, one goroutine renews each of
+//     them every lease/3 (ZADD XX to now + lease; a lease that has
+//     expired already is not revived, its slot may be someone else's) and
+//     returns when the last is released. A renewal that fails is tried
+//     again a second later.
+//   - What a crash costs: a process killed while holding slots (or cut
+//     from Redis for a whole lease) stops renewing them, and each is freed
+//     at most one lease after its last renewal (TestInFlightKill: a 1 s
+//     lease freed 940 ms after kill -9). A Take whose reply is lost may
+//     leave a lease no one holds: it too expires within one lease. A
+//     Release that fails leaves the slot taken until its lease expires.
+//
+// The deny cache is neither asked nor told about a call with an in-flight
+// request: it caches token-bucket rejections only.
+//
 // # Memory and eviction
 //
 // A key lives only while its bucket refills: at most the window, which is
