@@ -34,7 +34,7 @@ import (
 //   - otherwise rejected, RetryAfter = debt + charge - Ceiling(l).
 //
 // l must pass [limiter.Limit.Validate] and cost must be >= 1 (see
-// [Validate]), so no product overflows. Sums that could overflow (a TAT or
+// [ValidateAll]), so no product overflows. Sums that could overflow (a TAT or
 // clock near the int64 limits) saturate, and comparisons are made on
 // differences that cannot overflow, so saturation never turns a rejection
 // into an admission; a request whose new TAT would exceed math.MaxInt64 is
@@ -99,31 +99,13 @@ func Free(l limiter.Limit) time.Duration {
 var (
 	errEmptyKey = errors.New("empty key")
 	errCost     = errors.New("cost must be at least 1")
-	// errNoInFlight is the failure of a store without in-flight caps.
-	errNoInFlight = fmt.Errorf("in-flight limits (MaxInFlight) are not implemented by this store: %w", errors.ErrUnsupported)
 )
 
-// Validate checks every request for a store that implements token buckets
-// only: a non-empty Key, Cost >= 1 and a Limit that passes
-// [limiter.Limit.Validate] and is not an in-flight cap (that error wraps
-// errors.ErrUnsupported too, as the [limiter.Limiter] contract says). The
-// error for the first bad request wraps [limiter.ErrInvalidRequest] and
-// names its index (not its key). It is the check such a store runs first.
-func Validate(reqs []limiter.Request) error {
-	for i := range reqs {
-		err := validate(reqs[i])
-		if err == nil && reqs[i].Limit.MaxInFlight != 0 {
-			err = errNoInFlight
-		}
-		if err != nil {
-			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
-		}
-	}
-	return nil
-}
-
-// ValidateAll is [Validate] for a store that implements in-flight caps
-// too: it accepts them.
+// ValidateAll checks every request: a non-empty Key, Cost >= 1 and a
+// Limit that passes [limiter.Limit.Validate] (a token bucket or an
+// in-flight cap: every store of this module implements both). The error
+// for the first bad request wraps [limiter.ErrInvalidRequest] and names
+// its index (not its key). It is the check every store runs first.
 func ValidateAll(reqs []limiter.Request) error {
 	for i := range reqs {
 		if err := validate(reqs[i]); err != nil {

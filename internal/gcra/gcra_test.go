@@ -41,7 +41,7 @@ func TestDecideSaturation(t *testing.T) {
 
 // TestValidate: the first bad request is named by its index, with the
 // reason, wrapping limiter.ErrInvalidRequest.
-func TestValidate(t *testing.T) {
+func TestValidateAll(t *testing.T) {
 	ok := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 1}
 	tests := []struct {
 		reqs    []limiter.Request
@@ -53,20 +53,22 @@ func TestValidate(t *testing.T) {
 		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: ok, Cost: 0}}, "limiter: invalid request: request 1: cost must be at least 1"},
 		{[]limiter.Request{{Key: "k", Limit: ok, Cost: -5}}, "limiter: invalid request: request 0: cost must be at least 1"},
 		{[]limiter.Request{{Key: "k", Limit: limiter.Limit{}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
+		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1}}, ""},
+		{[]limiter.Request{{Key: "k", Limit: limiter.Limit{MaxInFlight: 2, Lease: time.Millisecond}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: lease 1ms, want 0 (60s) or 1s to 1h0m0s"},
 	}
 	for _, tc := range tests {
-		err := Validate(tc.reqs)
+		err := ValidateAll(tc.reqs)
 		if tc.wantErr == "" {
 			if err != nil {
-				t.Errorf("Validate(%+v) = %v; want nil", tc.reqs, err)
+				t.Errorf("ValidateAll(%+v) = %v; want nil", tc.reqs, err)
 			}
 			continue
 		}
 		if err == nil || err.Error() != tc.wantErr {
-			t.Errorf("Validate(%+v) = %v; want %q", tc.reqs, err, tc.wantErr)
+			t.Errorf("ValidateAll(%+v) = %v; want %q", tc.reqs, err, tc.wantErr)
 		}
 		if !errors.Is(err, limiter.ErrInvalidRequest) {
-			t.Errorf("Validate(%+v) = %v; want it to wrap ErrInvalidRequest", tc.reqs, err)
+			t.Errorf("ValidateAll(%+v) = %v; want it to wrap ErrInvalidRequest", tc.reqs, err)
 		}
 	}
 }
