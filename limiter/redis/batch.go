@@ -68,11 +68,15 @@ type call struct {
 	s        *script
 	take     bool
 	deadline time.Time // the caller's: Timeout from its start, or its context's if earlier
-	state    atomic.Int32
-	done     chan struct{} // receives one value when cmd and err are set
-	cmd      *goredis.Cmd
-	err      error
-	timer    *time.Timer // ends the caller's wait at deadline; nil until first used
+	// sent is the local time (Limiter.localNow) the call was last sent at
+	// or before: the deny cache's bound counts from it, so the later it is
+	// taken (never after the write), the closer the bound to Redis's TAT.
+	sent  int64
+	state atomic.Int32
+	done  chan struct{} // receives one value when cmd and err are set
+	cmd   *goredis.Cmd
+	err   error
+	timer *time.Timer // ends the caller's wait at deadline; nil until first used
 
 	// Storage of args for a call of up to callReqs requests: the key names
 	// and numbers are passed by pointer (go-redis writes *string and
@@ -188,6 +192,7 @@ func (l *Limiter) submit(ctx context.Context, b *batcher, c *call) (*goredis.Cmd
 		b.senders++
 		b.mu.Unlock()
 		tctx, cancel := context.WithDeadline(ctx, c.deadline)
+		c.resend(l)
 		cmd, err := run(tctx, l.client, c.s, c.args, !c.take)
 		if err != nil {
 			err = l.fail(ctx, tctx, err)
@@ -336,6 +341,12 @@ func (l *Limiter) exec(b *batcher, f *flight) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchGrace))
 	defer cancel()
 	cmds := f.cmds[:len(live)]
+	if l.now == nil {
+		now := l.localNow()
+		for _, c := range live {
+			c.sent = now
+		}
+	}
 	l.pipeline(ctx, live, cmds, func(c *call) (any, any) { return "evalsha", shaArg(c.s) })
 	for round := 0; round < 2; round++ {
 		var redo []*call
@@ -393,6 +404,14 @@ func (l *Limiter) pipeline(ctx context.Context, calls []*call, cmds []*goredis.C
 		}
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
+}
+
+// resend sets c.sent to now, just before c is written (with the test
+// clock, c.sent is the script's time: it stays).
+func (c *call) resend(l *Limiter) {
+	if l.now == nil {
+		c.sent = l.localNow()
+	}
 }
 
 // names0 returns the Redis key of c's first request, of a call of n.

@@ -232,10 +232,11 @@ func TestClientPauseDeadlines(t *testing.T) {
 }
 
 // TestFloodedKeyCalls: 16 callers flood one bucket (100/s, burst 10) for
-// 600 ms, with the deny cache on and off. With it, Redis runs about 2
+// 600 ms, with the deny cache on and off. With it, Redis runs at most 2
 // script calls per emission interval (10 ms) plus the burst, read from
-// INFO commandstats (the log gives the figure; the assertion allows 3 for
-// a loaded machine); both admit burst + rate·t (±3: the runs are timed).
+// INFO commandstats (1.35 measured, 1.37 under -race: about one admitted
+// probe per interval and the burst); both admit burst + rate·t (±3: the
+// runs are timed).
 func TestFloodedKeyCalls(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr, func(o *goredis.Options) { o.PoolSize = 16 })
@@ -277,12 +278,12 @@ func TestFloodedKeyCalls(t *testing.T) {
 		if a := admitted.Load(); a < want-3 || a > want+1 {
 			t.Errorf("deny cache %v: %d admitted; want %d (-3..+1)", cache == 0, a, want)
 		}
-		// The target is 2 per interval (1.98 measured without the race
-		// detector); a probe sent a little early (the bound is the send
-		// time plus the debt) is rejected and sent again, more often on a
-		// slow machine: the test allows 3.
-		if cache == 0 && calls > 3*intervals+10+16 {
-			t.Errorf("deny cache on: %d Redis calls in %d intervals; want at most 3 per interval (+ burst + callers)", calls, intervals)
+		// The target: 2 per interval. A probe goes once the bound counted
+		// from the last reply's arrival admits, so it is not rejected for
+		// being early (before, about half were: 1.98 per interval, 2.47
+		// under -race).
+		if cache == 0 && calls > 2*intervals+10+16 {
+			t.Errorf("deny cache on: %d Redis calls in %d intervals; want at most 2 per interval (+ burst + callers)", calls, intervals)
 		}
 	}
 }

@@ -31,6 +31,10 @@ type denyEntry struct {
 	// since the Limiter's epoch): the time the call was sent plus the debt
 	// the script reported (plus the charge, for an admitted Take).
 	tat int64
+	// late is the same bound counted from when the reply was received:
+	// Redis decided before then, so a probe sent once late admits is not
+	// early (unless another process charged the bucket).
+	late int64
 	// probe is non-nil while one call of the bucket is in flight to Redis
 	// because tat no longer rejects (the probe); other calls of the bucket
 	// wait for it to close. probeEnd is when the probe is given up on.
@@ -81,8 +85,12 @@ const (
 
 // check looks r's bucket up at local time now. denyHit: d is the Decision
 // (Cached) Redis would at least return; denyWait: wait for ch to close;
-// denyProbe: the caller must call done when its call ends. It does not
-// allocate, except to make the probe's channel.
+// denyProbe: the caller must call done when its call ends, and send its
+// call d.RetryAfter from now (0 or, while the bound counted from the last
+// reply's arrival still rejects, at most that reply's round trip: a probe
+// sent as soon as the send-time bound admits reached Redis too early about
+// as often as not, and was rejected: one more call per interval). It does
+// not allocate, except to make the probe's channel.
 func (c *denyCache) check(r *limiter.Request, now int64) (d limiter.Decision, verdict int, ch chan struct{}) {
 	s := c.set(r)
 	s.mu.Lock()
@@ -107,18 +115,24 @@ func (c *denyCache) check(r *limiter.Request, now int64) (d limiter.Decision, ve
 			close(e.probe) // a probe given up on: its waiters check again
 		}
 		e.probe, e.probeEnd = make(chan struct{}), now+c.probeFor
-		return limiter.Decision{}, denyProbe, e.probe
+		var wait limiter.Decision
+		if e.late > e.tat {
+			if w, _ := gcra.Decide(e.late, now, r.Limit, r.Cost); !w.Allowed && !w.Never {
+				wait.RetryAfter = min(w.RetryAfter, time.Duration(e.late-e.tat))
+			}
+		}
+		return wait, denyProbe, e.probe
 	}
 	return d, denyMiss, nil
 }
 
 // done records what Redis said of r's bucket, a call of r alone sent at
-// local time sent: dec, decided against debt ns, charged (a Take that
-// charged) or not, or an error (dec and debt unused). probe is the channel
+// local time sent and answered at recv: dec, decided against debt ns,
+// charged (a Take that charged) or not, or an error (dec and debt unused). probe is the channel
 // check returned with denyProbe, or nil. A rejection (not Never) creates
 // or refreshes the bucket's entry; any other answer refreshes an existing
 // one only.
-func (c *denyCache) done(r *limiter.Request, sent int64, dec *limiter.Decision, debt int64, charged bool, err error, probe chan struct{}) {
+func (c *denyCache) done(r *limiter.Request, sent, recv int64, dec *limiter.Decision, debt int64, charged bool, err error, probe chan struct{}) {
 	s := c.set(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,9 +150,10 @@ func (c *denyCache) done(r *limiter.Request, sent int64, dec *limiter.Decision, 
 	if err != nil || dec.Never {
 		return
 	}
-	tat := sent + debt
+	tat, late := sent+debt, recv+debt
 	if charged {
 		tat += r.Cost * int64(r.Limit.Rate.Interval())
+		late += r.Cost * int64(r.Limit.Rate.Interval())
 	}
 	if e == nil {
 		if dec.Allowed {
@@ -159,13 +174,14 @@ func (c *denyCache) done(r *limiter.Request, sent int64, dec *limiter.Decision, 
 	// Never lower a bound another reply raised: replies can arrive out of
 	// order, and each is a lower bound.
 	e.tat = max(e.tat, tat)
+	e.late = max(e.late, late)
 }
 
 // abandon is done for a probe whose caller stopped waiting for it (its
 // context ended): the entry is left as it was, and the next call of the
 // bucket may probe.
 func (c *denyCache) abandon(r *limiter.Request, probe chan struct{}) {
-	c.done(r, 0, nil, 0, false, errAbandoned, probe)
+	c.done(r, 0, 0, nil, 0, false, errAbandoned, probe)
 }
 
 // errAbandoned marks an abandoned probe in denyCache.done.
