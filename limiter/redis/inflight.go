@@ -634,19 +634,27 @@ func (l *Limiter) unhold(id uint64) {
 	s.mu.Unlock()
 }
 
+// renewers bounds the renewal calls a Limiter's renewer runs at once.
+const renewers = 4
+
 // renew is the renewer: one goroutine per Limiter while it holds leases
 // (it returns when it holds none, and starts again with the next), which
-// renews every lease lease/3 after its last renewal, one script call per
-// lease, each under the Limiter's Timeout. A failed renewal is tried again
-// a second later (renewal is idempotent), never past the lease's expiry:
-// the renewer does not revive an expired lease.
+// renews every lease about lease/3 after its last renewal (up to a quarter
+// of that early, to renew it with the others of its key): the leases due
+// then are renewed in one script call per cap key (and lease length), at
+// most renewers calls at a time, each under the Limiter's Timeout. A
+// failed renewal is tried again a second later (renewal is idempotent),
+// never past the lease's expiry: the renewer does not revive an expired
+// lease.
 func (l *Limiter) renew() {
 	s := &l.leases
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	type job struct {
-		id uint64
-		ls lease
+	type batch struct {
+		key     string
+		ms      int64
+		members []any
+		ids     []uint64
 	}
 	for {
 		s.mu.Lock()
@@ -657,10 +665,18 @@ func (l *Limiter) renew() {
 		}
 		now := time.Now()
 		next := now.Add(time.Hour)
-		var due []job
+		var due []*batch
 		for id, ls := range s.held {
-			if !ls.due.After(now) {
-				due = append(due, job{id, *ls})
+			// Due, or due within a quarter of its period: renewed a little
+			// early, with the others of its key.
+			if !ls.due.After(now.Add(ls.every / 4)) {
+				j := slices.IndexFunc(due, func(b *batch) bool { return b.key == ls.key && b.ms == ls.ms })
+				if j < 0 {
+					due = append(due, &batch{key: ls.key, ms: ls.ms})
+					j = len(due) - 1
+				}
+				due[j].members = append(due[j].members, ls.member)
+				due[j].ids = append(due[j].ids, id)
 				ls.due = now.Add(ls.every)
 			}
 			if ls.due.Before(next) {
@@ -668,20 +684,38 @@ func (l *Limiter) renew() {
 			}
 		}
 		s.mu.Unlock()
-		for _, j := range due {
-			ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-			_, err := run(ctx, l.client, &renewS, []any{nil, nil, int64(1), j.ls.key, j.ls.ms, j.ls.member}, true)
-			cancel()
-			if err != nil {
-				s.mu.Lock()
-				if ls := s.held[j.id]; ls != nil {
-					ls.due = time.Now().Add(min(time.Second, ls.every))
-					if ls.due.Before(next) {
-						next = ls.due
+		var failed []*batch
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, renewers)
+		for _, b := range due {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+				defer cancel()
+				args := append([]any{nil, nil, int64(1), b.key, b.ms}, b.members...)
+				if _, err := run(ctx, l.client, &renewS, args, true); err != nil {
+					mu.Lock()
+					failed = append(failed, b)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(failed) > 0 {
+			s.mu.Lock()
+			for _, b := range failed {
+				for _, id := range b.ids {
+					if ls := s.held[id]; ls != nil {
+						ls.due = time.Now().Add(min(time.Second, ls.every))
+						if ls.due.Before(next) {
+							next = ls.due
+						}
 					}
 				}
-				s.mu.Unlock()
 			}
+			s.mu.Unlock()
 		}
 		timer.Reset(time.Until(next))
 		select {

@@ -237,9 +237,31 @@ func TestInFlightRenewal(t *testing.T) {
 	if got := hook.n.Load() - n0; rounds != 1 || got != 1 {
 		t.Errorf("a take of a bucket and a cap: %d round trips, %d commands; want 1, 1", rounds, got)
 	}
+	// Three more leases of one other key: renewed together.
+	many := limiter.Request{Key: "many", Limit: capOf(3, time.Second), Cost: 1}
+	var manyDs [][]limiter.Decision
+	for range 3 {
+		manyDs = append(manyDs, take(t, l, many))
+	}
+	n0 = hook.n.Load()
 	time.Sleep(2500 * time.Millisecond)
+	renewals := hook.n.Load() - n0
 	if n := freeSlots(t, l, "k", 1); n != 0 {
 		t.Fatalf("after 2.5 leases: %d free; want 0 (the lease renewed)", n)
+	}
+	if n := freeSlots(t, l, "many", 3); n != 0 {
+		t.Fatalf("after 2.5 leases: %d free of 3; want 0 (the leases renewed)", n)
+	}
+	// 2 keys, a renewal every 333 ms (or up to 83 ms early): at most 2 ×
+	// 10 calls in 2.5 s (4 × 10 were each lease renewed alone).
+	if renewals < 2*2 || renewals > 2*10 {
+		t.Errorf("%d renewal calls in 2.5 s for 4 leases of 2 keys; want 4 to 20 (one per key)", renewals)
+	}
+	t.Logf("%d renewal calls in 2.5 s (4 leases of 2 keys, lease 1 s)", renewals)
+	for _, d := range manyDs {
+		if err := l.Release(context.Background(), []limiter.Request{many}, d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	n0 = hook.n.Load()
 	if err := l.Release(context.Background(), reqs, d); err != nil {
