@@ -272,10 +272,12 @@
 //     nothing, so a second Release of a Decision frees no other request's
 //     slot.
 //   - Renewal: while a Limiter holds leases, one goroutine renews each of
-//     them every lease/3 (ZADD XX to now + lease; a lease that has
-//     expired already is not revived, its slot may be someone else's) and
-//     returns when the last is released. A renewal that fails is tried
-//     again a second later.
+//     them about every lease/3 (ZADD XX to now + lease; a lease that has
+//     expired already is not revived, its slot may be someone else's),
+//     the leases of one key due together in one script call, at most 4
+//     calls at a time, and returns when the last is released. A renewal
+//     that fails is tried again a second later. A lease is released by
+//     the Limiter that took it (its members carry that Limiter's tag).
 //   - What a crash costs: a process killed while holding slots (or cut
 //     from Redis for a whole lease) stops renewing them, and each is freed
 //     at most one lease after its last renewal (TestInFlightKill: a 1 s
@@ -283,8 +285,9 @@
 //     leave a lease no one holds: it too expires within one lease. A
 //     Release that fails leaves the slot taken until its lease expires.
 //
-// The deny cache is neither asked nor told about a call with an in-flight
-// request: it caches token-bucket rejections only.
+// A call with an in-flight request is not batched (it goes on the
+// caller's goroutine, one script per slot), and the deny cache is neither
+// asked nor told about it: it caches token-bucket rejections only.
 //
 // # Memory and eviction
 //
