@@ -280,7 +280,10 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 // within [Options.Timeout], and with the go-redis error (connection
 // refused, READONLY, OOM, ...) otherwise; after any of these the outcome is
 // unknown (the script may have run) and go-redis does not replay the call.
-// No requests: no round trip. Safe for concurrent use.
+// In-flight requests take their slots as leases in the same script (see
+// "In-flight caps: leases" in the package documentation; a lease of a call
+// whose outcome is unknown expires within one Limit.Lease). No requests:
+// no round trip. Safe for concurrent use.
 func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
 	dst, _, err := l.run(ctx, dst, reqs, true)
 	return dst, err
