@@ -299,6 +299,33 @@ func TestInFlightWithRate(t *testing.T) {
 			if tc.name == "masters" && l.Slot(bucket) == l.Slot(capR) {
 				t.Fatal("the test wants the two keys in different slots")
 			}
+			// Round trips: 1 for a cap with a bucket of its slot; across
+			// two slots 2, or 3 when the second refuses and the first's
+			// charge is given back.
+			same := limiter.Request{Key: capR.Key, Limit: bucket.Limit, Cost: 1}
+			for _, c := range []struct {
+				reqs []limiter.Request
+				want int
+			}{{[]limiter.Request{same, capR}, 1}, {[]limiter.Request{bucket, capR}, 2}} {
+				d, rounds, err := rkredis.TakeRounds(l, context.Background(), c.reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := c.want
+				if tc.name == "one" {
+					want = 1
+				}
+				if rounds != want {
+					t.Errorf("%d round trips for %+v; want %d", rounds, c.reqs, want)
+				}
+				if err := l.Release(context.Background(), c.reqs, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bucket.Key, capR.Key = "route=/b", "tenant=acme2" // fresh state for what follows
+			if tc.name == "masters" && l.Slot(bucket) == l.Slot(capR) {
+				t.Fatal("the test wants the two keys in different slots")
+			}
 			tokens := func() int64 {
 				d, err := l.Peek(context.Background(), nil, []limiter.Request{bucket})
 				if err != nil {
