@@ -284,6 +284,10 @@
 //     lease freed 940 ms after kill -9). A Take whose reply is lost may
 //     leave a lease no one holds: it too expires within one lease. A
 //     Release that fails leaves the slot taken until its lease expires.
+//     The other way, a failover whose new master lacks the latest writes
+//     (Redis replication is asynchronous) or a key evicted under
+//     maxmemory loses leases: their slots count as free while their
+//     requests still run, as such a loss can refill a bucket.
 //
 // A call with an in-flight request is not batched (it goes on the
 // caller's goroutine, one script per slot), and the deny cache is neither
