@@ -339,13 +339,11 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return dst, 0, nil
 	}
 	n := len(reqs)
-	// The call's deadline: Timeout from now, or ctx's if earlier. A
-	// context carries it only where go-redis needs one (a call on the
-	// caller's goroutine) or a wait must watch it.
-	deadline := time.Now().Add(l.timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	// The call's deadline (l.deadline), taken after the deny cache's check
+	// (a local answer reads no other clock). A context carries it only
+	// where go-redis needs one (a call on the caller's goroutine) or a
+	// wait must watch it.
+	var deadline time.Time
 	var (
 		tctx   context.Context
 		cancel context.CancelFunc
@@ -356,6 +354,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		if v == denyHit {
 			return append(dst, d), 0, nil
 		}
+		deadline = l.deadline(ctx)
 		// Another call of the bucket is probing: its reply may say the
 		// bucket is in debt again. Wait for it, and for the next probe if
 		// that one's reply does not (until the deadline): a waiter that
@@ -389,6 +388,9 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 				}
 			}
 		}
+	}
+	if deadline.IsZero() {
+		deadline = l.deadline(ctx)
 	}
 	var names []string
 	if l.shard != oneServer && n > 1 {
@@ -487,6 +489,16 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		l.deny.done(&reqs[0], c.sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)
 	}
 	return dst, 1, nil
+}
+
+// deadline returns the deadline of a call starting now: Timeout from now,
+// or ctx's if earlier.
+func (l *Limiter) deadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(l.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	return deadline
 }
 
 // errDisagree is returned when the script's charge and the Go decision
