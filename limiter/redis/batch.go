@@ -59,8 +59,8 @@ const callReqs = 4
 
 // call is one script call: its EVALSHA arguments and, while it waits in a
 // batch, its state and reply. Records come from callPool and go back to
-// it once their caller is done with the reply, so the arguments, the done
-// channel and the caller's timer are reused from call to call; a record
+// it once their caller is done with the reply, so the arguments and the
+// done channel are reused from call to call; a record
 // whose caller stopped waiting (it may still be in a sender's pipeline)
 // is left to the garbage collector.
 type call struct {
@@ -76,7 +76,6 @@ type call struct {
 	done  chan struct{} // receives one value when cmd and err are set
 	cmd   *goredis.Cmd
 	err   error
-	timer *time.Timer // ends the caller's wait at deadline; nil until first used
 
 	// Storage of args for a call of up to callReqs requests: the key names
 	// and numbers are passed by pointer (go-redis writes *string and
