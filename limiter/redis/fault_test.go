@@ -234,7 +234,7 @@ func firstDecision(t *testing.T, l *rkredis.Limiter, r limiter.Request, event st
 	for {
 		d, err := l.Take(context.Background(), nil, []limiter.Request{r})
 		if err == nil {
-			return d
+			return verdicts(d)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no decision 5s after %s: %v", event, err)

@@ -285,8 +285,9 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 // whose outcome is unknown expires within one Limit.Lease). No requests:
 // no round trip. Safe for concurrent use.
 func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
-	dst, _, err := l.run(ctx, dst, reqs, true)
-	return dst, err
+	n0 := len(dst)
+	dst, rounds, err := l.run(ctx, dst, reqs, true)
+	return withRoundTrips(dst, n0, rounds), err
 }
 
 // Peek appends the decisions Take would return now to dst, by the same
@@ -294,8 +295,20 @@ func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limit
 // state and extends no expiry. Its errors are those of Take; go-redis may
 // retry a Peek that failed (it is read-only). Safe for concurrent use.
 func (l *Limiter) Peek(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
-	dst, _, err := l.run(ctx, dst, reqs, false)
-	return dst, err
+	n0 := len(dst)
+	dst, rounds, err := l.run(ctx, dst, reqs, false)
+	return withRoundTrips(dst, n0, rounds), err
+}
+
+// withRoundTrips sets the RoundTrips of the Decisions a call appended to
+// dst after its first n0 (none when it failed: dst is then nil).
+func withRoundTrips(dst []limiter.Decision, n0, rounds int) []limiter.Decision {
+	if len(dst) > n0 {
+		for i := range dst[n0:] {
+			dst[n0+i].RoundTrips = rounds
+		}
+	}
+	return dst
 }
 
 // RedisKey returns the name of the Redis key that holds the state of r's
@@ -393,6 +406,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		deadline = l.deadline(ctx)
 	}
 	var names []string
+	slot := -1 // the call's Cluster slot, when the client is a ClusterClient
 	if l.shard != oneServer && n > 1 {
 		names = make([]string, n)
 		groups := make([]uint32, n)
@@ -409,7 +423,17 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		if split {
 			// A copy: the split path hands reqs to goroutines, and
 			// would otherwise make every caller's reqs escape.
-			return l.runSplit(ctx, dst, slices.Clone(reqs), names, groups, take)
+			n0 := len(dst)
+			dst, rounds, err := l.runSplit(ctx, dst, slices.Clone(reqs), names, groups, take)
+			if err == nil && l.shard == bySlot {
+				for i := range reqs {
+					dst[n0+i].HashSlot = int(groups[i]) + 1
+				}
+			}
+			return dst, rounds, err
+		}
+		if l.shard == bySlot {
+			slot = int(groups[0])
 		}
 	}
 
@@ -427,7 +451,11 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		if names != nil {
 			name = names[i]
 		} else {
-			name, _ = l.names.name(r)
+			var h uint32
+			name, h = l.names.name(r)
+			if l.shard == bySlot {
+				slot = slotOf(h)
+			}
 		}
 		charge, ceiling := chargeCeiling(r)
 		c.setArgs(i, n, name, charge, ceiling)
@@ -484,6 +512,11 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 			l.deny.abandon(&reqs[0], probe)
 		}
 		return nil, 1, err
+	}
+	if slot >= 0 {
+		for i := range out {
+			out[i].HashSlot = slot + 1
+		}
 	}
 	if n == 1 && l.deny != nil {
 		l.deny.done(&reqs[0], c.sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)

@@ -41,15 +41,15 @@ func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	if err != nil || want[0].Allowed {
 		t.Fatalf("memory: %+v, %v; want rejected", want, err)
 	}
-	if got, err := rl.Peek(ctx, nil, one); err != nil || got[0] != want[0] {
+	if got, err := rl.Peek(ctx, nil, one); err != nil || verdicts(got)[0] != want[0] {
 		t.Errorf("redis Peek of one request = %+v, %v; want %+v (memory store)", got, err, want[0])
 	}
-	if got, err := rl.Take(ctx, nil, one); err != nil || got[0] != want[0] {
+	if got, err := rl.Take(ctx, nil, one); err != nil || verdicts(got)[0] != want[0] {
 		t.Errorf("redis Take of one request = %+v, %v; want %+v (memory store)", got, err, want[0])
 	}
 	// The general script, for comparison: exact.
 	two := []limiter.Request{one[0], {Key: "other", Limit: li, Cost: 1, DryRun: true}}
-	if got, err := rl.Peek(ctx, nil, two); err != nil || got[0] != want[0] {
+	if got, err := rl.Peek(ctx, nil, two); err != nil || verdicts(got)[0] != want[0] {
 		t.Errorf("redis Peek of two requests = %+v, %v; want %+v first", got, err, want[0])
 	}
 }

@@ -1,0 +1,67 @@
+package redis_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/internal/redistest"
+	"github.com/ratekey/ratekey/limiter"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
+)
+
+// TestDiagnostics: every Decision says how many round trips its call took
+// and, on a Cluster, which slot's master decided it (slot + 1; 0 on one
+// server), as the debug JSON shows them; a deny-cache answer took none.
+func TestDiagnostics(t *testing.T) {
+	srv := redistest.Start(t)
+	one := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Prefix: "diag1:"})
+	c, client := clusterClient(t)
+	cl := mustNew(t, client, rkredis.Options{Prefix: "diag:", DenyCache: -1})
+	cached := mustNew(t, client, rkredis.Options{Prefix: "diagc:"})
+
+	a := limiter.Request{Key: "a|network=10.0.0.1/32", Limit: lim(1, time.Hour, 1), Cost: 1}
+	b := limiter.Request{Key: "b|network=10.0.0.1/32", Limit: lim(1, time.Hour, 5), Cost: 1}
+	if cl.Slot(a) == cl.Slot(b) {
+		t.Fatalf("a and b share slot %d; pick other keys", cl.Slot(a))
+	}
+	slotOf := func(l *rkredis.Limiter, r limiter.Request) int {
+		got, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", l.RedisKey(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(got)
+		return n
+	}
+	type diag struct{ slot, rounds int }
+	for _, tc := range []struct {
+		name string
+		l    *rkredis.Limiter
+		reqs []limiter.Request
+		want []diag
+	}{
+		{"one server", one, []limiter.Request{a, b}, []diag{{0, 1}, {0, 1}}},
+		{"one slot", cl, []limiter.Request{a}, []diag{{slotOf(cl, a) + 1, 1}}},
+		// Two slots, both admit: the first charged alone, the other after it.
+		{"two slots", cl, []limiter.Request{b, a}, []diag{{slotOf(cl, b) + 1, 2}, {slotOf(cl, a) + 1, 2}}},
+	} {
+		d, err := tc.l.Take(t.Context(), nil, tc.reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range tc.want {
+			if d[i].HashSlot != w.slot || d[i].RoundTrips != w.rounds {
+				t.Errorf("%s: decision %d HashSlot %d, RoundTrips %d; want %d, %d", tc.name, i, d[i].HashSlot, d[i].RoundTrips, w.slot, w.rounds)
+			}
+		}
+	}
+	// The deny cache: Redis rejects a, then the cache answers, without a
+	// round trip.
+	take(t, cached, a)
+	if d, _ := cached.Take(t.Context(), nil, []limiter.Request{a}); d[0].Allowed || d[0].Cached || d[0].RoundTrips != 1 || d[0].HashSlot != slotOf(cached, a)+1 {
+		t.Errorf("Redis's rejection: %+v", d[0])
+	}
+	if d, _ := cached.Take(t.Context(), nil, []limiter.Request{a}); !d[0].Cached || d[0].RoundTrips != 0 {
+		t.Errorf("the cache's rejection: %+v; want Cached, RoundTrips 0", d[0])
+	}
+}
