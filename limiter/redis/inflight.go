@@ -306,7 +306,6 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 	groups := make([]uint32, n)
 	ids := make([]uint64, n)
 	tag := l.leaseTag()
-	var parts []*part
 	for i := range reqs {
 		var h uint32
 		names[i], h = l.names.name(&reqs[i])
@@ -316,29 +315,15 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 		case byTag:
 			groups[i] = h
 		}
-		prio := uint32(0) // caps first: their refusal costs no bucket a charge
-		if reqs[i].Limit.MaxInFlight != 0 {
-			if take {
-				ids[i] = l.leases.seq.Add(1)
-			}
-		} else {
-			prio = 1 + l.hint(&reqs[i])
+		if reqs[i].Limit.MaxInFlight != 0 && take {
+			ids[i] = l.leases.seq.Add(1)
 		}
-		j := slices.IndexFunc(parts, func(p *part) bool { return groups[p.idx[0]] == groups[i] })
-		if j < 0 {
-			parts = append(parts, &part{prio: prio})
-			j = len(parts) - 1
-		}
-		p := parts[j]
-		p.idx = append(p.idx, i)
-		p.prio = min(p.prio, prio)
-		p.last = i
 	}
-	slices.SortStableFunc(parts, func(a, b *part) int {
-		if a.prio != b.prio {
-			return int(a.prio) - int(b.prio)
+	parts := partsOf(groups, func(i int) uint32 {
+		if reqs[i].Limit.MaxInFlight != 0 {
+			return 0 // caps first: their refusal costs no bucket a charge
 		}
-		return b.last - a.last
+		return 1 + l.hint(&reqs[i])
 	})
 
 	anyDry := slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.DryRun })

@@ -37,10 +37,13 @@ type part struct {
 
 // runSplit decides and, for a Take, charges a call whose requests fall in
 // several groups (slots or Ring tags), as the package documentation says.
-func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, names []string, groups []uint32, take bool) ([]limiter.Decision, int, error) {
+// partsOf groups the indexes of a call's requests by groups[i] (their
+// slot or Ring tag) into parts, in the order they run: the lowest prio of
+// a part's requests first, then the part whose last request comes later.
+func partsOf(groups []uint32, prio func(i int) uint32) []*part {
 	var parts []*part
-	for i := range reqs {
-		h := l.hint(&reqs[i])
+	for i := range groups {
+		h := prio(i)
 		j := slices.IndexFunc(parts, func(p *part) bool { return groups[p.idx[0]] == groups[i] })
 		if j < 0 {
 			parts = append(parts, &part{prio: h})
@@ -51,14 +54,19 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 		p.prio = min(p.prio, h)
 		p.last = i
 	}
-	// Most selective first: the part whose bucket was last seen emptiest,
-	// so that a rejection comes before any charge when it can.
 	slices.SortStableFunc(parts, func(a, b *part) int {
 		if a.prio != b.prio {
 			return int(a.prio) - int(b.prio)
 		}
 		return b.last - a.last
 	})
+	return parts
+}
+
+func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, names []string, groups []uint32, take bool) ([]limiter.Decision, int, error) {
+	// Most selective first: the part whose bucket was last seen emptiest,
+	// so that a rejection comes before any charge when it can.
+	parts := partsOf(groups, func(i int) uint32 { return l.hint(&reqs[i]) })
 
 	anyDry := slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.DryRun })
 	tctx, cancel := context.WithTimeout(ctx, l.timeout)
