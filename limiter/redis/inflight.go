@@ -442,9 +442,7 @@ func (l *Limiter) decideCapPart(ctx context.Context, reqs []limiter.Request, nam
 	for j, i := range p.idx {
 		keys[j] = names[i]
 		a := argv[3+capArgsPerReq*j:]
-		var lease int64
-		var charge, ceiling int64
-		charge, ceiling, lease = capArgs(&reqs[i])
+		charge, ceiling, lease := capArgs(&reqs[i])
 		a[0], a[1], a[2], a[3] = charge, ceiling, lease, strconv.FormatUint(ids[i], 10)
 	}
 	cmd, err := run(ctx, l.client, &capS, args, !take)
@@ -452,21 +450,7 @@ func (l *Limiter) decideCapPart(ctx context.Context, reqs []limiter.Request, nam
 		p.err = err
 		return
 	}
-	vals, err := cmd.Int64Slice()
-	if err != nil || len(vals) != 4+2*m {
-		p.err = fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), m, err)
-		return
-	}
-	p.a1, p.a2 = vals[0] == 1, vals[1] == 1
-	p.sec, p.nsec = vals[2], vals[3]
-	p.d1, p.d2 = vals[4:4+m], vals[4+m:]
-	switch {
-	case !take:
-	case level == 2 && p.a1:
-		p.charged = 2
-	case p.a2:
-		p.charged = 1
-	}
+	p.read(cmd, m, level, take)
 }
 
 // refundCaps is refund for a call with caps: on every part that charged

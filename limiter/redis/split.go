@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -205,6 +207,14 @@ func (l *Limiter) decidePart(ctx context.Context, reqs []limiter.Request, names 
 		p.err = err
 		return
 	}
+	p.read(cmd, m, level, take)
+}
+
+// read decodes a part script's reply for the m requests of p, called at
+// level (2: the first pass, 1: the second) with take, into p: the passes'
+// verdicts, the master's time, the debts, and what it charged; a reply of
+// the wrong shape is p.err.
+func (p *part) read(cmd *goredis.Cmd, m, level int, take bool) {
 	vals, err := cmd.Int64Slice()
 	if err != nil || len(vals) != 4+2*m {
 		p.err = fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), m, err)
