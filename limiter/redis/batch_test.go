@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
@@ -231,61 +233,164 @@ func TestClientPauseDeadlines(t *testing.T) {
 	}
 }
 
-// TestFloodedKeyCalls: 16 callers flood one bucket (100/s, burst 10) for
-// 600 ms, with the deny cache on and off. With it, Redis runs at most 2
-// script calls per emission interval (10 ms) plus the burst, read from
-// INFO commandstats (1.35 measured, 1.37 under -race: about one admitted
-// probe per interval and the burst); both admit burst + rate·t (±3: the
-// runs are timed).
+// TestFloodedKeyCalls: 16 callers flood one bucket (100/s, burst 10: a
+// 10 ms emission interval), 4 Takes each per step, on a test clock that
+// stands still while they call and then moves 4 ms (not a divisor of the
+// interval), for 150 steps (600 ms of simulated time): once with the deny
+// cache, once without. NewWithTestClock makes the clock both the script's
+// time and the deny cache's (localNow), so a call's send time is the
+// instant Redis decides at, the cache's bound (send time + debt) is the
+// bucket's TAT exactly, and every figure below is exact, whatever the
+// machine's speed:
+//   - both runs return the same decisions at every step (Cached and the
+//     diagnostics aside): 10 admitted at step 0 (the burst), then one at
+//     the first step at or after each multiple of 10 ms (steps 3, 5, 8,
+//     10, 13, ...), 70 in all;
+//   - with the cache, step 0 runs 11 to 26 script calls (INFO
+//     commandstats): the burst, the rejection whose reply creates the
+//     entry, and at most one rejected call per other caller, sent before
+//     that reply arrived; every later step runs exactly one per admission
+//     (the probe: the other callers wait for its reply and are then
+//     answered locally) and none otherwise, 60 in 60 intervals; every Take
+//     is either answered locally or one script call;
+//   - without it, every Take is one script call (64 per step).
+//
+// The round trip's uncertainty (Redis decides somewhere between send and
+// reply, so a probe can reach it early) does not exist on a clock that
+// stands still during a step; BenchmarkFloodedKey (bench/) measures it on
+// the wall clock.
 func TestFloodedKeyCalls(t *testing.T) {
+	const (
+		callers = 16
+		each    = 4 // Takes per caller per step
+		perStep = callers * each
+		steps   = 150
+		step    = 4 * time.Millisecond
+	)
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr, func(o *goredis.Options) { o.PoolSize = 16 })
+	c := newClient(t, srv.Addr, func(o *goredis.Options) { o.PoolSize = callers })
 	r := limiter.Request{Key: "per-account|account=mallory", Limit: lim(100, time.Second, 10), Cost: 1}
-	for _, cache := range []int{0, -1} {
-		l := mustNew(t, c, rkredis.Options{Prefix: fmt.Sprintf("flood%d:", -cache), Timeout: time.Second, DenyCache: cache})
-		before := evalCalls(t, srv)
-		var admitted, decisions, cached atomic.Int64
-		start := time.Now()
-		stop := start.Add(600 * time.Millisecond)
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				dst := make([]limiter.Decision, 0, 1)
-				reqs := []limiter.Request{r}
-				for time.Now().Before(stop) {
-					d, err := l.Take(context.Background(), dst[:0], reqs)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					decisions.Add(1)
-					if d[0].Allowed {
-						admitted.Add(1)
-					}
-					if d[0].Cached {
-						cached.Add(1)
-					}
-				}
-			})
+	interval := r.Limit.Rate.Interval()
+	// wantAdmitted is the number admitted at step s: the burst at step 0,
+	// then one when the step reaches a multiple of the interval that the
+	// step before it had not.
+	wantAdmitted := func(s int) int64 {
+		if s == 0 {
+			return r.Limit.Burst
 		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		calls := evalCalls(t, srv) - before
-		intervals := int64(elapsed / (10 * time.Millisecond))
-		want := 10 + intervals
-		t.Logf("deny cache %v: %d decisions in %v, %d admitted (burst + rate·t = %d), %d Redis calls (%.2f per interval), %d answered locally",
-			cache == 0, decisions.Load(), elapsed, admitted.Load(), want, calls, float64(calls)/float64(intervals), cached.Load())
-		if a := admitted.Load(); a < want-3 || a > want+1 {
-			t.Errorf("deny cache %v: %d admitted; want %d (-3..+1)", cache == 0, a, want)
+		return int64(time.Duration(s)*step/interval - time.Duration(s-1)*step/interval)
+	}
+	type run struct {
+		verdicts []map[limiter.Decision]int // per step: verdict -> Takes
+		admitted []int64                    // per step
+		calls    []int64                    // script calls per step
+		cached   int64                      // Takes answered locally
+	}
+	flood := func(cache int) run {
+		clk := clocktest.NewManualClock()
+		l, err := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: fmt.Sprintf("flood%d:", -cache), Timeout: testTimeout, DenyCache: cache}, clk.Now)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// The target: 2 per interval. A probe goes once the bound counted
-		// from the last reply's arrival admits, so it is not rejected for
-		// being early (before, about half were: 1.98 per interval, 2.47
-		// under -race).
-		if cache == 0 && calls > 2*intervals+10+16 {
-			t.Errorf("deny cache on: %d Redis calls in %d intervals; want at most 2 per interval (+ burst + callers)", calls, intervals)
+		// Loads the script: no NOSCRIPT retry is counted below.
+		take(t, l, limiter.Request{Key: "warm", Limit: r.Limit, Cost: 1})
+		var out run
+		var cached atomic.Int64
+		prev := evalCalls(t, srv)
+		for s := range steps + 1 {
+			clk.Set(time.Duration(s) * step)
+			got := map[limiter.Decision]int{}
+			var admitted int64
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					dst := make([]limiter.Decision, 0, 1)
+					reqs := []limiter.Request{r}
+					for range each {
+						d, err := l.Take(context.Background(), dst[:0], reqs)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						v := d[0]
+						if v.Cached {
+							cached.Add(1)
+						}
+						v.Cached, v.HashSlot, v.RoundTrips = false, 0, 0
+						mu.Lock()
+						got[v]++
+						if v.Allowed {
+							admitted++
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+			n := evalCalls(t, srv)
+			out.verdicts = append(out.verdicts, got)
+			out.admitted = append(out.admitted, admitted)
+			out.calls = append(out.calls, n-prev)
+			prev = n
+		}
+		out.cached = cached.Load()
+		return out
+	}
+	with, without := flood(0), flood(-1)
+
+	// wrong collects the steps at which a figure is not what it must be,
+	// and reports the first few and their number.
+	wrong := func(what string, bad []string) {
+		t.Helper()
+		if len(bad) > 0 {
+			t.Errorf("%s at %d of %d steps: %s", what, len(bad), steps+1, strings.Join(bad[:min(len(bad), 5)], "; "))
 		}
 	}
+	var badAdmit, badSame, badCalls, badCallsOff []string
+	var admitted, callsAfter int64
+	for s := range steps + 1 {
+		admitted += with.admitted[s]
+		if with.admitted[s] != wantAdmitted(s) || without.admitted[s] != wantAdmitted(s) {
+			badAdmit = append(badAdmit, fmt.Sprintf("step %d: %d with the cache, %d without; want %d", s, with.admitted[s], without.admitted[s], wantAdmitted(s)))
+		}
+		if !maps.Equal(with.verdicts[s], without.verdicts[s]) {
+			badSame = append(badSame, fmt.Sprintf("step %d: %v with the cache, %v without", s, with.verdicts[s], without.verdicts[s]))
+		}
+		if s == 0 {
+			if n := with.calls[0]; n < r.Limit.Burst+1 || n > r.Limit.Burst+callers {
+				badCalls = append(badCalls, fmt.Sprintf("step 0: %d; want %d..%d", n, r.Limit.Burst+1, r.Limit.Burst+callers))
+			}
+		} else {
+			callsAfter += with.calls[s]
+			if with.calls[s] != wantAdmitted(s) {
+				badCalls = append(badCalls, fmt.Sprintf("step %d: %d; want %d", s, with.calls[s], wantAdmitted(s)))
+			}
+		}
+		if without.calls[s] != perStep {
+			badCallsOff = append(badCallsOff, fmt.Sprintf("step %d: %d", s, without.calls[s]))
+		}
+	}
+	wrong("admitted", badAdmit)
+	wrong("decisions with and without the deny cache differ", badSame)
+	wrong("deny cache on: script calls", badCalls)
+	wrong(fmt.Sprintf("deny cache off: script calls (want %d, one per Take)", perStep), badCallsOff)
+	if admitted != 70 {
+		t.Errorf("%d admitted in %v; want 70 (burst 10 + 60 intervals)", admitted, steps*step)
+	}
+	total := int64(perStep * (steps + 1))
+	if calls := with.calls[0] + callsAfter; with.cached != total-calls {
+		t.Errorf("deny cache on: %d Takes, %d script calls, %d answered locally; want every Take one or the other", total, calls, with.cached)
+	}
+	if without.cached != 0 {
+		t.Errorf("deny cache off: %d Takes answered locally", without.cached)
+	}
+	intervals := int64(steps * step / interval)
+	t.Logf("%d Takes in %d steps of %v: %d admitted with and without the deny cache; with it, %d script calls at step 0 and %d in the %d intervals after (%.2f per interval), %d answered locally; without it, %d script calls",
+		total, steps+1, step, admitted, with.calls[0], callsAfter, intervals, float64(callsAfter)/float64(intervals), with.cached, total)
 }
 
 // evalCalls returns the EVALSHA and EVAL calls srv has run.
