@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -12,16 +13,29 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/servertest"
+	"github.com/ratekey/ratekey/middleware"
 )
 
 // TestDebugPageInChromium loads the debug endpoint's HTML view in a real
 // headless browser: the browser's own Accept header selects the page, the
-// rendered DOM holds one table per stage, and a screenshot is taken
-// (kept in $RATEKEY_SCREENSHOT_DIR when set).
+// rendered DOM holds one table per stage, each policy's row shows every
+// field of its debug JSON (a token bucket with an override, an in-flight
+// cap with a slot held, the memory store's cached and slot), the record's
+// round trips are shown, and a screenshot is taken (kept in
+// $RATEKEY_SCREENSHOT_DIR when set).
 func TestDebugPageInChromium(t *testing.T) {
 	chromium := servertest.Require(t, "chromium", "chromium", "chromium-browser")
-	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies(), admins: []string{"127.0.0.1/32"}})
-	srv := httptest.NewServer(s.handler)
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{perNetwork("1/s", 3)}, pageScenario()...),
+		admins: []string{"127.0.0.1/32"}})
+	release := holdSlot(t, s.lim, capPolicy(), "127.0.0.1:7")
+	defer release()
+	// The browser sends no credential: a front proxy adds alice's, of
+	// tenant acme, whose override the per-tenant policy applies.
+	tok := s.token("alice", "app-1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+tok)
+		s.handler.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	url := srv.URL + "/debug/ratekey?method=GET&path=/v1/reports/7"
 
@@ -54,6 +68,18 @@ func TestDebugPageInChromium(t *testing.T) {
 	if n := strings.Count(dom, "<table"); n < 4 {
 		t.Errorf("rendered page has %d tables; want one per stage (4+)", n)
 	}
+	pols := pagePolicies(t, dom)
+	want := wantScenarioRows("127.0.0.1/32")
+	want["per-network"] = map[string]string{"key": "per-network|network=127.0.0.1/32", "decision": "PASSED", "override": "—",
+		"cost": "1", "rate": "1/s", "burst": "3", "delay after": "3", "max in flight": "—", "in flight": "—", "remaining": "2",
+		"retry after": "—", "delay": "—", "store": "memory", "cached": "false", "slot": "—", "note": ""}
+	for name, cells := range want {
+		checkCells(t, "rendered "+name, pols[name], cells)
+	}
+	if len(pols) != len(want) {
+		t.Errorf("rendered page has %d policy rows; want %d", len(pols), len(want))
+	}
+	checkCells(t, "rendered operation", pageFields(t, dom, "3. Operation"), map[string]string{"decision": "PASSED", "round trips": "0"})
 	run("--screenshot="+shot, url)
 	png, err := os.ReadFile(shot)
 	if err != nil {

@@ -6,9 +6,11 @@ import (
 	"strconv"
 )
 
-// debugPage renders a Record for people: one table per stage, server-side,
-// no script. html/template escapes every value (keys and header entries are
-// client-influenced text).
+// debugPage renders a Record for people: a section of tables per stage,
+// server-side, no script. Each policy field of the JSON has a column (a
+// JSON null shows as —), the record's round trips a row. html/template
+// escapes every value (keys and header entries are client-influenced
+// text).
 var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
 	"str": func(p *string) string {
 		if p == nil {
@@ -25,6 +27,19 @@ var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
 		case *float64:
 			if v != nil {
 				return strconv.FormatFloat(*v, 'f', -1, 64) + " s"
+			}
+		}
+		return "—"
+	},
+	"num": func(p any) string {
+		switch v := p.(type) {
+		case *int64:
+			if v != nil {
+				return strconv.FormatInt(*v, 10)
+			}
+		case *int:
+			if v != nil {
+				return strconv.Itoa(*v)
 			}
 		}
 		return "—"
@@ -90,17 +105,26 @@ form { margin: 1rem 0; } input { font: inherit; }
 <tr><th>rate limited</th><td>{{.Limited}}</td></tr>
 <tr><th>decision</th><td class="{{.Decision}}">{{if .Decision}}{{.Decision}}{{else}}—{{end}}</td></tr>
 <tr><th>delay</th><td>{{secs .DelaySeconds}}</td></tr>
+<tr><th title="round trips to the shared store, both phases">round trips</th><td>{{.RoundTrips}}</td></tr>
 </table>
 
 <h2>4. Policies</h2>
 {{if .Policies}}
 <table>
-<tr><th>policy</th><th>key</th><th>decision</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th><th>remaining</th><th>retry after</th><th>delay</th><th>store</th><th>note</th></tr>
+<tr><th>policy</th><th>key</th><th>decision</th><th>remaining</th><th>retry after</th><th>delay</th><th>note</th></tr>
 {{range .Views}}<tr class="{{.Decision}}">
-<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td>
-<td>{{.Cost}}</td>{{if .MaxInFlight}}<td>max in flight {{.MaxInFlight}}</td><td>{{.InFlight}} in flight</td><td></td>{{else}}<td>{{.Rate}}</td><td>{{.Burst}}</td><td>{{.DelayAfter}}</td>{{end}}<td>{{.Remaining}}</td>
-<td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td><td>{{.Store}}</td>
+<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td><td>{{.Remaining}}</td>
+<td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td>
 <td>{{with .SkippedReason}}{{.}}{{end}}{{with .Error}}{{.}}{{end}}{{with .FailMode}} (fail mode: {{.}}){{end}}</td>
+</tr>
+{{end}}</table>
+<table>
+<tr><th>policy</th><th title="the override whose limit applied">override</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th>
+<th title="an in-flight cap's slots">max in flight</th><th title="requests of the key holding a slot now">in flight</th><th>store</th>
+<th title="answered by the store's local deny cache, without a round trip">cached</th><th title="the Redis Cluster hash slot whose master decided">slot</th></tr>
+{{range .Views}}<tr class="{{.Decision}}">
+<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td>{{with .Override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.Cost}}</td><td>{{str .Rate}}</td><td>{{num .Burst}}</td><td>{{num .DelayAfter}}</td>
+<td>{{num .MaxInFlight}}</td><td>{{num .InFlight}}</td><td>{{.Store}}</td><td>{{.Cached}}</td><td>{{num .Slot}}</td>
 </tr>
 {{end}}</table>
 {{else}}<p>No policy applies{{if not .Limited}}: the rate limiter does not run for this route{{end}}.</p>{{end}}
