@@ -59,14 +59,18 @@ import (
 //
 // It returns what partScript returns, a cap's "debt" being the slots held
 // before the request.
-const capScript = luaPrelude + `
-local n = #KEYS
-local level = tonumber(ARGV[2])
+const capScript = luaPrelude + luaLeases + `
+local n, stride, first = #KEYS, 4, 0
 local tag = ARGV[3]
-local rt = redis.call('TIME')
-local rnow = tonumber(rt[1]) * 1000 + math.floor(tonumber(rt[2]) / 1000)
+local rnow = msNow()
 
-local function arg(i, j) return ARGV[4 * i + j - 1] end
+-- arg returns request i's j-th argument (see above).
+local function arg(i, j) return ARGV[stride * i + first + j - 1] end
+
+local cap = {}
+for i = 1, n do
+  if tonumber(arg(i, 3)) > 0 then cap[KEYS[i]] = true end
+end
 
 -- held returns the slots held in cap k, after purging (for a take) its
 -- expired leases.
@@ -81,68 +85,14 @@ local function held(k)
   if h < 0 then h = 0 end
   if take and #ex > 0 then
     redis.call('ZREMRANGEBYSCORE', k, 1, rnow)
-    if h == 0 and redis.call('ZCARD', k) <= 1 then
-      redis.call('DEL', k)
-    else
-      redis.call('ZADD', k, -h, '')
-    end
+    setHeld(k, h)
   end
   return h
 end
-
-local cap = {}
-local base = {}
-for i = 1, n do
-  local k = KEYS[i]
-  local lease = tonumber(arg(i, 3))
-  if lease > 0 then cap[k] = true end
-  if not base[k] then
-    if lease > 0 then
-      base[k] = held(k)
-    else
-      local d = debt(k)
-      if not d then
-        return redis.error_reply('ratekey: bucket state is not a decimal TAT')
-      end
-      base[k] = d
-    end
-  end
-end
-
-local function admit(i, d)
-  local charge = tonumber(arg(i, 1))
-  local ceiling = math.abs(tonumber(arg(i, 2)))
-  if charge >= 0 and d <= ceiling - charge then
-    return d + charge
-  end
-  return nil
-end
-
-local out = {1, 1, sec, nsec}
-local w1, w2 = {}, {}
-for i = 1, n do
-  local k = KEYS[i]
-  local d = w1[k] or base[k]
-  out[4 + i] = d
-  local w = admit(i, d)
-  if w then w1[k] = w else out[1] = 0 end
-end
-for i = 1, n do
-  out[4 + n + i] = -1
-  if tonumber(arg(i, 2)) > 0 then
-    local k = KEYS[i]
-    local d = w2[k] or base[k]
-    out[4 + n + i] = d
-    local w = admit(i, d)
-    if w then w2[k] = w else out[2] = 0 end
-  end
-end
-
+` + luaCalls + `
 -- commit writes pass p's states: buckets' TATs, caps' leases.
 local function commit(w, p)
-  for k, d in pairs(w) do
-    if not cap[k] then store(k, d) end
-  end
+  save(w)
   local touched = {}
   for i = 1, n do
     local lease = tonumber(arg(i, 3))
@@ -155,19 +105,36 @@ local function commit(w, p)
     end
   end
   for k in pairs(touched) do
-    local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', k, top[2])
+    expireAtLatest(k)
+  end
+end
+` + luaParts
+
+// luaLeases holds the helpers of the scripts that handle leases
+// (capScript, releaseScript, renewScript).
+const luaLeases = `
+-- msNow returns the server's TIME in ms: leases run on it, even under the
+-- test clock.
+local function msNow()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- setHeld sets the counter of cap k to h slots held, deleting the key
+-- when none are held and no lease is left in it.
+local function setHeld(k, h)
+  if h == 0 and redis.call('ZCARD', k) <= 1 then
+    redis.call('DEL', k)
+  else
+    redis.call('ZADD', k, -h, '')
   end
 end
 
-if take then
-  if level == 2 and out[1] == 1 then
-    commit(w1, 1)
-  elseif out[2] == 1 then
-    commit(w2, 2)
-  end
+-- expireAtLatest moves cap k's expiry to that of its latest lease.
+local function expireAtLatest(k)
+  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', k, top[2])
 end
-return out
 `
 
 // releaseScript frees leases: for each i, ZREM of member ARGV[2i-1] from
@@ -175,20 +142,14 @@ return out
 // counter (the key deleted when nothing is held any more). A lease that
 // has expired (purged) or was released already frees nothing. It returns
 // the number of leases removed.
-const releaseScript = `
+const releaseScript = luaLeases + `
 local freed = 0
 for i = 1, #KEYS do
   local k = KEYS[i]
   if redis.call('ZREM', k, ARGV[2 * i - 1]) == 1 then
     freed = freed + 1
     local c = tonumber(redis.call('ZINCRBY', k, tonumber(ARGV[2 * i]), ''))
-    if c >= 0 then
-      if redis.call('ZCARD', k) <= 1 then
-        redis.call('DEL', k)
-      else
-        redis.call('ZADD', k, 0, '')
-      end
-    end
+    if c >= 0 then setHeld(k, 0) end
   end
 end
 return freed
@@ -198,10 +159,9 @@ return freed
 // + ARGV[1] ms (server TIME) if they have not expired yet (an expired
 // lease stays so: its slot may already count as free), and the key's
 // expiry to its latest lease. It returns the number of leases renewed.
-const renewScript = `
+const renewScript = luaLeases + `
 local k = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = msNow()
 local lease = tonumber(ARGV[1])
 local n = 0
 for i = 2, #ARGV do
@@ -211,10 +171,7 @@ for i = 2, #ARGV do
     n = n + 1
   end
 end
-if n > 0 then
-  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', k, top[2])
-end
+if n > 0 then expireAtLatest(k) end
 return n
 `
 

@@ -8,9 +8,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// luaPrelude starts both scripts: the call's mode and time from ARGV[1]
-// (see gcraScript) and the two helpers they share, which read and write a
-// bucket's state.
+// luaPrelude starts every script that decides or refunds token buckets:
+// the call's mode and time from ARGV[1] (see gcraScript) and the two
+// helpers they share, which read and write a bucket's state.
 const luaPrelude = `
 local take = ARGV[1] == '1'
 local sec, nsec, slack
@@ -69,6 +69,18 @@ local function store(k, w)
 end
 `
 
+// luaFits is the rule that admits a request, as a Lua expression over the
+// locals charge (the request's charge, -1 if it can never fit), ceiling
+// (its ceiling, negated for a dry run) and d (the state it is decided
+// against): oneScript and luaCalls write it in place. (A Lua function
+// holding it costs oneScript, the hot path, about 0.1 µs a call: 6.6 ->
+// 6.7 µs usec_per_call, a closure created and called per call.)
+const luaFits = `charge >= 0 and d <= math.abs(ceiling) - charge`
+
+// luaNotTAT is the error reply of a script that found a bucket whose
+// state is not a decimal TAT (debt returned nil).
+const luaNotTAT = `redis.error_reply('ratekey: bucket state is not a decimal TAT')`
+
 // gcraScript decides every request of one call in one atomic step. It is
 // the store side of [Limiter.Take] and [Limiter.Peek]; the Go side turns the
 // debts it returns into Decisions with [gcra.Decide].
@@ -105,74 +117,87 @@ end
 // ns (TAT - now, at least 0) that request i was decided against, in the
 // pass whose Decision the contract reports for it.
 const gcraScript = luaPrelude + `
-local n = #KEYS
+local n, stride, first, cap, held = #KEYS, 2, 0, nil, nil
+` + luaCalls + `
+-- First pass: every request, in order. Second pass, if a request was
+-- rejected and some are dry runs: the enforcing requests alone.
+local out = {0}
+local w, all, dry = pass(1, out, 1)
+if not all and dry then
+  w, all = pass(2, out, 1)
+end
 
--- The debt of every bucket of the call, read once.
+if all then
+  out[1] = 1
+  if take then save(w) end
+end
+return out
+`
+
+// luaCalls is the part of gcraScript, partScript and capScript that
+// decides the requests of a call: the state of each of its keys, read
+// once (base), and the passes of the dry-run rule (pass), then save, which
+// writes the buckets' states a pass left. Before it a script declares n
+// (#KEYS); stride and first, its argument layout: request i's charge is
+// ARGV[stride·i + first] and its ceiling the argument after it (see
+// gcraScript); cap, the set of its keys that are in-flight caps (nil but
+// in capScript: an empty table, created per call, costs gcraScript about
+// 0.3 µs a call); and held, capScript's reader of a cap's state (nil
+// elsewhere).
+const luaCalls = `
+-- base[k] is the state key k is decided against, read once: a bucket's
+-- debt, a cap's slots held.
 local base = {}
 for i = 1, n do
   local k = KEYS[i]
   if not base[k] then
-    local d = debt(k)
+    local d
+    if cap and cap[k] then d = held(k) else d = debt(k) end
     if not d then
-      return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+      return ` + luaNotTAT + `
     end
     base[k] = d
   end
 end
 
--- admit decides request i against its bucket's debt d: the debt after
--- charging it, or nil if it is rejected (it can never fit, or it does not
--- fit under its ceiling, whose sign marks a dry run).
-local function admit(i, d)
-  local charge = tonumber(ARGV[2 * i])
-  local ceiling = math.abs(tonumber(ARGV[2 * i + 1]))
-  if charge >= 0 and d <= ceiling - charge then
-    return d + charge
-  end
-  return nil
-end
-
--- First pass: every request, in order.
-local out = {0}
-local work = {}
-local all, dry = true, false
-for i = 1, n do
-  local k = KEYS[i]
-  local d = work[k] or base[k]
-  out[i + 1] = d
-  if tonumber(ARGV[2 * i + 1]) < 0 then
-    dry = true
-  end
-  local w = admit(i, d)
-  if w then work[k] = w else all = false end
-end
-
--- Second pass, if a request was rejected and some are dry runs: the
--- enforcing requests alone.
-if not all and dry then
-  work = {}
-  all = true
+-- pass decides, in order, the requests of pass p (1: every request; 2:
+-- the enforcing ones, whose ceiling is positive), each against its key's
+-- state after the pass's earlier charges, and sets out[at + i] to the
+-- state request i was decided against (to skip, if given, for a request
+-- the pass leaves out). A request is admitted if its charge is not -1
+-- (it can never fit) and fits under its ceiling (negated for a dry run).
+-- It returns the states after the pass's charges, whether every request
+-- it decided is admitted, and whether the call has dry-run requests.
+local function pass(p, out, at, skip)
+  local w, all, dry = {}, true, false
   for i = 1, n do
-    local ceiling = tonumber(ARGV[2 * i + 1])
-    if ceiling > 0 then
+    local a = stride * i + first
+    local ceiling = tonumber(ARGV[a + 1])
+    if ceiling < 0 then dry = true end
+    if p == 1 or ceiling > 0 then
       local k = KEYS[i]
-      local d = work[k] or base[k]
-      out[i + 1] = d
-      local w = admit(i, d)
-      if w then work[k] = w else all = false end
+      local d = w[k] or base[k]
+      out[at + i] = d
+      local charge = tonumber(ARGV[a])
+      if ` + luaFits + ` then
+        w[k] = d + charge
+      else
+        all = false
+      end
+    elseif skip then
+      out[at + i] = skip
     end
   end
+  return w, all, dry
 end
 
-if all then
-  out[1] = 1
-  if take then
-    for k, d in pairs(work) do
-      store(k, d)
-    end
+-- save writes the states of the buckets in w (a pass's states): their
+-- TATs, with their expiry.
+local function save(w)
+  for k, d in pairs(w) do
+    if not (cap and cap[k]) then store(k, d) end
   end
 end
-return out
 `
 
 // oneScript is gcraScript for a call of one request, which is most calls
@@ -191,12 +216,12 @@ local k = KEYS[1]
 
 local d = debt(k)
 if not d then
-  return redis.error_reply('ratekey: bucket state is not a decimal TAT')
+  return ` + luaNotTAT + `
 end
 
 local charge = tonumber(ARGV[2])
 local ceiling = tonumber(ARGV[3])
-if charge < 0 or d > math.abs(ceiling) - charge then
+if not (` + luaFits + `) then
   if ceiling < 0 then return d end
   return -1 - d
 end
@@ -226,55 +251,28 @@ return d
 // pass's states if the level is 2 and a1 = 1, else the second's if a2 = 1,
 // else nothing.
 const partScript = luaPrelude + `
-local n = #KEYS
-local level = tonumber(ARGV[2])
+local n, stride, first, cap, held = #KEYS, 2, 1, nil, nil
+` + luaCalls + `
+local commit = save
+` + luaParts
 
-local base = {}
-for i = 1, n do
-  local k = KEYS[i]
-  if not base[k] then
-    local d = debt(k)
-    if not d then
-      return redis.error_reply('ratekey: bucket state is not a decimal TAT')
-    end
-    base[k] = d
-  end
-end
-
-local function admit(i, d)
-  local charge = tonumber(ARGV[2 * i + 1])
-  local ceiling = math.abs(tonumber(ARGV[2 * i + 2]))
-  if charge >= 0 and d <= ceiling - charge then
-    return d + charge
-  end
-  return nil
-end
-
+// luaParts ends partScript and capScript: both passes of the call's
+// requests into the reply {a1, a2, sec, nsec, d1_1..d1_n, d2_1..d2_n}
+// (see partScript), and for a take the states of the pass the call's
+// level (ARGV[2]) allows written by commit(w, p), which the script
+// declares before it (w the pass's states, p the pass).
+const luaParts = `
 local out = {1, 1, sec, nsec}
-local w1, w2 = {}, {}
-for i = 1, n do
-  local k = KEYS[i]
-  local d = w1[k] or base[k]
-  out[4 + i] = d
-  local w = admit(i, d)
-  if w then w1[k] = w else out[1] = 0 end
-end
-for i = 1, n do
-  out[4 + n + i] = -1
-  if tonumber(ARGV[2 * i + 2]) > 0 then
-    local k = KEYS[i]
-    local d = w2[k] or base[k]
-    out[4 + n + i] = d
-    local w = admit(i, d)
-    if w then w2[k] = w else out[2] = 0 end
-  end
-end
+local w1, a1 = pass(1, out, 4)
+local w2, a2 = pass(2, out, 4 + n, -1)
+if not a1 then out[1] = 0 end
+if not a2 then out[2] = 0 end
 
 if take then
-  if level == 2 and out[1] == 1 then
-    for k, d in pairs(w1) do store(k, d) end
-  elseif out[2] == 1 then
-    for k, d in pairs(w2) do store(k, d) end
+  if tonumber(ARGV[2]) == 2 and a1 then
+    commit(w1, 1)
+  elseif a2 then
+    commit(w2, 2)
   end
 end
 return out
