@@ -12,7 +12,8 @@ import (
 
 // TestDiagnostics: every Decision says how many round trips its call took
 // and, on a Cluster, which slot's master decided it (slot + 1; 0 on one
-// server), as the debug JSON shows them; a deny-cache answer took none.
+// server), as the debug JSON shows them, in-flight caps included; a
+// deny-cache answer took none.
 func TestDiagnostics(t *testing.T) {
 	srv := redistest.Start(t)
 	one := mustNew(t, newClient(t, srv.Addr), rkredis.Options{Prefix: "diag1:"})
@@ -25,6 +26,10 @@ func TestDiagnostics(t *testing.T) {
 	if cl.Slot(a) == cl.Slot(b) {
 		t.Fatalf("a and b share slot %d; pick other keys", cl.Slot(a))
 	}
+	// In-flight caps of a's and b's keys: a cap's key (its sorted set of
+	// leases) takes its slot from the Key, as a bucket's does.
+	ca := limiter.Request{Key: a.Key, Limit: capOf(2, 0), Cost: 1}
+	cb := limiter.Request{Key: b.Key, Limit: capOf(2, 0), Cost: 1}
 	slotOf := func(l *rkredis.Limiter, r limiter.Request) int {
 		got, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", l.RedisKey(r))
 		if err != nil {
@@ -44,9 +49,17 @@ func TestDiagnostics(t *testing.T) {
 		{"one slot", cl, []limiter.Request{a}, []diag{{slotOf(cl, a) + 1, 1}}},
 		// Two slots, both admit: the first charged alone, the other after it.
 		{"two slots", cl, []limiter.Request{b, a}, []diag{{slotOf(cl, b) + 1, 2}, {slotOf(cl, a) + 1, 2}}},
+		{"one server, a cap", one, []limiter.Request{ca, b}, []diag{{0, 1}, {0, 1}}},
+		{"one slot, a cap", cl, []limiter.Request{cb}, []diag{{slotOf(cl, cb) + 1, 1}}},
+		{"one slot, a cap and a bucket", cl, []limiter.Request{b, cb}, []diag{{slotOf(cl, b) + 1, 1}, {slotOf(cl, cb) + 1, 1}}},
+		// The cap's slot first, then b's: both admit.
+		{"two slots, a cap", cl, []limiter.Request{b, ca}, []diag{{slotOf(cl, b) + 1, 2}, {slotOf(cl, ca) + 1, 2}}},
 	} {
 		d, err := tc.l.Take(t.Context(), nil, tc.reqs)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.l.Release(t.Context(), tc.reqs, d); err != nil {
 			t.Fatal(err)
 		}
 		for i, w := range tc.want {

@@ -247,7 +247,8 @@ func hasInFlight(reqs []limiter.Request) bool {
 // runSplit (the first part charges, the rest at its level, refunds of
 // what a later part's rejection undoes: a cap's refund is the ZREM of its
 // lease). The deny cache is neither asked nor told: it caches token-bucket
-// rejections of one-request calls only.
+// rejections of one-request calls only. On a Cluster client each Decision's
+// HashSlot is 1 + its key's slot, as for calls of token buckets alone.
 func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, int, error) {
 	for i := range reqs {
 		if reqs[i].Limit.MaxInFlight != 0 {
@@ -358,6 +359,9 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 		return nil, rounds, errDisagree
 	}
 	for i := range reqs {
+		if l.shard == bySlot {
+			out[i].HashSlot = int(groups[i]) + 1 // the slot whose master decided
+		}
 		if reqs[i].Limit.MaxInFlight == 0 {
 			l.learn(&reqs[i], &out[i])
 		} else if take && charged && (final == 2 || !reqs[i].DryRun) {
