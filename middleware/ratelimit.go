@@ -122,6 +122,9 @@ type rateLimitState struct {
 	// ovr holds each policy's compiled Overrides; nil for a policy without
 	// (the hot path then pays one nil check).
 	ovr []*overrideTable
+	// has reports, per phase, whether any policy is evaluated in it: a
+	// Handler whose phase has none passes requests on without evaluating.
+	has [phaseMain + 1]bool
 
 	// logs is the RateLimiter's decision-log sampler, shared across Reload.
 	logs *logSampler
@@ -186,6 +189,9 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		names[p.Name] = true
 		st.Policies = append(st.Policies, p)
+		for ph := range st.has {
+			st.has[ph] = st.has[ph] || phase(ph).covers(&p)
+		}
 		item := ""
 		if p.Limit.MaxInFlight == 0 { // draft-10 fields cover quotas only
 			item = policyItem(p.Name, p.Limit)
@@ -309,6 +315,20 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
 		rs := stateFrom(r.Context())
+		if !st.has[ph] {
+			// No policy to evaluate (PreAuthHandler without PreAuth
+			// policies): the evaluation would decide, write and count
+			// nothing. A Record still learns that the limiter ran, and the
+			// operation, as it would from that empty evaluation.
+			if rs != nil && rs.record != nil {
+				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true}
+				rs.recordMu.Lock()
+				rs.record.recordEvaluation(&ev)
+				rs.recordMu.Unlock()
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		out := claimArena(rs)
 		sc := getScratch(out)
 		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
