@@ -39,6 +39,17 @@ import (
 // every lease/3 (ZADD XX on a lease not yet expired), so only a process
 // that stops renewing (it died, or lost Redis for a whole lease) loses its
 // slots, one lease after its last renewal.
+//
+// On a *redis.Ring a call's keys are grouped by hash tag, and go-redis
+// sends each group to the shard of its tag, so a call across shards runs
+// as one across Cluster slots (TestConformanceRing, TestInFlightWithRate),
+// and caps are exact while the Ring's shards stay in it. A Ring does not
+// replicate: while go-redis's heartbeat holds a shard down, its caps' keys
+// go to another shard, where they start empty (a cap of 1 admitted a second
+// holder there), and when it is back the leases taken meanwhile stay
+// behind, uncounted: their Release goes to the returned shard and frees
+// nothing, and they expire one lease after their last renewal. Buckets
+// fare alike (they start full on the other shard).
 
 // capScript is partScript extended to in-flight caps: it decides the
 // requests of one call that share a slot (the whole call on one server),

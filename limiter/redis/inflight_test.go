@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,16 +63,20 @@ func (h *cmdHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 
 // TestInFlightSharedCap: two Limiters (two processes' worth: each its own
 // client, lease tag and renewer) on one Redis share one cap of 3; on one
-// server and on 3 masters.
+// server, on 3 masters and on a Ring of two servers.
 func TestInFlightSharedCap(t *testing.T) {
 	srv := redistest.Start(t)
 	_, cc := clusterClient(t)
+	ring, _ := ringClient(t)
+	ring2 := goredis.NewRing(&goredis.RingOptions{Addrs: ring.Options().Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { ring2.Close() })
 	for _, tc := range []struct {
 		name string
 		a, b goredis.UniversalClient
 	}{
 		{"one", newClient(t, srv.Addr), newClient(t, srv.Addr)},
 		{"masters", cc, func() goredis.UniversalClient { _, c := clusterClient(t); return c }()},
+		{"ring", ring, ring2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := rkredis.Options{Prefix: "shared-" + tc.name + ":", Timeout: testTimeout}
@@ -283,22 +288,39 @@ func TestInFlightRenewal(t *testing.T) {
 }
 
 // TestInFlightWithRate: a cap and a token bucket in one call, on one
-// server and across the slots of 3 masters: a refusal by either leaves no
-// slot taken and no token spent.
+// server, across the slots of 3 masters and across the shards of a Ring of
+// two servers: a refusal by either leaves no slot taken and no token
+// spent.
 func TestInFlightWithRate(t *testing.T) {
 	srv := redistest.Start(t)
 	_, cc := clusterClient(t)
+	ring, _ := ringClient(t)
 	for _, tc := range []struct {
 		name   string
 		client goredis.UniversalClient
-	}{{"one", newClient(t, srv.Addr)}, {"masters", cc}} {
+		// apart reports whether the keys of a and b are on different
+		// masters (slots) or shards; nil on one server.
+		apart func(l *rkredis.Limiter, a, b limiter.Request) bool
+	}{
+		{"one", newClient(t, srv.Addr), nil},
+		{"masters", cc, func(l *rkredis.Limiter, a, b limiter.Request) bool { return l.Slot(a) != l.Slot(b) }},
+		{"ring", ring, func(l *rkredis.Limiter, a, b limiter.Request) bool {
+			return ringShard(t, ring, l, a) != ringShard(t, ring, l, b)
+		}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := mustNew(t, tc.client, rkredis.Options{Prefix: "mix-" + tc.name + ":", Timeout: testTimeout, DenyCache: -1})
-			bucket := limiter.Request{Key: "route=/a", Limit: lim(1, time.Hour, 2), Cost: 1}
-			capR := limiter.Request{Key: "tenant=acme", Limit: capOf(1, 0), Cost: 1}
-			if tc.name == "masters" && l.Slot(bucket) == l.Slot(capR) {
-				t.Fatal("the test wants the two keys in different slots")
+			// apartFrom returns a request of key, or of key with a number
+			// appended, whose key is apart from other's.
+			apartFrom := func(key string, li limiter.Limit, other limiter.Request) limiter.Request {
+				r := limiter.Request{Key: key, Limit: li, Cost: 1}
+				for i := 0; tc.apart != nil && !tc.apart(l, r, other); i++ {
+					r.Key = key + strconv.Itoa(i)
+				}
+				return r
 			}
+			capR := limiter.Request{Key: "tenant=acme", Limit: capOf(1, 0), Cost: 1}
+			bucket := apartFrom("route=/a", lim(1, time.Hour, 2), capR)
 			// Round trips: 1 for a cap with a bucket of its slot; across
 			// two slots 2, or 3 when the second refuses and the first's
 			// charge is given back.
@@ -312,7 +334,7 @@ func TestInFlightWithRate(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := c.want
-				if tc.name == "one" {
+				if tc.apart == nil {
 					want = 1
 				}
 				if rounds != want {
@@ -322,10 +344,9 @@ func TestInFlightWithRate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			bucket.Key, capR.Key = "route=/b", "tenant=acme2" // fresh state for what follows
-			if tc.name == "masters" && l.Slot(bucket) == l.Slot(capR) {
-				t.Fatal("the test wants the two keys in different slots")
-			}
+			// Fresh state for what follows.
+			capR.Key = "tenant=acme2"
+			bucket = apartFrom("route=/b", bucket.Limit, capR)
 			tokens := func() int64 {
 				d, err := l.Peek(context.Background(), nil, []limiter.Request{bucket})
 				if err != nil {
