@@ -67,6 +67,13 @@ func RouteOperation(root chi.Routes) func(*http.Request) string {
 			if pattern == "" {
 				return UnmatchedOperation
 			}
+			if len(rctx.RoutePatterns) == 1 {
+				// Matched in ro itself (Find went into no mounted
+				// router): one of its routes, or a mount's stub.
+				if op, ok := ro.served[route{method, pattern}]; ok {
+					return op
+				}
+			}
 			// A mount point, at any depth ("/v1/articles" or
 			// "/v1/articles/" for "/v1/articles/*"): chi's Find names the
 			// mount's stub, in the router that mounted it. chi serves it
@@ -145,6 +152,10 @@ type routerOps struct {
 	// own holds the routes registered on this router itself (method "*"
 	// for all methods), without Mount's hidden stubs.
 	own map[route]bool
+	// served maps a route registered on this router itself, with a
+	// method, to its operation (ops of the own routes that have one):
+	// the answer when Find matched that route here.
+	served map[route]string
 }
 
 // leaf returns the router below ro that matched the last of patterns (the
@@ -192,7 +203,7 @@ func walkOperations(root chi.Routes) *routerOps {
 // full template of its mount point, without the trailing "/*"), and of the
 // routers mounted below it. all holds every walked route by full pattern.
 func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *routerOps {
-	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}, own: map[route]bool{}}
+	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}, own: map[route]bool{}, served: map[route]string{}}
 	for rt, op := range all {
 		// chi patterns start with "/": a route below the mount point
 		// "/v1" is "/v1/...", never "/v1x".
@@ -206,6 +217,11 @@ func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *route
 		}
 		if rt.SubRoutes != nil {
 			ro.mounts[rt.Pattern] = newRouterOps(rt.SubRoutes, prefix+strings.TrimSuffix(rt.Pattern, "/*"), all)
+		}
+	}
+	for rt := range ro.own {
+		if op, ok := ro.ops[rt]; ok && rt.method != "*" {
+			ro.served[rt] = op
 		}
 	}
 	return ro
