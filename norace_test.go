@@ -1,0 +1,6 @@
+//go:build !race
+
+package ratekey_test
+
+// raceSlack: see race_test.go.
+const raceSlack = 0
