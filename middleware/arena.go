@@ -3,8 +3,10 @@ package middleware
 import "sync/atomic"
 
 // arenaSize is the bytes an arena holds before it spills to the heap:
-// two policies' keys and response field values fit.
-const arenaSize = 288
+// two policies' keys, a network key value and the RateLimit field value
+// fit (RateLimit-Policy's value is usually the configuration's, which
+// takes none: see policyField).
+const arenaSize = 256
 
 // arena is append-only memory for the strings of one request that outlive
 // its evaluation: the encoded keys (the limiter may keep them; logs and the
@@ -19,10 +21,10 @@ const arenaSize = 288
 // claims it first, and an evaluation that finds it claimed (the request
 // passed to handlers running concurrently) gets an arena of its own.
 type arena struct {
-	busy   atomic.Bool // claimed by an evaluation
-	b      []byte      // the bytes handed out so far; nil until first use
+	b      []byte // the bytes handed out so far; nil until first use
 	buf    [arenaSize]byte
 	fields [3][1]string // value slices: RateLimit-Policy, RateLimit, RateLimit-Decision
+	busy   atomic.Bool  // claimed by an evaluation
 	taken  [3]bool      // which of fields a response header was given
 }
 

@@ -21,31 +21,32 @@ const stateKey ctxKey = 0
 // node is needed): the client address (with room for the hops of its
 // derivation), the principal, the Record, and the arena that holds the
 // rate limiter's keys and response field values (so that they need no
-// allocation of their own). About 900 bytes, since every request that
-// passes ClientAddress pays for it; the rate limiter's working memory is
-// pooled apart from it (see [scratch]). The first ratekey middleware a
-// request meets adds it; the others fill it in place, so a request costs
-// one context layer whatever the chain. It is written by the request's
-// goroutine as it passes the middlewares; a handler may run rate-limit
-// evaluations of the request concurrently, which record under recordMu
-// (and each claim the arena or get their own, see [claimArena]).
+// allocation of their own). 888 bytes, since every request that passes
+// ClientAddress pays for it (and zeroes it): its fields are ordered so
+// that it fits Go's 896-byte size class (TestRequestStateSize). The rate
+// limiter's working memory is pooled apart from it (see [scratch]). The
+// first ratekey middleware a request meets adds it; the others fill it in
+// place, so a request costs one context layer whatever the chain. It is
+// written by the request's goroutine as it passes the middlewares; a
+// handler may run rate-limit evaluations of the request concurrently,
+// which record under mu (and each claim the arena or get their own, see
+// [claimArena]).
 type requestState struct {
 	context.Context // the parent
 	client          trustedproxy.Result
-	hasClient       bool
 	principal       identity.Principal
-	hasPrincipal    bool
 	record          *Record
-	recordMu        sync.Mutex          // guards record's rate-limit part
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 	out             arena               // the rate limiter's keys and response field values
 	// op is the operation opBy named for the request, kept for the second
-	// phase: a root chi lookup allocates, and both phases need it. opMu
-	// guards them: a handler may run evaluations of the request
-	// concurrently.
-	opMu sync.Mutex
+	// phase: both phases need it, and a lookup costs a chi Find.
 	op   string
 	opBy *rateLimitState
+	// mu guards record's rate-limit part, op and opBy: a handler may run
+	// evaluations of the request concurrently.
+	mu           sync.Mutex
+	hasClient    bool
+	hasPrincipal bool
 }
 
 // operation returns r's operation as st names it, asking st once per
@@ -54,8 +55,8 @@ func (rs *requestState) operation(st *rateLimitState, r *http.Request) string {
 	if rs == nil {
 		return st.Operation(r)
 	}
-	rs.opMu.Lock()
-	defer rs.opMu.Unlock()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if rs.opBy != st {
 		rs.op, rs.opBy = st.Operation(r), st
 	}

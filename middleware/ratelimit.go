@@ -125,6 +125,9 @@ type rateLimitState struct {
 	// has reports, per phase, whether any policy is evaluated in it: a
 	// Handler whose phase has none passes requests on without evaluating.
 	has [phaseMain + 1]bool
+	// fields holds, per phase, the RateLimit-Policy value of a request
+	// that every token bucket of the phase decided with its own limit.
+	fields [phaseMain + 1]policyField
 
 	// logs is the RateLimiter's decision-log sampler, shared across Reload.
 	logs *logSampler
@@ -203,6 +206,15 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	}
 	for i := range st.Policies {
 		st.ovr = append(st.ovr, compileOverrides(&st.Policies[i]))
+	}
+	for ph := range st.fields {
+		f := &st.fields[ph]
+		for i := range st.Policies {
+			if p := &st.Policies[i]; phase(ph).covers(p) && st.items[i] != "" && !p.DryRun && !st.DryRun {
+				f.items = append(f.items, st.items[i])
+			}
+		}
+		f.value = strings.Join(f.items, ", ")
 	}
 	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
 		return nil, err
@@ -322,9 +334,9 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			// operation, as it would from that empty evaluation.
 			if rs != nil && rs.record != nil {
 				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true}
-				rs.recordMu.Lock()
+				rs.mu.Lock()
 				rs.record.recordEvaluation(&ev)
-				rs.recordMu.Unlock()
+				rs.mu.Unlock()
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -344,12 +356,12 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		st.log(r, &ev)
 		st.observe(&ev)
 		if rs != nil && rs.record != nil {
-			rs.recordMu.Lock()
+			rs.mu.Lock()
 			rs.record.recordEvaluation(&ev)
-			rs.recordMu.Unlock()
+			rs.mu.Unlock()
 		}
 		h := w.Header()
-		setRateLimitFields(h, &ev, sc, out)
+		setRateLimitFields(h, &ev, sc, out, &st.fields[ph])
 		if st.DecisionHeader && rank(ev.Decision, !ev.Allowed) > rank(Decision(h.Get("RateLimit-Decision")), false) {
 			// After PreAuthHandler, the weightier of the two decisions
 			// (PreAuthHandler's let the request through).
@@ -398,34 +410,36 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 	})
 }
 
+// policyField is a RateLimit-Policy value known from the configuration:
+// the items of a phase's enforcing token buckets, each with its policy's
+// own limit, in policy order.
+type policyField struct {
+	items []string
+	value string // items joined with ", "
+}
+
 // setRateLimitFields writes RateLimit-Policy and RateLimit as RFC 9651 lists
 // with one item per enforcing policy that the limiter decided, in policy
 // order (a dry-run policy limits nothing, so clients are not told about it):
 // q = burst (tokens), w = seconds to refill from empty, r = whole tokens
-// left, t = seconds until the bucket is full again (both rounded up).
-func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) {
-	var pol string // the RateLimit-Policy value while it is one item
-	polStart := len(sc.b)
-	n := 0
+// left, t = seconds until the bucket is full again (both rounded up). When
+// the items are those of known (every token bucket of the phase decided,
+// none with an override's limit), RateLimit-Policy is known's value, and
+// takes no bytes.
+func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena, known *policyField) {
+	n, same := 0, true
 	for i := range ev.Policies {
-		res := &ev.Policies[i]
-		if !res.advertised() {
-			continue
-		}
-		switch n++; n {
-		case 1:
-			pol = res.item // as it is: no bytes to append for one policy
-		case 2:
-			sc.b = append(append(append(sc.b, pol...), ", "...), res.item...)
-		default:
-			sc.b = append(append(sc.b, ", "...), res.item...)
+		if res := &ev.Policies[i]; res.advertised() {
+			same = same && n < len(known.items) && res.item == known.items[n]
+			n++
 		}
 	}
 	if n == 0 {
 		return
 	}
-	if n > 1 {
-		pol = sc.str(polStart)
+	pol := known.value
+	if !same || n != len(known.items) {
+		pol = joinItems(ev, sc)
 	}
 	curStart := len(sc.b)
 	n = 0
@@ -452,6 +466,32 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena) 
 	// this phase's policies.
 	addField(h, "Ratelimit-Policy", pol, out.field(fieldPolicy))
 	addField(h, "Ratelimit", sc.str(curStart), out.field(fieldRateLimit))
+}
+
+// joinItems returns the RateLimit-Policy value of ev's advertised policies,
+// appended to sc's bytes when there are several.
+func joinItems(ev *Evaluation, sc *scratch) string {
+	var pol string // the value while it is one item
+	start := len(sc.b)
+	n := 0
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		if !res.advertised() {
+			continue
+		}
+		switch n++; n {
+		case 1:
+			pol = res.item // as it is: no bytes to append for one policy
+		case 2:
+			sc.b = append(append(append(sc.b, pol...), ", "...), res.item...)
+		default:
+			sc.b = append(append(sc.b, ", "...), res.item...)
+		}
+	}
+	if n > 1 {
+		pol = sc.str(start)
+	}
+	return pol
 }
 
 // advertised reports whether the response fields list the policy: it is

@@ -3,6 +3,7 @@ package middleware
 import (
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,11 @@ func TestCeilSeconds(t *testing.T) {
 }
 
 // TestRateLimitFieldsList: one item per advertised policy, in order, with
-// dry-run and undecided policies left out, for one, two and three items.
+// dry-run and undecided policies left out, for one, two and three items;
+// RateLimit-Policy is the configuration's value, taking no bytes, exactly
+// when the advertised items are the configuration's (known), and built
+// otherwise: fewer policies decided, another limit (an override's), none
+// known.
 func TestRateLimitFieldsList(t *testing.T) {
 	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
 		p := Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
@@ -45,25 +50,38 @@ func TestRateLimitFieldsList(t *testing.T) {
 		mk("skipped", 9, DecisionSkipped, false),
 		mk("c", 4, DecisionRejected, false),
 	}
+	item := func(i int) string { return all[i].item }
 	tests := []struct {
-		n         int // policies of all
+		n         int      // policies of all
+		known     []string // the configuration's items
 		pol, curr string
+		polBytes  bool // the RateLimit-Policy value takes bytes
 	}{
-		{1, `"a";q=2;w=2`, `"a";r=1;t=1`},
-		{3, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`},
-		{5, `"a";q=2;w=2, "b";q=3;w=3, "c";q=4;w=4`, `"a";r=1;t=1, "b";r=2;t=1, "c";r=3;t=1`},
+		{1, nil, `"a";q=2;w=2`, `"a";r=1;t=1`, false},
+		{1, []string{item(0)}, `"a";q=2;w=2`, `"a";r=1;t=1`, false},
+		{3, nil, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`, true},
+		{3, []string{item(0), item(2)}, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`, false},
+		{3, []string{item(0), item(2), item(3)}, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`, true},
+		{3, []string{item(0), `"b";q=7;w=7`}, `"a";q=2;w=2, "b";q=3;w=3`, `"a";r=1;t=1, "b";r=2;t=1`, true},
+		{5, nil, `"a";q=2;w=2, "b";q=3;w=3, "c";q=4;w=4`, `"a";r=1;t=1, "b";r=2;t=1, "c";r=3;t=1`, true},
+		{5, []string{item(0), item(2), item(3), item(4)}, `"a";q=2;w=2, "b";q=3;w=3, "c";q=4;w=4`, `"a";r=1;t=1, "b";r=2;t=1, "c";r=3;t=1`, true},
+		{5, []string{item(0), item(2), item(4)}, `"a";q=2;w=2, "b";q=3;w=3, "c";q=4;w=4`, `"a";r=1;t=1, "b";r=2;t=1, "c";r=3;t=1`, false},
 	}
 	for _, tt := range tests {
 		h := http.Header{}
 		var out arena
 		sc := getScratch(&out)
-		setRateLimitFields(h, &Evaluation{Policies: all[:tt.n]}, sc, &out)
+		known := &policyField{items: tt.known, value: strings.Join(tt.known, ", ")}
+		setRateLimitFields(h, &Evaluation{Policies: all[:tt.n]}, sc, &out, known)
 		sc.release(&out)
 		if got := h.Values("RateLimit-Policy"); len(got) != 1 || got[0] != tt.pol {
-			t.Errorf("%d policies: RateLimit-Policy %q, want %q", tt.n, got, tt.pol)
+			t.Errorf("%d policies, known %q: RateLimit-Policy %q, want %q", tt.n, tt.known, got, tt.pol)
 		}
 		if got := h.Values("RateLimit"); len(got) != 1 || got[0] != tt.curr {
-			t.Errorf("%d policies: RateLimit %q, want %q", tt.n, got, tt.curr)
+			t.Errorf("%d policies, known %q: RateLimit %q, want %q", tt.n, tt.known, got, tt.curr)
+		}
+		if used, want := len(out.bytes()), len(tt.curr); (used > want) != tt.polBytes {
+			t.Errorf("%d policies, known %q: %d bytes used for %d of RateLimit; want RateLimit-Policy to take bytes: %v", tt.n, tt.known, used, want, tt.polBytes)
 		}
 	}
 }
@@ -79,13 +97,15 @@ func BenchmarkRateLimitFields(b *testing.B) {
 	for i := range ev.Policies {
 		ev.Policies[i].item = policyItem(ev.Policies[i].Policy, lim)
 	}
+	known := &policyField{items: []string{ev.Policies[0].item, ev.Policies[1].item}}
+	known.value = strings.Join(known.items, ", ")
 	h, out := http.Header{}, new(arena)
 	b.ReportAllocs()
 	for b.Loop() {
 		clear(h)
 		*out = arena{}
 		sc := getScratch(out)
-		setRateLimitFields(h, ev, sc, out)
+		setRateLimitFields(h, ev, sc, out, known)
 		sc.release(out)
 	}
 }
