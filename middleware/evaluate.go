@@ -231,8 +231,12 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		if !ph.covers(p) || !p.appliesTo(op) {
 			continue
 		}
-		res := PolicyResult{Policy: p.Name, Cost: p.Cost, Limit: p.Limit, DryRun: p.DryRun || st.DryRun, Store: st.store,
-			status: p.Status, retryAfter: p.RetryAfter, onStore: p.OnStoreError, principal: authenticated, item: st.items[i]}
+		// The policy's result, filled in place: every path below leaves
+		// it in ev.Policies (no 320-byte copy).
+		ev.Policies = append(ev.Policies, PolicyResult{})
+		res := &ev.Policies[len(ev.Policies)-1]
+		res.Policy, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
+		res.status, res.retryAfter, res.onStore, res.principal, res.item = p.Status, p.RetryAfter, p.OnStoreError, authenticated, st.items[i]
 		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)
@@ -253,18 +257,16 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 				res.Decision = DecisionRejected
 				missingReject = true
 			}
-			ev.Policies = append(ev.Policies, res)
 			continue
 		}
 		start := len(sc.b)
 		sc.b = key.AppendTo(sc.b)
 		res.Key = sc.str(start)
 		if authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
-			if err := st.override(i, &res, &principal); err != nil {
+			if err := st.override(i, res, &principal); err != nil {
 				// An invalid limit from the caller's function: no silent
 				// fallback; the policy's fail mode decides.
 				res.Decision, res.Err = DecisionError, err
-				ev.Policies = append(ev.Policies, res)
 				missingReject = missingReject || res.refuses()
 				continue
 			}
@@ -278,11 +280,9 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 				} else {
 					missingReject = true
 				}
-				ev.Policies = append(ev.Policies, res)
 				continue
 			}
 		}
-		ev.Policies = append(ev.Policies, res)
 		idx = append(idx, len(ev.Policies)-1)
 		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.Limit, Cost: res.Cost, DryRun: res.DryRun})
 	}
