@@ -176,7 +176,12 @@
 // its refund lands), costs one round trip more than a single slot, and
 // pays a third only on rejections that the ordering did not catch first.
 //
-// On a Ring the same grouping applies by tag; Ring is not tested.
+// On a Ring the same grouping applies by tag (TestConformanceRing runs the
+// conformance suite, in-flight caps included, on two shards). A Ring moves
+// keys when a shard leaves it: that shard's buckets start full on another,
+// and a cap's leases there are not counted until the shard returns (a
+// lease taken meanwhile is released in vain and expires after its lease
+// period). A Cluster fails over instead, keeping keys in their slots.
 //
 // # Batching
 //

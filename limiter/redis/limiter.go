@@ -338,7 +338,9 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return nil, 0, err
 	}
 	if hasInFlight(reqs) {
-		return l.runInFlight(ctx, dst, reqs, take) // inflight.go
+		// A copy: a refund of caps may outlive the call on a goroutine,
+		// which would otherwise make every caller's reqs escape.
+		return l.runInFlight(ctx, dst, slices.Clone(reqs), take) // inflight.go
 	}
 	for i := range reqs {
 		if w := reqs[i].Limit.Window(); w > MaxWindow {
@@ -443,7 +445,11 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		c.s = &one
 	}
 	c.args[2] = int64(n) // n < 256: boxing it does not allocate
-	c.sent = l.localNow()
+	if l.now != nil {
+		// The test clock's time is the script's; otherwise c.sent is set
+		// when the call is written (exec, resend).
+		c.sent = l.localNow()
+	}
 	c.args[headArgs+n] = l.mode(take, c.sent)
 	for i := range reqs {
 		r := &reqs[i]
