@@ -80,17 +80,19 @@ func (w *discard) Header() http.Header         { return w.h }
 func (w *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discard) WriteHeader(code int)        { w.code = code }
 
-// TestHandlerAllocs pins the front door's allocations per request: at most
-// 2 more than the same chi router without it (the request state and the
-// request copy that carries it), whether it is mounted on the root router,
-// with the route on a sub-router mounted below (the operation is then
-// looked up through the mount), or on that sub-router.
+// TestHandlerAllocs pins the front door's allocations per request over
+// the same chi router without it: 2 on the sub-router the route is on (the
+// request state and the request copy that carries it), 4 when mounted on
+// the root router with the route on a sub-router mounted below (chi's Find
+// through the mount joins the path below the mount and the pattern: 2 more;
+// a copy of chi's tree that avoided them was tried and dropped, as a second
+// router to keep in step with chi for about 1% of the request's time).
 func TestHandlerAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
 	reqs := frontDoorRequests(1)
-	for _, where := range []string{"root", "sub-router"} {
+	for where, want := range map[string]float64{"root": 4, "sub-router": 2} {
 		t.Run(where, func(t *testing.T) {
 			w := &discard{h: http.Header{}}
 			run := func(h http.Handler) float64 {
@@ -104,8 +106,8 @@ func TestHandlerAllocs(t *testing.T) {
 			if w.code != http.StatusOK || len(w.h["Ratelimit"]) != 1 {
 				t.Fatalf("status %d, header %v; want 200 with a RateLimit field", w.code, w.h)
 			}
-			if got := front - base; got > 2+raceSlack {
-				t.Errorf("the front door costs %v allocations per request over bare chi (%v); want at most %d", got, base, 2+raceSlack)
+			if got := front - base; got > want+raceSlack || raceSlack == 0 && got != want {
+				t.Errorf("the front door costs %v allocations per request over bare chi (%v); want %v", got, base, want)
 			}
 			t.Logf("bare chi %v allocs, with the front door %v", base, front)
 		})

@@ -45,24 +45,16 @@ const UnmatchedOperation = "UNMATCHED"
 // The returned function is safe for concurrent use. It reuses chi routing
 // contexts from a pool and the operation strings of the walked routes; on a
 // mounted sub-router it looks the path up in that sub-router only, as chi
-// is about to. A path that goes through a mount is looked up router by
-// router (chi's Find would join the path below the mount and the pattern,
-// two allocations), when the router that mounts holds no route with a
-// parameter: so on the root router too, a request costs no allocation.
+// is about to, so a request routed to a leaf of the router it is in costs
+// no allocation.
 func RouteOperation(root chi.Routes) func(*http.Request) string {
-	return routeOperation(root, true)
-}
-
-// routeOperation is RouteOperation; with shallow false, chi's Find goes
-// through mounts itself (see routerOps.shallow).
-func routeOperation(root chi.Routes, shallow bool) func(*http.Request) string {
 	var (
 		once sync.Once
 		top  *routerOps
 		pool = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 	)
 	return func(r *http.Request) string {
-		once.Do(func() { top = walkOperations(root, shallow) })
+		once.Do(func() { top = walkOperations(root) })
 		if op, ok := routedOperation(top, r); ok {
 			return op
 		}
@@ -71,12 +63,7 @@ func routeOperation(root chi.Routes, shallow bool) func(*http.Request) string {
 		defer pool.Put(rctx)
 		for {
 			rctx.Reset()
-			pattern, below, sub := ro.find(rctx, method, path)
-			if below != nil {
-				// Routed into a mounted router: as chi's Find goes on.
-				ro, path = below, sub
-				continue
-			}
+			pattern := ro.routes.Find(rctx, method, path)
 			if pattern == "" {
 				return UnmatchedOperation
 			}
@@ -169,99 +156,6 @@ type routerOps struct {
 	// method, to its operation (ops of the own routes that have one):
 	// the answer when Find matched that route here.
 	served map[route]string
-	// shallow, when not nil, routes paths as routes does, but stops at
-	// its mounts instead of going into the mounted routers (see
-	// shallowCopy).
-	shallow chi.Routes
-}
-
-// find looks path up in ro as ro.routes.Find does, except that a path
-// routed into a mounted router stops at the mount when ro has a shallow
-// copy (for the methods chi routes): below is then that router and sub
-// the path it routes, and the lookup goes on there (chi's Find would join
-// the path and the pattern: two allocations).
-func (ro *routerOps) find(rctx *chi.Context, method, path string) (pattern string, below *routerOps, sub string) {
-	if ro.shallow == nil || !standardMethod(method) {
-		return ro.routes.Find(rctx, method, path), nil, ""
-	}
-	pattern = ro.shallow.Find(rctx, method, path)
-	if m := ro.mounts[pattern]; m != nil {
-		return pattern, m, mountPath(rctx, path)
-	}
-	return pattern, nil, ""
-}
-
-// mountPath returns the path that the router mounted at the pattern rctx
-// matched ("/v1/*") routes: "/" and what the wildcard matched, as chi's
-// mount handler computes it. What it matched ends path, after a slash:
-// that suffix of path is the answer, without allocating.
-func mountPath(rctx *chi.Context, path string) string {
-	keys, vals := rctx.URLParams.Keys, rctx.URLParams.Values
-	n := len(keys) - 1
-	if n < 0 || keys[n] != "*" || n >= len(vals) || vals[n] == "" {
-		return "/"
-	}
-	rest := vals[n]
-	if i := len(path) - len(rest) - 1; i >= 0 && path[i] == '/' && path[i+1:] == rest {
-		return path[i:]
-	}
-	return "/" + rest
-}
-
-// shallowCopy returns a router whose Find answers as routes' does, down to
-// routes' mounts but not into them: the same patterns with the same
-// methods, each mount's pattern ("/v1/*") and the hidden stubs ("/v1",
-// "/v1/" for Mount("/v1"), of a router or a plain handler), all served by
-// a plain handler, so that Find stops there. nil (no copy) unless routes
-// is a *chi.Mux none of whose own routes has a parameter in its pattern:
-// chi orders parameter nodes as they were added, which a copy might not
-// reproduce, while a tree of static segments and wildcards is the same
-// whatever the order.
-func shallowCopy(routes chi.Routes) chi.Routes {
-	mx, ok := routes.(*chi.Mux)
-	if !ok {
-		return nil
-	}
-	stop := http.NotFoundHandler() // never served: the copy only answers Find
-	cp := chi.NewRouter()
-	for _, rt := range mx.Routes() {
-		if strings.Contains(rt.Pattern, "{") {
-			return nil
-		}
-		for m := range rt.Handlers {
-			if m == "*" {
-				cp.Handle(rt.Pattern, stop)
-			} else {
-				cp.Method(m, rt.Pattern, stop)
-			}
-		}
-		if rt.SubRoutes != nil {
-			cp.Handle(rt.Pattern, stop)
-		}
-		// Mount's stubs, for a router or a plain handler mounted there.
-		if slash, ok := strings.CutSuffix(rt.Pattern, "*"); ok && strings.HasSuffix(slash, "/") {
-			for _, p := range []string{strings.TrimSuffix(slash, "/"), slash} {
-				if p != "" && stubbed(mx, p) {
-					cp.Handle(p, stop)
-				}
-			}
-		}
-	}
-	return cp
-}
-
-// stubbed reports whether every method chi routes is routed to path p by
-// mx's own route p (Mount's hidden stub, or a route for every method,
-// which routes alike).
-func stubbed(mx *chi.Mux, p string) bool {
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace} {
-		rctx := chi.NewRouteContext()
-		if mx.Find(rctx, m, p) != p || len(rctx.RoutePatterns) != 1 {
-			return false
-		}
-	}
-	return true
 }
 
 // leaf returns the router below ro that matched the last of patterns (the
@@ -291,9 +185,8 @@ func (ro *routerOps) stub(method, pattern string) bool {
 }
 
 // walkOperations lists root's routes with chi.Walk, computes each one's
-// operation string once, and indexes them per router (with shallow
-// copies of the routers that mount others, when shallow).
-func walkOperations(root chi.Routes, shallow bool) *routerOps {
+// operation string once, and indexes them per router.
+func walkOperations(root chi.Routes) *routerOps {
 	all := map[route]string{}
 	_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		// chi.Walk joins the patterns of routers mounted at "/" in one
@@ -303,13 +196,13 @@ func walkOperations(root chi.Routes, shallow bool) *routerOps {
 		all[route{method, pattern}] = method + " " + pattern
 		return nil
 	})
-	return newRouterOps(root, "", all, shallow)
+	return newRouterOps(root, "", all)
 }
 
 // newRouterOps indexes the operations of routes, mounted at prefix (the
 // full template of its mount point, without the trailing "/*"), and of the
 // routers mounted below it. all holds every walked route by full pattern.
-func newRouterOps(routes chi.Routes, prefix string, all map[route]string, shallow bool) *routerOps {
+func newRouterOps(routes chi.Routes, prefix string, all map[route]string) *routerOps {
 	ro := &routerOps{routes: routes, ops: map[route]string{}, mounts: map[string]*routerOps{}, own: map[route]bool{}, served: map[route]string{}}
 	for rt, op := range all {
 		// chi patterns start with "/": a route below the mount point
@@ -323,11 +216,8 @@ func newRouterOps(routes chi.Routes, prefix string, all map[route]string, shallo
 			ro.own[route{m, rt.Pattern}] = true
 		}
 		if rt.SubRoutes != nil {
-			ro.mounts[rt.Pattern] = newRouterOps(rt.SubRoutes, prefix+strings.TrimSuffix(rt.Pattern, "/*"), all, shallow)
+			ro.mounts[rt.Pattern] = newRouterOps(rt.SubRoutes, prefix+strings.TrimSuffix(rt.Pattern, "/*"), all)
 		}
-	}
-	if shallow && len(ro.mounts) > 0 {
-		ro.shallow = shallowCopy(routes)
 	}
 	for rt := range ro.own {
 		if op, ok := ro.ops[rt]; ok && rt.method != "*" {
