@@ -83,8 +83,9 @@ type DebugAuthentication struct {
 //     "method": "GET", "path": "/v1/reports/1", "headers":
 //     {"X-Forwarded-For": ["198.51.100.7, 10.0.0.1"]}}. Its credential is
 //     verified like a real one, then dropped; nothing of it is echoed.
-//   - The answer is JSON, or an HTML page with one table per stage when the
-//     request's Accept names text/html (rendered server-side; no script).
+//   - The answer is JSON, or an HTML page with a section per stage (the
+//     fields of the JSON in tables, null as —) when the request's Accept
+//     names text/html (rendered server-side; no script).
 //
 // Admission is decided on the live request, never on a simulated peer: see
 // [DebugConfig].Allow. Other methods get 405. Safe for concurrent use.
