@@ -137,7 +137,11 @@ func TestBatchMixedDeadlines(t *testing.T) {
 	}
 	t.Logf("%d calls decided, %d short calls failed (slowest returned after %v); %d pipelines carried %d script calls, at most %d",
 		ok.Load(), failed.Load(), late, hook.pipes.Load(), hook.cmds.Load(), hook.maxLen.Load())
-	if late > 50*time.Millisecond {
+	// Far below the 1 s deadline of the calls the short ones share their
+	// pipelines with (TestClientPauseDeadlines holds a pipeline to prove
+	// the bound); not tighter: a busy machine can delay any goroutine by
+	// tens of ms (50.5 ms seen under a load average of 10 on 2 cores).
+	if late > 500*time.Millisecond {
 		t.Errorf("a call with a 50µs deadline returned after %v", late)
 	}
 }
@@ -197,8 +201,10 @@ func TestScriptFlushMidLoad(t *testing.T) {
 
 // TestClientPauseDeadlines: with the server paused by CLIENT PAUSE and a
 // 100 ms Timeout, every one of 64 concurrent callers (batched) gets its
-// ErrTimeout within the timeout; the assertion allows 2× for a loaded
-// machine, and the log reports the real figure.
+// ErrTimeout within the timeout; the assertion allows 3× for a loaded
+// machine (254 ms seen under a load average of 10 on 2 cores), still half
+// the 600 ms pause a call waiting on its pipeline would take, and the log
+// reports the real figure.
 func TestClientPauseDeadlines(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr, func(o *goredis.Options) { o.PoolSize = 8 })
@@ -228,8 +234,8 @@ func TestClientPauseDeadlines(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("64 callers on a paused server, 100 ms timeout: the slowest returned after %v", time.Duration(worst.Load()))
-	if w := time.Duration(worst.Load()); w > 2*timeout {
-		t.Errorf("the slowest call returned after %v; want within 2 × %v", w, timeout)
+	if w := time.Duration(worst.Load()); w > 3*timeout {
+		t.Errorf("the slowest call returned after %v; want within 3 × %v", w, timeout)
 	}
 }
 
