@@ -93,8 +93,9 @@ form { margin: 1rem 0; } input { font: inherit; }
 {{with .Principal}}
 <tr><th>issuer</th><td><code>{{.Issuer}}</code></td></tr>
 <tr><th>tenant</th><td><code>{{.Tenant}}</code></td></tr>
+<tr><th title="the verified plan, which overrides may match">plan</th><td>{{if .Plan}}<code>{{.Plan}}</code>{{else}}—{{end}}</td></tr>
 <tr><th>account</th><td><code>{{.Account}}</code></td></tr>
-<tr><th>credential id</th><td><code>{{.CredentialID}}</code></td></tr>
+<tr><th>credential id</th><td>{{if .CredentialID}}<code>{{.CredentialID}}</code>{{else}}—{{end}}</td></tr>
 <tr><th>method</th><td>{{.Method}}</td></tr>
 {{end}}
 </table>

@@ -16,8 +16,10 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/middleware"
 )
@@ -396,5 +398,66 @@ func TestDebugPageRedisCluster(t *testing.T) {
 		checkCells(t, tc.name, pols["per-network"], want)
 		checkCells(t, tc.name, pageFields(t, tc.page, "3. Operation"), map[string]string{
 			"decision": tc.decisionOverview, "round trips": tc.roundTrips})
+	}
+}
+
+// TestDebugPageShowsPrincipal: the Credential section shows every field of
+// the JSON's principal, the plan included (overrides match it), with the
+// JSON's value, and — for an empty plan or credential id.
+func TestDebugPageShowsPrincipal(t *testing.T) {
+	lim := memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{perTenant(middleware.Override{Plan: "pro", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var admins netipx.IPSetBuilder
+	admins.AddPrefix(mustPrefix("192.0.2.0/24"))
+	allow, _ := admins.IPSet()
+	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: proxyResolver(t), Authenticator: fakeAuth{},
+		Auth: middleware.AuthOptions{Anonymous: true}, RateLimiter: rl, Allow: allow}))
+	r.Get("/v1/reports/{id}", func(http.ResponseWriter, *http.Request) {})
+	get := func(credential, accept string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/debug/ratekey?method=GET&path=/v1/reports/1", nil)
+		req.RemoteAddr = "192.0.2.10:1"
+		req.Header.Set("Authorization", "Bearer "+credential)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", credential, w.Code, w.Body)
+		}
+		return w
+	}
+	for _, c := range []struct {
+		credential string
+		want       map[string]string
+	}{
+		{"acme:pro:alice", map[string]string{"outcome": "verified", "issuer": "test", "tenant": "acme", "plan": "pro",
+			"account": "alice", "credential id": "—", "method": "jwt"}},
+		{"acme::bob", map[string]string{"outcome": "verified", "issuer": "test", "tenant": "acme", "plan": "—",
+			"account": "bob", "credential id": "—", "method": "jwt"}},
+	} {
+		page := get(c.credential, "text/html").Body.String()
+		got := pageFields(t, page, "2. Credential")
+		checkCells(t, c.credential, got, c.want)
+		var rec struct {
+			Principal map[string]string `json:"principal"`
+		}
+		if err := json.Unmarshal(get(c.credential, "").Body.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		for field, v := range rec.Principal {
+			row := strings.ReplaceAll(field, "_", " ")
+			if v == "" {
+				v = "—"
+			}
+			if got[row] != v {
+				t.Errorf("%s: the page's %s %q; the JSON's principal.%s is %q", c.credential, row, got[row], field, v)
+			}
+		}
 	}
 }
