@@ -334,7 +334,7 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 			}
 			if level > 0 && slices.ContainsFunc(parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
 				rounds++
-				l.refundCaps(ctx, reqs, names, ids, parts, final)
+				l.refund(ctx, reqs, names, ids, parts, final)
 			}
 		}
 		if err != nil {
@@ -425,55 +425,42 @@ func (l *Limiter) decideCapPart(ctx context.Context, reqs []limiter.Request, nam
 	p.read(cmd, m, level, take)
 }
 
-// refundCaps is refund for a call with caps: on every part that charged
-// more than final, its buckets' charges are given back as refundPart does
-// and its caps' leases beyond final are released (ZREM), in parallel, each
-// sent once.
-func (l *Limiter) refundCaps(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, parts []*part, final int) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-	defer cancel()
-	var todo []*part
-	for _, p := range parts {
-		if p.err == nil && p.charged > final {
-			todo = append(todo, p)
+// refundCapsPart is refundPart for a part of a call with caps (see
+// refund): its buckets' charges beyond final are given back as refundPart
+// does, and its caps' leases beyond final are released (ZREM), each sent
+// once.
+func (l *Limiter) refundCapsPart(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, p *part, final int) error {
+	// The buckets: a part of their own for refundPart.
+	b := &part{sec: p.sec, nsec: p.nsec, charged: p.charged}
+	var keys, argv []any
+	for j, i := range p.idx {
+		r := &reqs[i]
+		if r.Limit.MaxInFlight == 0 {
+			b.idx = append(b.idx, i)
+			b.d1 = append(b.d1, p.d1[j])
+			b.d2 = append(b.d2, p.d2[j])
+			continue
+		}
+		// Charged by the part: all (2) or the enforcing ones (1);
+		// kept at final: the same rule at final.
+		was := p.charged == 2 || !r.DryRun
+		kept := final == 2 || final == 1 && !r.DryRun
+		if was && !kept {
+			keys = append(keys, names[i])
+			argv = append(argv, l.member(ids[i], r), r.Cost)
 		}
 	}
-	l.each(todo, func(p *part) {
-		l.refunds.Add(1)
-		// The buckets: a part of their own for refundPart.
-		b := &part{sec: p.sec, nsec: p.nsec, charged: p.charged}
-		var keys, argv []any
-		for j, i := range p.idx {
-			r := &reqs[i]
-			if r.Limit.MaxInFlight == 0 {
-				b.idx = append(b.idx, i)
-				b.d1 = append(b.d1, p.d1[j])
-				b.d2 = append(b.d2, p.d2[j])
-				continue
-			}
-			// Charged by the part: all (2) or the enforcing ones (1);
-			// kept at final: the same rule at final.
-			was := p.charged == 2 || !r.DryRun
-			kept := final == 2 || final == 1 && !r.DryRun
-			if was && !kept {
-				keys = append(keys, names[i])
-				argv = append(argv, l.member(ids[i], r), r.Cost)
-			}
+	var err error
+	if len(b.idx) > 0 {
+		err = l.refundPart(ctx, reqs, names, b, final)
+	}
+	if len(keys) > 0 {
+		args := append(append([]any{nil, nil, int64(len(keys))}, keys...), argv...)
+		if _, e := run(ctx, l.client, &releaseS, args, false); e != nil {
+			err = e
 		}
-		var err error
-		if len(b.idx) > 0 {
-			err = l.refundPart(rctx, reqs, names, b, final)
-		}
-		if len(keys) > 0 {
-			args := append(append([]any{nil, nil, int64(len(keys))}, keys...), argv...)
-			if _, e := run(rctx, l.client, &releaseS, args, false); e != nil {
-				err = e
-			}
-		}
-		if err != nil {
-			l.lostRefunds.Add(1)
-		}
-	})
+	}
+	return err
 }
 
 // Release is the [limiter.Limiter] method that frees in-flight slots: for

@@ -104,7 +104,7 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 		}
 		if level > 0 && slices.ContainsFunc(parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
 			rounds++
-			l.refund(ctx, reqs, names, parts, final)
+			l.refund(ctx, reqs, names, nil, parts, final)
 		}
 		if err != nil {
 			return nil, rounds, l.fail(ctx, tctx, err)
@@ -238,7 +238,10 @@ func (p *part) read(cmd *goredis.Cmd, m, level int, take bool) {
 // replayed refund would give back twice); one that fails strands its
 // charge, counted in l.lostRefunds. It runs under its own timeout, even
 // when ctx is done: a charge of a call that did not pass must not stay.
-func (l *Limiter) refund(ctx context.Context, reqs []limiter.Request, names []string, parts []*part, final int) {
+// ids is nil for a call of token buckets alone; for a call with in-flight
+// caps it holds each request's lease member id (inflight.go), and the
+// leases beyond final are released too (refundCapsPart).
+func (l *Limiter) refund(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, parts []*part, final int) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	var todo []*part
@@ -249,7 +252,13 @@ func (l *Limiter) refund(ctx context.Context, reqs []limiter.Request, names []st
 	}
 	l.each(todo, func(p *part) {
 		l.refunds.Add(1)
-		if err := l.refundPart(rctx, reqs, names, p, final); err != nil {
+		var err error
+		if ids == nil {
+			err = l.refundPart(rctx, reqs, names, p, final)
+		} else {
+			err = l.refundCapsPart(rctx, reqs, names, ids, p, final)
+		}
+		if err != nil {
 			l.lostRefunds.Add(1)
 		}
 	})
