@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,7 +200,7 @@ func BenchmarkFloodedKey(b *testing.B) {
 				b.Fatal(err)
 			}
 			var decisions, admitted atomic.Int64
-			calls0 := scriptCalls(b, srv)
+			calls0 := srv.ScriptCalls(b)
 			b.ResetTimer()
 			for range b.N {
 				stop := time.Now().Add(time.Second)
@@ -228,30 +226,11 @@ func BenchmarkFloodedKey(b *testing.B) {
 			}
 			b.StopTimer()
 			secs := b.Elapsed().Seconds()
-			calls := float64(scriptCalls(b, srv) - calls0)
+			calls := float64(srv.ScriptCalls(b) - calls0)
 			b.ReportMetric(calls/secs, "redis-calls/s")
 			b.ReportMetric(calls/secs/100, "redis-calls/interval")
 			b.ReportMetric(float64(decisions.Load())/secs, "decisions/s")
 			b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/run")
 		})
 	}
-}
-
-// scriptCalls returns the number of EVALSHA and EVAL calls srv has run,
-// from INFO commandstats.
-func scriptCalls(b *testing.B, srv *redistest.Server) int64 {
-	info, err := srv.Do("INFO", "commandstats")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, p := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), p); ok {
-				v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				n += v
-			}
-		}
-	}
-	return n
 }

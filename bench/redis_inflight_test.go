@@ -40,7 +40,7 @@ func BenchmarkRedisInFlight(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var ds []limiter.Decision
-			calls0 := scriptCalls(b, srv)
+			calls0 := srv.ScriptCalls(b)
 			b.ResetTimer()
 			for range b.N {
 				ds, err = l.Take(ctx, ds[:0], tc.reqs)
@@ -52,7 +52,7 @@ func BenchmarkRedisInFlight(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(scriptCalls(b, srv)-calls0)/float64(b.N), "redis-calls/op")
+			b.ReportMetric(float64(srv.ScriptCalls(b)-calls0)/float64(b.N), "redis-calls/op")
 		})
 	}
 }

@@ -408,25 +408,10 @@ func scriptCalls(t *testing.T, ctx context.Context, client *goredis.ClusterClien
 		if err != nil {
 			return err
 		}
-		for line := range strings.Lines(info) {
-			name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-				continue
-			}
-			var calls, failed int64
-			for f := range strings.SplitSeq(stats, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				switch k {
-				case "calls":
-					calls, _ = strconv.ParseInt(v, 10, 64)
-				case "failed_calls":
-					failed, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-			mu.Lock()
-			total += calls - failed
-			mu.Unlock()
-		}
+		calls, failed := redistest.ScriptCalls(info)
+		mu.Lock()
+		total += calls - failed
+		mu.Unlock()
 		return nil
 	}); err != nil {
 		t.Fatal(err)

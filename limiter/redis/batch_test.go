@@ -302,7 +302,7 @@ func TestFloodedKeyCalls(t *testing.T) {
 		take(t, l, limiter.Request{Key: "warm", Limit: r.Limit, Cost: 1})
 		var out run
 		var cached atomic.Int64
-		prev := evalCalls(t, srv)
+		prev := srv.ScriptCalls(t)
 		for s := range steps + 1 {
 			clk.Set(time.Duration(s) * step)
 			got := map[limiter.Decision]int{}
@@ -337,7 +337,7 @@ func TestFloodedKeyCalls(t *testing.T) {
 			if t.Failed() {
 				t.FailNow()
 			}
-			n := evalCalls(t, srv)
+			n := srv.ScriptCalls(t)
 			out.verdicts = append(out.verdicts, got)
 			out.admitted = append(out.admitted, admitted)
 			out.calls = append(out.calls, n-prev)
@@ -399,24 +399,6 @@ func TestFloodedKeyCalls(t *testing.T) {
 		total, steps+1, step, admitted, with.calls[0], callsAfter, intervals, float64(callsAfter)/float64(intervals), with.cached, total)
 }
 
-// evalCalls returns the EVALSHA and EVAL calls srv has run.
-func evalCalls(t *testing.T, srv *redistest.Server) int64 {
-	info, err := srv.Do("INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, p := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), p); ok {
-				v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				n += v
-			}
-		}
-	}
-	return n
-}
-
 // TestDenyCacheHitAllocs: a rejection answered by the deny cache makes no
 // round trip and allocates nothing.
 func TestDenyCacheHitAllocs(t *testing.T) {
@@ -428,7 +410,7 @@ func TestDenyCacheHitAllocs(t *testing.T) {
 	if d := take(t, l, reqs...); d[0].Allowed || d[0].Cached {
 		t.Fatalf("second take: %+v; want a rejection from Redis", d[0])
 	}
-	before := evalCalls(t, srv)
+	before := srv.ScriptCalls(t)
 	dst := make([]limiter.Decision, 0, 1)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -440,7 +422,7 @@ func TestDenyCacheHitAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("a cached rejection allocates %v times; want 0", allocs)
 	}
-	if n := evalCalls(t, srv) - before; n != 0 {
+	if n := srv.ScriptCalls(t) - before; n != 0 {
 		t.Errorf("cached rejections made %d Redis calls", n)
 	}
 }
