@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkBatching compares, in one run against one redis-server, one
-// policy per request (the Zipf accounts of BenchmarkPeers), 1, 16 and 64
-// concurrent callers:
+// policy per request (the Zipf accounts of BenchmarkPeers), 1, 16, 64, 128
+// and 256 concurrent callers (the targets are at 64; with more,
+// the batched path has the concurrency to keep Redis busy):
 //
 //   - batched: ratekey's Redis limiter with micro-batching (the default)
 //     and the deny cache off, so every decision is a script call;
@@ -38,7 +39,7 @@ import (
 func BenchmarkBatching(b *testing.B) {
 	srv := redistest.Start(b)
 	keys()
-	for _, callers := range []int{1, 16, 64} {
+	for _, callers := range []int{1, 16, 64, 128, 256} {
 		for _, name := range []string{"batched", "defaults", "unbatched", "redis_rate", "pipeline"} {
 			b.Run(fmt.Sprintf("callers=%d/%s", callers, name), func(b *testing.B) {
 				if _, err := srv.Do("FLUSHALL"); err != nil {
