@@ -714,7 +714,6 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		}))
 	}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(middleware.Recorder)
 		v.Use(middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
 		v.Use(rl.PreAuthHandler) // policies with pre_auth: before any credential is checked
 		if authn != nil {

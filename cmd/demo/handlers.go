@@ -34,7 +34,8 @@ const maxSlow = 10_000
 
 // getSlow serves GET /v1/slow?ms=N: it sleeps N milliseconds (0 to 10 000;
 // anything else is 400), or until the client goes away, and answers 200;
-// the demo's in-flight policy caps how many run at once per account.
+// the default config's in-flight policy (slow) caps how many of one client
+// network's run at once.
 func getSlow(w http.ResponseWriter, r *http.Request) {
 	ms := 0
 	if v := r.URL.Query().Get("ms"); v != "" || r.URL.Query().Has("ms") {
