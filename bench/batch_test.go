@@ -49,11 +49,11 @@ func BenchmarkBatching(b *testing.B) {
 				defer c.Close()
 				switch name {
 				case "batched":
-					run(b, callers, newBatchRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second, DenyCache: -1}))
+					run(b, callers, newRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second, DenyCache: -1}, 1))
 				case "defaults":
-					run(b, callers, newBatchRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second}))
+					run(b, callers, newRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second}, 1))
 				case "unbatched":
-					run(b, callers, newBatchRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second, DenyCache: -1, MaxBatch: 1}))
+					run(b, callers, newRatekey(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second, DenyCache: -1, MaxBatch: 1}, 1))
 				case "redis_rate":
 					run(b, callers, newRedisRate(c, 1))
 				case "pipeline":
@@ -65,24 +65,6 @@ func BenchmarkBatching(b *testing.B) {
 }
 
 var benchAccountLimit = limiter.Limit{Rate: limiter.Rate{Count: accountRate, Per: time.Second}, Burst: accountBurst}
-
-// newBatchRatekey is newRatekey's one-policy decider with opts.
-func newBatchRatekey(c goredis.UniversalClient, opts rkredis.Options) decider {
-	l, err := rkredis.New(c, opts)
-	if err != nil {
-		panic(err)
-	}
-	k := keys()
-	return func(ctx context.Context, i uint64) (bool, error) {
-		var buf [1]limiter.Decision
-		reqs := [1]limiter.Request{{Key: k.accounts[i], Limit: benchAccountLimit, Cost: 1}}
-		d, err := l.Take(ctx, buf[:0], reqs[:])
-		if err != nil {
-			return false, err
-		}
-		return d[0].Allowed, nil
-	}
-}
 
 // shaHook records the SHA of the first EVALSHA a client sends.
 type shaHook struct{ sha atomic.Value }

@@ -3,16 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratekey/ratekey/internal/redistest"
-	"github.com/ratekey/ratekey/limiter"
-	rkredis "github.com/ratekey/ratekey/limiter/redis"
 )
 
 // BenchmarkCluster compares ratekey's Redis limiter on one master and on a
@@ -51,24 +47,11 @@ func BenchmarkCluster(b *testing.B) {
 				defer cc.Close()
 				scripts := &scriptCounter{}
 				cc.AddHook(scripts)
-				peers := [2]decider{newRatekeyOn(oc, tc.policies, tc.hashTag), newRatekeyOn(cc, tc.policies, tc.hashTag)}
-				zipfs := make([]*rand.Zipf, clients)
-				for g := range zipfs {
-					zipfs[g] = rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7919)), 1.1, 1, accounts-1)
-				}
-				var spent [2]time.Duration
-				const slice = 200
+				opts := benchOpts
+				opts.HashTag = tc.hashTag
+				peers := [2]decider{newRatekey(oc, opts, tc.policies), newRatekey(cc, opts, tc.policies)}
 				scripts.n.Store(0)
-				b.ResetTimer()
-				for done, turn := 0, 0; done < b.N; turn++ {
-					n := min(slice*clients, b.N-done)
-					for k := range 2 {
-						p := (k + turn) % 2
-						spent[p] += burst(b, peers[p], zipfs, n)
-					}
-					done += n
-				}
-				b.StopTimer()
+				spent := alternate(b, peers, clients)
 				single := float64(b.N) / spent[0].Seconds()
 				cluster := float64(b.N) / spent[1].Seconds()
 				b.ReportMetric(single, "one-master-decisions/s")
@@ -77,37 +60,6 @@ func BenchmarkCluster(b *testing.B) {
 				b.ReportMetric(float64(scripts.n.Load())/float64(b.N), "cluster-scripts/decision")
 			})
 		}
-	}
-}
-
-// newRatekeyOn is newRatekey on any client, with Options.HashTag.
-func newRatekeyOn(c goredis.UniversalClient, policies int, hashTag string) decider {
-	l, err := rkredis.New(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second, HashTag: hashTag})
-	if err != nil {
-		panic(err)
-	}
-	account := limiter.Limit{Rate: limiter.Rate{Count: accountRate, Per: time.Second}, Burst: accountBurst}
-	tenant := limiter.Limit{Rate: limiter.Rate{Count: tenantRate, Per: time.Second}, Burst: tenantBurst}
-	op := limiter.Limit{Rate: limiter.Rate{Count: operationRate, Per: time.Second}, Burst: operationBurs}
-	k := keys()
-	return func(ctx context.Context, i uint64) (bool, error) {
-		var reqs [3]limiter.Request
-		var buf [3]limiter.Decision
-		reqs[0] = limiter.Request{Key: k.accounts[i], Limit: account, Cost: 1}
-		if policies == 3 {
-			reqs[1] = limiter.Request{Key: k.tenants[i%tenants], Limit: tenant, Cost: 1}
-			reqs[2] = limiter.Request{Key: operationKey, Limit: op, Cost: 1}
-		}
-		d, err := l.Take(ctx, buf[:0], reqs[:policies])
-		if err != nil {
-			return false, err
-		}
-		for j := range d {
-			if !d[j].Allowed {
-				return false, nil
-			}
-		}
-		return true, nil
 	}
 }
 

@@ -31,23 +31,8 @@ func BenchmarkPeersInterleaved(b *testing.B) {
 				rc, pc := goredis.NewClient(opts), goredis.NewClient(opts)
 				defer rc.Close()
 				defer pc.Close()
-				peers := [2]decider{newRatekey(rc, policies), newRedisRate(pc, policies)}
-				zipfs := make([]*rand.Zipf, clients)
-				for g := range zipfs {
-					zipfs[g] = rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7919)), 1.1, 1, accounts-1)
-				}
-				var spent [2]time.Duration
-				const slice = 200
-				b.ResetTimer()
-				for done, turn := 0, 0; done < b.N; turn++ {
-					n := min(slice*clients, b.N-done)
-					for k := range 2 {
-						p := (k + turn) % 2
-						spent[p] += burst(b, peers[p], zipfs, n)
-					}
-					done += n
-				}
-				b.StopTimer()
+				peers := [2]decider{newRatekey(rc, benchOpts, policies), newRedisRate(pc, policies)}
+				spent := alternate(b, peers, clients)
 				rk := float64(b.N) / spent[0].Seconds()
 				rr := float64(b.N) / spent[1].Seconds()
 				b.ReportMetric(rk, "ratekey-decisions/s")
@@ -56,6 +41,31 @@ func BenchmarkPeersInterleaved(b *testing.B) {
 			})
 		}
 	}
+}
+
+// alternate makes b.N decisions with each of peers over clients
+// goroutines, in turns of 200 decisions per client, the peer that goes
+// first alternating, and returns the wall time each peer took; the Zipf
+// streams of the clients are the same for both peers. It resets the timer
+// before the first turn and stops it after the last.
+func alternate(b *testing.B, peers [2]decider, clients int) [2]time.Duration {
+	zipfs := make([]*rand.Zipf, clients)
+	for g := range zipfs {
+		zipfs[g] = rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7919)), 1.1, 1, accounts-1)
+	}
+	var spent [2]time.Duration
+	const slice = 200
+	b.ResetTimer()
+	for done, turn := 0, 0; done < b.N; turn++ {
+		n := min(slice*clients, b.N-done)
+		for k := range 2 {
+			p := (k + turn) % 2
+			spent[p] += burst(b, peers[p], zipfs, n)
+		}
+		done += n
+	}
+	b.StopTimer()
+	return spent
 }
 
 // burst makes n decisions with decide over len(zipfs) goroutines and

@@ -48,10 +48,10 @@ const operationKey = "per-operation|operation=GET /v1/reports/{id}"
 // reports whether the request is admitted.
 type decider func(ctx context.Context, i uint64) (bool, error)
 
-// newRatekey returns a decider on ratekey's Redis limiter: one script, one
-// round trip, all policies all-or-nothing.
-func newRatekey(c *goredis.Client, policies int) decider {
-	l, err := rkredis.New(c, rkredis.Options{Prefix: "rk:", Timeout: time.Second})
+// newRatekey returns a decider on ratekey's Redis limiter over c with
+// opts: one script, one round trip, all policies (1 or 3) all-or-nothing.
+func newRatekey(c goredis.UniversalClient, opts rkredis.Options, policies int) decider {
+	l, err := rkredis.New(c, opts)
 	if err != nil {
 		panic(err)
 	}
@@ -79,6 +79,9 @@ func newRatekey(c *goredis.Client, policies int) decider {
 		return true, nil
 	}
 }
+
+// benchOpts are the Redis limiter's options in the peer comparisons.
+var benchOpts = rkredis.Options{Prefix: "rk:", Timeout: time.Second}
 
 // newRedisRate returns a decider on go-redis/redis_rate v10: one script
 // call per policy, so three sequential round trips for three policies (and
@@ -123,7 +126,7 @@ func BenchmarkPeers(b *testing.B) {
 			for _, peer := range []struct {
 				name string
 				new  func(*goredis.Client, int) decider
-			}{{"ratekey", newRatekey}, {"redis_rate", newRedisRate}} {
+			}{{"ratekey", func(c *goredis.Client, policies int) decider { return newRatekey(c, benchOpts, policies) }}, {"redis_rate", newRedisRate}} {
 				b.Run(fmt.Sprintf("policies=%d/clients=%d/%s", policies, clients, peer.name), func(b *testing.B) {
 					if _, err := srv.Do("FLUSHALL"); err != nil {
 						b.Fatal(err)
