@@ -345,6 +345,19 @@ func recordTenants(rec IssuerRecord) []string {
 	return rec.Tenants
 }
 
+// acceptedValues returns the values a claim may take (a record's tenants
+// or plans, the list at field) as a set, and fails each empty one.
+func acceptedValues(field string, values []string, fail func(field, format string, args ...any)) map[string]struct{} {
+	set := make(map[string]struct{}, len(values))
+	for j, v := range values {
+		if v == "" {
+			fail(fmt.Sprintf("%s[%d]", field, j), "empty")
+		}
+		set[v] = struct{}{}
+	}
+	return set
+}
+
 // compileRecord validates one record (name is its path in messages,
 // `issuers[0] ("https://a.invalid")`) and builds its state, including its
 // parser and, for a JWKSURL record, its (not yet started) key set.
@@ -377,13 +390,7 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		fail(".tenant_claim", "%s requires a non-empty tenants list", quote.Value(rec.TenantClaim))
 	}
 	if rec.TenantClaim != "" {
-		st.tenants = make(map[string]struct{}, len(rec.Tenants))
-		for j, t := range rec.Tenants {
-			if t == "" {
-				fail(fmt.Sprintf(".tenants[%d]", j), "empty")
-			}
-			st.tenants[t] = struct{}{}
-		}
+		st.tenants = acceptedValues(".tenants", rec.Tenants, fail)
 	}
 
 	// Plan: optional.
@@ -396,13 +403,7 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		fail(".plan_claim", "%s requires a non-empty plans list", quote.Value(rec.PlanClaim))
 	}
 	if rec.PlanClaim != "" {
-		st.plans = make(map[string]struct{}, len(rec.Plans))
-		for j, p := range rec.Plans {
-			if p == "" {
-				fail(fmt.Sprintf(".plans[%d]", j), "empty")
-			}
-			st.plans[p] = struct{}{}
-		}
+		st.plans = acceptedValues(".plans", rec.Plans, fail)
 	}
 
 	// Audiences.
