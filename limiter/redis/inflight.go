@@ -349,21 +349,8 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 	}
 	dst = append(dst, make([]limiter.Decision, n)...)
 	out := dst[n0:]
-	for _, p := range parts {
-		for j, i := range p.idx {
-			d := p.d1[j]
-			if second && !reqs[i].DryRun {
-				d = p.d2[j]
-			}
-			if d < 0 {
-				return nil, rounds, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %d", d)
-			}
-			if reqs[i].Limit.MaxInFlight != 0 {
-				out[i], _ = gcra.Acquire(d, reqs[i].Limit, reqs[i].Cost)
-			} else {
-				out[i], _ = gcra.Decide(d, 0, reqs[i].Limit, reqs[i].Cost)
-			}
-		}
+	if err := partDecisions(parts, reqs, out, second); err != nil {
+		return nil, rounds, err
 	}
 	charged := final > 0
 	if charged != enforcingOK(reqs, out) {

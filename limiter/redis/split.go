@@ -119,17 +119,8 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 	n0 := len(dst)
 	dst = append(dst, make([]limiter.Decision, len(reqs))...)
 	out := dst[n0:]
-	for _, p := range parts {
-		for j, i := range p.idx {
-			d := p.d1[j]
-			if second && !reqs[i].DryRun {
-				d = p.d2[j]
-			}
-			if d < 0 {
-				return nil, rounds, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %d", d)
-			}
-			out[i], _ = gcra.Decide(d, 0, reqs[i].Limit, reqs[i].Cost)
-		}
+	if err := partDecisions(parts, reqs, out, second); err != nil {
+		return nil, rounds, err
 	}
 	if charged != enforcingOK(reqs, out) {
 		return nil, rounds, errDisagree
@@ -230,6 +221,31 @@ func (p *part) read(cmd *goredis.Cmd, m, level int, take bool) {
 	case p.a2:
 		p.charged = 1
 	}
+}
+
+// partDecisions sets out[i], the Decision of reqs[i], from the debts its
+// part's script decided it against: the first pass's, or the second's for
+// an enforcing request when second (the contract's two-pass rule); an
+// in-flight cap's by gcra.Acquire, a bucket's by gcra.Decide. A negative
+// debt is a reply the scripts never give: an error.
+func partDecisions(parts []*part, reqs []limiter.Request, out []limiter.Decision, second bool) error {
+	for _, p := range parts {
+		for j, i := range p.idx {
+			d := p.d1[j]
+			if second && !reqs[i].DryRun {
+				d = p.d2[j]
+			}
+			if d < 0 {
+				return fmt.Errorf("limiter/redis: unexpected reply from the script: debt %d", d)
+			}
+			if reqs[i].Limit.MaxInFlight != 0 {
+				out[i], _ = gcra.Acquire(d, reqs[i].Limit, reqs[i].Cost)
+			} else {
+				out[i], _ = gcra.Decide(d, 0, reqs[i].Limit, reqs[i].Cost)
+			}
+		}
+	}
+	return nil
 }
 
 // refund gives back, in parallel on every part that charged more than
