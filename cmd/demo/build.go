@@ -415,8 +415,13 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		}
 		p.RetryAfter = max(d, 0)
 	}
-	if pc.MaxInFlight != nil || pc.Lease != "" {
+	if pc.MaxInFlight != nil {
 		return p, append(errs, buildInFlight(ref, pc, &p)...)
+	}
+	if pc.Lease != "" {
+		// A token bucket with a lease: one error, and the bucket is still
+		// built and checked as written.
+		errs = append(errs, fmt.Errorf("%s.lease: is for max_in_flight policies", ref))
 	}
 	rate, err := limiter.ParseRate(pc.Rate)
 	if err != nil {
@@ -447,13 +452,10 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 }
 
 // buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
-// >= 1, lease (default 60s) between 1s and 1h, and none of the token
+// (set) >= 1, lease (default 60s) between 1s and 1h, and none of the token
 // bucket's fields beside them.
 func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 	var errs []error
-	if pc.MaxInFlight == nil {
-		return append(errs, fmt.Errorf("%s.lease: is for max_in_flight policies", ref))
-	}
 	if *pc.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, *pc.MaxInFlight))
 	}

@@ -151,3 +151,30 @@ limiter:
 		t.Errorf("a short lease on Redis: %d %s", code, errOut)
 	}
 }
+
+// TestCheckOneErrorPerMistake: each config below has one mistake, and
+// demo check lists exactly one error for it, naming its field (a lease on
+// a token bucket was also reported as "rate: 0 per 0s is not a rate").
+func TestCheckOneErrorPerMistake(t *testing.T) {
+	tests := []struct {
+		name, policy, want string
+	}{
+		{"lease on a token bucket", `{name: p, key: [network], rate: 1/s, burst: 1, lease: 5s}`,
+			`policies[0] ("p").lease: is for max_in_flight policies`},
+		{"bad lease on a token bucket", `{name: p, key: [network], rate: 1/s, burst: 1, lease: soon}`,
+			`policies[0] ("p").lease: is for max_in_flight policies`},
+		{"retry_after on a token bucket", `{name: p, key: [network], rate: 1/s, burst: 1, retry_after: 2s}`,
+			`policies[0] ("p").retry_after: 2s is for max_in_flight policies (a token bucket computes its Retry-After)`},
+		{"lease below 1s on a cap", `{name: p, key: [network], max_in_flight: 2, lease: 500ms}`,
+			`policies[0] ("p").lease: "500ms" must be a duration from 1s to 1h (default 60s)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeConfig(t, "listen: 127.0.0.1:0\npolicies:\n  - "+tc.policy+"\n")
+			code, _, errOut := runDemo(t, "check", "-config", p)
+			if want := "configuration " + p + " is invalid:\n  - " + tc.want + "\n"; code != 1 || errOut != want {
+				t.Errorf("check: %d\n%s\nwant:\n%s", code, errOut, want)
+			}
+		})
+	}
+}
