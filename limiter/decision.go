@@ -64,6 +64,13 @@ type Decision struct {
 	// Never is Cost > MaxInFlight; Delay, RetryAfter and ResetAfter are 0
 	// (no store can tell when a running request will end).
 	Slot uint64
+	// InFlight is, for an in-flight cap, the slots held: after this
+	// request if Allowed (its Cost included, whether or not the call
+	// charged it, as for Remaining), now otherwise. It may exceed
+	// MaxInFlight: a cap lowered while slots are held leaves the requests
+	// already running their slots. 0 for token buckets. A diagnostic for
+	// the debug view (its in_flight): the decision reads Remaining.
+	InFlight int64
 	// HashSlot is 1 + the Redis Cluster hash slot (the Redis Cluster
 	// specification's CRC16 of the key's hash tag, mod 16384) whose master
 	// decided the request, so 1 to 16384; 0 when no Cluster slot did (the

@@ -121,7 +121,7 @@ form { margin: 1rem 0; } input { font: inherit; }
 {{end}}</table>
 <table>
 <tr><th>policy</th><th title="the override whose limit applied">override</th><th>cost</th><th>rate</th><th>burst</th><th>delay after</th>
-<th title="an in-flight cap's slots">max in flight</th><th title="requests of the key holding a slot now">in flight</th><th>store</th>
+<th title="an in-flight cap's slots">max in flight</th><th title="the slots the key's requests hold now (more than max in flight after a reload lowered it)">in flight</th><th>store</th>
 <th title="answered by the store's local deny cache, without a round trip">cached</th><th title="the Redis Cluster hash slot whose master decided">slot</th></tr>
 {{range .Views}}<tr class="{{.Decision}}">
 <td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td>{{with .Override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.Cost}}</td><td>{{str .Rate}}</td><td>{{num .Burst}}</td><td>{{num .DelayAfter}}</td>

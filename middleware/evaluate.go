@@ -112,6 +112,12 @@ type PolicyResult struct {
 	// HashSlot is 1 + the Redis Cluster slot that decided, 0 when none
 	// did (limiter.Decision.HashSlot).
 	HashSlot int
+	// InFlight is, for an in-flight policy, the slots of the key held
+	// after this request when admitted (its cost included, charged or
+	// not), now otherwise; more than Limit.MaxInFlight when the cap was
+	// lowered while they were held (limiter.Decision.InFlight). 0 for a
+	// token bucket.
+	InFlight int64
 
 	status     int
 	retryAfter time.Duration // an in-flight policy's RetryAfter
@@ -341,7 +347,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			}
 			d := decs[j]
 			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
-			res.Cached, res.HashSlot = d.Cached, d.HashSlot
+			res.Cached, res.HashSlot, res.InFlight = d.Cached, d.HashSlot, d.InFlight
 			ev.RoundTrips = max(ev.RoundTrips, d.RoundTrips)
 			res.Charged = ev.Charged && (all || !res.DryRun)
 			switch {

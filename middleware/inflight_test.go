@@ -1,8 +1,12 @@
 package middleware_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -45,5 +49,60 @@ func TestCheckReleasesSlots(t *testing.T) {
 	}
 	if ev := rl.Check(req, false); ev.Decision != middleware.DecisionPassed {
 		t.Errorf("after the handler: %s; want PASSED", ev.Decision)
+	}
+}
+
+// TestInFlightShowsHeld: the debug JSON's in_flight is the slots held,
+// even above a cap lowered by a reload while they were taken (the
+// requests already running keep them), and remaining the free slots (0
+// then). Each row holds some slots under a cap of 2, reloads the cap, and
+// reads the would-be decision of one more request.
+func TestInFlightShowsHeld(t *testing.T) {
+	tests := []struct {
+		held     int
+		cap      int64
+		decision middleware.Decision
+		json     string // "decision", "remaining", "max_in_flight", "in_flight" of the JSON
+	}{
+		{2, 1, middleware.DecisionRejected, `"REJECTED" 0 1 2`},
+		{2, 2, middleware.DecisionRejected, `"REJECTED" 0 2 2`},
+		{1, 1, middleware.DecisionRejected, `"REJECTED" 0 1 1`},
+		{1, 3, middleware.DecisionPassed, `"PASSED" 1 3 1`},
+		{0, 1, middleware.DecisionPassed, `"PASSED" 0 1 0`},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%d held, cap 2 -> %d", tc.held, tc.cap), func(t *testing.T) {
+			policy := func(n int64) []middleware.Policy {
+				return []middleware.Policy{{Name: "conc", Limit: limiter.Limit{MaxInFlight: n}}}
+			}
+			r := chi.NewRouter()
+			cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
+				Policies: policy(2), Logger: slog.New(slog.DiscardHandler)}
+			rl, err := middleware.NewRateLimiter(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entered, done := make(chan struct{}), make(chan struct{})
+			r.With(rl.Handler).Get("/x", func(http.ResponseWriter, *http.Request) { entered <- struct{}{}; <-done })
+			var wg sync.WaitGroup
+			for range tc.held {
+				wg.Go(func() { r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil)) })
+				<-entered // its slot is held
+			}
+			defer wg.Wait()
+			defer close(done)
+			cfg.Policies = policy(tc.cap)
+			if _, err := rl.Reload(cfg); err != nil {
+				t.Fatal(err)
+			}
+			ev := rl.Check(httptest.NewRequest(http.MethodGet, "/x", nil), false)
+			var got map[string]json.RawMessage
+			if b, err := json.Marshal(ev.Policies[0]); err != nil || json.Unmarshal(b, &got) != nil {
+				t.Fatalf("JSON of %+v: %v", ev.Policies[0], err)
+			}
+			if s := fmt.Sprintf("%s %s %s %s", got["decision"], got["remaining"], got["max_in_flight"], got["in_flight"]); ev.Decision != tc.decision || s != tc.json {
+				t.Errorf("%s, JSON %s; want %s, %s", ev.Decision, s, tc.decision, tc.json)
+			}
+		})
 	}
 }

@@ -152,13 +152,26 @@ type policyJSON struct {
 	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
 }
 
+// held returns the slots of an in-flight policy's key held now: InFlight,
+// less this request's cost when it was admitted but not charged (a Check
+// that charges nothing holds nothing). A store that leaves InFlight 0 (one
+// outside this module) shows what its free slots tell, MaxInFlight less
+// Current's, as before InFlight existed.
+func (res *PolicyResult) held() int64 {
+	h := res.InFlight
+	if res.admitted() && !res.Charged {
+		h -= res.Cost
+	}
+	free, _ := res.Current()
+	return max(h, res.Limit.MaxInFlight-free, 0)
+}
+
 // view renders res for the Record's JSON and HTML.
 func (res *PolicyResult) view() policyJSON {
 	v := policyJSON{Name: res.Policy, Decision: res.Decision, DryRun: res.DryRun, Cost: res.Cost,
 		Remaining: res.remaining(), Store: res.Store}
 	if m := res.Limit.MaxInFlight; m != 0 {
-		free, _ := res.Current()
-		held := m - free
+		held := res.held()
 		v.MaxInFlight, v.InFlight = &m, &held
 	} else {
 		rate, burst, da := res.Limit.Rate.String(), res.Limit.Burst, delayAfter(res.Limit)
@@ -201,8 +214,9 @@ func (res *PolicyResult) view() policyJSON {
 // in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
-// in_flight the key's requests holding a slot now (this one included when
-// it holds one; at most max_in_flight, even after the cap was lowered),
+// in_flight the key's slots held now (this request's included when it
+// holds them; more than max_in_flight when the cap was lowered while they
+// were held),
 // remaining the free slots, and retry_after_seconds its RetryAfter when
 // rejected (null when it sets none). cost, rate, burst and delay_after
 // are the limit that applied: the policy's, or the override's named by

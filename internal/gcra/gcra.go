@@ -158,18 +158,19 @@ func Held(state int64) int64 {
 // [limiter] package documentation, "In-flight limits"): it decides a
 // request of cost slots against a counter holding held slots and returns
 // the Decision and the count after the request (held + cost if allowed,
-// held otherwise). l.MaxInFlight must be valid and cost >= 1. The Slot
-// field is left 0: the store sets it when it charges. Pure, safe for
-// concurrent use.
+// held otherwise). Its InFlight is that count too, which exceeds
+// l.MaxInFlight when the cap was lowered below the slots held. l.MaxInFlight
+// must be valid and cost >= 1. The Slot field is left 0: the store sets it
+// when it charges. Pure, safe for concurrent use.
 func Acquire(held int64, l limiter.Limit, cost int64) (limiter.Decision, int64) {
 	free := max(l.MaxInFlight-held, 0)
 	switch {
 	case cost > l.MaxInFlight:
-		return limiter.Decision{Remaining: free, Never: true}, held
+		return limiter.Decision{Remaining: free, Never: true, InFlight: held}, held
 	case cost <= free:
-		return limiter.Decision{Allowed: true, Remaining: free - cost}, held + cost
+		return limiter.Decision{Allowed: true, Remaining: free - cost, InFlight: held + cost}, held + cost
 	}
-	return limiter.Decision{Remaining: free}, held
+	return limiter.Decision{Remaining: free, InFlight: held}, held
 }
 
 // DecideAny decides r against a state that is a TAT (token bucket) or an

@@ -15,7 +15,8 @@
 //
 // In-flight caps (Limit.MaxInFlight) are pinned the same way: slots taken
 // and refused, Never, Peek taking none, all-or-nothing with token buckets
-// in both directions, the dry-run rule, Release (of part of a call, of
+// in both directions, the dry-run rule, the slots held (Decision.InFlight,
+// above a lowered MaxInFlight too), Release (of part of a call, of
 // several slots, after MaxInFlight changed), invalid caps, random traces
 // of takes and releases against the reference model, and goroutines that
 // never hold more than the cap. Every store must implement them: a store
@@ -808,20 +809,20 @@ func testInFlight(t *testing.T, h *harness) {
 	li := inFlight(3)
 	r := req("k", li, 1)
 	var held [][]dec
-	for i, want := range []dec{{Allowed: true, Remaining: 2, Slot: 1}, {Allowed: true, Remaining: 1, Slot: 1}, {Allowed: true, Remaining: 0, Slot: 1}} {
-		expect(t, fmt.Sprintf("peek before take %d", i+1), h.peek(t, r), []dec{{Allowed: true, Remaining: want.Remaining}})
+	for i, want := range []dec{{Allowed: true, Remaining: 2, Slot: 1, InFlight: 1}, {Allowed: true, Remaining: 1, Slot: 1, InFlight: 2}, {Allowed: true, Remaining: 0, Slot: 1, InFlight: 3}} {
+		expect(t, fmt.Sprintf("peek before take %d", i+1), h.peek(t, r), []dec{{Allowed: true, Remaining: want.Remaining, InFlight: want.InFlight}})
 		d := h.take(t, r)
 		expect(t, fmt.Sprintf("take %d", i+1), slotted(d), []dec{want})
 		held = append(held, d)
 	}
 	h.at(time.Hour) // time frees nothing
-	expect(t, "take 4", h.take(t, r), []dec{{Remaining: 0}})
-	expect(t, "peek 4", h.peek(t, r), []dec{{Remaining: 0}})
-	expect(t, "cost 4 of 3", h.take(t, req("k", li, 4)), []dec{{Remaining: 0, Never: true}})
+	expect(t, "take 4", h.take(t, r), []dec{{Remaining: 0, InFlight: 3}})
+	expect(t, "peek 4", h.peek(t, r), []dec{{Remaining: 0, InFlight: 3}})
+	expect(t, "cost 4 of 3", h.take(t, req("k", li, 4)), []dec{{Remaining: 0, Never: true, InFlight: 3}})
 	expect(t, "cost 4 of 3, free key", h.take(t, req("other", li, 4)), []dec{{Remaining: 3, Never: true}})
 	h.release(t, []limiter.Request{r}, held[1])
-	expect(t, "take after a release", slotted(h.take(t, r)), []dec{{Allowed: true, Remaining: 0, Slot: 1}})
-	expect(t, "take 5", h.take(t, r), []dec{{Remaining: 0}})
+	expect(t, "take after a release", slotted(h.take(t, r)), []dec{{Allowed: true, Remaining: 0, Slot: 1, InFlight: 3}})
+	expect(t, "take 5", h.take(t, r), []dec{{Remaining: 0, InFlight: 3}})
 	if n := h.free(t, req("other", li, 1)); n != 3 {
 		t.Errorf("another key: %d free slots; want 3", n)
 	}
@@ -837,9 +838,9 @@ func testInFlightAllOrNothing(t *testing.T, h *harness) {
 	slots := inFlight(1)
 	call := []limiter.Request{req("b", bucket, 1), req("s", slots, 1)}
 	d1 := h.take(t, call...)
-	expect(t, "first call", slotted(d1), []dec{{Allowed: true, Remaining: 1, ResetAfter: time.Minute}, {Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "first call", slotted(d1), []dec{{Allowed: true, Remaining: 1, ResetAfter: time.Minute}, {Allowed: true, Remaining: 0, Slot: 1, InFlight: 1}})
 	// The slot is held: the call is refused and the token not spent.
-	expect(t, "slot held", slotted(h.take(t, call...)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Minute}, {Remaining: 0}})
+	expect(t, "slot held", slotted(h.take(t, call...)), []dec{{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Minute}, {Remaining: 0, InFlight: 1}})
 	if n := h.tokens(t, call[0]); n != 1 {
 		t.Errorf("a call refused a slot spent a token: %d left; want 1", n)
 	}
@@ -849,15 +850,15 @@ func testInFlightAllOrNothing(t *testing.T, h *harness) {
 	}
 	// Spend the last token elsewhere: the bucket refuses, no slot is taken.
 	h.take(t, call[0])
-	expect(t, "bucket empty", h.take(t, call...), []dec{{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0}})
+	expect(t, "bucket empty", h.take(t, call...), []dec{{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0, InFlight: 1}})
 	if n := h.free(t, call[1]); n != 1 {
 		t.Errorf("a call refused a token took a slot: %d free; want 1", n)
 	}
 	// Two requests of one counter in one call see each other.
 	two := []limiter.Request{req("s2", inFlight(2), 1), req("s2", inFlight(2), 1), req("s2", inFlight(2), 1)}
-	expect(t, "three of two in one call", h.take(t, two...), []dec{{Allowed: true, Remaining: 1}, {Allowed: true, Remaining: 0}, {Remaining: 0}})
+	expect(t, "three of two in one call", h.take(t, two...), []dec{{Allowed: true, Remaining: 1, InFlight: 1}, {Allowed: true, Remaining: 0, InFlight: 2}, {Remaining: 0, InFlight: 2}})
 	d := h.take(t, two[:2]...)
-	expect(t, "two of two in one call", slotted(d), []dec{{Allowed: true, Remaining: 1, Slot: 1}, {Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "two of two in one call", slotted(d), []dec{{Allowed: true, Remaining: 1, Slot: 1, InFlight: 1}, {Allowed: true, Remaining: 0, Slot: 1, InFlight: 2}})
 	h.release(t, two[:2], d)
 	if n := h.free(t, two[0]); n != 2 {
 		t.Errorf("after releasing both: %d free; want 2", n)
@@ -872,22 +873,22 @@ func testInFlightDryRun(t *testing.T, h *harness) {
 	h.take(t, req("e", empty, 1)) // now empty
 	// Enforcing bucket refuses: the dry-run slot is not taken.
 	d := h.take(t, req("e", empty, 1), dry(req("s", inFlight(1), 1)))
-	expect(t, "enforcing bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0}})
+	expect(t, "enforcing bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0, InFlight: 1}})
 	if n := h.free(t, req("s", inFlight(1), 1)); n != 1 {
 		t.Errorf("dry-run slot taken by a refused call: %d free; want 1", n)
 	}
 	// A dry-run bucket refuses: the enforcing slot is taken, alone.
 	d = h.take(t, dry(req("e", empty, 1)), req("s", inFlight(1), 1))
-	expect(t, "dry-run bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "dry-run bucket refuses", slotted(d), []dec{{RetryAfter: time.Hour, ResetAfter: time.Hour}, {Allowed: true, Remaining: 0, Slot: 1, InFlight: 1}})
 	// A dry-run slot request at the cap is refused and the enforcing
 	// bucket beside it still charged; when all are admitted, the dry-run
 	// slot is held like an enforcing one (limit_conn_dry_run counts).
 	b := lim(1, time.Minute, 5)
 	d2 := h.take(t, req("b", b, 1), dry(req("s", inFlight(1), 1)))
-	expect(t, "dry-run slot refused", slotted(d2), []dec{{Allowed: true, Remaining: 4, ResetAfter: time.Minute}, {Remaining: 0}})
+	expect(t, "dry-run slot refused", slotted(d2), []dec{{Allowed: true, Remaining: 4, ResetAfter: time.Minute}, {Remaining: 0, InFlight: 1}})
 	h.release(t, []limiter.Request{dry(req("e", empty, 1)), req("s", inFlight(1), 1)}, d)
 	d3 := h.take(t, req("b", b, 1), dry(req("s", inFlight(1), 1)))
-	expect(t, "dry-run slot admitted", slotted(d3), []dec{{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "dry-run slot admitted", slotted(d3), []dec{{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute}, {Allowed: true, Remaining: 0, Slot: 1, InFlight: 1}})
 	if n := h.free(t, req("s", inFlight(1), 1)); n != 0 {
 		t.Errorf("dry-run slot not held: %d free; want 0", n)
 	}
@@ -903,12 +904,14 @@ func testInFlightDryRun(t *testing.T, h *harness) {
 func testInFlightRelease(t *testing.T, h *harness) {
 	r := req("k", inFlight(5), 3)
 	d := h.take(t, r)
-	expect(t, "cost 3 of 5", slotted(d), []dec{{Allowed: true, Remaining: 2, Slot: 1}})
-	// The cap lowered to 2 while 3 are held: no room, 0 free.
-	expect(t, "lowered cap", h.take(t, req("k", inFlight(2), 1)), []dec{{Remaining: 0}})
+	expect(t, "cost 3 of 5", slotted(d), []dec{{Allowed: true, Remaining: 2, Slot: 1, InFlight: 3}})
+	// The cap lowered to 2 while 3 are held: no room, 0 free, and the 3
+	// held are reported (InFlight above MaxInFlight).
+	expect(t, "lowered cap", h.take(t, req("k", inFlight(2), 1)), []dec{{Remaining: 0, InFlight: 3}})
+	expect(t, "lowered cap, peek", h.peek(t, req("k", inFlight(2), 1)), []dec{{Remaining: 0, InFlight: 3}})
 	// Raised to 4: one more fits.
 	d4 := h.take(t, req("k", inFlight(4), 1))
-	expect(t, "raised cap", slotted(d4), []dec{{Allowed: true, Remaining: 0, Slot: 1}})
+	expect(t, "raised cap", slotted(d4), []dec{{Allowed: true, Remaining: 0, Slot: 1, InFlight: 4}})
 	// A Decision without a Slot frees nothing.
 	h.release(t, []limiter.Request{req("k", inFlight(4), 1)}, []dec{{Allowed: true}})
 	if n := h.free(t, req("k", inFlight(4), 1)); n != 0 {
