@@ -289,9 +289,22 @@
 //   - What a crash costs: a process killed while holding slots (or cut
 //     from Redis for a whole lease) stops renewing them, and each is freed
 //     at most one lease after its last renewal (TestInFlightKill: a 1 s
-//     lease freed 940 ms after kill -9). A Take whose reply is lost may
-//     leave a lease no one holds: it too expires within one lease. A
-//     Release that fails leaves the slot taken until its lease expires.
+//     lease freed 940 ms after kill -9).
+//   - Cancel: a Take whose outcome is unknown (its reply timed out: a
+//     stalled Redis runs its queued script when it resumes) and a Release
+//     or refund that failed leave leases no request holds. The Limiter
+//     cancels them in the background, sending the release again (100 ms
+//     after a failure, doubling to a second) until Redis answers; a
+//     cancel that finds no lease leaves a tombstone member,
+//     "<limiter tag>:<slot id>:x:0", for one lease, and an acquire that
+//     finds its own tombstone charges nothing (its reply is the error
+//     "ratekey: call cancelled", read by nobody), so the order in which
+//     the two reach Redis does not matter. TestStalledAcquireCancelled:
+//     three acquires timed out on a Redis stopped by SIGSTOP held their
+//     slots for the whole 60 s lease before; now they are free 5-20 ms
+//     after SIGCONT. A call that failed to dial sent nothing and is not
+//     cancelled. At most 65 536 cancels wait in a Limiter's queue; beyond
+//     that their leases expire within one lease.
 //     The other way, a failover whose new master lacks the latest writes
 //     (Redis replication is asynchronous) or a key evicted under
 //     maxmemory loses leases: their slots count as free while their

@@ -56,3 +56,21 @@ func (l *Limiter) Slot(r limiter.Request) int {
 
 // CRC16 is the CRC16/XMODEM of the slot computation.
 var CRC16 = crc16
+
+// CancelNext cancels, ahead of it, the lease that l's next Take with an
+// in-flight cap would take for r: a cancel that reaches Redis before the
+// acquire it cancels (they travel on different connections).
+func CancelNext(l *Limiter, ctx context.Context, r limiter.Request) error {
+	name, h := l.names.name(&r)
+	_, err := l.releaseRefs(ctx, []leaseRef{l.refOf(name, l.groupOf(h), l.leases.seq.Load()+1, &r)}, true)
+	return err
+}
+
+// Cancels returns the number of cancels l has queued, and how many it
+// dropped (the queue was full).
+func Cancels(l *Limiter) (queued int, dropped int64) {
+	l.leaseTag()
+	l.leases.mu.Lock()
+	defer l.leases.mu.Unlock()
+	return len(l.leases.cancels), l.leases.dropped.Load()
+}

@@ -2,13 +2,9 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratekey/ratekey/internal/gcra"
@@ -80,7 +76,13 @@ local function arg(i, j) return ARGV[stride * i + first + j - 1] end
 
 local cap = {}
 for i = 1, n do
-  if tonumber(arg(i, 3)) > 0 then cap[KEYS[i]] = true end
+  if tonumber(arg(i, 3)) > 0 then
+    cap[KEYS[i]] = true
+    -- A take cancelled before it ran (releaseScript) charges nothing.
+    if take and redis.call('ZSCORE', KEYS[i], tombstone(tag .. ':' .. arg(i, 4) .. ':0')) then
+      return redis.error_reply('ratekey: call cancelled')
+    end
+  end
 end
 
 -- held returns the slots held in cap k, after purging (for a take) its
@@ -141,6 +143,12 @@ local function setHeld(k, h)
   end
 end
 
+-- tombstone returns the tombstone of lease member m: its cost replaced by
+-- "x:0" (a cost of 0, so that purging it gives nothing back).
+local function tombstone(m)
+  return (string.gsub(m, ':%d+$', ':x:0'))
+end
+
 -- expireAtLatest moves cap k's expiry to that of its latest lease.
 local function expireAtLatest(k)
   local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
@@ -148,19 +156,27 @@ local function expireAtLatest(k)
 end
 `
 
-// releaseScript frees leases: for each i, ZREM of member ARGV[2i-1] from
-// cap KEYS[i] and, if it was there, its cost ARGV[2i] given back to the
+// releaseScript frees leases: for each i, ZREM of member ARGV[3i-2] from
+// cap KEYS[i] and, if it was there, its cost ARGV[3i-1] given back to the
 // counter (the key deleted when nothing is held any more). A lease that
-// has expired (purged) or was released already frees nothing. It returns
-// the number of leases removed.
+// has expired (purged) or was released already frees nothing. ARGV[3i],
+// if not 0, makes it a cancel (leases.go): a lease not found leaves its
+// tombstone, the member with its cost replaced by "x:0", scored to expire
+// ARGV[3i] ms from now (server TIME), so that the acquire it cancels, if
+// it runs later, charges nothing (capScript). It returns the number of
+// leases removed.
 const releaseScript = luaLeases + `
 local freed = 0
 for i = 1, #KEYS do
-  local k = KEYS[i]
-  if redis.call('ZREM', k, ARGV[2 * i - 1]) == 1 then
+  local k, m = KEYS[i], ARGV[3 * i - 2]
+  local tomb = tonumber(ARGV[3 * i])
+  if redis.call('ZREM', k, m) == 1 then
     freed = freed + 1
-    local c = tonumber(redis.call('ZINCRBY', k, tonumber(ARGV[2 * i]), ''))
+    local c = tonumber(redis.call('ZINCRBY', k, tonumber(ARGV[3 * i - 1]), ''))
     if c >= 0 then setHeld(k, 0) end
+  elseif tomb > 0 then
+    redis.call('ZADD', k, msNow() + tomb, tombstone(m))
+    expireAtLatest(k)
   end
 end
 return freed
@@ -203,45 +219,6 @@ func leaseOf(r *limiter.Request) time.Duration {
 	return r.Limit.Lease
 }
 
-// leases is a Limiter's in-flight state: its lease tag, the slot ids it
-// hands out, and the leases it holds and renews.
-type leases struct {
-	once sync.Once
-	tag  string        // 16 random hex digits: this Limiter's leases
-	seq  atomic.Uint64 // the last slot id handed out
-
-	mu      sync.Mutex
-	held    map[uint64]*lease // by slot id
-	running bool              // the renewer goroutine runs
-	wake    chan struct{}     // tells the renewer a lease was added
-}
-
-// lease is one held lease, as the renewer knows it.
-type lease struct {
-	key, member string
-	ms          int64         // the lease, ms
-	every       time.Duration // renewal period: lease / 3
-	due         time.Time     // next renewal
-}
-
-// leaseTag returns the Limiter's lease tag.
-func (l *Limiter) leaseTag() string {
-	s := &l.leases
-	s.once.Do(func() {
-		var b [8]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		s.tag = hex.EncodeToString(b[:])
-		s.held = map[uint64]*lease{}
-		s.wake = make(chan struct{}, 1)
-	})
-	return s.tag
-}
-
-// member returns the sorted-set member of the lease of slot id for r.
-func (l *Limiter) member(id uint64, r *limiter.Request) string {
-	return l.leaseTag() + ":" + strconv.FormatUint(id, 10) + ":" + strconv.FormatInt(r.Cost, 10)
-}
-
 // hasInFlight reports whether reqs holds an in-flight cap.
 func hasInFlight(reqs []limiter.Request) bool {
 	for i := range reqs {
@@ -278,12 +255,7 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 	for i := range reqs {
 		var h uint32
 		names[i], h = l.names.name(&reqs[i])
-		switch l.shard {
-		case bySlot:
-			groups[i] = uint32(slotOf(h))
-		case byTag:
-			groups[i] = h
-		}
+		groups[i] = l.groupOf(h)
 		if reqs[i].Limit.MaxInFlight != 0 && take {
 			ids[i] = l.leases.seq.Add(1)
 		}
@@ -315,7 +287,9 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 		p0, rest := parts[0], parts[1:]
 		decide(p0, true, 2)
 		if p0.err != nil {
-			// Outcome unknown: the lease, if the script ran, expires.
+			// Outcome unknown: the leases, if the script ran (or runs
+			// later), are cancelled.
+			l.cancelFailed(parts[:1], reqs, names, groups, ids)
 			return nil, rounds, l.fail(ctx, tctx, p0.err)
 		}
 		level := p0.charged
@@ -331,6 +305,7 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 			}
 			if err = firstErr(rest); err != nil {
 				final = 0
+				l.cancelFailed(rest, reqs, names, groups, ids)
 			}
 			if level > 0 && slices.ContainsFunc(parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
 				rounds++
@@ -419,7 +394,7 @@ func (l *Limiter) decideCapPart(ctx context.Context, reqs []limiter.Request, nam
 func (l *Limiter) refundCapsPart(ctx context.Context, reqs []limiter.Request, names []string, ids []uint64, p *part, final int) error {
 	// The buckets: a part of their own for refundPart.
 	b := &part{sec: p.sec, nsec: p.nsec, charged: p.charged}
-	var keys, argv []any
+	var refs []leaseRef
 	for j, i := range p.idx {
 		r := &reqs[i]
 		if r.Limit.MaxInFlight == 0 {
@@ -433,21 +408,36 @@ func (l *Limiter) refundCapsPart(ctx context.Context, reqs []limiter.Request, na
 		was := p.charged == 2 || !r.DryRun
 		kept := final == 2 || final == 1 && !r.DryRun
 		if was && !kept {
-			keys = append(keys, names[i])
-			argv = append(argv, l.member(ids[i], r), r.Cost)
+			refs = append(refs, l.refOf(names[i], p.group, ids[i], r))
 		}
 	}
 	var err error
 	if len(b.idx) > 0 {
 		err = l.refundPart(ctx, reqs, names, b, final)
 	}
-	if len(keys) > 0 {
-		args := append(append([]any{nil, nil, int64(len(keys))}, keys...), argv...)
-		if _, e := run(ctx, l.client, &releaseS, args, false); e != nil {
-			err = e
-		}
+	if failed, e := l.releaseRefs(ctx, refs, false); e != nil {
+		l.cancelLater(failed) // their fate is unknown: cancelled once the store answers
+		err = e
 	}
 	return err
+}
+
+// cancelFailed queues for cancellation (leases.go) the leases that parts
+// whose call failed may have taken: those of their in-flight requests
+// (ids[i] != 0), unless the call never left the process.
+func (l *Limiter) cancelFailed(parts []*part, reqs []limiter.Request, names []string, groups []uint32, ids []uint64) {
+	var refs []leaseRef
+	for _, p := range parts {
+		if p.err == nil || !mayHaveRun(p.err) {
+			continue
+		}
+		for _, i := range p.idx {
+			if ids[i] != 0 {
+				refs = append(refs, l.refOf(names[i], groups[i], ids[i], &reqs[i]))
+			}
+		}
+	}
+	l.cancelLater(refs)
 }
 
 // Release is the [limiter.Limiter] method that frees in-flight slots: for
@@ -455,25 +445,21 @@ func (l *Limiter) refundCapsPart(ctx context.Context, reqs []limiter.Request, na
 // it stops renewing the lease and removes it from its cap (ZREM; its slots
 // counted free again), in one round trip per Redis Cluster slot (or Ring
 // shard) of the leases, in parallel; one round trip in all on one server.
-// It is sent once and never retried: a non-nil error (ctx done, timeout,
-// Redis unreachable) means the outcome is unknown, and a lease that was
-// not removed is freed when it expires, at most Limit.Lease (default 60 s)
-// after its last renewal, on the server's clock. A lease that has expired
-// already, or was released already, frees nothing (releasing a Decision
-// twice frees no other request's slot in this store). Mismatched slices,
-// or a Slot on a malformed or token-bucket request, fail with an error
-// wrapping [limiter.ErrInvalidRequest], releasing nothing. Safe for
-// concurrent use.
+// A non-nil error (ctx done, timeout, Redis unreachable) means the outcome
+// is unknown: the Limiter then cancels the leases not known to be removed
+// in the background (leases.go: sent again until Redis answers, at most a
+// second apart), so a slot stays taken no longer than about a second after
+// Redis answers again (or one Limit.Lease, default 60 s, if this process
+// stops first). A lease that has expired already, or was released
+// already, frees nothing (releasing a Decision twice frees no other
+// request's slot in this store). Mismatched slices, or a Slot on a
+// malformed or token-bucket request, fail with an error wrapping
+// [limiter.ErrInvalidRequest], releasing nothing. Safe for concurrent use.
 func (l *Limiter) Release(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision) error {
 	if err := gcra.ValidateRelease(reqs, ds); err != nil {
 		return err
 	}
-	type group struct {
-		id         uint32
-		keys, argv []any
-		err        error
-	}
-	var gs []*group
+	var refs []leaseRef
 	for i := range ds {
 		if ds[i].Slot == 0 {
 			continue
@@ -481,161 +467,21 @@ func (l *Limiter) Release(ctx context.Context, reqs []limiter.Request, ds []limi
 		r := &reqs[i]
 		l.unhold(ds[i].Slot)
 		name, h := l.names.name(r)
-		var id uint32
-		switch l.shard {
-		case bySlot:
-			id = uint32(slotOf(h))
-		case byTag:
-			id = h
-		}
-		j := slices.IndexFunc(gs, func(g *group) bool { return g.id == id })
-		if j < 0 {
-			gs = append(gs, &group{id: id})
-			j = len(gs) - 1
-		}
-		g := gs[j]
-		g.keys = append(g.keys, name)
-		g.argv = append(g.argv, l.member(ds[i].Slot, r), r.Cost)
+		refs = append(refs, l.refOf(name, l.groupOf(h), ds[i].Slot, r))
 	}
-	if len(gs) == 0 {
-		return nil
-	}
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	send := func(g *group) {
-		args := append(append([]any{nil, nil, int64(len(g.keys))}, g.keys...), g.argv...)
-		_, g.err = run(tctx, l.client, &releaseS, args, false)
-	}
-	var wg sync.WaitGroup
-	for _, g := range gs[1:] {
-		wg.Go(func() { send(g) })
-	}
-	send(gs[0])
-	wg.Wait()
-	for _, g := range gs {
-		if g.err != nil {
-			return l.fail(ctx, tctx, g.err)
-		}
-	}
-	return nil
+	failed, err := l.releaseRefs(ctx, refs, false)
+	l.cancelLater(failed)
+	return err
 }
 
-// hold registers a lease for renewal, starting the renewer if none runs.
-func (l *Limiter) hold(id uint64, key, member string, d time.Duration) {
-	s := &l.leases
-	ls := &lease{key: key, member: member, ms: d.Milliseconds(), every: d / 3}
-	ls.due = time.Now().Add(ls.every)
-	s.mu.Lock()
-	s.held[id] = ls
-	start := !s.running
-	s.running = true
-	s.mu.Unlock()
-	if start {
-		go l.renew()
-	} else {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+// groupOf returns the group of a key whose hash (keyNamer.name) is h:
+// its Cluster slot, its Ring tag, or 0 on one server.
+func (l *Limiter) groupOf(h uint32) uint32 {
+	switch l.shard {
+	case bySlot:
+		return uint32(slotOf(h))
+	case byTag:
+		return h
 	}
-}
-
-// unhold stops renewing the lease of slot id.
-func (l *Limiter) unhold(id uint64) {
-	l.leaseTag() // the maps exist
-	s := &l.leases
-	s.mu.Lock()
-	delete(s.held, id)
-	s.mu.Unlock()
-}
-
-// renewers bounds the renewal calls a Limiter's renewer runs at once.
-const renewers = 4
-
-// renew is the renewer: one goroutine per Limiter while it holds leases
-// (it returns when it holds none, and starts again with the next), which
-// renews every lease about lease/3 after its last renewal (up to a quarter
-// of that early, to renew it with the others of its key): the leases due
-// then are renewed in one script call per cap key (and lease length), at
-// most renewers calls at a time, each under the Limiter's Timeout. A
-// failed renewal is tried again a second later (renewal is idempotent),
-// never past the lease's expiry: the renewer does not revive an expired
-// lease.
-func (l *Limiter) renew() {
-	s := &l.leases
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	type batch struct {
-		key     string
-		ms      int64
-		members []any
-		ids     []uint64
-	}
-	for {
-		s.mu.Lock()
-		if len(s.held) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			return
-		}
-		now := time.Now()
-		next := now.Add(time.Hour)
-		var due []*batch
-		for id, ls := range s.held {
-			// Due, or due within a quarter of its period: renewed a little
-			// early, with the others of its key.
-			if !ls.due.After(now.Add(ls.every / 4)) {
-				j := slices.IndexFunc(due, func(b *batch) bool { return b.key == ls.key && b.ms == ls.ms })
-				if j < 0 {
-					due = append(due, &batch{key: ls.key, ms: ls.ms})
-					j = len(due) - 1
-				}
-				due[j].members = append(due[j].members, ls.member)
-				due[j].ids = append(due[j].ids, id)
-				ls.due = now.Add(ls.every)
-			}
-			if ls.due.Before(next) {
-				next = ls.due
-			}
-		}
-		s.mu.Unlock()
-		var failed []*batch
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, renewers)
-		for _, b := range due {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-				defer cancel()
-				args := append([]any{nil, nil, int64(1), b.key, b.ms}, b.members...)
-				if _, err := run(ctx, l.client, &renewS, args, true); err != nil {
-					mu.Lock()
-					failed = append(failed, b)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if len(failed) > 0 {
-			s.mu.Lock()
-			for _, b := range failed {
-				for _, id := range b.ids {
-					if ls := s.held[id]; ls != nil {
-						ls.due = time.Now().Add(min(time.Second, ls.every))
-						if ls.due.Before(next) {
-							next = ls.due
-						}
-					}
-				}
-			}
-			s.mu.Unlock()
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-timer.C:
-		case <-s.wake:
-		}
-	}
+	return 0
 }

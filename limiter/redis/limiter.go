@@ -128,8 +128,8 @@ type Options struct {
 // Ring client, a fixed table of 4096 hints (the last known fill of the
 // buckets whose keys hash there) that orders the slots of a call, and
 // the leases of the in-flight slots it holds. It starts no goroutine that
-// outlives a call, except one renewer while it holds in-flight slots
-// (it returns when the last is released). Create it with [New]. It is
+// outlives a call, except one renewer while it holds in-flight slots or
+// has leases to cancel (it returns when it has neither). Create it with [New]. It is
 // safe for concurrent use by multiple goroutines; concurrent calls are
 // serialised by Redis, slot by slot.
 type Limiter struct {
@@ -281,8 +281,9 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 // refused, READONLY, OOM, ...) otherwise; after any of these the outcome is
 // unknown (the script may have run) and go-redis does not replay the call.
 // In-flight requests take their slots as leases in the same script (see
-// "In-flight caps: leases" in the package documentation; a lease of a call
-// whose outcome is unknown expires within one Limit.Lease). No requests:
+// "In-flight caps: leases" in the package documentation; the leases of a
+// call whose outcome is unknown are cancelled once Redis answers again).
+// No requests:
 // no round trip. Safe for concurrent use.
 func (l *Limiter) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request) ([]limiter.Decision, error) {
 	n0 := len(dst)

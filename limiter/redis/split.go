@@ -20,9 +20,10 @@ import (
 // part is the requests of one call that share a slot, and what the
 // partScript said about them.
 type part struct {
-	idx  []int  // indexes of the call's requests, in call order
-	prio uint32 // the lowest hint of its requests: parts run lowest first
-	last int    // the highest index: ties run the later policy first
+	idx   []int  // indexes of the call's requests, in call order
+	group uint32 // their slot or Ring tag
+	prio  uint32 // the lowest hint of its requests: parts run lowest first
+	last  int    // the highest index: ties run the later policy first
 
 	// The reply: whether every request fits in the first pass (a1) and
 	// every enforcing one in the second (a2); the master's time (sec, nsec)
@@ -48,7 +49,7 @@ func partsOf(groups []uint32, prio func(i int) uint32) []*part {
 		h := prio(i)
 		j := slices.IndexFunc(parts, func(p *part) bool { return groups[p.idx[0]] == groups[i] })
 		if j < 0 {
-			parts = append(parts, &part{prio: h})
+			parts = append(parts, &part{prio: h, group: groups[i]})
 			j = len(parts) - 1
 		}
 		p := parts[j]
