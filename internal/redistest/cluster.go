@@ -18,12 +18,16 @@ import (
 // cluster to agree on its slots.
 const clusterTimeout = 30 * time.Second
 
-// Cluster is a Redis Cluster of several masters (no replicas) started by
-// [StartMasters]. Its Nodes are ordinary [Server]s: one can be stopped and
-// restarted (empty, but with its cluster configuration file, so it rejoins
-// with its slots), after which [Cluster.WaitOK] waits for the cluster.
+// Cluster is a Redis Cluster of several masters started by [StartMasters]
+// (no replicas) or [StartWithReplicas] (one replica each). Its Nodes are
+// ordinary [Server]s: one can be stopped and restarted (empty, but with its
+// cluster configuration file, so it rejoins with its slots, or as a
+// replica if one took them over meanwhile), after which [Cluster.WaitOK]
+// waits for the cluster.
 type Cluster struct {
 	Nodes []*Server
+
+	replicaOf map[*Server]*Server // a replica's master at the start (StartWithReplicas)
 }
 
 // StartMasters starts n >= 3 redis-server processes with cluster-enabled on
@@ -241,8 +245,9 @@ func (c *Cluster) URL() string {
 	return b.String()
 }
 
-// WaitOK polls every node until each reports cluster_state:ok with all
-// 16384 slots ok and every node known, for up to 30 s, and fails t
+// WaitOK polls every running node (a node stopped by [Server.Stop] is
+// skipped) until each reports cluster_state:ok with all 16384 slots ok and
+// every node known (a stopped one too), for up to 30 s, and fails t
 // otherwise.
 func (c *Cluster) WaitOK(t interface {
 	Helper()
@@ -254,6 +259,9 @@ func (c *Cluster) WaitOK(t interface {
 	for {
 		var bad string
 		for _, s := range c.Nodes {
+			if !s.running() {
+				continue
+			}
 			info, err := s.Do("CLUSTER", "INFO")
 			if err != nil || !strings.Contains(info, "cluster_state:ok") ||
 				!strings.Contains(info, "cluster_slots_ok:16384") || !strings.Contains(info, want) {

@@ -3,7 +3,8 @@
 // temporary directory, killed when the test ends (and, on Linux, when the
 // test process dies). [Start] gives a single node, [StartCluster] a one-node
 // Redis Cluster, [StartMasters] a Redis Cluster of several masters (each
-// node a [Server]), [StartSentinel] a Sentinel monitoring a node; a [Server]
+// node a [Server]), [StartWithReplicas] one whose masters have a replica
+// each, [StartSentinel] a Sentinel monitoring a node; a [Server]
 // can be stopped (a crash), restarted empty on the same address, paused and
 // resumed, to test fail modes.
 //
@@ -195,6 +196,13 @@ func (s *Server) Stop() {
 	}
 	_ = cmd.Process.Kill()
 	<-done
+}
+
+// running reports whether s has been started and not stopped since.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Restart starts a fresh server (empty: nothing was persisted) on the same
