@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"slices"
@@ -280,6 +281,12 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 // within [Options.Timeout], and with the go-redis error (connection
 // refused, READONLY, OOM, ...) otherwise; after any of these the outcome is
 // unknown (the script may have run) and go-redis does not replay the call.
+// On a *redis.ClusterClient, an error that shows a dead or moved master
+// (refused, reset, a timeout, CLUSTERDOWN, ...) also makes go-redis reload
+// its slot map in the background, so that the calls after it reach the
+// replica that took the master's slots over (every key decided again
+// within 0.3 s of its promotion, in the tests) rather than the dead master
+// until go-redis's own reload, a minute after the last.
 // In-flight requests take their slots as leases in the same script (see
 // "In-flight caps: leases" in the package documentation; the leases of a
 // call whose outcome is unknown are cancelled once Redis answers again).
@@ -630,6 +637,7 @@ func (l *Limiter) fail(ctx, tctx context.Context, err error) error {
 // failTimed is fail for a call whose deadline (the Timeout's, or ctx's)
 // has passed when timedOut.
 func (l *Limiter) failTimed(ctx context.Context, timedOut bool, err error) error {
+	l.reroute(err)
 	cerr := ctx.Err()
 	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
 		// The caller's deadline has passed, and go-redis's read deadline
@@ -647,4 +655,32 @@ func (l *Limiter) failTimed(ctx context.Context, timedOut bool, err error) error
 		return fmt.Errorf("%w (%v; outcome unknown): %w", ErrTimeout, l.timeout, err)
 	}
 	return fmt.Errorf("limiter/redis: outcome unknown: %w", err)
+}
+
+// reroute asks a Cluster client to reload its slot map when err (of a
+// call it routed) shows that the master it sent the call to may be dead or
+// no longer serve the slot: a network error (connection refused or reset,
+// EOF, a timeout: a master killed, paused or cut off), or a CLUSTERDOWN,
+// MASTERDOWN, READONLY or MOVED reply. go-redis reloads on its own only
+// after MOVED and READONLY, and otherwise once its map is a minute old
+// (ClusterStateReloadInterval): a dead master's slots were sent to it for
+// 56 s after its replica had taken them over (issue 24). The reload is
+// go-redis's ClusterClient.ReloadState: it returns at once, runs in the
+// background, at most one at a time per client and, while errors keep
+// asking, one every 200 ms or so (each a CLUSTER SLOTS to one node that
+// answers). Nothing is resent: a call that failed stays failed (its
+// outcome unknown), and the calls after the reload go where the new map
+// says. A cancelled context, another client type or another error does
+// nothing. Safe for concurrent use.
+func (l *Limiter) reroute(err error) {
+	cc, ok := l.client.(*goredis.ClusterClient)
+	if !ok || err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	var ne net.Error // context.DeadlineExceeded is one too
+	_, moved := goredis.IsMovedError(err)
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || moved ||
+		goredis.IsClusterDownError(err) || goredis.IsMasterDownError(err) || goredis.IsReadOnlyError(err) {
+		cc.ReloadState(context.Background())
+	}
 }
