@@ -125,3 +125,48 @@ func (l Limit) Window() time.Duration {
 	}
 	return time.Duration(mulSat(l.Burst, int64(l.Rate.Interval())))
 }
+
+// Share returns the part of l that each of n processes enforces when n
+// processes share l's budget without a shared store (the memory store's
+// Options.Replicas), rounded so that the n shares together never admit
+// more than l does:
+//
+//   - a token bucket: Rate divided by n exactly (Per × n), Burst divided by
+//     n rounded down, DelayAfter divided by n rounded down but at least 1
+//     (0 stays 0: the whole burst at once), MaxDelay unchanged. Over any
+//     interval t each process admits at most Burst/n + rate·t/n, so the n
+//     together at most Burst + rate·t; the share's [Limit.Window] is at
+//     most l's, so a bucket's state (its debt in time) means the same
+//     fill under either, and a bucket in debt stays in debt when n
+//     changes.
+//   - an in-flight cap: MaxInFlight divided by n rounded down; Lease
+//     unchanged. The n processes hold at most MaxInFlight slots together.
+//
+// n <= 1 returns l unchanged. Share fails, wrapping no sentinel, when a
+// share rounds below one token (Burst < n) or one slot (MaxInFlight < n),
+// or the period Per × n overflows; the error gives the numbers. It does
+// not validate l otherwise (see [Limit.Validate]).
+func (l Limit) Share(n int64) (Limit, error) {
+	if n <= 1 {
+		return l, nil
+	}
+	if l.MaxInFlight != 0 {
+		if l.MaxInFlight < n {
+			return l, fmt.Errorf("limiter: max_in_flight %d shared by %d replicas is below one slot per replica", l.MaxInFlight, n)
+		}
+		l.MaxInFlight /= n
+		return l, nil
+	}
+	if l.Burst < n {
+		return l, fmt.Errorf("limiter: burst %d shared by %d replicas is below one token per replica", l.Burst, n)
+	}
+	if l.Rate.Per > time.Duration(math.MaxInt64/n) {
+		return l, fmt.Errorf("limiter: rate %v shared by %d replicas: the period overflows", l.Rate, n)
+	}
+	l.Rate.Per *= time.Duration(n)
+	l.Burst /= n
+	if l.DelayAfter != 0 {
+		l.DelayAfter = max(l.DelayAfter/n, 1)
+	}
+	return l, nil
+}

@@ -63,3 +63,44 @@ func TestLimitWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitShare pins the rounding rule of Limit.Share: rates divide
+// exactly, bursts, delay_after and caps round down, and a share below one
+// token or one slot is refused with the numbers.
+func TestLimitShare(t *testing.T) {
+	perSec := Rate{10, time.Second}
+	tests := []struct {
+		name    string
+		l       Limit
+		n       int64
+		want    Limit
+		wantErr string
+	}{
+		{"one replica", Limit{Rate: perSec, Burst: 5}, 1, Limit{Rate: perSec, Burst: 5}, ""},
+		{"zero is one", Limit{Rate: perSec, Burst: 5}, 0, Limit{Rate: perSec, Burst: 5}, ""},
+		{"exact", Limit{Rate: perSec, Burst: 9, MaxDelay: time.Second}, 3, Limit{Rate: Rate{10, 3 * time.Second}, Burst: 3, MaxDelay: time.Second}, ""},
+		{"burst rounds down", Limit{Rate: perSec, Burst: 10}, 3, Limit{Rate: Rate{10, 3 * time.Second}, Burst: 3}, ""},
+		{"delay_after rounds down", Limit{Rate: perSec, Burst: 10, DelayAfter: 7}, 3, Limit{Rate: Rate{10, 3 * time.Second}, Burst: 3, DelayAfter: 2}, ""},
+		{"delay_after at least 1", Limit{Rate: perSec, Burst: 10, DelayAfter: 1}, 3, Limit{Rate: Rate{10, 3 * time.Second}, Burst: 3, DelayAfter: 1}, ""},
+		{"daily quota", Limit{Rate: Rate{3, 24 * time.Hour}, Burst: 3}, 3, Limit{Rate: Rate{3, 72 * time.Hour}, Burst: 1}, ""},
+		{"burst below one token", Limit{Rate: perSec, Burst: 2}, 3, Limit{}, "limiter: burst 2 shared by 3 replicas is below one token per replica"},
+		{"period overflows", Limit{Rate: Rate{1, math.MaxInt64 / 2}, Burst: 3}, 3, Limit{}, "limiter: rate 1/1281023h53m38.427387903s shared by 3 replicas: the period overflows"},
+		{"cap", Limit{MaxInFlight: 10, Lease: time.Minute}, 3, Limit{MaxInFlight: 3, Lease: time.Minute}, ""},
+		{"cap below one slot", Limit{MaxInFlight: 2}, 3, Limit{}, "limiter: max_in_flight 2 shared by 3 replicas is below one slot per replica"},
+	}
+	for _, tt := range tests {
+		got, err := tt.l.Share(tt.n)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("%s: Share(%d) error %v; want %q", tt.name, tt.n, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Share(%d) = %+v, %v; want %+v", tt.name, tt.n, got, err, tt.want)
+		}
+		if got.Window() > tt.l.Window() {
+			t.Errorf("%s: share's window %v exceeds the limit's %v", tt.name, got.Window(), tt.l.Window())
+		}
+	}
+}

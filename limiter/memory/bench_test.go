@@ -188,3 +188,32 @@ func TestTakeAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplicas is BenchmarkTakeTracked (manual clock) with the store
+// shared by 1 (the default) and 3 processes (Options.Replicas): what a
+// share costs per decision. Calls of 1 and of 3 requests.
+func BenchmarkReplicas(b *testing.B) {
+	li := lim(100, time.Second, 50)
+	for _, n := range []int{1, 3} {
+		for _, size := range []int{1, 3} {
+			b.Run(fmt.Sprintf("replicas=%d/requests=%d", n, size), func(b *testing.B) {
+				l := New(Options{Clock: clocktest.NewManualClock(), Replicas: n})
+				reqs := make([]limiter.Request, size)
+				for i := range reqs {
+					reqs[i] = limiter.Request{Key: fmt.Sprintf("per-account|tenant=acme|account=user-%07d", i), Limit: li, Cost: 1}
+				}
+				buf := make([]limiter.Decision, 0, size)
+				ctx := context.Background()
+				if _, err := l.Take(ctx, nil, reqs); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := l.Take(ctx, buf[:0], reqs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

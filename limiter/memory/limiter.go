@@ -54,6 +54,9 @@ type Limiter struct {
 	mask    uint64
 	shards  []shard
 	maxKeys int64
+	// replicas is Options.Replicas, or what SetReplicas set (at least
+	// 1): requests are decided at their Limit's Share of it.
+	replicas atomic.Int64
 	// count is the number of tracked buckets, reserved before inserting
 	// and released after evicting, so it never exceeds maxKeys.
 	count atomic.Int64
@@ -73,6 +76,9 @@ func New(opts Options) *Limiter {
 	if opts.MaxKeys < 0 {
 		panic(fmt.Sprintf("memory.New: MaxKeys %d is negative", opts.MaxKeys))
 	}
+	if opts.Replicas < 0 {
+		panic(fmt.Sprintf("memory.New: Replicas %d is negative", opts.Replicas))
+	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
 		maxKeys = defaultMaxKeys
@@ -86,11 +92,25 @@ func New(opts Options) *Limiter {
 		n *= 2
 	}
 	l := &Limiter{clock: clock, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
+	l.replicas.Store(int64(max(opts.Replicas, 1)))
 	for i := range l.shards {
 		l.shards[i].init()
 	}
 	return l
 }
+
+// Replicas returns the number of processes the store shares every budget
+// with (see [Options.Replicas]): at least 1. Safe for concurrent use.
+func (l *Limiter) Replicas() int { return int(l.replicas.Load()) }
+
+// SetReplicas changes the number of processes the store shares every
+// budget with (a reload of limiter.replicas); n < 1 means 1. Each bucket
+// keeps its state: its debt in time, now measured against the new share
+// (a share's window is never longer than the limit's, so a bucket in debt
+// stays in debt, and none is refilled by the change). Slots held keep
+// counting against the new share of a cap. Calls under way decide at the
+// count they read when they started. Safe for concurrent use.
+func (l *Limiter) SetReplicas(n int) { l.replicas.Store(int64(max(n, 1))) }
 
 // Take decides reqs at the clock's current time, appends their decisions to
 // dst and charges as the [limiter.Limiter] contract says. Besides ctx.Err()
@@ -222,6 +242,8 @@ var (
 	errPeekFull = errors.New("peek: store full")
 )
 
+// run is Take (charge) or Peek: the requests at their share (see
+// [Options.Replicas]), then decide.
 func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -229,6 +251,44 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := gcra.ValidateAll(reqs); err != nil {
 		return nil, err
 	}
+	if n := l.replicas.Load(); n > 1 {
+		return l.runShares(dst, reqs, n, charge)
+	}
+	return l.decide(dst, reqs, reqs, charge)
+}
+
+// runShares is run for a store shared by n processes: it decides
+// a copy of reqs whose limits are their shares (on the stack for a small
+// call), in the buckets reqs name: a bucket's name does not change with
+// the number of replicas.
+func (l *Limiter) runShares(dst []limiter.Decision, reqs []limiter.Request, n int64, charge bool) ([]limiter.Decision, error) {
+	if len(reqs) == 1 {
+		// The common call, without zeroing a buffer of smallCall.
+		one := [1]limiter.Request{reqs[0]}
+		var err error
+		if one[0].Limit, err = reqs[0].Limit.Share(n); err != nil {
+			return nil, fmt.Errorf("%w: request 0: %w", limiter.ErrInvalidRequest, err)
+		}
+		return l.decide(dst, one[:], reqs, charge)
+	}
+	var buf [smallCall]limiter.Request
+	shares := buf[:0]
+	if len(reqs) > smallCall {
+		shares = make([]limiter.Request, 0, len(reqs))
+	}
+	for i, r := range reqs {
+		var err error
+		if r.Limit, err = r.Limit.Share(n); err != nil {
+			return nil, fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+		}
+		shares = append(shares, r)
+	}
+	return l.decide(dst, shares, reqs, charge)
+}
+
+// decide is run for valid requests: reqs[i] is decided in the bucket
+// named[i] names (see bucket).
+func (l *Limiter) decide(dst []limiter.Decision, reqs, named []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if dst == nil {
 		dst = []limiter.Decision{} // non-nil, without allocating
 	}
@@ -239,7 +299,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if len(reqs) == 0 {
 		return dst, nil
 	}
-	if len(reqs) == 1 && l.decideOne(&reqs[0], &out[0], charge) {
+	if len(reqs) == 1 && l.decideOne(&reqs[0], l.bucket(&named[0]), &out[0], charge) {
 		return dst, nil
 	}
 	var buf [smallCall]slot
@@ -250,7 +310,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		sl = make([]slot, len(reqs))
 	}
 	for i := range reqs {
-		h := l.bucket(&reqs[i])
+		h := l.bucket(&named[i])
 		sl[i].hash = h
 		sl[i].shard = uint32(h & l.mask)
 		sl[i].owner = int32(i)
@@ -399,8 +459,8 @@ func mix(x uint64) uint64 {
 // the TAT it decided on, deciding again if another call charged first. It
 // reports false, having done nothing, when the bucket is not tracked (or
 // its cell is evicted, frozen or held for long), for decideLocked to do.
-func (l *Limiter) decideOne(r *limiter.Request, out *limiter.Decision, charge bool) bool {
-	h := l.bucket(r)
+// h is the bucket's name (see bucket).
+func (l *Limiter) decideOne(r *limiter.Request, h uint64, out *limiter.Decision, charge bool) bool {
 	t := l.shards[h&l.mask].tab.Load()
 	if t == nil {
 		return false

@@ -33,6 +33,22 @@ type Options struct {
 	// is shared by the new keys it makes room for. Memory therefore grows
 	// to about MaxKeys states and stays there.
 	MaxKeys int
+	// Replicas is the number of processes that share every budget this
+	// store is given, each with a store of its own (no shared store): the
+	// store enforces each request's [limiter.Limit.Share] of Replicas, so
+	// that the processes together never admit more than the limit (the
+	// rounding rule is Share's). 0 means 1 (the whole limit); negative is a
+	// programming error (New panics). A request whose share rounds below
+	// one token or one slot fails with [limiter.ErrInvalidRequest]; the
+	// middleware refuses such a policy when it is built. Decisions state
+	// the share (Remaining, RetryAfter and ResetAfter are of the share's
+	// bucket). A store rebuilt with another count keeps no state, but a
+	// caller that keeps the store and changes its limits keeps each
+	// bucket's debt in time: a share's window is never longer than the
+	// limit's, so a bucket in debt stays in debt. Replicas 1 costs
+	// nothing per decision; more costs a copy of each request (about 5 ns,
+	// BenchmarkReplicas).
+	Replicas int
 	// Clock is the time source; nil means the monotonic clock of the
 	// process (time.Since of a fixed start). Tests inject a clock that
 	// moves only when told to.
