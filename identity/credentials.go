@@ -174,6 +174,20 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 	return &CombinedAuthenticator{jwt: cfg.JWT, apiKeys: cfg.APIKeys, x: x}, nil
 }
 
+// Tenants returns the tenants of its JWTAuthenticator (see
+// [JWTAuthenticator.Tenants]). complete is false with API keys: each
+// record names its own tenant, and a store cannot be listed. Safe for
+// concurrent use.
+func (c *CombinedAuthenticator) Tenants() (tenants []string, complete bool) {
+	complete = c.apiKeys == nil
+	if c.jwt != nil {
+		var all bool
+		tenants, all = c.jwt.Tenants()
+		complete = complete && all
+	}
+	return tenants, complete
+}
+
 // AuthenticateRequest reads the credential from r (headers, and the query
 // string or cookie if enabled) and verifies it. See [CombinedAuthenticator].
 func (c *CombinedAuthenticator) AuthenticateRequest(r *http.Request) (Principal, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,6 +187,27 @@ func (a *JWTAuthenticator) Ready(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Tenants returns every tenant a principal this authenticator verifies may
+// carry, sorted and without repeats: the Tenant, or the Tenants list, of
+// each static issuer record. complete is false when JWTConfig.Resolver may
+// supply records, and so tenants, at run time; the list then holds the
+// static records' only. A caller can tell from it whether account names
+// are unique across the deployment (one tenant) or only per tenant (the
+// rate limiter's overrides do: see middleware.RateLimitConfig.SingleTenant).
+// Safe for concurrent use.
+func (a *JWTAuthenticator) Tenants() (tenants []string, complete bool) {
+	for _, st := range a.issuers {
+		if st.tenant != "" {
+			tenants = append(tenants, st.tenant)
+		}
+		for t := range st.tenants {
+			tenants = append(tenants, t)
+		}
+	}
+	slices.Sort(tenants)
+	return slices.Compact(tenants), a.env.resolver == nil
 }
 
 // Close stops every background JWK Set refresher and waits for them to

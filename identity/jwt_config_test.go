@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"fmt"
 	"math/big"
 	"slices"
 	"strings"
@@ -219,6 +220,38 @@ func TestLeewayDefault(t *testing.T) {
 		_, err = a.verifyToken(context.Background(), tok)
 		if (err == nil) != tt.ok {
 			t.Errorf("leeway %v, expired %v ago: err = %v, want ok=%v", tt.leeway, tt.ago, err, tt.ok)
+		}
+	}
+}
+
+// TestTenants: an authenticator lists the tenants of its static records,
+// sorted and without repeats, and says whether the list is complete: not
+// with a Resolver, nor beside API keys (a store cannot be listed).
+func TestTenants(t *testing.T) {
+	k := getKeys(t)
+	cfg := testConfig(k)
+	one := JWTConfig{Issuers: cfg.Issuers[:1]}
+	claim := JWTConfig{Issuers: cfg.Issuers[1:2]}
+	resolved := JWTConfig{Issuers: cfg.Issuers[:1], Resolver: &resolverFixture{}}
+	keys := must(NewAPIKeyAuthenticator(APIKeyConfig{Store: must(NewMemoryAPIKeyStore(nil)), Pepper: []byte(strings.Repeat("p", 32))}))
+	tests := []struct {
+		name     string
+		a        interface{ Tenants() ([]string, bool) }
+		tenants  string
+		complete bool
+	}{
+		{"every record", must(NewJWTAuthenticator(cfg)), "[acme hmac t1 t2 tc td]", true},
+		{"one fixed tenant", must(NewJWTAuthenticator(one)), "[acme]", true},
+		{"a tenant claim", must(NewJWTAuthenticator(claim)), "[t1 t2]", true},
+		{"a resolver", must(NewJWTAuthenticator(resolved)), "[acme]", false},
+		{"combined, JWT only", must(NewCombinedAuthenticator(CombinedConfig{JWT: must(NewJWTAuthenticator(one))})), "[acme]", true},
+		{"combined with API keys", must(NewCombinedAuthenticator(CombinedConfig{JWT: must(NewJWTAuthenticator(one)), APIKeys: keys})), "[acme]", false},
+		{"API keys alone", must(NewCombinedAuthenticator(CombinedConfig{APIKeys: keys})), "[]", false},
+	}
+	for _, tc := range tests {
+		ts, complete := tc.a.Tenants()
+		if got := fmt.Sprint(ts); got != tc.tenants || complete != tc.complete {
+			t.Errorf("%s: Tenants() = %s, %v; want %s, %v", tc.name, got, complete, tc.tenants, tc.complete)
 		}
 	}
 }
