@@ -99,7 +99,10 @@ type Middleware struct {
 // ...". It refuses what can only be a mistake: no router or no policy, a
 // policy keyed by a verified dimension without an Authenticator, a cost
 // above the burst, a wait longer than the policy allows (see
-// [middleware.Policy]), an untrusted-everyone proxy range.
+// [middleware.Policy]), an override matching on a dimension its policy's
+// key lacks, an account override without its tenant unless the
+// Authenticator lists exactly one tenant (see [middleware.Override]), an
+// untrusted-everyone proxy range.
 func New(cfg Config) (*Middleware, error) {
 	var errs []error
 	op, err := operation(cfg.Router)
@@ -147,6 +150,7 @@ func New(cfg Config) (*Middleware, error) {
 			DecisionHeader: cfg.DecisionHeader,
 			Metrics:        cfg.Metrics,
 			Deny:           cfg.Deny,
+			SingleTenant:   singleTenant(cfg.Authenticator),
 		})
 		if err != nil {
 			errs = append(errs, err)
@@ -161,6 +165,27 @@ func New(cfg Config) (*Middleware, error) {
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
+}
+
+// tenantLister is implemented by the authenticators that can list every
+// tenant their principals may carry (identity.JWTAuthenticator,
+// identity.CombinedAuthenticator).
+type tenantLister interface {
+	Tenants() (tenants []string, complete bool)
+}
+
+// singleTenant reports whether every principal a verifies carries one and
+// the same tenant, as far as a can tell: its complete list of tenants has
+// one entry (middleware.RateLimitConfig.SingleTenant). An authenticator
+// that cannot list them (API keys, a resolver, one of the caller's) may
+// span tenants.
+func singleTenant(a identity.Authenticator) bool {
+	l, ok := a.(tenantLister)
+	if !ok {
+		return false
+	}
+	ts, complete := l.Tenants()
+	return complete && len(ts) == 1
 }
 
 // operation returns the operation namer of a chi router or a ServeMux.

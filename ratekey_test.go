@@ -1,9 +1,14 @@
 package ratekey_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -188,6 +193,69 @@ func TestChiSubRouter(t *testing.T) {
 		req.RemoteAddr = "192.0.2.1:1"
 		if rec := rk.Check(req); rec.Operation != "GET /v1/reports/{id}" {
 			t.Errorf("Check: operation %q", rec.Operation)
+		}
+	}
+}
+
+// TestNewOverridesMatchKey: New refuses an account override that would
+// apply in every tenant when the Authenticator's credentials may name
+// several tenants (a tenant claim, API keys), accepts it when they name
+// one, and refuses an override on a dimension the policy's key lacks (a
+// tenant's quota split by plan), each naming its field.
+func TestNewOverridesMatchKey(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtAuth := func(rec identity.IssuerRecord) *identity.JWTAuthenticator {
+		rec.Issuer, rec.Audiences, rec.Algorithms = "https://issuer.invalid", []string{"api"}, []string{"EdDSA"}
+		rec.Keys = []identity.VerificationKey{{KID: "k1", Key: pub}}
+		a, err := identity.NewJWTAuthenticator(identity.JWTConfig{Issuers: []identity.IssuerRecord{rec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	oneTenant := jwtAuth(identity.IssuerRecord{Tenant: "acme"})
+	twoTenants := jwtAuth(identity.IssuerRecord{TenantClaim: "org", Tenants: []string{"acme", "beta"}})
+	store, err := identity.NewMemoryAPIKeyStore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: []byte(strings.Repeat("p", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withKeys, err := identity.NewCombinedAuthenticator(identity.CombinedConfig{JWT: oneTenant, APIKeys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perAccount := []identity.Dimension{identity.DimTenant, identity.DimAccount}
+	daily := func(n int64) limiter.Limit {
+		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 24 * time.Hour}, Burst: n}
+	}
+	vip := `policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`
+	for _, c := range []struct {
+		name string
+		auth identity.Authenticator
+		p    ratekey.Policy
+		want string
+	}{
+		{"account override, tenant claim", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
+		{"account override, API keys", withKeys, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
+		{"account override, one tenant", oneTenant, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
+		{"account of a tenant, tenant claim", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []middleware.Override{{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
+		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []identity.Dimension{identity.DimTenant}, Limit: daily(3),
+			Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5)}}},
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+	} {
+		m, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: c.auth, Policies: []ratekey.Policy{c.p}})
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && (m != nil || got != c.want) {
+			t.Errorf("%s: New = %v, %v\nwant error:\n%s", c.name, m, err, c.want)
 		}
 	}
 }

@@ -408,7 +408,7 @@ func TestDebugPageShowsPrincipal(t *testing.T) {
 	lim := memory.New(memory.Options{Clock: clocktest.NewManualClock()})
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{perTenant(middleware.Override{Plan: "pro", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})
+		Policies: []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ type PolicyResult struct {
 	// named by Override.
 	Limit limiter.Limit
 	// Override names the [Override] whose limit applied ("tenant=acme",
-	// "plan=pro", "account=alice", or "function" for an
+	// "plan=pro", "account=alice", "tenant=acme|account=alice", or
+	// "function" for an
 	// [Policy].OverrideFunc answer naming none); "" for the policy's own.
 	Override string
 	// Remaining is the whole tokens left after this request (after charging

@@ -3,6 +3,7 @@ package middleware
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,15 +19,30 @@ import (
 // group). The key is the policy's, so an overridden tenant still has its
 // own buckets; only their shape changes.
 //
-// In [Policy.Overrides], exactly one of Tenant, Plan and Account is set: the
-// match, compared exactly with the principal's [identity.Principal] field
-// of that name. Those fields come from verified credentials only (an issuer
-// record or an API key record vouched for them), so a client cannot claim
-// another limit. The rest is optional and falls back to the policy's, field
-// by field: Limit.Rate when its Count is 0, Limit.Burst, Limit.DelayAfter
-// and Limit.MaxDelay when 0 (so an override cannot remove the policy's
+// In [Policy.Overrides], one of Tenant, Plan and Account is set, or Tenant
+// and Account together (that tenant's account): the match, compared exactly
+// with the principal's [identity.Principal] fields of those names. Those
+// fields come from verified credentials only (an issuer record or an API
+// key record vouched for them), so a client cannot claim another limit. The
+// rest is optional and falls back to the policy's, field by field:
+// Limit.Rate when its Count is 0, Limit.Burst, Limit.DelayAfter and
+// Limit.MaxDelay when 0 (so an override cannot remove the policy's
 // max_delay: give it its own), Cost when 0. The limit so completed must be
 // as valid as a policy's (see [NewRateLimiter]).
+//
+// Two rules keep one key's requests in one bucket and one account's limit
+// to that account ([NewRateLimiter] refuses the rest, naming the field):
+//   - Every attribute an override matches on is a dimension of the
+//     policy's Key. Otherwise the requests of one key would spend buckets
+//     of two shapes, each full to its own burst: with Key [tenant] and an
+//     override for plan pro, a tenant holding a pro key and a key without a
+//     plan would get both bursts (issue 24: 3 + 5 requests a day). Add the
+//     dimension to the key (a bucket per plan of the tenant) or match one
+//     the key has. This is how Envoy's rate-limit service reads descriptors:
+//     the value an override is set for is part of the key.
+//   - An Account names its Tenant unless [RateLimitConfig].SingleTenant
+//     says every principal has the same tenant: an account name is unique
+//     only per tenant, so "vip" alone would match the vip of every tenant.
 //
 // The effective limit is what the response fields (RateLimit-Policy's q
 // and w), the problem body, the decision log and the debug JSON show; the
@@ -40,7 +56,8 @@ type Override struct {
 	Tenant string
 	// Plan matches the principal's verified plan.
 	Plan string
-	// Account matches the principal's verified account (subject).
+	// Account matches the principal's verified account (subject), of
+	// Tenant when set (see the rules above).
 	Account string
 	// Limit is the override's limit; zero fields are the policy's.
 	Limit limiter.Limit
@@ -48,11 +65,14 @@ type Override struct {
 	Cost int64
 }
 
-// name names o in the debug JSON and the log: "tenant=acme", "plan=pro" or
+// name names o in the debug JSON and the log: "tenant=acme|account=alice"
+// for an account of a tenant, else "tenant=acme", "plan=pro" or
 // "account=alice" (the first of those set), or "function" for an
 // [Policy.OverrideFunc] answer that names none.
 func (o *Override) name() string {
 	switch {
+	case o.Tenant != "" && o.Account != "":
+		return "tenant=" + o.Tenant + "|account=" + o.Account
 	case o.Tenant != "":
 		return "tenant=" + o.Tenant
 	case o.Plan != "":
@@ -63,15 +83,37 @@ func (o *Override) name() string {
 	return "function"
 }
 
-// matches returns how many of Tenant, Plan and Account are set.
-func (o *Override) matches() int {
-	n := 0
-	for _, s := range [...]string{o.Tenant, o.Plan, o.Account} {
-		if s != "" {
-			n++
+// matchDims returns the dimensions o matches on, those of Tenant, Plan and
+// Account that are set, in that order.
+func (o *Override) matchDims() []identity.Dimension {
+	var ds []identity.Dimension
+	for _, m := range [...]struct {
+		d identity.Dimension
+		v string
+	}{{identity.DimTenant, o.Tenant}, {identity.DimPlan, o.Plan}, {identity.DimAccount, o.Account}} {
+		if m.v != "" {
+			ds = append(ds, m.d)
 		}
 	}
-	return n
+	return ds
+}
+
+// wellFormed reports whether o matches on one of Tenant, Plan and Account,
+// or on Tenant and Account together.
+func (o *Override) wellFormed() bool {
+	n := len(o.matchDims())
+	return n == 1 || n == 2 && o.Tenant != "" && o.Account != ""
+}
+
+// value returns o's match value for dimension d.
+func (o *Override) value(d identity.Dimension) string {
+	switch d {
+	case identity.DimTenant:
+		return o.Tenant
+	case identity.DimPlan:
+		return o.Plan
+	}
+	return o.Account
 }
 
 // effective is a policy's limit for some of its requests: its own or an
@@ -108,10 +150,19 @@ func (p *Policy) complete(o *Override) (limiter.Limit, int64) {
 
 // overrideTable is a policy's Overrides, compiled: one map per kind of
 // match in use (nil for the others), each value an index into list.
+// byAccount is keyed by the tenant and the account, the tenant "" for an
+// account override without one (SingleTenant); anyTenant says there is
+// such an entry.
 type overrideTable struct {
-	byTenant, byPlan, byAccount map[string]int
-	list                        []effective
+	byTenant, byPlan map[string]int
+	byAccount        map[tenantAccount]int
+	anyTenant        bool
+	list             []effective
 }
+
+// tenantAccount is an account override's match: an account of a tenant
+// ("" for any tenant).
+type tenantAccount struct{ tenant, account string }
 
 // compileOverrides builds p's table; nil when p has no Overrides. p must
 // be valid.
@@ -120,28 +171,33 @@ func compileOverrides(p *Policy) *overrideTable {
 		return nil
 	}
 	t := &overrideTable{}
-	add := func(m *map[string]int, v string, j int) {
-		if *m == nil {
-			*m = map[string]int{}
-		}
-		if _, dup := (*m)[v]; !dup { // first match wins (validate refuses duplicates)
-			(*m)[v] = j
-		}
-	}
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
 		l, cost := p.complete(o)
 		t.list = append(t.list, effective{name: o.name(), limit: l, cost: cost, item: policyItem(p.Name, l)})
 		switch {
-		case o.Tenant != "":
-			add(&t.byTenant, o.Tenant, j)
-		case o.Plan != "":
-			add(&t.byPlan, o.Plan, j)
 		case o.Account != "":
-			add(&t.byAccount, o.Account, j)
+			t.anyTenant = t.anyTenant || o.Tenant == ""
+			addMatch(&t.byAccount, tenantAccount{o.Tenant, o.Account}, j)
+		case o.Tenant != "":
+			addMatch(&t.byTenant, o.Tenant, j)
+		case o.Plan != "":
+			addMatch(&t.byPlan, o.Plan, j)
 		}
 	}
 	return t
+}
+
+// addMatch maps match m to override j in *table (made when nil), unless
+// an earlier override has it: the first match wins (validate refuses
+// duplicates).
+func addMatch[K comparable](table *map[K]int, m K, j int) {
+	if *table == nil {
+		*table = map[K]int{}
+	}
+	if _, dup := (*table)[m]; !dup {
+		(*table)[m] = j
+	}
 }
 
 // match returns the first override matching pr, or nil: one map lookup
@@ -159,7 +215,10 @@ func (t *overrideTable) match(pr *identity.Principal) *effective {
 		}
 	}
 	if t.byAccount != nil && pr.Account != "" {
-		if j, ok := t.byAccount[pr.Account]; ok && j < best {
+		if j, ok := t.byAccount[tenantAccount{pr.Tenant, pr.Account}]; ok && j < best {
+			best = j
+		}
+		if j, ok := t.byAccount[tenantAccount{"", pr.Account}]; t.anyTenant && ok && j < best {
 			best = j
 		}
 	}
@@ -171,8 +230,9 @@ func (t *overrideTable) match(pr *identity.Principal) *effective {
 
 // validateOverrides checks p's Overrides (p is policy i, its defaults
 // filled in), naming each problem as a config file locates it:
-// policies[i] ("name").overrides[j].burst: ...
-func (p *Policy) validateOverrides(i int, maxWait time.Duration) []error {
+// policies[i] ("name").overrides[j].burst: ... singleTenant is
+// [RateLimitConfig].SingleTenant.
+func (p *Policy) validateOverrides(i int, maxWait time.Duration, singleTenant bool) []error {
 	var errs []error
 	if len(p.Overrides) == 0 {
 		return nil
@@ -180,27 +240,30 @@ func (p *Policy) validateOverrides(i int, maxWait time.Duration) []error {
 	if p.PreAuth {
 		return []error{fmt.Errorf("%s.overrides: a pre_auth policy runs before any credential is verified, so no tenant, plan or account can match", p.ref(i))}
 	}
-	type match struct{ dim, value string }
-	seen := map[match]int{}
+	seen := map[tenantPlanAccount]int{}
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
 		where := fmt.Sprintf("%s.overrides[%d]", p.ref(i), j)
-		if o.matches() != 1 {
-			errs = append(errs, fmt.Errorf("%s: set exactly one of tenant, plan or account (the verified attribute it matches)", where))
+		if !o.wellFormed() {
+			errs = append(errs, fmt.Errorf("%s: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)", where))
 			continue
 		}
-		m := match{"tenant", o.Tenant}
-		switch {
-		case o.Plan != "":
-			m = match{"plan", o.Plan}
-		case o.Account != "":
-			m = match{"account", o.Account}
-		}
+		m := tenantPlanAccount{o.Tenant, o.Plan, o.Account}
 		if k, dup := seen[m]; dup {
-			errs = append(errs, fmt.Errorf("%s.%s: %s is matched by overrides[%d] already (the first match wins, so this one never applies)", where, m.dim, quote.Value(m.value), k))
+			field, text := "tenant", quote.Value(o.Tenant)
+			switch {
+			case o.Account != "" && o.Tenant != "":
+				field, text = "account", quote.Value(o.Account)+" of tenant "+text
+			case o.Account != "":
+				field, text = "account", quote.Value(o.Account)
+			case o.Plan != "":
+				field, text = "plan", quote.Value(o.Plan)
+			}
+			errs = append(errs, fmt.Errorf("%s.%s: %s is matched by overrides[%d] already (the first match wins, so this one never applies)", where, field, text, k))
 			continue
 		}
 		seen[m] = j
+		errs = append(errs, p.matchProblems(where, o, singleTenant)...)
 		if o.Cost != 0 && p.CostFunc != nil {
 			errs = append(errs, fmt.Errorf("%s.cost: the policy's cost comes from its cost function", where))
 			continue
@@ -211,6 +274,43 @@ func (p *Policy) validateOverrides(i int, maxWait time.Duration) []error {
 		}
 	}
 	return errs
+}
+
+// tenantPlanAccount is an override's match, for finding duplicates.
+type tenantPlanAccount struct{ tenant, plan, account string }
+
+// matchProblems returns the errors of override o (located at where) whose
+// match the policy cannot honour (see [Override]): an attribute that is
+// not a dimension of the policy's key, whose requests of one key would
+// spend buckets of two shapes, and an account without its tenant, which
+// would match that account name in every tenant, unless singleTenant.
+func (p *Policy) matchProblems(where string, o *Override, singleTenant bool) []error {
+	var errs []error
+	if o.Account != "" && o.Tenant == "" && !singleTenant {
+		errs = append(errs, fmt.Errorf("%s.account: %s would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too",
+			where, quote.Value(o.Account)))
+	}
+	for _, d := range o.matchDims() {
+		if !slices.Contains(p.Key, d) {
+			errs = append(errs, fmt.Errorf("%s.%s: %s is not a dimension of the policy's key %s, so requests of one key with %s %s and without it would spend two buckets, each with its own burst: add %s to the key (a bucket per %s), or match a dimension of the key",
+				where, d, d, keyList(p.Key), d, quote.Value(o.value(d)), d, d))
+		}
+	}
+	return errs
+}
+
+// keyList writes a policy's key as a config file does: [tenant, plan].
+func keyList(key []identity.Dimension) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for k, d := range key {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(d))
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // fieldProblem is one problem of a limit: the field, as a config file

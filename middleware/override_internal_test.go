@@ -17,7 +17,7 @@ func BenchmarkOverrideMatch(b *testing.B) {
 		ovr  []Override
 	}{
 		{"tenant", []Override{{Tenant: "acme", Limit: limiter.Limit{Burst: 6}}}},
-		{"three-kinds", []Override{{Tenant: "acme"}, {Plan: "pro"}, {Account: "vip"}}},
+		{"three-kinds", []Override{{Tenant: "acme"}, {Plan: "pro"}, {Tenant: "acme", Account: "vip"}}},
 	} {
 		p := Policy{Name: "p", Limit: l, Cost: 1, Overrides: tc.ovr}
 		t := compileOverrides(&p)

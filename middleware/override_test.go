@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -39,10 +40,17 @@ func (fakeAuth) Authenticate(_ context.Context, h http.Header) (identity.Princip
 // its policies in the X-Record header.
 func overrideStack(t *testing.T, ps []middleware.Policy) http.Handler {
 	t.Helper()
-	lim := memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	return overrideStackOf(t, middleware.RateLimitConfig{Policies: ps})
+}
+
+// overrideStackOf is overrideStack with cfg's policies and settings (its
+// limiter, operation and logger are the stack's).
+func overrideStackOf(t *testing.T, cfg middleware.RateLimitConfig) http.Handler {
+	t.Helper()
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: ps, Operation: middleware.RouteOperation(r),
-		Logger: slog.New(slog.DiscardHandler)})
+	cfg.Limiter = memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	cfg.Operation, cfg.Logger = middleware.RouteOperation(r), slog.New(slog.DiscardHandler)
+	rl, err := middleware.NewRateLimiter(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +120,19 @@ func admitted(h http.Handler, who string, n int) int {
 	return ok
 }
 
-// TestOverrides: first match wins over tenant, plan and account; fields
-// fall back to the policy's; the effective limit is what the response
-// fields and the debug JSON show.
+// TestOverrides: first match wins over tenant, plan and account (of a
+// tenant); fields fall back to the policy's; the effective limit is what
+// the response fields and the debug JSON show. The key holds every
+// dimension the overrides match on.
 func TestOverrides(t *testing.T) {
-	h := overrideStack(t, []middleware.Policy{perTenant(
+	p := perTenant(
 		middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}},
 		middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 10}},
-		middleware.Override{Account: "vip", Limit: limiter.Limit{Burst: 4}},
+		middleware.Override{Tenant: "acme3", Account: "vip", Limit: limiter.Limit{Burst: 4}},
 		middleware.Override{Plan: "big", Cost: 2},
-	)})
+	)
+	p.Key = []identity.Dimension{identity.DimTenant, identity.DimPlan, identity.DimAccount}
+	h := overrideStack(t, []middleware.Policy{p})
 	tests := []struct {
 		who        string
 		admitted   int
@@ -133,9 +144,10 @@ func TestOverrides(t *testing.T) {
 		{"beta:free:alice", 3, `"per-tenant";q=3;w=180`, `null`, "1/m", 3, 1},
 		{"acme:free:bob", 6, `"per-tenant";q=6;w=360`, `"tenant=acme"`, "1/m", 6, 1},
 		{"acme2:pro:carol", 10, `"per-tenant";q=10;w=864`, `"plan=pro"`, "1000/d", 10, 1}, // 10 × 86.4 s
-		{"acme3:free:vip", 4, `"per-tenant";q=4;w=240`, `"account=vip"`, "1/m", 4, 1},
-		{"acme:pro:vip", 0, "", "", "", 0, 0},                                           // acme's bucket is spent: tenant=acme is first
-		{"acme4:pro:vip", 10, `"per-tenant";q=10;w=864`, `"plan=pro"`, "1000/d", 10, 1}, // plan before account
+		{"acme3:free:vip", 4, `"per-tenant";q=4;w=240`, `"tenant=acme3|account=vip"`, "1/m", 4, 1},
+		{"acme4:free:vip", 3, `"per-tenant";q=3;w=180`, `null`, "1/m", 3, 1},            // another tenant's vip
+		{"acme:pro:vip", 6, `"per-tenant";q=6;w=360`, `"tenant=acme"`, "1/m", 6, 1},     // tenant=acme is first
+		{"acme3:pro:vip", 10, `"per-tenant";q=10;w=864`, `"plan=pro"`, "1000/d", 10, 1}, // plan before account
 		{"acme5:big:x", 1, `"per-tenant";q=3;w=180`, `"plan=big"`, "1/m", 3, 2},         // cost 2 of 3
 	}
 	for _, tc := range tests {
@@ -290,21 +302,29 @@ func TestOverrideValidation(t *testing.T) {
 		want string
 	}{
 		{"no match", perTenant(middleware.Override{Limit: limiter.Limit{Burst: 6}}),
-			`policies[0] ("per-tenant").overrides[0]: set exactly one of tenant, plan or account (the verified attribute it matches)`},
+			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
 		{"two matches", perTenant(middleware.Override{Tenant: "a", Plan: "p"}),
-			`policies[0] ("per-tenant").overrides[0]: set exactly one of tenant, plan or account (the verified attribute it matches)`},
-		{"duplicate", perTenant(middleware.Override{Tenant: "acme"}, middleware.Override{Plan: "acme"}, middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}}),
-			`policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
-		{"cost above burst", perTenant(middleware.Override{Plan: "free", Cost: 4}),
+			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
+		{"duplicate", func() middleware.Policy {
+			p := perTenant(middleware.Override{Tenant: "acme"}, middleware.Override{Plan: "acme"}, middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})
+			p.Key = append(p.Key, identity.DimPlan)
+			return p
+		}(), `policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
+		{"duplicate account of a tenant", func() middleware.Policy {
+			p := perTenant(middleware.Override{Tenant: "acme", Account: "vip"}, middleware.Override{Tenant: "beta", Account: "vip"}, middleware.Override{Tenant: "acme", Account: "vip"})
+			p.Key = append(p.Key, identity.DimAccount)
+			return p
+		}(), `policies[0] ("per-tenant").overrides[2].account: "vip" of tenant "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
+		{"cost above burst", perTenant(middleware.Override{Tenant: "beta", Cost: 4}),
 			`policies[0] ("per-tenant").overrides[0].cost: 4 exceeds burst 3, so no request could ever pass`},
-		{"negative burst", perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{Burst: -1}}),
+		{"negative burst", perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{Burst: -1}}),
 			`policies[0] ("per-tenant").overrides[0].burst: -1 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)`},
 		{"delay_after above the override's burst", func() middleware.Policy {
-			p := perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{Burst: 2}})
+			p := perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{Burst: 2}})
 			p.Limit.DelayAfter = 3
 			return p
 		}(), `policies[0] ("per-tenant").overrides[0].delay_after: 3 must be 1 to burst 2 (0: nothing is delayed, nginx nodelay)`},
-		{"wait too long", perTenant(middleware.Override{Plan: "free", Limit: limiter.Limit{DelayAfter: 1, Burst: 6}}),
+		{"wait too long", perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{DelayAfter: 1, Burst: 6}}),
 			`policies[0] ("per-tenant").overrides[0].delay_after: a request may have to wait up to 5m0s (burst beyond delay_after at 1/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
 		{"pre_auth", func() middleware.Policy {
 			p := perTenant(middleware.Override{Tenant: "acme"})
@@ -343,5 +363,93 @@ func TestOverrideReload(t *testing.T) {
 		Detail: `overrides ["tenant=acme" 1/m burst 6 cost 1] -> ["tenant=acme" 1/m burst 8 cost 1, "plan=pro" 1000/d burst 3 cost 1]`}}
 	if len(got) != 1 || got[0] != want[0] {
 		t.Errorf("DiffPolicies = %+v; want %+v", got, want)
+	}
+}
+
+// TestOverridesMatchKeyDimensions: an override matches only on dimensions
+// of its policy's key, so that one key's requests never spend buckets of
+// two shapes (a tenant's quota split by plan: 3 + 5 requests a day), and
+// an account override names its tenant unless every principal has the
+// same one (an account name is unique only per tenant).
+func TestOverridesMatchKeyDimensions(t *testing.T) {
+	dims := func(ds ...identity.Dimension) []identity.Dimension { return ds }
+	daily := limiter.Limit{Rate: limiter.Rate{Count: 3, Per: 24 * time.Hour}, Burst: 3}
+	tests := []struct {
+		name   string
+		key    []identity.Dimension
+		o      middleware.Override
+		single bool // RateLimitConfig.SingleTenant
+		want   string
+	}{
+		{"plan override on a tenant key (issue 24: 3 + 5 a day)", dims(identity.DimTenant),
+			middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}}, false,
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+		{"account override in every tenant", dims(identity.DimTenant, identity.DimAccount), middleware.Override{Account: "vip"}, false,
+			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
+		{"account override, one tenant", dims(identity.DimAccount), middleware.Override{Account: "vip"}, true, ""},
+		{"account override on a tenant key, one tenant", dims(identity.DimTenant), middleware.Override{Account: "vip"}, true,
+			`policies[0] ("p").overrides[0].account: account is not a dimension of the policy's key [tenant], so requests of one key with account "vip" and without it would spend two buckets, each with its own burst: add account to the key (a bucket per account), or match a dimension of the key`},
+		{"tenant override on a network key", dims(identity.DimNetwork), middleware.Override{Tenant: "acme"}, true,
+			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [network], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
+		{"tenant override on an account key", dims(identity.DimAccount), middleware.Override{Tenant: "acme"}, true,
+			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
+		{"account of a tenant on an account key", dims(identity.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false,
+			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
+		{"override on the global bucket", nil, middleware.Override{Plan: "pro"}, false,
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+		{"account of a tenant", dims(identity.DimTenant, identity.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false, ""},
+		{"plan override on a plan key", dims(identity.DimTenant, identity.DimPlan), middleware.Override{Plan: "pro"}, false, ""},
+		{"tenant override on a tenant key", dims(identity.DimTenant, identity.DimOperation), middleware.Override{Tenant: "acme"}, false, ""},
+		{"tenant and plan", dims(identity.DimTenant, identity.DimPlan), middleware.Override{Tenant: "acme", Plan: "pro"}, false,
+			`policies[0] ("p").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := middleware.Policy{Name: "p", Key: tc.key, Limit: daily, Overrides: []middleware.Override{tc.o}}
+			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []middleware.Policy{p},
+				Operation: func(*http.Request) string { return "op" }, SingleTenant: tc.single})
+			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+				t.Errorf("error:\n%v\nwant:\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestAccountOverrideOfOneTenant: {tenant: acme, account: vip} gives
+// acme's vip its limit, and beta's vip (another account of the same name)
+// the policy's. With SingleTenant, {account: vip} matches the vip of the
+// one tenant (its rows use tenant "solo"); {tenant: acme, account: vip}
+// before it still wins for acme's.
+func TestAccountOverrideOfOneTenant(t *testing.T) {
+	per := func(os ...middleware.Override) []middleware.Policy {
+		return []middleware.Policy{{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount},
+			Limit: limit("1/m", 3), Overrides: os}}
+	}
+	acmeVIP := middleware.Override{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 5}}
+	h := overrideStack(t, per(acmeVIP))
+	single := overrideStackOf(t, middleware.RateLimitConfig{SingleTenant: true, Policies: per(acmeVIP, middleware.Override{Account: "vip", Limit: limiter.Limit{Burst: 2}})})
+	for _, tc := range []struct {
+		h        http.Handler
+		who      string
+		admitted int
+		override string
+	}{
+		{h, "acme:free:vip", 5, `"tenant=acme|account=vip"`},
+		{h, "beta:free:vip", 3, `null`},
+		{h, "acme:free:bob", 3, `null`},
+		{single, "solo:free:vip", 2, `"account=vip"`},
+		{single, "acme:free:vip", 5, `"tenant=acme|account=vip"`},
+		{single, "solo:free:bob", 3, `null`},
+	} {
+		h := tc.h
+		first := post(h, tc.who, 0)
+		if got := 1 + admitted(h, tc.who, 10); got != tc.admitted {
+			t.Errorf("%s: admitted %d; want %d", tc.who, got, tc.admitted)
+		}
+		var rec []map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(first.Header().Get("X-Record")), &rec)
+		if len(rec) != 1 || string(rec[0]["override"]) != tc.override {
+			t.Errorf("%s: record %s; want override %s", tc.who, first.Header().Get("X-Record"), tc.override)
+		}
 	}
 }

@@ -94,10 +94,12 @@ type Policy struct {
 	// A dry-run policy reports either as REJECTED_DRY_RUN and lets the
 	// request through. Set Cost or CostFunc, not both.
 	CostFunc func(r *http.Request) (int64, error)
-	// Overrides give some tenants, plans or accounts another limit; the
-	// first whose tenant, plan or account equals the request's verified
+	// Overrides give some tenants, plans or accounts (of a tenant) another
+	// limit; the first whose match equals the request's verified
 	// principal's applies (see [Override]). A request without a verified
-	// principal uses the policy's own limit. Each match appears once.
+	// principal uses the policy's own limit. Each match appears once, and
+	// matches only on dimensions of Key (an account names its tenant unless
+	// [RateLimitConfig].SingleTenant).
 	Overrides []Override
 	// OverrideFunc, when set, is asked for a limit for each request with a
 	// verified principal that no entry of Overrides matched: a lookup in
@@ -108,9 +110,13 @@ type Policy struct {
 	// completed from the policy like the entries of Overrides; its
 	// Tenant, Plan or Account, when set, only name it in the log and the
 	// debug JSON ("tenant=acme", else "function"), so set the one it was
-	// chosen by. A limit that completed is invalid (see [NewRateLimiter])
-	// makes the policy's decision ERROR, with the policy's on_store_error
-	// outcome, rather than a silent fallback.
+	// chosen by. Its answer must be the same for every principal of one key
+	// (a function of the key's dimensions: with Key [tenant], of the tenant
+	// alone), or the key's requests spend buckets of two shapes, each full
+	// to its own burst; NewRateLimiter cannot check a function, as it
+	// checks Overrides. A limit that completed is invalid (see
+	// [NewRateLimiter]) makes the policy's decision ERROR, with the
+	// policy's on_store_error outcome, rather than a silent fallback.
 	OverrideFunc func(p identity.Principal) (o Override, ok bool)
 	// Operations, when non-empty, restricts the policy to these operations
 	// ("GET /v1/reports/{id}" or [UnmatchedOperation]); empty means all.
@@ -254,8 +260,10 @@ func (p *Policy) ref(i int) string {
 // problem found, each naming its field as a config file writes it
 // (policies[1] ("per-account").max_delay: ...), and refuses what can only
 // be a mistake: a cost above the burst or one that max_delay leaves no room
-// for (no request could ever pass), and a wait longer than maxWait.
-func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, maxWait time.Duration) error {
+// for (no request could ever pass), a wait longer than maxWait, and an
+// override whose match the key cannot honour (see [Override];
+// singleTenant is [RateLimitConfig].SingleTenant).
+func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, maxWait time.Duration, singleTenant bool) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), field, fmt.Sprintf(format, args...)))
@@ -299,7 +307,7 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 		fail(pr.field, "%s", pr.text)
 	}
 	if len(probs) == 0 {
-		errs = append(errs, p.validateOverrides(i, maxWait)...)
+		errs = append(errs, p.validateOverrides(i, maxWait, singleTenant)...)
 	}
 	return errors.Join(append(errs, p.validateModes(i)...)...)
 }

@@ -102,6 +102,17 @@ type RateLimitConfig struct {
 	// read timeout (nginx proxy_read_timeout: 60 s), after the budget was
 	// spent. 0 means 50 s.
 	MaxWait time.Duration
+	// SingleTenant declares that every verified principal carries one and
+	// the same tenant (one issuer record with a fixed tenant, say), so that
+	// an account name names one account: an [Override] may then match an
+	// Account without its Tenant. false, the default, is the safe reading:
+	// the credentials may name several tenants, an account name is unique
+	// only per tenant, and such an override (which would give that account
+	// name's limit in every tenant) is refused. ratekey.New sets it when the
+	// Authenticator lists its tenants and they are one; the demo when it
+	// has one issuer, of a fixed tenant (or a one-entry list), and no API
+	// keys.
+	SingleTenant bool
 }
 
 // RateLimiter applies a set of policies to requests. Its configuration is
@@ -184,7 +195,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		p.Key = append([]identity.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
 		p.Overrides = slices.Clone(p.Overrides)
-		if err := p.validate(i, st.Custom, st.MaxWait); err != nil {
+		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
 			errs = append(errs, err)
 		}
 		if names[p.Name] {

@@ -220,7 +220,8 @@ func (res *PolicyResult) view() policyJSON {
 // remaining the free slots, and retry_after_seconds its RetryAfter when
 // rejected (null when it sets none). cost, rate, burst and delay_after
 // are the limit that applied: the policy's, or the override's named by
-// override ("tenant=acme", "plan=pro", "account=alice", "function"; null
+// override ("tenant=acme", "plan=pro", "account=alice",
+// "tenant=acme|account=alice", "function"; null
 // when none matched; see [Override]). Durations are in seconds (Retry-After in whole
 // seconds rounded up, at least 1; null when no Retry-After applies);
 // fail_mode is "deny", "allow" or "dry_run" for ERROR, null otherwise;

@@ -44,6 +44,10 @@ type app struct {
 	debug        *netipx.IPSet // nil when the debug endpoint is off
 	metricsAllow *netipx.IPSet // nil when the metrics endpoint is off
 	logInterval  time.Duration // the decision log's interval; 0: the library's default
+	// singleTenant: the credentials name one tenant at most (one issuer,
+	// of a fixed tenant, and no API keys), so account names are global
+	// (middleware.RateLimitConfig.SingleTenant).
+	singleTenant bool
 	// rl is the rate limiter of the router built last (nil before): its
 	// pending log summaries are flushed when the app is replaced or stops.
 	rl *middleware.RateLimiter
@@ -94,6 +98,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	// An API key file may give keys plans; checkOverrides knows once it
 	// is loaded.
 	src.plans = src.plans || cfg.Auth.APIKeys != nil
+	a.singleTenant = !src.tenants
 	if len(cfg.Policies) == 0 {
 		// An empty file, or one that is only "---", decodes to no policies:
 		// a demo that would limit nothing is a mistake, not a config.
@@ -364,6 +369,9 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		// fill the operator's disk (log.every_decision turns it off).
 		LogEveryDecision: a.cfg.Log.EveryDecision,
 		LogInterval:      min(a.logInterval, time.Hour),
+		// An account override must name its tenant unless account names
+		// are global: the library refuses it, naming the field.
+		SingleTenant: a.singleTenant,
 	})
 }
 

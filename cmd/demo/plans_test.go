@@ -10,8 +10,10 @@ import (
 )
 
 // plansConfig: one issuer vouching for two tenants and two plans by claim,
-// API keys, a per-tenant policy with overrides (acme burst 6, plan pro
-// burst 5, the default 3) and a daily quota.
+// API keys, a policy per tenant and plan with overrides (acme burst 6,
+// plan pro burst 5, the default 3; plan is in the key, so a tenant's
+// requests of two plans never share a bucket of two shapes) and a daily
+// quota.
 const plansConfig = `
 listen: 127.0.0.1:0
 trusted_proxies: {cidrs: []}
@@ -32,7 +34,7 @@ auth:
   api_keys: {file: keys.jsonl, pepper_file: pepper}
 policies:
   - name: per-tenant
-    key: [tenant]
+    key: [tenant, plan]
     rate: 1/m
     burst: 3
     overrides:
@@ -170,21 +172,32 @@ auth:
 		name, policies, want string
 	}{
 		{"valid daily rates", `
-  - {name: p, key: [tenant], rate: 1000/d, burst: 1000, overrides: [{tenant: acme, rate: 5000/d}, {plan: free, burst: 500}]}`, ""},
+  - {name: p, key: [tenant, plan], rate: 1000/d, burst: 1000, overrides: [{tenant: acme, rate: 5000/d}, {plan: free, burst: 500}]}`, ""},
 		{"unknown tenant", `
   - {name: p, key: [tenant], rate: 1/s, burst: 3, overrides: [{tenant: acme2, burst: 6}]}`,
 			`policies[0] ("p").overrides[0].tenant: "acme2" is not a tenant of any issuer (tenant, tenants) or API key, so it never matches`},
 		{"unknown plan", `
-  - {name: p, key: [tenant], rate: 1/s, burst: 3, overrides: [{plan: pro, burst: 6}]}`,
+  - {name: p, key: [tenant, plan], rate: 1/s, burst: 3, overrides: [{plan: pro, burst: 6}]}`,
 			`policies[0] ("p").overrides[0].plan: "pro" is not a plan of any issuer (plan, plans) or API key, so it never matches`},
 		{"duplicate", `
   - {name: p, key: [tenant], rate: 1/s, burst: 3, overrides: [{tenant: acme, burst: 6}, {tenant: acme, burst: 9}]}`,
 			`policies[0] ("p").overrides[1].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
 		{"no match, bad daily rate, delay_after 0", `
-  - {name: p, key: [tenant], rate: 1/s, burst: 3, overrides: [{burst: 6}, {account: x, rate: 5/days}, {account: y, delay_after: 0}]}`,
+  - {name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{burst: 6}, {tenant: acme, account: x, rate: 5/days}, {tenant: beta, account: y, delay_after: 0}]}`,
 			`policies[0] ("p").overrides[1].rate: limiter: invalid rate "5/days": unit "days" is not s, m, h or d` + "\n" +
 				`policies[0] ("p").overrides[2].delay_after: 0 must be 1 to burst (omit it for the policy's)` + "\n" +
-				`policies[0] ("p").overrides[0]: set exactly one of tenant, plan or account (the verified attribute it matches)`},
+				`policies[0] ("p").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
+		{"plan override splits a tenant's quota (issue 24: 3 + 5 a day)", `
+  - {name: p, key: [tenant], rate: 3/d, burst: 3, overrides: [{plan: free, rate: 5/d, burst: 5}]}`,
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "free" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+		{"account override in every tenant", `
+  - {name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{account: vip, burst: 7}]}`,
+			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
+		{"account of a tenant", `
+  - {name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{tenant: acme, account: vip, burst: 7}]}`, ""},
+		{"account of a tenant no issuer names", `
+  - {name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{tenant: acme2, account: vip, burst: 7}]}`,
+			`policies[0] ("p").overrides[0].tenant: "acme2" is not a tenant of any issuer (tenant, tenants) or API key, so it never matches`},
 		{"cost above the override's burst", `
   - {name: p, key: [tenant], rate: 1/s, burst: 3, overrides: [{tenant: beta, burst: 2, cost: 3}]}`,
 			`policies[0] ("p").overrides[0].cost: 3 exceeds burst 2, so no request could ever pass`},
@@ -203,6 +216,45 @@ auth:
 			}
 			want := "configuration " + p + " is invalid:\n  - " + strings.ReplaceAll(tc.want, "\n", "\n  - ") + "\n"
 			if code != 1 || errOut != want {
+				t.Errorf("check: %d %q\n%s\nwant:\n%s", code, out, errOut, want)
+			}
+		})
+	}
+}
+
+// TestCheckAccountOverrides: with two issuers (one taking the tenant from
+// a claim, one with a fixed tenant), an account override must name its
+// tenant: it would otherwise apply to that account name in every tenant
+// (issue 24). With one issuer of a fixed tenant, account names are
+// global, and it need not.
+func TestCheckAccountOverrides(t *testing.T) {
+	issuer := func(iss, tenant string) string {
+		return fmt.Sprintf(`
+    - {issuer: %s, %s, audiences: [api], algorithms: [EdDSA], keys: [{kid: k1, public_key_file: %s/demo-ed25519.pub.pem}]}`, iss, tenant, keysDir(t))
+	}
+	two := issuer("https://claims.invalid", "tenant_claim: org, tenants: [acme, beta]") + issuer("https://solo.invalid", "tenant: solo")
+	one := issuer("https://solo.invalid", "tenant: solo")
+	tests := []struct {
+		name, issuers, policy, want string
+	}{
+		{"two issuers, account alone", two, `{name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{account: vip, burst: 7}]}`,
+			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
+		{"two issuers, account of a tenant", two, `{name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{tenant: solo, account: vip, burst: 7}]}`, ""},
+		{"one tenant, account alone", one, `{name: p, key: [account], rate: 1/s, burst: 3, overrides: [{account: vip, burst: 7}]}`, ""},
+		{"one tenant, account of the tenant, key without tenant", one, `{name: p, key: [account], rate: 1/s, burst: 3, overrides: [{tenant: solo, account: vip, burst: 7}]}`,
+			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "solo" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeConfig(t, "listen: 127.0.0.1:0\ntrusted_proxies: {cidrs: []}\nauth:\n  issuers:"+tc.issuers+"\npolicies:\n  - "+tc.policy+"\n")
+			code, out, errOut := runDemo(t, "check", "-config", p)
+			if tc.want == "" {
+				if code != 0 {
+					t.Errorf("check: %d %s", code, errOut)
+				}
+				return
+			}
+			if want := "configuration " + p + " is invalid:\n  - " + tc.want + "\n"; code != 1 || errOut != want {
 				t.Errorf("check: %d %q\n%s\nwant:\n%s", code, out, errOut, want)
 			}
 		})
