@@ -30,6 +30,7 @@ type sweep struct {
 	start, end time.Time
 	failed     int   // calls that failed
 	err        error // one of their errors
+	down       int   // calls refused with CLUSTERDOWN
 }
 
 // sweeper runs sweeps of one Take per call, one after the other, from
@@ -61,6 +62,9 @@ func startSweeps(l *rkredis.Limiter, calls [][]limiter.Request) *sweeper {
 						mu.Lock()
 						s.failed++
 						s.err = err
+						if goredis.IsClusterDownError(err) {
+							s.down++
+						}
 						mu.Unlock()
 					}
 				})
@@ -137,13 +141,20 @@ func TestMasterKilledReplicaPromoted(t *testing.T) {
 	// The first sweep that starts after the promotion and decides every
 	// key: all of them decided again by its end.
 	var resumed time.Time
-	var failing, worst sweep // the last sweep after the kill with a failure, the one with most
+	var failing, worst sweep       // the last sweep after the kill with a failure, the one with most
+	var downFrom, downTo time.Time // the first and last sweeps with a CLUSTERDOWN
 	for deadline := promoted.Add(failoverWatch); resumed.IsZero(); time.Sleep(20 * time.Millisecond) {
 		for _, s := range sw.sweeps() {
 			if s.start.After(killed) && s.failed > 0 {
 				failing = s
 				if s.failed > worst.failed {
 					worst = s
+				}
+				if s.down > 0 {
+					if downFrom.IsZero() {
+						downFrom = s.start
+					}
+					downTo = s.end
 				}
 			}
 			if !s.start.Before(promoted) && s.failed == 0 {
@@ -158,8 +169,12 @@ func TestMasterKilledReplicaPromoted(t *testing.T) {
 	}
 	t.Logf("every key decided again %v after the promotion (%v after the kill); the last sweep with failures: %d of %d calls, e.g. %v",
 		resumed.Sub(promoted).Round(time.Millisecond), resumed.Sub(killed).Round(time.Millisecond), failing.failed, len(calls), failing.err)
-	t.Logf("the sweep with most failures, %v after the kill: %d of %d calls, e.g. %v",
-		worst.start.Sub(killed).Round(time.Millisecond), worst.failed, len(calls), worst.err)
+	t.Logf("the sweep with most failures, %v after the kill: %d of %d calls (%d CLUSTERDOWN), e.g. %v",
+		worst.start.Sub(killed).Round(time.Millisecond), worst.failed, len(calls), worst.down, worst.err)
+	if !downFrom.IsZero() {
+		t.Logf("CLUSTERDOWN (every master refuses every key while a slot has none) in the sweeps from %v to %v after the kill",
+			downFrom.Sub(killed).Round(time.Millisecond), downTo.Sub(killed).Round(time.Millisecond))
+	}
 	if d := resumed.Sub(promoted); d > failoverResume {
 		t.Errorf("every key decided again %v after the promotion; want at most %v", d, failoverResume)
 	}
