@@ -107,6 +107,7 @@ form { margin: 1rem 0; } input { font: inherit; }
 <tr><th>decision</th><td class="{{.Decision}}">{{if .Decision}}{{.Decision}}{{else}}—{{end}}</td></tr>
 <tr><th>delay</th><td>{{secs .DelaySeconds}}</td></tr>
 <tr><th title="round trips to the shared store, both phases">round trips</th><td>{{.RoundTrips}}</td></tr>
+<tr><th title="processes sharing each budget, each enforcing its share">replicas</th><td>{{.Replicas}}</td></tr>
 </table>
 
 <h2>4. Policies</h2>

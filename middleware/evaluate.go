@@ -69,8 +69,13 @@ type PolicyResult struct {
 	// cost function returned.
 	Cost int64
 	// Limit is the limit that applied: the policy's, or the override's
-	// named by Override.
+	// named by Override; when the store is shared by several processes
+	// without a shared store (the memory store's Replicas), this
+	// process's share of it ([limiter.Limit.Share]).
 	Limit limiter.Limit
+	// limit is the configured limit, the one the store is given (it
+	// names the bucket; a shared store decides at its share, Limit).
+	limit limiter.Limit
 	// Override names the [Override] whose limit applied ("tenant=acme",
 	// "plan=pro", "account=alice", "tenant=acme|account=alice", or
 	// "function" for an
@@ -168,6 +173,10 @@ type Evaluation struct {
 	// RoundTrips is how many round trips to a shared store the limiter
 	// call took (limiter.Decision.RoundTrips); 0 for the memory store.
 	RoundTrips int
+	// Replicas is how many processes share the store's budgets, each
+	// enforcing its share of every limit (the memory store's Replicas): 1
+	// for the whole limit.
+	Replicas int
 }
 
 // Check evaluates every policy that applies to r. With charge true, the
@@ -218,7 +227,7 @@ func (ph phase) covers(p *Policy) bool {
 // operation op, in the working memory sc, where the Evaluation's policy
 // results live.
 func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string, charge bool, ph phase, sc *scratch) Evaluation {
-	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0]}
+	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0], Replicas: int(st.replicas)}
 	var principal identity.Principal
 	var client *trustedproxy.Result
 	hasPrincipal := false
@@ -278,6 +287,10 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 				continue
 			}
 		}
+		res.limit = res.Limit
+		if st.replicas > 1 {
+			res.Limit = st.share(res.Limit)
+		}
 		if p.CostFunc != nil {
 			if res.Cost, res.Err = costOf(p, r); res.Err != nil {
 				res.badCost = true
@@ -291,7 +304,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			}
 		}
 		idx = append(idx, len(ev.Policies)-1)
-		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.Limit, Cost: res.Cost, DryRun: res.DryRun})
+		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun})
 	}
 	if missingReject {
 		// The request is refused anyway: charge nothing, but still say what

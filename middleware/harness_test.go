@@ -38,6 +38,8 @@ type stackOptions struct {
 	policies  []middleware.Policy
 	anonymous bool
 	maxKeys   int
+	// replicas is the memory store's Replicas.
+	replicas int
 	// mount: "root" puts the limiter on the root router, "" (default) on a /v1
 	// sub-router, "with" inline on each route.
 	mount string
@@ -54,7 +56,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, clock: clocktest.NewManualClock(), key: priv, now: time.Now()}
-	s.lim = memory.New(memory.Options{Clock: s.clock, MaxKeys: o.maxKeys})
+	s.lim = memory.New(memory.Options{Clock: s.clock, MaxKeys: o.maxKeys, Replicas: o.replicas})
 	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
 		t.Fatal(err)

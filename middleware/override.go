@@ -165,8 +165,9 @@ type overrideTable struct {
 type tenantAccount struct{ tenant, account string }
 
 // compileOverrides builds p's table; nil when p has no Overrides. p must
-// be valid.
-func compileOverrides(p *Policy) *overrideTable {
+// be valid. share gives the limit this process states for a limit (its
+// share of a store shared by several processes).
+func compileOverrides(p *Policy, share func(limiter.Limit) limiter.Limit) *overrideTable {
 	if len(p.Overrides) == 0 {
 		return nil
 	}
@@ -174,7 +175,7 @@ func compileOverrides(p *Policy) *overrideTable {
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
 		l, cost := p.complete(o)
-		t.list = append(t.list, effective{name: o.name(), limit: l, cost: cost, item: policyItem(p.Name, l)})
+		t.list = append(t.list, effective{name: o.name(), limit: l, cost: cost, item: policyItem(p.Name, share(l))})
 		switch {
 		case o.Account != "":
 			t.anyTenant = t.anyTenant || o.Tenant == ""
@@ -416,9 +417,12 @@ func (st *rateLimitState) override(i int, res *PolicyResult, pr *identity.Princi
 	if err := limitError(name, l, cost, p.DryRun, st.MaxWait, p.CostFunc != nil); err != nil {
 		return err
 	}
+	if probs := shareProblems(l, cost, st.replicas); len(probs) > 0 {
+		return fmt.Errorf("override function: %s: %s: %s", name, probs[0].field, probs[0].text)
+	}
 	res.Limit, res.Cost, res.Override = l, cost, name
 	if l != p.Limit {
-		res.item = policyItem(p.Name, l)
+		res.item = policyItem(p.Name, st.share(l))
 	}
 	return nil
 }

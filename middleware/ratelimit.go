@@ -128,8 +128,11 @@ type RateLimiter struct {
 // filled in) and what is derived from it.
 type rateLimitState struct {
 	RateLimitConfig
-	store string   // the limiter store's name, for records, logs and metrics
-	items []string // each policy's RateLimit-Policy list item (see policyItem)
+	store string // the limiter store's name, for records, logs and metrics
+	// replicas is how many processes share the store's budgets (see
+	// replicas.go): 1, or the memory store's Replicas.
+	replicas int64
+	items    []string // each policy's RateLimit-Policy list item (see policyItem)
 	// ovr holds each policy's compiled Overrides; nil for a policy without
 	// (the hot path then pays one nil check).
 	ovr []*overrideTable
@@ -166,7 +169,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if cfg.Operation == nil {
 		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
 	}
-	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter)}
+	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter)}
 	st.Custom = maps.Clone(cfg.Custom)
 	st.Policies = nil
 	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
@@ -197,6 +200,8 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		p.Overrides = slices.Clone(p.Overrides)
 		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
 			errs = append(errs, err)
+		} else {
+			errs = append(errs, st.sharesErrors(i, &p)...)
 		}
 		if names[p.Name] {
 			errs = append(errs, fmt.Errorf("%s.name: defined twice", p.ref(i)))
@@ -208,7 +213,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		item := ""
 		if p.Limit.MaxInFlight == 0 { // draft-10 fields cover quotas only
-			item = policyItem(p.Name, p.Limit)
+			item = policyItem(p.Name, st.share(p.Limit))
 		}
 		st.items = append(st.items, item)
 	}
@@ -216,7 +221,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		return nil, err
 	}
 	for i := range st.Policies {
-		st.ovr = append(st.ovr, compileOverrides(&st.Policies[i]))
+		st.ovr = append(st.ovr, compileOverrides(&st.Policies[i], st.share))
 	}
 	for ph := range st.fields {
 		f := &st.fields[ph]
@@ -344,7 +349,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			// nothing. A Record still learns that the limiter ran, and the
 			// operation, as it would from that empty evaluation.
 			if rs != nil && rs.record != nil {
-				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true}
+				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true, Replicas: int(st.replicas)}
 				rs.mu.Lock()
 				rs.record.recordEvaluation(&ev)
 				rs.mu.Unlock()

@@ -61,6 +61,12 @@ type Record struct {
 	// for rejections a local deny cache answered, 1 per call within one
 	// Redis slot, 2 or 3 per call across Cluster slots.
 	RoundTrips int `json:"round_trips"`
+	// Replicas is how many processes share the limiter store's budgets
+	// without a shared store, each enforcing its share of every limit
+	// (the memory store's Replicas; the limits the policies state are this
+	// process's shares): 1 for the whole limit, 0 when the rate limiter
+	// did not run.
+	Replicas int `json:"replicas"`
 }
 
 // Recorder is middleware that puts an empty [Record] in the request context
@@ -137,5 +143,6 @@ func (rec *Record) recordEvaluation(ev *Evaluation) {
 		rec.Outcome = outcomeClientTimeout
 	}
 	rec.RoundTrips += ev.RoundTrips
+	rec.Replicas = ev.Replicas
 	rec.Policies = append(rec.Policies, ev.Policies...)
 }

@@ -133,7 +133,7 @@ func TestStoreDiagnostics(t *testing.T) {
 		status int
 		json   []string
 	}{
-		{200, []string{`"round_trips":4}`, `"name":"pre"`, `"cached":false,"slot":99}`, `"name":"cached"`, `"cached":false,"slot":99}`}},
+		{200, []string{`"round_trips":4,"replicas":1}`, `"name":"pre"`, `"cached":false,"slot":99}`, `"name":"cached"`, `"cached":false,"slot":99}`}},
 		{429, nil},
 	} {
 		w := httptest.NewRecorder()
@@ -147,7 +147,7 @@ func TestStoreDiagnostics(t *testing.T) {
 		if i == 1 {
 			// The main phase's rejection came from the deny cache: no
 			// round trip; the pre-auth phase took 2.
-			want.json = []string{`"round_trips":2}`, `"name":"cached","key":"cached|operation=GET /a","decision":"REJECTED"`, `"in_flight":null,"cached":true,"slot":99}`}
+			want.json = []string{`"round_trips":2,"replicas":1}`, `"name":"cached","key":"cached|operation=GET /a","decision":"REJECTED"`, `"in_flight":null,"cached":true,"slot":99}`}
 		}
 		for _, s := range want.json {
 			if !strings.Contains(string(b), s) {

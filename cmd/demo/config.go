@@ -198,9 +198,15 @@ type LogConfig struct {
 
 // LimiterConfig selects the limiter store.
 type LimiterConfig struct {
-	Store   string      `yaml:"store"` // memory (default) | redis
-	MaxKeys integer     `yaml:"max_keys"`
-	Redis   RedisConfig `yaml:"redis"`
+	Store   string  `yaml:"store"` // memory (default) | redis
+	MaxKeys integer `yaml:"max_keys"`
+	// Replicas is the number of demo processes that share every budget,
+	// each with its own memory store: each enforces its share of every
+	// limit (limiter.Limit.Share: rate and burst / N, max_in_flight / N,
+	// rounded down). 0 or 1: one process, the whole limit. Memory only;
+	// a reload may change it (buckets keep their debt).
+	Replicas integer     `yaml:"replicas"`
+	Redis    RedisConfig `yaml:"redis"`
 }
 
 // RedisConfig locates the Redis store shared by every demo process.

@@ -18,6 +18,9 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/middleware"
 )
 
 //go:embed default.yaml
@@ -69,15 +72,56 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := loadConfig(*path)
+	var a *app
 	if err == nil {
-		_, err = build(cfg, discardLogger(), nil)
+		a, err = build(cfg, discardLogger(), nil)
 	}
 	if err != nil {
 		printConfigErrors(stderr, *path, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", configName(*path), plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
+	printShares(stdout, cfg.Limiter.Replicas, a.policies)
 	return 0
+}
+
+// printShares lists, when n > 1 processes share every budget
+// (limiter.replicas), the limit each process enforces per policy and
+// override (limiter.Limit.Share; build has checked that each keeps a
+// token or a slot).
+func printShares(w io.Writer, n integer, policies []middleware.Policy) {
+	if n <= 1 {
+		return
+	}
+	fmt.Fprintf(w, "limiter.replicas %d: each process enforces its share of every limit:\n", n)
+	for i := range policies {
+		p := &policies[i]
+		fmt.Fprintf(w, "  %s: %s\n", p.Name, shareText(p.Limit, int64(n)))
+		for j := range p.Overrides {
+			o := &p.Overrides[j]
+			l := o.Limit
+			if l.Rate == (limiter.Rate{}) {
+				l.Rate = p.Limit.Rate
+			}
+			if l.Burst == 0 {
+				l.Burst = p.Limit.Burst
+			}
+			fmt.Fprintf(w, "    overrides[%d]: %s\n", j, shareText(l, int64(n)))
+		}
+	}
+}
+
+// shareText describes l's share of n: "rate 10 per 3s, burst 6 (of 10/s,
+// burst 20)" or "max_in_flight 3 (of 10)".
+func shareText(l limiter.Limit, n int64) string {
+	s, err := l.Share(n)
+	if err != nil {
+		return err.Error()
+	}
+	if l.MaxInFlight != 0 {
+		return fmt.Sprintf("max_in_flight %d (of %d)", s.MaxInFlight, l.MaxInFlight)
+	}
+	return fmt.Sprintf("rate %v, burst %d (of %v, burst %d)", s.Rate, s.Burst, l.Rate, l.Burst)
 }
 
 // plural returns "n one" or "n many" as n is 1 or not.

@@ -50,11 +50,39 @@ func buildStore(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		if lc.Redis != (RedisConfig{}) {
 			return store{}, []error{errors.New("limiter.redis: set only with store: redis")}
 		}
-		return store{limiter: memory.New(memory.Options{MaxKeys: int(lc.MaxKeys)}), close: func() {}}, nil
+		if err := checkReplicas(lc); err != nil {
+			return store{}, []error{err}
+		}
+		return store{limiter: memory.New(memory.Options{MaxKeys: int(lc.MaxKeys), Replicas: int(lc.Replicas)}), close: func() {}}, nil
 	case "redis":
 		return buildRedis(lc, path, logger)
 	}
 	return store{}, []error{fmt.Errorf("limiter.store: %s is not supported (memory, redis)", shown(lc.Store))}
+}
+
+// maxReplicas bounds limiter.replicas.
+const maxReplicas = 10_000
+
+// checkReplicas checks limiter.replicas.
+func checkReplicas(lc LimiterConfig) error {
+	if lc.Replicas < 0 || lc.Replicas > maxReplicas {
+		return fmt.Errorf("limiter.replicas: %d must be 0 to %d (the processes that share every budget; 0 or 1: this one alone)", lc.Replicas, maxReplicas)
+	}
+	return nil
+}
+
+// rescale sets the kept memory store's replicas to those of lc, for a
+// reload that changes limiter.replicas (the policies are then checked
+// against the new shares), and returns what undoes it. Buckets keep their
+// debt (memory.Limiter.SetReplicas).
+func (s store) rescale(lc LimiterConfig) (undo func()) {
+	m, ok := s.limiter.(*memory.Limiter)
+	if !ok || checkReplicas(lc) != nil {
+		return func() {}
+	}
+	old := m.Replicas()
+	m.SetReplicas(int(lc.Replicas))
+	return func() { m.SetReplicas(old) }
 }
 
 // maxDenyCache bounds limiter.redis.deny_cache: about 80 MB of entries.
@@ -65,6 +93,9 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	rc := lc.Redis
 	if lc.MaxKeys != 0 {
 		errs = append(errs, errors.New("limiter.max_keys: applies to the memory store only (Redis bounds memory with its own maxmemory)"))
+	}
+	if lc.Replicas > 1 {
+		errs = append(errs, errors.New("limiter.replicas: applies to the memory store only (Redis is one budget that every process shares)"))
 	}
 	switch {
 	case rc.URL == "" && rc.ClusterURL == "":

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ratekey/ratekey/limiter/memory"
+)
+
+// replicasBase is a demo config for 3 processes sharing burst 9 at 9/m.
+const replicasBase = `
+limiter:
+  replicas: 3
+policies:
+  - name: shared
+    key: [network]
+    rate: 9/m
+    burst: 9
+    operations: ["GET /v1/reports/{id}"]
+  - name: slots
+    key: [network]
+    max_in_flight: 6
+    operations: ["GET /v1/slow"]
+decision_header: true
+`
+
+// TestCheckPrintsShares: demo check lists each process's share when
+// limiter.replicas > 1, and refuses a share below one token or slot,
+// naming the policy and the numbers; replicas on Redis or out of range are
+// refused.
+func TestCheckPrintsShares(t *testing.T) {
+	code, out, errOut := runDemo(t, "check", "-config", writeConfig(t, replicasBase))
+	want := `limiter.replicas 3: each process enforces its share of every limit:
+  shared: rate 9/3m0s, burst 3 (of 9/m, burst 9)
+  slots: max_in_flight 2 (of 6)
+`
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("check: %d\n%s%s\nwant the output to end with\n%s", code, out, errOut, want)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"burst: 9", "burst: 2", `policies[0] ("shared").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
+		{"max_in_flight: 6", "max_in_flight: 2", `policies[1] ("slots").max_in_flight: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
+		{"replicas: 3", "replicas: -1", `limiter.replicas: -1 must be 0 to 10000 (the processes that share every budget; 0 or 1: this one alone)`},
+		{"replicas: 3", "replicas: 3\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", `limiter.replicas: applies to the memory store only (Redis is one budget that every process shares)`},
+	} {
+		cfg := strings.Replace(replicasBase, tc.from, tc.to, 1)
+		code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, cfg))
+		if code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: %d\n%s\nwant %s", tc.to, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestReloadRescalesReplicas: a reload from 3 replicas to 1 keeps the
+// kept store's buckets' debt: one token of a share of 3 spent is a third
+// of the window, so 6 of the whole 9 are left, not a fresh 9. A reload
+// refused for another reason leaves the count as it was.
+func TestReloadRescalesReplicas(t *testing.T) {
+	s, path, _ := reloadServer(t, replicasBase)
+	if code, _ := hit(s, http.MethodGet, "/v1/reports/1"); code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	write := func(cfg string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Refused (burst 0): the share stays 3, with 2 tokens left.
+	write(strings.Replace(strings.Replace(replicasBase, "replicas: 3", "replicas: 1", 1), "burst: 9", "burst: 0", 1))
+	if err := s.reload(); err == nil {
+		t.Fatal("a reload with burst 0 was accepted")
+	}
+	if n := s.app.store.limiter.(*memory.Limiter).Replicas(); n != 3 {
+		t.Fatalf("replicas after a refused reload: %d; want 3", n)
+	}
+	write(strings.Replace(replicasBase, "replicas: 3", "replicas: 1", 1))
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 200, 200, 200, 200, 200, 429} {
+		if code, _ := hit(s, http.MethodGet, "/v1/reports/1"); code != want {
+			t.Fatalf("request %d after the reload to 1 replica: %d; want %d", i+1, code, want)
+		}
+	}
+}
