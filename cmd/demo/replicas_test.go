@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,5 +85,27 @@ func TestReloadRescalesReplicas(t *testing.T) {
 		if code, _ := hit(s, http.MethodGet, "/v1/reports/1"); code != want {
 			t.Fatalf("request %d after the reload to 1 replica: %d; want %d", i+1, code, want)
 		}
+	}
+}
+
+// TestReferenceConfigChecks: the reference config of docs/configuration.md
+// passes demo check (its key files taken from the repository's testdata).
+func TestReferenceConfigChecks(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "## Configuration reference\n\n```yaml\n")
+	yaml, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("docs/configuration.md has no reference config")
+	}
+	keys, err := filepath.Abs("../../testdata/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml = strings.ReplaceAll(yaml, "testdata/keys", keys)
+	if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, yaml)); code != 0 {
+		t.Errorf("the reference config of docs/configuration.md: %d\n%s", code, errOut)
 	}
 }
