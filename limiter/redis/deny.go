@@ -37,7 +37,8 @@ type denyEntry struct {
 	late int64
 	// probe is non-nil while one call of the bucket is in flight to Redis
 	// because tat no longer rejects (the probe); other calls of the bucket
-	// wait for it to close. probeEnd is when the probe is given up on.
+	// wait for it to close (for at most half their time: see
+	// Limiter.waitProbe). probeEnd is when the probe is given up on.
 	probe    chan struct{}
 	probeEnd int64
 }
@@ -55,12 +56,15 @@ type denyCache struct {
 	sets     []denySet
 	mask     uint64
 	probeFor int64 // how long a probe may stay in flight (ns): the Timeout
+	// now is the local clock (Limiter.localNow), read by check under the
+	// set's lock.
+	now func() int64
 }
 
-func newDenyCache(entries int, probeFor time.Duration) *denyCache {
+func newDenyCache(entries int, probeFor time.Duration, now func() int64) *denyCache {
 	n := max(1, (entries+denyWays-1)/denyWays)
 	n = 1 << bits.Len(uint(n-1)) // a power of two, >= entries/denyWays
-	return &denyCache{sets: make([]denySet, n), mask: uint64(n - 1), probeFor: int64(probeFor)}
+	return &denyCache{sets: make([]denySet, n), mask: uint64(n - 1), probeFor: int64(probeFor), now: now}
 }
 
 // set returns the set of r's bucket.
@@ -80,10 +84,15 @@ const (
 	denyMiss  = iota // ask Redis; nothing to report back
 	denyHit          // answered locally: d is the rejection
 	denyProbe        // ask Redis as the bucket's probe; report with done
-	denyWait         // a probe is in flight: wait on the channel, then check again
+	denyWait         // a probe is in flight: wait on the channel (at most half the caller's time), then check again
 )
 
-// check looks r's bucket up at local time now. denyHit: d is the Decision
+// check looks r's bucket up at the local time it reads while it holds the
+// set's lock (a time read before could precede a reply recorded meanwhile,
+// whose bound holds a charge Redis made after that time: deciding at that
+// time rejected, with a RetryAfter up to one charge too long, requests the
+// bucket could admit; a caller descheduled between the two saw 109 ms of
+// debt on a 100 ms window). denyHit: d is the Decision
 // (Cached) Redis would at least return; denyWait: wait for ch to close;
 // denyProbe: the caller must call done when its call ends, and send its
 // call d.RetryAfter from now (0 or, while the bound counted from the last
@@ -91,10 +100,11 @@ const (
 // sent as soon as the send-time bound admits reached Redis too early about
 // as often as not, and was rejected: one more call per interval). It does
 // not allocate, except to make the probe's channel.
-func (c *denyCache) check(r *limiter.Request, now int64) (d limiter.Decision, verdict int, ch chan struct{}) {
+func (c *denyCache) check(r *limiter.Request) (d limiter.Decision, verdict int, ch chan struct{}) {
 	s := c.set(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := c.now()
 	for i := range s.e {
 		e := &s.e[i]
 		if !e.is(r) {
