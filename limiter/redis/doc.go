@@ -233,8 +233,12 @@
 // RetryAfter is never longer than Redis's. When the bound admits, one call
 // goes to Redis as the bucket's probe, once the bound counted from the
 // previous reply's arrival allows it (at most one round trip after the
-// send-time bound), and the others wait for its reply (until their own
-// deadline), which refreshes the bound. A flooded bucket so costs Redis
+// send-time bound), and the others wait for its reply, which refreshes the
+// bound, for at most half the time left to their deadline; then each
+// decides on its own: the cached rejection if the bound still rejects it
+// (read at the time taken under the cache's lock), else its own call to
+// Redis. So an over-limit call gets a rejection, never an error, while
+// Redis answers (TestDenyCacheFloodNoErrors). A flooded bucket so costs Redis
 // about 1.5 calls per emission interval per process (1.35 measured). Calls of several
 // requests always go to Redis (a rejected one's answer refreshes nothing).
 //
