@@ -55,18 +55,29 @@ func shareProblems(l limiter.Limit, cost, n int64) []fieldProblem {
 	return nil
 }
 
-// sharesError checks every limit of policy i (its own, and each
-// override's) against st.replicas; nil when they all keep a share.
+// sharesErrors checks every limit of policy i (its own, and each
+// override's) against st.replicas: each keeps a share (shareProblems),
+// and the share's waits stay within MaxWait (a share refills N times
+// slower, so its delays are N times longer: waitProblems on the share).
+// nil when they all pass.
 func (st *rateLimitState) sharesErrors(i int, p *Policy) []error {
 	var errs []error
-	for _, pr := range shareProblems(p.Limit, p.Cost, st.replicas) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), pr.field, pr.text))
+	check := func(where string, l limiter.Limit, cost int64) {
+		probs := shareProblems(l, cost, st.replicas)
+		if len(probs) == 0 && st.replicas > 1 && l.MaxInFlight == 0 {
+			for _, pr := range waitProblems(st.share(l), max(cost, 1), p.DryRun, st.MaxWait, p.CostFunc != nil) {
+				pr.text = fmt.Sprintf("its share over %d replicas (%v, burst %d): %s", st.replicas, st.share(l).Rate, st.share(l).Burst, pr.text)
+				probs = append(probs, pr)
+			}
+		}
+		for _, pr := range probs {
+			errs = append(errs, fmt.Errorf("%s.%s: %s", where, pr.field, pr.text))
+		}
 	}
+	check(p.ref(i), p.Limit, p.Cost)
 	for j := range p.Overrides {
 		l, cost := p.complete(&p.Overrides[j])
-		for _, pr := range shareProblems(l, cost, st.replicas) {
-			errs = append(errs, fmt.Errorf("%s.overrides[%d].%s: %s", p.ref(i), j, pr.field, pr.text))
-		}
+		check(fmt.Sprintf("%s.overrides[%d]", p.ref(i), j), l, cost)
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,17 +58,23 @@ func TestReplicasRefused(t *testing.T) {
 	ovr := perNetwork("10/s", 9)
 	ovr.Key = append(ovr.Key, identity.DimTenant)
 	ovr.Overrides = []middleware.Override{{Tenant: "acme", Limit: limiter.Limit{Burst: 1}}}
+	slow := perNetwork("1/s", 130)
+	slow.Limit.DelayAfter = 100
 	for _, tc := range []struct {
 		p    middleware.Policy
 		want string
+		n    int // replicas; 0 means 3
 	}{
-		{bucket, `policies[0] ("per-network").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
-		{costly, `policies[0] ("per-network").cost: 4 exceeds the burst of 3 per process (9 shared by 3 replicas), so no request could ever pass`},
-		{capped, `policies[0] ("cap").max_in_flight: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
-		{ovr, `policies[0] ("per-network").overrides[0].burst: 1 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
+		// Whole, its longest wait is 30 s; a share of 65 is burst 2 with
+		// delay_after 1 (100/65 rounded down), one token per 65 s.
+		{slow, `policies[0] ("per-network").delay_after: its share over 65 replicas (1/1m5s, burst 2): a request may have to wait up to 1m5s (burst beyond delay_after at 1/1m5s), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`, 65},
+		{bucket, `policies[0] ("per-network").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`, 0},
+		{costly, `policies[0] ("per-network").cost: 4 exceeds the burst of 3 per process (9 shared by 3 replicas), so no request could ever pass`, 0},
+		{capped, `policies[0] ("cap").max_in_flight: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`, 0},
+		{ovr, `policies[0] ("per-network").overrides[0].burst: 1 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`, 0},
 	} {
 		_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-			Limiter:   memory.New(memory.Options{Replicas: 3}),
+			Limiter:   memory.New(memory.Options{Replicas: cmp.Or(tc.n, 3)}),
 			Policies:  []middleware.Policy{tc.p},
 			Operation: func(*http.Request) string { return "GET /" },
 		})

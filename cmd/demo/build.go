@@ -111,7 +111,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	}
 
 	switch {
-	case prev != nil && !sameStore(cfg.Limiter, prev.cfg.Limiter):
+	case prev != nil && cfg.Limiter != prev.cfg.Limiter:
 		errs = append(errs, errors.New("limiter: the store settings changed; a reload keeps the running store and its budgets, so restart the demo to apply them"))
 	case prev != nil:
 		a.store = prev.store
@@ -373,13 +373,6 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		// are global: the library refuses it, naming the field.
 		SingleTenant: a.singleTenant,
 	})
-}
-
-// sameStore reports whether a and b configure the same store: replicas
-// aside, which a reload applies to the kept store (server.reload).
-func sameStore(a, b LimiterConfig) bool {
-	a.Replicas, b.Replicas = 0, 0
-	return a == b
 }
 
 // principalSources says what the configured credentials can vouch for.

@@ -204,7 +204,7 @@ type LimiterConfig struct {
 	// each with its own memory store: each enforces its share of every
 	// limit (limiter.Limit.Share: rate and burst / N, max_in_flight / N,
 	// rounded down). 0 or 1: one process, the whole limit. Memory only;
-	// a reload may change it (buckets keep their debt).
+	// like the rest of the limiter section, a change needs a restart.
 	Replicas integer     `yaml:"replicas"`
 	Redis    RedisConfig `yaml:"redis"`
 }

@@ -97,12 +97,8 @@ func (s *server) reload() (err error) {
 	}()
 	cfg, err := loadConfig(s.path)
 	var a *app
-	undo := func() {}
 	if err == nil {
 		cfg.useRedis(s.redisURL, s.cluster)
-		// A new limiter.replicas applies to the kept store now, so that
-		// the policies are checked and served at their new shares.
-		undo = s.app.store.rescale(cfg.Limiter)
 		a, err = build(cfg, s.logger, s.app)
 	}
 	var h http.Handler
@@ -110,7 +106,6 @@ func (s *server) reload() (err error) {
 		h, err = a.router(s.logger)
 	}
 	if err != nil {
-		undo()
 		if a != nil {
 			a.auth.close()
 		}
@@ -124,10 +119,6 @@ func (s *server) reload() (err error) {
 	if cfg.Listen != s.app.cfg.Listen {
 		s.logger.Warn("ratekey reload: listen changed; the server keeps its socket until a restart",
 			slog.String("listen", cfg.Listen), slog.String("previous", s.app.cfg.Listen))
-	}
-	if was, now := max(s.app.cfg.Limiter.Replicas, 1), max(cfg.Limiter.Replicas, 1); was != now {
-		s.logger.Info("ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt",
-			slog.Int64("replicas", int64(now)), slog.Int64("previous", int64(was)))
 	}
 	changes := middleware.DiffPolicies(effective(s.app), effective(a))
 	for _, c := range changes {

@@ -71,20 +71,6 @@ func checkReplicas(lc LimiterConfig) error {
 	return nil
 }
 
-// rescale sets the kept memory store's replicas to those of lc, for a
-// reload that changes limiter.replicas (the policies are then checked
-// against the new shares), and returns what undoes it. Buckets keep their
-// debt (memory.Limiter.SetReplicas).
-func (s store) rescale(lc LimiterConfig) (undo func()) {
-	m, ok := s.limiter.(*memory.Limiter)
-	if !ok || checkReplicas(lc) != nil {
-		return func() {}
-	}
-	old := m.Replicas()
-	m.SetReplicas(int(lc.Replicas))
-	return func() { m.SetReplicas(old) }
-}
-
 // maxDenyCache bounds limiter.redis.deny_cache: about 80 MB of entries.
 const maxDenyCache = 1_000_000
 
@@ -94,7 +80,9 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	if lc.MaxKeys != 0 {
 		errs = append(errs, errors.New("limiter.max_keys: applies to the memory store only (Redis bounds memory with its own maxmemory)"))
 	}
-	if lc.Replicas > 1 {
+	if err := checkReplicas(lc); err != nil {
+		errs = append(errs, err)
+	} else if lc.Replicas > 1 {
 		errs = append(errs, errors.New("limiter.replicas: applies to the memory store only (Redis is one budget that every process shares)"))
 	}
 	switch {
