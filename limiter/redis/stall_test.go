@@ -106,9 +106,6 @@ func TestStalledAcquireCancelled(t *testing.T) {
 			t.Fatalf("acquire %d on the stalled server: %v; want ErrTimeout", i, err)
 		}
 	}
-	if q, _ := rkredis.Cancels(l); q == 0 {
-		t.Errorf("no cancel queued for three acquires whose outcome is unknown")
-	}
 	srv.Resume()
 	paused = false
 	resumed := time.Now()
