@@ -39,6 +39,7 @@ type collectors struct {
 	storeErrors    *prometheus.CounterVec
 	storeLatency   *prometheus.HistogramVec
 	failOpen       *prometheus.CounterVec
+	fallback       *prometheus.CounterVec
 	cached         *prometheus.CounterVec
 	inFlight       *prometheus.GaugeVec
 	proxyAnomalies *prometheus.CounterVec
@@ -62,6 +63,7 @@ type collectors struct {
 //	ratekey_store_errors_total{store}                  counter: limiter calls that failed
 //	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek, release)
 //	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
+//	ratekey_store_fallback_total{policy}               counter: decisions on the local fallback (on_store_error: local)
 //	ratekey_cached_rejections_total{policy}            counter: rejections a store's local deny cache
 //	                                                   answered without a round trip (limiter/redis)
 //	ratekey_in_flight{policy}                          gauge: requests holding a slot of an in-flight
@@ -85,6 +87,10 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help:    "Latency of limiter store calls, in seconds.",
 			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"store", "operation"}),
+		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_store_fallback_total",
+			Help: "Policy decisions taken on the local fallback store while the shared store could not decide (on_store_error: local).",
+		}, []string{"policy"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_fail_open_total",
 			Help: "Requests let through despite a store error because the policy's on_store_error is allow.",
@@ -110,7 +116,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.cached, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +135,11 @@ func (m *collectors) StoreCall(store, operation string, d time.Duration, err err
 	if err != nil {
 		m.storeErrors.WithLabelValues(store).Inc()
 	}
+}
+
+// Fallback implements [middleware.Metrics].
+func (m *collectors) Fallback(policy string) {
+	m.fallback.WithLabelValues(policy).Inc()
 }
 
 // FailOpen implements [middleware.Metrics].

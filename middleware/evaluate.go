@@ -111,6 +111,11 @@ type PolicyResult struct {
 	// Store names the limiter store that decided ("memory", "redis", ...:
 	// the package of the limiter's implementation).
 	Store string
+	// Fallback reports that the policy was decided on
+	// [RateLimitConfig].Fallback while the store could not decide
+	// ([OnStoreErrorLocal]); Store then names the fallback's store and
+	// Limit is this process's share on it.
+	Fallback bool
 	// Cached reports that the store answered this rejection from its
 	// local deny cache (limiter.Decision.Cached): no round trip, nothing
 	// charged.
@@ -312,72 +317,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		charge = false
 	}
 	if len(reqs) > 0 {
-		var decs []limiter.Decision
-		var err error
-		var start time.Time
-		if st.Metrics != nil {
-			start = time.Now()
-		}
-		op := "peek"
-		if charge {
-			op = "take"
-			decs, err = st.Limiter.Take(r.Context(), sc.decs[:0], reqs)
-		} else {
-			decs, err = st.Limiter.Peek(r.Context(), sc.decs[:0], reqs)
-		}
-		if err != nil && r.Context().Err() != nil {
-			// The request ended (the client went away, or its deadline
-			// passed) before the limiter answered: not a store failure,
-			// so no fail mode applies and nothing is admitted.
-			ev.Abandoned = true
-		}
-		if st.Metrics != nil {
-			storeErr := err
-			if ev.Abandoned {
-				storeErr = nil
-			}
-			st.Metrics.StoreCall(st.store, op, time.Since(start), storeErr)
-		}
-		allEnforcing, all := true, true
-		for j := range decs {
-			all = all && decs[j].Allowed
-			allEnforcing = allEnforcing && (decs[j].Allowed || reqs[j].DryRun)
-		}
-		ev.Charged = charge && err == nil && allEnforcing
-		if err == nil {
-			for j := range decs {
-				if decs[j].Slot != 0 { // in-flight slots to release (see heldSlots)
-					sc.slotReqs, sc.slotDecs, sc.slotIdx = reqs, decs, idx
-					break
-				}
-			}
-		}
-		for j, i := range idx {
-			res := &ev.Policies[i]
-			if err != nil {
-				res.Decision = DecisionError
-				res.Err = err
-				continue
-			}
-			d := decs[j]
-			res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
-			res.Cached, res.HashSlot, res.InFlight = d.Cached, d.HashSlot, d.InFlight
-			ev.RoundTrips = max(ev.RoundTrips, d.RoundTrips)
-			res.Charged = ev.Charged && (all || !res.DryRun)
-			switch {
-			case !d.Allowed && res.DryRun:
-				res.Decision = DecisionRejectedDryRun
-			case !d.Allowed:
-				res.Decision = DecisionRejected
-			case d.Delay > 0 && res.DryRun:
-				res.Decision = DecisionDelayedDryRun
-			case d.Delay > 0:
-				res.Decision = DecisionDelayed
-				ev.Delay = max(ev.Delay, d.Delay)
-			default:
-				res.Decision = DecisionPassed
-			}
-		}
+		st.decideAll(r, sc, &ev, idx, reqs, charge)
 	}
 	ev.Decision = summarise(&ev)
 	if ev.Abandoned {
@@ -617,9 +557,13 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 		start = time.Now()
 	}
 	ctx := context.WithoutCancel(r.Context())
-	err := st.Limiter.Release(ctx, sc.slotReqs, sc.slotDecs)
+	err := sc.slotStore.Release(ctx, sc.slotReqs, sc.slotDecs)
 	if st.Metrics != nil {
-		st.Metrics.StoreCall(st.store, "release", time.Since(start), err)
+		name := st.store
+		if sc.slotStore != st.Limiter {
+			name = st.fallbackStore
+		}
+		st.Metrics.StoreCall(name, "release", time.Since(start), err)
 	}
 	if counted {
 		st.countSlots(sc, ev, -1)
@@ -628,7 +572,7 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 		st.Logger.LogAttrs(ctx, slog.LevelWarn, "ratekey in-flight release failed",
 			slog.String("operation", ev.Operation), slog.String("store", st.store), slog.String("error", err.Error()))
 	}
-	sc.slotReqs, sc.slotDecs, sc.slotIdx = nil, nil, nil
+	sc.slotReqs, sc.slotDecs, sc.slotIdx, sc.slotStore = nil, nil, nil, nil
 }
 
 // observe counts ev's decisions, and its fail-open store errors, in the

@@ -28,6 +28,10 @@ type Metrics interface {
 	// FailOpen counts a request let through by policy despite a store
 	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
 	FailOpen(policy string)
+	// Fallback counts a policy's decision taken on the local fallback
+	// store while the store could not decide ([OnStoreErrorLocal]);
+	// Decision counts it too.
+	Fallback(policy string)
 	// CachedRejection counts a rejection the store answered from its local
 	// deny cache ([limiter.Decision].Cached: limiter/redis), without a
 	// round trip; Decision counts it too.

@@ -43,6 +43,12 @@ const (
 	OnStoreErrorDeny OnStoreError = "deny"
 	// OnStoreErrorAllow fails open: the request proceeds and the error is logged.
 	OnStoreErrorAllow OnStoreError = "allow"
+	// OnStoreErrorLocal decides on [RateLimitConfig].Fallback, a store of
+	// this process, while the store cannot decide (see [ProbeInterval]):
+	// with a memory store whose Replicas is the number of processes, the
+	// fleet stays within the limit. A policy with it needs a Fallback; if
+	// the Fallback fails too, it fails closed (503).
+	OnStoreErrorLocal OnStoreError = "local"
 )
 
 // Policy is one named limit: which dimensions form its key, how fast its
@@ -354,9 +360,9 @@ func (p *Policy) validateModes(i int) []error {
 		fail("on_missing", "%s must be reject or skip", quote.Value(p.OnMissing))
 	}
 	switch p.OnStoreError {
-	case OnStoreErrorDeny, OnStoreErrorAllow:
+	case OnStoreErrorDeny, OnStoreErrorAllow, OnStoreErrorLocal:
 	default:
-		fail("on_store_error", "%s must be deny or allow", quote.Value(p.OnStoreError))
+		fail("on_store_error", "%s must be deny, allow or local", quote.Value(p.OnStoreError))
 	}
 	return errs
 }

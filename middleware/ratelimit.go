@@ -25,6 +25,15 @@ type RateLimitConfig struct {
 	// Limiter decides and stores budgets (limiter/memory, limiter/redis, or
 	// any limiter.Limiter). Required.
 	Limiter limiter.Limiter
+	// Fallback is the store of this process that the policies whose
+	// OnStoreError is [OnStoreErrorLocal] decide on while Limiter cannot
+	// (see [ProbeInterval]): typically a memory store whose Replicas is
+	// the number of processes sharing Limiter, so that the fleet stays
+	// within every limit (each process at its share, which the policies
+	// must keep: NewRateLimiter checks). Required by such a policy; nil
+	// otherwise. With a Fallback, a store error leaves Limiter unasked for
+	// ProbeInterval but for one probe per interval.
+	Fallback limiter.Limiter
 	// Policies are evaluated in order; every applicable enforcing one must
 	// admit the request (all-or-nothing). Names must be unique.
 	Policies []Policy
@@ -132,7 +141,13 @@ type rateLimitState struct {
 	// replicas is how many processes share the store's budgets (see
 	// replicas.go): 1, or the memory store's Replicas.
 	replicas int64
-	items    []string // each policy's RateLimit-Policy list item (see policyItem)
+	// With a Fallback (fallback.go): its name and Replicas, the names of
+	// the policies that use it, and the store's up/down state.
+	fallbackStore    string
+	fallbackReplicas int64
+	localPolicies    []string
+	breaker          *breaker
+	items            []string // each policy's RateLimit-Policy list item (see policyItem)
 	// ovr holds each policy's compiled Overrides; nil for a policy without
 	// (the hot path then pays one nil check).
 	ovr []*overrideTable
@@ -169,7 +184,11 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if cfg.Operation == nil {
 		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
 	}
-	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter)}
+	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter),
+		fallbackStore: storeName(cfg.Fallback), fallbackReplicas: replicasOf(cfg.Fallback)}
+	if cfg.Fallback != nil {
+		st.breaker = &breaker{}
+	}
 	st.Custom = maps.Clone(cfg.Custom)
 	st.Policies = nil
 	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
@@ -201,7 +220,15 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
 			errs = append(errs, err)
 		} else {
-			errs = append(errs, st.sharesErrors(i, &p)...)
+			errs = append(errs, st.sharesErrors(i, &p, st.replicas)...)
+			if p.OnStoreError == OnStoreErrorLocal {
+				st.localPolicies = append(st.localPolicies, p.Name)
+				if cfg.Fallback == nil {
+					errs = append(errs, fmt.Errorf("%s.on_store_error: local needs a fallback store (RateLimitConfig.Fallback: a memory store of this process)", p.ref(i)))
+				} else {
+					errs = append(errs, st.sharesErrors(i, &p, st.fallbackReplicas)...)
+				}
+			}
 		}
 		if names[p.Name] {
 			errs = append(errs, fmt.Errorf("%s.name: defined twice", p.ref(i)))

@@ -31,6 +31,9 @@ func (res *PolicyResult) failMode() string {
 		return ""
 	case res.DryRun:
 		return failModeDryRun
+	case res.onStore == OnStoreErrorLocal:
+		// Its fallback failed too (a full local store): fail closed.
+		return string(OnStoreErrorDeny)
 	}
 	return string(res.onStore)
 }
@@ -150,6 +153,7 @@ type policyJSON struct {
 	InFlight          *int64   `json:"in_flight"`     // null for a token bucket
 	Cached            bool     `json:"cached"`        // answered by the store's local deny cache
 	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
+	Fallback          bool     `json:"fallback"`      // decided on the local fallback while the store could not
 }
 
 // held returns the slots of an in-flight policy's key held now: InFlight,
@@ -203,6 +207,7 @@ func (res *PolicyResult) view() policyJSON {
 		slot := res.HashSlot - 1
 		v.Slot = &slot
 	}
+	v.Fallback = res.Fallback
 	return v
 }
 
@@ -210,7 +215,8 @@ func (res *PolicyResult) view() policyJSON {
 // [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
-// "error", "override", "max_in_flight", "in_flight", "cached", "slot"},
+// "error", "override", "max_in_flight", "in_flight", "cached", "slot",
+// "fallback"},
 // in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
@@ -228,7 +234,10 @@ func (res *PolicyResult) view() policyJSON {
 // key, skipped_reason and error are null when empty; cached is true for a
 // rejection the store answered from its local deny cache (limiter/redis),
 // without a round trip; slot is the Redis Cluster hash slot whose master
-// decided, null for the memory store and a single Redis server. The names and
+// decided, null for the memory store and a single Redis server; fallback
+// is true for a decision taken on the local fallback store while the
+// store could not decide (on_store_error local; store then names the
+// fallback's, and rate, burst and max_in_flight are its share). The names and
 // values are a public contract; no field holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())

@@ -56,17 +56,18 @@ func shareProblems(l limiter.Limit, cost, n int64) []fieldProblem {
 }
 
 // sharesErrors checks every limit of policy i (its own, and each
-// override's) against st.replicas: each keeps a share (shareProblems),
+// override's) against n replicas (the store's, or the Fallback's): each keeps a share (shareProblems),
 // and the share's waits stay within MaxWait (a share refills N times
 // slower, so its delays are N times longer: waitProblems on the share).
 // nil when they all pass.
-func (st *rateLimitState) sharesErrors(i int, p *Policy) []error {
+func (st *rateLimitState) sharesErrors(i int, p *Policy, n int64) []error {
 	var errs []error
 	check := func(where string, l limiter.Limit, cost int64) {
-		probs := shareProblems(l, cost, st.replicas)
-		if len(probs) == 0 && st.replicas > 1 && l.MaxInFlight == 0 {
-			for _, pr := range waitProblems(st.share(l), max(cost, 1), p.DryRun, st.MaxWait, p.CostFunc != nil) {
-				pr.text = fmt.Sprintf("its share over %d replicas (%v, burst %d): %s", st.replicas, st.share(l).Rate, st.share(l).Burst, pr.text)
+		probs := shareProblems(l, cost, n)
+		if len(probs) == 0 && n > 1 && l.MaxInFlight == 0 {
+			s, _ := l.Share(n)
+			for _, pr := range waitProblems(s, max(cost, 1), p.DryRun, st.MaxWait, p.CostFunc != nil) {
+				pr.text = fmt.Sprintf("its share over %d replicas (%v, burst %d): %s", n, s.Rate, s.Burst, pr.text)
 				probs = append(probs, pr)
 			}
 		}

@@ -34,9 +34,10 @@ type scratch struct {
 	// when it took in-flight slots (slotIdx maps them to the policies),
 	// nil otherwise: kept until the slots are released (see
 	// rateLimitState.releaseSlots).
-	slotReqs []limiter.Request
-	slotDecs []limiter.Decision
-	slotIdx  []int
+	slotReqs  []limiter.Request
+	slotDecs  []limiter.Decision
+	slotIdx   []int
+	slotStore limiter.Limiter // the store that holds them: Limiter or Fallback
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
