@@ -49,6 +49,16 @@ type Decision struct {
 	// rejection the shared store would return at the same instant for the
 	// state the cache knows. The memory store never sets it.
 	Cached bool
+	// Prefetched reports that the store admitted this request from tokens
+	// the process had already taken, and paid for, from the shared store
+	// (limiter/redis with Options.Prefetch), without a round trip. Only an
+	// Allowed Decision can be Prefetched; its Remaining is the tokens the
+	// process still holds for the bucket and its ResetAfter the time until
+	// the bucket is full again as of this process's last fetch: lower
+	// bounds of the shared bucket's (other processes may hold tokens too,
+	// or have spent some since). Delay and RetryAfter are 0. The memory
+	// store never sets it.
+	Prefetched bool
 	// Slot is non-zero when this Take took in-flight slots for the request
 	// (its Limit has MaxInFlight, and the call charged it): the caller
 	// holds them until it hands this Decision, with its Request, to

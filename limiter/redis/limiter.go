@@ -105,6 +105,19 @@ type Options struct {
 	// ("The deny cache") for when it is stricter than Redis, and by how
 	// much.
 	DenyCache int
+	// Prefetch is K, the most tokens a fetch takes from a bucket for this
+	// process to hold, in tokens: a Take of one request on a token bucket
+	// without delay shaping (DelayAfter 0 or Burst, no MaxDelay lowering
+	// the ceiling), not a dry run, of cost <= K, is admitted from the
+	// tokens the process holds for its bucket when there are enough
+	// (Decision.Prefetched, no round trip), else by one script call that
+	// takes up to a batch (at most K, adapted to the bucket's local
+	// demand) and charges the shared bucket for all of it. Every local
+	// admission was paid in Redis first, so nothing is over-admitted;
+	// held tokens are unavailable to other processes until spent, expired
+	// or given back ([Limiter.Flush]). 0 (the default) turns it off;
+	// negative is an error. See the package documentation ("Prefetch").
+	Prefetch int64
 }
 
 // Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
@@ -167,6 +180,9 @@ type Limiter struct {
 	// In-flight caps (inflight.go): the lease tag, the slot ids handed
 	// out, and the leases held and renewed.
 	leases leases
+
+	// pre is the table of prefetched tokens (prefetch.go), nil when off.
+	pre *prefetcher
 }
 
 // shardMode says how a client spreads keys over servers.
@@ -264,6 +280,12 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 		maxBatch: maxBatch,
 		epoch:    time.Now(),
 	}
+	switch k := opts.Prefetch; {
+	case k < 0:
+		return nil, fmt.Errorf("limiter/redis: prefetch %d, want >= 0 (0 turns it off)", k)
+	case k > 0:
+		l.pre = newPrefetcher(k)
+	}
 	switch n := opts.DenyCache; {
 	case n == 0:
 		l.deny = newDenyCache(defaultDenyCache, timeout, l.localNow)
@@ -360,6 +382,14 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	}
 	if len(reqs) == 0 {
 		return dst, 0, nil
+	}
+	if len(reqs) == 1 && l.pre != nil && l.pre.serves(&reqs[0]) {
+		if d, rounds, ok, err := l.prefetched(ctx, &reqs[0], take); ok || err != nil {
+			if err != nil {
+				return nil, rounds, err
+			}
+			return append(dst, d), rounds, nil
+		}
 	}
 	n := len(reqs)
 	// The call's deadline (l.deadline), taken after the deny cache's check
