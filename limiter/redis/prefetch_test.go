@@ -59,12 +59,12 @@ func TestPrefetchTrace(t *testing.T) {
 				at   time.Duration
 				want limiter.Decision
 			}{
-				{0, fetched(9, T)}, {0, local(0, 2 * T)}, // batch 2
-				{0, fetched(7, 3 * T)}, {0, local(2, 6 * T)}, {0, local(1, 6 * T)}, {0, local(0, 6 * T)}, // 4
-				{0, fetched(3, 7 * T)}, {0, local(2, 10 * T)}, {0, local(1, 10 * T)}, {0, local(0, 10 * T)}, // 4
+				{0, fetched(9, T)}, {0, local(0, 2*T)}, // batch 2
+				{0, fetched(7, 3*T)}, {0, local(2, 6*T)}, {0, local(1, 6*T)}, {0, local(0, 6*T)}, // 4
+				{0, fetched(3, 7*T)}, {0, local(2, 10*T)}, {0, local(1, 10*T)}, {0, local(0, 10*T)}, // 4
 				{0, limiter.Decision{RetryAfter: T, ResetAfter: 10 * T, RoundTrips: 1}}, // empty: rejected
-				{250 * time.Millisecond, fetched(1, 850 * time.Millisecond)},            // 2 of 2.5 fit
-				{1150 * time.Millisecond, fetched(8, 150 * time.Millisecond)},           // the held one expired at 1100
+				{250 * time.Millisecond, fetched(1, 850*time.Millisecond)},              // 2 of 2.5 fit
+				{1150 * time.Millisecond, fetched(8, 150*time.Millisecond)},             // the held one expired at 1100
 			}
 			for i, s := range steps {
 				clk.Set(s.at)
