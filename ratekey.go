@@ -61,6 +61,12 @@ type Config struct {
 	// 1 000 000 tracked keys (limiter/memory); use limiter/redis to share
 	// budgets between processes.
 	Limiter limiter.Limiter
+	// Fallback is the store of this process that policies with
+	// OnStoreError "local" decide on while Limiter cannot (see
+	// middleware.RateLimitConfig.Fallback): typically
+	// memory.New(memory.Options{Replicas: N}) for N processes sharing a
+	// Redis Limiter. nil: no policy may use "local".
+	Fallback limiter.Limiter
 	// Logger receives the bounded decision log; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics receives every decision, store call, fail-open, refused
@@ -143,6 +149,7 @@ func New(cfg Config) (*Middleware, error) {
 	if op != nil {
 		rl, err = middleware.NewRateLimiter(middleware.RateLimitConfig{
 			Limiter:        store,
+			Fallback:       cfg.Fallback,
 			Policies:       cfg.Policies,
 			Operation:      op,
 			Logger:         cfg.Logger,

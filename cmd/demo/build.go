@@ -195,6 +195,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
 	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
+	errs = append(errs, checkFallback(cfg.Limiter, a.policies)...)
 	if len(errs) == 0 {
 		errs = append(errs, checkOverrides(cfg, a.auth, a.policies)...)
 	}
@@ -355,6 +356,7 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 	}
 	return middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:        a.limiter,
+		Fallback:       a.fallback(),
 		Policies:       a.policies,
 		Operation:      middleware.RouteOperation(root),
 		Logger:         logger,
@@ -373,6 +375,39 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		// are global: the library refuses it, naming the field.
 		SingleTenant: a.singleTenant,
 	})
+}
+
+// fallback returns the store's local fallback when a policy has
+// on_store_error local (nil otherwise: without such a policy every call
+// asks the store, as before).
+func (a *app) fallback() limiter.Limiter {
+	for _, p := range a.policies {
+		if p.OnStoreError == middleware.OnStoreErrorLocal {
+			return a.store.fallback
+		}
+	}
+	return nil
+}
+
+// checkFallback checks limiter.replicas and on_store_error local against
+// the store: local needs a shared store (Redis), and with Redis,
+// replicas is the local fallback's share, so it needs a local policy.
+func checkFallback(lc LimiterConfig, policies []middleware.Policy) []error {
+	var errs []error
+	local := false
+	for i, p := range policies {
+		if p.OnStoreError != middleware.OnStoreErrorLocal {
+			continue
+		}
+		local = true
+		if lc.Store != "redis" {
+			errs = append(errs, fmt.Errorf("policies[%d].on_store_error: local decides on this process's memory while a shared store cannot; it needs limiter.store: redis", i))
+		}
+	}
+	if lc.Store == "redis" && lc.Replicas > 1 && !local {
+		errs = append(errs, errors.New("limiter.replicas: with store redis it is the share of the local fallback (on_store_error: local), and no policy has it"))
+	}
+	return errs
 }
 
 // principalSources says what the configured credentials can vouch for.

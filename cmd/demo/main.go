@@ -81,21 +81,31 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", configName(*path), plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
-	printShares(stdout, cfg.Limiter.Replicas, a.policies)
+	printShares(stdout, cfg.Limiter, a.policies)
 	return 0
 }
 
 // printShares lists, when n > 1 processes share every budget
 // (limiter.replicas), the limit each process enforces per policy and
 // override (limiter.Limit.Share; build has checked that each keeps a
-// token or a slot).
-func printShares(w io.Writer, n integer, policies []middleware.Policy) {
+// token or a slot): on Redis, only the local fallback's, of the policies
+// with on_store_error local.
+func printShares(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
+	n := lc.Replicas
 	if n <= 1 {
 		return
 	}
-	fmt.Fprintf(w, "limiter.replicas %d: each process enforces its share of every limit:\n", n)
+	redis := lc.Store == "redis"
+	if redis {
+		fmt.Fprintf(w, "limiter.replicas %d: while Redis cannot decide, each process enforces on its local fallback:\n", n)
+	} else {
+		fmt.Fprintf(w, "limiter.replicas %d: each process enforces its share of every limit:\n", n)
+	}
 	for i := range policies {
 		p := &policies[i]
+		if redis && p.OnStoreError != middleware.OnStoreErrorLocal {
+			continue
+		}
 		fmt.Fprintf(w, "  %s: %s\n", p.Name, shareText(p.Limit, int64(n)))
 		for j := range p.Overrides {
 			o := &p.Overrides[j]

@@ -44,7 +44,8 @@ func TestCheckPrintsShares(t *testing.T) {
 		{"burst: 9", "burst: 2", `policies[0] ("shared").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
 		{"max_in_flight: 6", "max_in_flight: 2", `policies[1] ("slots").max_in_flight: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
 		{"replicas: 3", "replicas: -1", `limiter.replicas: -1 must be 0 to 10000 (the processes that share every budget; 0 or 1: this one alone)`},
-		{"replicas: 3", "replicas: 3\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", `limiter.replicas: applies to the memory store only (Redis is one budget that every process shares)`},
+		{"replicas: 3", "replicas: 3\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", `limiter.replicas: with store redis it is the share of the local fallback (on_store_error: local), and no policy has it`},
+		{"burst: 9", "burst: 9\n    on_store_error: local", `policies[0].on_store_error: local decides on this process's memory while a shared store cannot; it needs limiter.store: redis`},
 		{"replicas: 3", "replicas: -5\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", `limiter.replicas: -5 must be 0 to 10000`},
 	} {
 		cfg := strings.Replace(replicasBase, tc.from, tc.to, 1)
@@ -52,6 +53,25 @@ func TestCheckPrintsShares(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: %d\n%s\nwant %s", tc.to, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestCheckLocalFallback: on Redis, a policy with on_store_error local
+// and limiter.replicas passes demo check (which does no I/O).
+func TestCheckLocalFallback(t *testing.T) {
+	cfg := strings.Replace(replicasBase, "replicas: 3", "replicas: 3\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", 1)
+	cfg = strings.Replace(cfg, "burst: 9", "burst: 9\n    on_store_error: local", 1)
+	wantOut := `limiter.replicas 3: while Redis cannot decide, each process enforces on its local fallback:
+  shared: rate 9/3m0s, burst 3 (of 9/m, burst 9)
+`
+	if code, out, errOut := runDemo(t, "check", "-config", writeConfig(t, cfg)); code != 0 || !strings.HasSuffix(out, wantOut) {
+		t.Errorf("check: %d\n%s%s\nwant the output to end with\n%s", code, out, errOut, wantOut)
+	}
+	// The local policy's share on the fallback keeps a token: 9 over 10 does not.
+	cfg = strings.Replace(cfg, "replicas: 3", "replicas: 10", 1)
+	want := `policies[0] ("shared").burst: 9 shared by 10 replicas is 0 per process, below one: raise it to at least 10 or run fewer replicas`
+	if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, cfg)); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("check with replicas 10: %d\n%s\nwant %s", code, errOut, want)
 	}
 }
 

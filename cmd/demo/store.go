@@ -22,7 +22,10 @@ import (
 // store is the demo's limiter store and how to release it.
 type store struct {
 	limiter limiter.Limiter
-	close   func() // closes the Redis client; a no-op for memory
+	// fallback is the local store of policies with on_store_error local
+	// (Redis only): a memory store at limiter.replicas' share.
+	fallback limiter.Limiter
+	close    func() // closes the Redis client; a no-op for memory
 	// ping checks that the store answers (Redis PING); nil for memory.
 	ping func(context.Context) error
 }
@@ -82,8 +85,6 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	}
 	if err := checkReplicas(lc); err != nil {
 		errs = append(errs, err)
-	} else if lc.Replicas > 1 {
-		errs = append(errs, errors.New("limiter.replicas: applies to the memory store only (Redis is one budget that every process shares)"))
 	}
 	switch {
 	case rc.URL == "" && rc.ClusterURL == "":
@@ -156,7 +157,8 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
 	}
-	return store{limiter: lim, close: func() { _ = client.Close() }, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
+	fallback := memory.New(memory.Options{Replicas: int(max(lc.Replicas, 0))})
+	return store{limiter: lim, fallback: fallback, close: func() { _ = client.Close() }, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
 }
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
