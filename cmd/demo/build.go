@@ -111,10 +111,13 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	}
 
 	switch {
-	case prev != nil && cfg.Limiter != prev.cfg.Limiter:
+	case prev != nil && !sameStore(cfg.Limiter, prev.cfg.Limiter):
 		errs = append(errs, errors.New("limiter: the store settings changed; a reload keeps the running store and its budgets, so restart the demo to apply them"))
 	case prev != nil:
-		a.store = prev.store
+		if err := checkReplicas(cfg.Limiter); err != nil {
+			errs = append(errs, err)
+		}
+		a.store = prev.store.withReplicas(int(cfg.Limiter.Replicas))
 	default:
 		st, serrs := buildStore(cfg.Limiter, cfg.path, logger)
 		errs = append(errs, serrs...)
@@ -375,6 +378,14 @@ func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.Rat
 		// are global: the library refuses it, naming the field.
 		SingleTenant: a.singleTenant,
 	})
+}
+
+// sameStore reports whether a and b configure the same store, replicas
+// aside: a reload applies a new limiter.replicas to a view of the kept
+// store (store.withReplicas).
+func sameStore(a, b LimiterConfig) bool {
+	a.Replicas, b.Replicas = 0, 0
+	return a == b
 }
 
 // fallback returns the store's local fallback when a policy has

@@ -203,8 +203,9 @@ type LimiterConfig struct {
 	// Replicas is the number of demo processes that share every budget,
 	// each with its own memory store: each enforces its share of every
 	// limit (limiter.Limit.Share: rate and burst / N, max_in_flight / N,
-	// rounded down). 0 or 1: one process, the whole limit. Memory only;
-	// like the rest of the limiter section, a change needs a restart.
+	// rounded down). 0 or 1: one process, the whole limit. With redis,
+	// the local fallback's share (on_store_error: local). A reload may
+	// change it (buckets keep their debt: memory.Limiter.WithReplicas).
 	Replicas integer     `yaml:"replicas"`
 	Redis    RedisConfig `yaml:"redis"`
 }

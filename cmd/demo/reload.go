@@ -120,6 +120,10 @@ func (s *server) reload() (err error) {
 		s.logger.Warn("ratekey reload: listen changed; the server keeps its socket until a restart",
 			slog.String("listen", cfg.Listen), slog.String("previous", s.app.cfg.Listen))
 	}
+	if was, now := max(s.app.cfg.Limiter.Replicas, 1), max(cfg.Limiter.Replicas, 1); was != now {
+		s.logger.Info("ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt",
+			slog.Int64("replicas", int64(now)), slog.Int64("previous", int64(was)))
+	}
 	changes := middleware.DiffPolicies(effective(s.app), effective(a))
 	for _, c := range changes {
 		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))

@@ -75,31 +75,47 @@ func TestCheckLocalFallback(t *testing.T) {
 	}
 }
 
-// TestReloadKeepsReplicas: limiter.replicas is a store setting: a reload
-// that changes it is refused (a restart applies it), and the running
-// share stays, with its buckets. (Applying it on reload checked the new
-// config against a store already rescaled: a refused reload could turn
-// every decision into a store error meanwhile.)
-func TestReloadKeepsReplicas(t *testing.T) {
-	s, path, _ := reloadServer(t, replicasBase)
+// TestReloadRescalesReplicas: a reload from 3 replicas to 1 decides on a
+// view of the same buckets at the new share, keeping their debt: one
+// token of a share of 3 spent is a third of the window, so 6 of the whole
+// 9 are left, not a fresh 9. Refused reloads (a bad burst, replicas out of
+// range) change nothing: the running configuration keeps deciding at its
+// share (the live store is never rescaled before the swap).
+func TestReloadRescalesReplicas(t *testing.T) {
+	s, path, logs := reloadServer(t, replicasBase)
 	if code, _ := hit(s, http.MethodGet, "/v1/reports/1"); code != 200 {
 		t.Fatalf("first request: %d", code)
 	}
-	for _, n := range []string{"1", "20", "-1"} {
-		if err := os.WriteFile(path, []byte(strings.Replace(replicasBase, "replicas: 3", "replicas: "+n, 1)), 0o600); err != nil {
+	write := func(cfg string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.reload(); err == nil || !strings.Contains(err.Error(), "restart the demo") {
-			t.Errorf("reload to replicas %s: %v; want refused (restart the demo)", n, err)
+	}
+	for _, tc := range []struct{ cfg, want string }{
+		{strings.Replace(strings.Replace(replicasBase, "replicas: 3", "replicas: 1", 1), "burst: 9", "burst: 0", 1), "burst: 0 must be >= 1"},
+		{strings.Replace(replicasBase, "replicas: 3", "replicas: -1", 1), "limiter.replicas: -1 must be 0 to 10000"},
+		{strings.Replace(replicasBase, "replicas: 3", "replicas: 20", 1), `policies[0] ("shared").burst: 9 shared by 20 replicas is 0 per process`},
+	} {
+		write(tc.cfg)
+		if err := s.reload(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("reload: %v; want refused with %q", err, tc.want)
 		}
-		if got := s.app.store.limiter.(*memory.Limiter).Replicas(); got != 3 {
-			t.Errorf("replicas after the refused reload to %s: %d; want 3", n, got)
+		if n := s.app.store.limiter.(*memory.Limiter).Replicas(); n != 3 {
+			t.Fatalf("replicas after a refused reload: %d; want 3", n)
 		}
 	}
-	for i, want := range []int{200, 200, 429} {
+	write(strings.Replace(replicasBase, "replicas: 3", "replicas: 1", 1))
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 200, 200, 200, 200, 200, 429} {
 		if code, _ := hit(s, http.MethodGet, "/v1/reports/1"); code != want {
-			t.Fatalf("request %d after the refused reloads: %d; want %d (the share of 3 kept)", i+2, code, want)
+			t.Fatalf("request %d after the reload to 1 replica: %d; want %d", i+1, code, want)
 		}
+	}
+	if want := `"msg":"ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt","replicas":1,"previous":3`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks %s", want)
 	}
 }
 

@@ -74,6 +74,21 @@ func checkReplicas(lc LimiterConfig) error {
 	return nil
 }
 
+// withReplicas returns s deciding at the share of n processes: its memory
+// store (or, with Redis, its local fallback) replaced by a view of the
+// same buckets at that share (memory.Limiter.WithReplicas), s itself
+// untouched, so that a reload changes the share only when its
+// configuration is swapped in.
+func (s store) withReplicas(n int) store {
+	if m, ok := s.limiter.(*memory.Limiter); ok {
+		s.limiter = m.WithReplicas(n)
+	}
+	if m, ok := s.fallback.(*memory.Limiter); ok {
+		s.fallback = m.WithReplicas(n)
+	}
+	return s
+}
+
 // maxDenyCache bounds limiter.redis.deny_cache: about 80 MB of entries.
 const maxDenyCache = 1_000_000
 

@@ -54,12 +54,12 @@ type Limiter struct {
 	mask    uint64
 	shards  []shard
 	maxKeys int64
-	// replicas is Options.Replicas, or what SetReplicas set (at least
-	// 1): requests are decided at their Limit's Share of it.
-	replicas atomic.Int64
+	// replicas is Options.Replicas, or WithReplicas' n (at least 1):
+	// requests are decided at their Limit's Share of it.
+	replicas int64
 	// count is the number of tracked buckets, reserved before inserting
 	// and released after evicting, so it never exceeds maxKeys.
-	count atomic.Int64
+	count *atomic.Int64
 }
 
 // maxShards bounds the shard count; minShardKeys is the smallest share of
@@ -92,7 +92,7 @@ func New(opts Options) *Limiter {
 		n *= 2
 	}
 	l := &Limiter{clock: clock, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
-	l.replicas.Store(int64(max(opts.Replicas, 1)))
+	l.replicas, l.count = int64(max(opts.Replicas, 1)), new(atomic.Int64)
 	for i := range l.shards {
 		l.shards[i].init()
 	}
@@ -101,16 +101,21 @@ func New(opts Options) *Limiter {
 
 // Replicas returns the number of processes the store shares every budget
 // with (see [Options.Replicas]): at least 1. Safe for concurrent use.
-func (l *Limiter) Replicas() int { return int(l.replicas.Load()) }
+func (l *Limiter) Replicas() int { return int(l.replicas) }
 
-// SetReplicas changes the number of processes the store shares every
-// budget with (a reload of limiter.replicas); n < 1 means 1. Each bucket
-// keeps its state: its debt in time, now measured against the new share
-// (a share's window is never longer than the limit's, so a bucket in debt
-// stays in debt, and none is refilled by the change). Slots held keep
-// counting against the new share of a cap. Calls under way decide at the
-// count they read when they started. Safe for concurrent use.
-func (l *Limiter) SetReplicas(n int) { l.replicas.Store(int64(max(n, 1))) }
+// WithReplicas returns a Limiter that shares every bucket, slot and the
+// MaxKeys bound with l, but decides at the share of n processes (a reload
+// of limiter.replicas: the new configuration uses it while the old one
+// keeps l); n < 1 means 1. Each bucket keeps its state: its debt in time,
+// measured against the new share (a share's window is never longer than
+// the limit's, so a bucket in debt stays in debt, and none is refilled by
+// the change); slots held count against the new share of a cap. Both are
+// safe for concurrent use, together too.
+func (l *Limiter) WithReplicas(n int) *Limiter {
+	v := *l
+	v.replicas = int64(max(n, 1))
+	return &v
+}
 
 // Take decides reqs at the clock's current time, appends their decisions to
 // dst and charges as the [limiter.Limiter] contract says. Besides ctx.Err()
@@ -251,7 +256,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if err := gcra.ValidateAll(reqs); err != nil {
 		return nil, err
 	}
-	if n := l.replicas.Load(); n > 1 {
+	if n := l.replicas; n > 1 {
 		return l.runShares(dst, reqs, n, charge)
 	}
 	return l.decide(dst, reqs, reqs, charge)

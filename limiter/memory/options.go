@@ -42,12 +42,12 @@ type Options struct {
 	// one token or one slot fails with [limiter.ErrInvalidRequest]; the
 	// middleware refuses such a policy when it is built. Decisions state
 	// the share (Remaining, RetryAfter and ResetAfter are of the share's
-	// bucket). A store rebuilt with another count keeps no state, but a
-	// caller that keeps the store and changes its limits keeps each
-	// bucket's debt in time: a share's window is never longer than the
-	// limit's, so a bucket in debt stays in debt. Replicas 1 costs
-	// nothing per decision; more costs a copy of each request (about 5 ns,
-	// BenchmarkReplicas).
+	// bucket). A store rebuilt with another count keeps no state;
+	// [Limiter.WithReplicas] changes the count and keeps every bucket's
+	// debt in time (a share's window is never longer than the limit's, so
+	// a bucket in debt stays in debt). Replicas 1 costs nothing per
+	// decision; more costs a copy of each request and its share
+	// (BenchmarkReplicas).
 	Replicas int
 	// Clock is the time source; nil means the monotonic clock of the
 	// process (time.Since of a fixed start). Tests inject a clock that

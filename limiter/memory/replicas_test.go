@@ -86,7 +86,7 @@ func TestReplicasDecisions(t *testing.T) {
 }
 
 // TestReplicasRescaleKeepsDebt: a bucket emptied under the whole limit is
-// still empty after SetReplicas(3) (its debt is kept in time, and a
+// still empty in a WithReplicas(3) view (its debt is kept in time, and a
 // share's window is the limit's), and refills at the share's rate; set
 // back to 1, it is not refilled either.
 func TestReplicasRescaleKeepsDebt(t *testing.T) {
@@ -96,9 +96,10 @@ func TestReplicasRescaleKeepsDebt(t *testing.T) {
 	for range 9 {
 		mustTake(t, l, r)
 	}
-	l.SetReplicas(3)
-	if l.Replicas() != 3 {
-		t.Fatalf("Replicas() = %d after SetReplicas(3)", l.Replicas())
+	whole := l
+	l = whole.WithReplicas(3)
+	if l.Replicas() != 3 || whole.Replicas() != 1 {
+		t.Fatalf("Replicas() = %d of the view, %d of the store; want 3, 1", l.Replicas(), whole.Replicas())
 	}
 	if d := mustTake(t, l, r)[0]; d.Allowed || d.RetryAfter != 300*ms {
 		t.Errorf("an empty bucket, shared by 3: %+v; want refused, retry after 300ms (the share's 10 per 3s)", d)
@@ -109,9 +110,9 @@ func TestReplicasRescaleKeepsDebt(t *testing.T) {
 	if got := remaining(t, l, "k", r.Limit); got != 2 {
 		t.Errorf("tokens of the share 600 ms later: %d; want 2", got)
 	}
-	l.SetReplicas(1)
+	l = l.WithReplicas(1)
 	// The same 300 ms of debt under the whole limit: 6 of 9.
 	if got := remaining(t, l, "k", r.Limit); got != 6 {
-		t.Errorf("tokens of the whole limit after SetReplicas(1): %d; want 6", got)
+		t.Errorf("tokens of the whole limit in a WithReplicas(1) view: %d; want 6", got)
 	}
 }
