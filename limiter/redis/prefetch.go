@@ -50,8 +50,8 @@ type hold struct {
 	segs     [2]segment // segs[0] oldest; n == 0 when empty
 	last     int64      // the end of the newest fetch's segment
 	// since is the tokens asked for by the bucket's calls since its last
-	// fetch began (admitted, or rejected from the deny cache or by a
-	// fetch), and expired whether some held token expired meanwhile: the
+	// fetch began (admitted, rejected from the deny cache or by a fetch,
+	// or waiting for a fetch), and expired whether some held token expired meanwhile: the
 	// next batch is 2 × (since + cost), or since + cost after an expiry,
 	// within [cost, K].
 	since   int64
@@ -248,6 +248,9 @@ func (l *Limiter) prefetched(ctx context.Context, r *limiter.Request, take bool)
 		}
 		if e != nil && e.fetch != nil && now < e.fetchEnd {
 			ch := e.fetch
+			if cutoff == nil {
+				e.since += r.Cost // demand the next batch serves
+			}
 			s.mu.Unlock()
 			if cutoff == nil {
 				t := time.NewTimer(time.Until(l.deadline(ctx)) / 2)
