@@ -268,6 +268,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			key.Parts = append(key.Parts, identity.Part{Dimension: d, Value: v})
 		}
 		if res.Missing != "" {
+			res.Limit = st.share(res.Limit) // the limit this process states
 			res.SkippedReason = missingReason(res.Missing, authenticated)
 			switch {
 			case p.OnMissing == OnMissingSkip:
@@ -288,6 +289,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 				// An invalid limit from the caller's function: no silent
 				// fallback; the policy's fail mode decides.
 				res.Decision, res.Err = DecisionError, err
+				res.Limit = st.share(res.Limit)
 				missingReject = missingReject || res.refuses()
 				continue
 			}

@@ -41,6 +41,12 @@ func TestReplicasStateTheShare(t *testing.T) {
 	if rec["replicas"] != 3.0 || pol["burst"] != 3.0 || pol["rate"] != "10/3s" || pol["remaining"] != 2.0 {
 		t.Errorf("debug: replicas %v, burst %v, rate %v, remaining %v; want 3, 3, 10/3s, 2", rec["replicas"], pol["burst"], pol["rate"], pol["remaining"])
 	}
+	// A policy skipped for a missing dimension states the share too.
+	s2 := newStack(t, stackOptions{anonymous: true, replicas: 3, policies: []middleware.Policy{perAccountSkip(t)}})
+	pol2 := getDebug(t, s2, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})["policies"].([]any)[0].(map[string]any)
+	if pol2["decision"] != "SKIPPED" || pol2["burst"] != 3.0 || pol2["rate"] != "10/3s" {
+		t.Errorf("skipped policy: %v %v %v; want SKIPPED, burst 3, rate 10/3s", pol2["decision"], pol2["burst"], pol2["rate"])
+	}
 	s.clock.Advance(300 * time.Millisecond) // one token of the share
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
 		t.Errorf("after 300 ms: %d; want 200", w.Code)
@@ -82,4 +88,11 @@ func TestReplicasRefused(t *testing.T) {
 			t.Errorf("%s: %v\nwant %s", tc.p.Name, err, tc.want)
 		}
 	}
+}
+
+// perAccountSkip is a policy of 10/s burst 9 keyed by account, skipped
+// for anonymous requests.
+func perAccountSkip(t *testing.T) middleware.Policy {
+	t.Helper()
+	return middleware.Policy{Name: "per-account", Key: []identity.Dimension{identity.DimAccount}, Limit: limit("10/s", 9), OnMissing: middleware.OnMissingSkip}
 }
