@@ -256,6 +256,32 @@
 // a process also answers 429 for a bucket known to be in debt while Redis
 // is unreachable, instead of the store error.
 //
+// # Prefetch
+//
+// With [Options.Prefetch] K > 0, a Take of one request on a token bucket
+// without delay shaping (DelayAfter 0 or Burst, no MaxDelay lowering the
+// ceiling), not a dry run, of cost <= K, is served from tokens the
+// process holds for its bucket when it holds enough ([limiter.Decision]
+// Prefetched, no round trip), else by one script call that takes a batch
+// (as many tokens as fit, up to twice the bucket's local demand since its
+// previous fetch, at most K) and charges the shared bucket for all of it;
+// the other calls wait for that fetch (at most half their time). Calls of
+// several requests, dry runs, delay shaping, cost > K and in-flight caps
+// are decided per call as without it, so all-or-nothing is unchanged.
+// Each held token is one emission interval of the bucket's timeline
+// ending at the TAT the fetch left, and is spent only before that slot
+// begins (on the local clock, counted from when the fetch was sent): every
+// admission's slot then lies within [its time, its time + window], so no
+// interval t sees more than Burst + rate·t. A token whose slot has begun
+// was refilled in Redis already and is dropped. [Limiter.Flush] gives the
+// held tokens back (the capped refund of "Refunds and the bounds they
+// keep"). Under-admission is at most the tokens held across processes (at
+// most K each, plus less than one per bucket), each for at most one
+// window. From a bucket near full a token is valid for only its position
+// in the batch × interval after the send: at high rates (1M/s with a
+// 100 µs round trip) batches expire on arrival and prefetch is slower than
+// the direct path; it pays on buckets under pressure. See docs/redis.md.
+//
 // # In-flight caps: leases
 //
 // An in-flight cap (limiter.Limit.MaxInFlight) holds its slots as leases
