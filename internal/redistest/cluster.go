@@ -63,27 +63,37 @@ func startMasters(t env, n int, args []string) *Cluster {
 		c.Nodes = append(c.Nodes, startClusterNode(t, args))
 	}
 	// What redis-cli --cluster create --cluster-replicas 0 does, without
-	// its one-second waits: even slot ranges, then every node meets every
-	// other (no waiting for gossip).
-	for i, s := range c.Nodes {
-		lo, hi := i*16384/n, (i+1)*16384/n-1
-		if _, err := s.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
-			t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr, err)
+	// its one-second waits.
+	join(t, c.Nodes, n)
+	c.WaitOK(t)
+	return c
+}
+
+// join makes nodes one cluster, without waiting for it: the first masters
+// nodes get even ranges of the 16384 slots (ADDSLOTSRANGE), every node a
+// distinct config epoch, and every node meets every other (no waiting for
+// gossip).
+func join(t env, nodes []*Server, masters int) {
+	t.Helper()
+	for i, s := range nodes {
+		if i < masters {
+			lo, hi := i*16384/masters, (i+1)*16384/masters-1
+			if _, err := s.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+				t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr, err)
+			}
 		}
 		if _, err := s.Do("CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
 			t.Fatalf("redistest: CLUSTER SET-CONFIG-EPOCH on %s: %v", s.Addr, err)
 		}
 	}
-	for i, s := range c.Nodes {
-		for _, o := range c.Nodes[i+1:] {
+	for i, s := range nodes {
+		for _, o := range nodes[i+1:] {
 			host, port, _ := net.SplitHostPort(o.Addr)
 			if _, err := s.Do("CLUSTER", "MEET", host, port); err != nil {
 				t.Fatalf("redistest: CLUSTER MEET on %s: %v", s.Addr, err)
 			}
 		}
 	}
-	c.WaitOK(t)
-	return c
 }
 
 // startClusterNode starts one cluster-enabled node on a port p such that

@@ -2,8 +2,6 @@ package redistest
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,24 +50,8 @@ func StartWithReplicas(t testing.TB, n int, args ...string) *Cluster {
 			t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr, err)
 		}
 		ids[i] = id
-		if i < n {
-			lo, hi := i*16384/n, (i+1)*16384/n-1
-			if _, err := s.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
-				t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr, err)
-			}
-		}
-		if _, err := s.Do("CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
-			t.Fatalf("redistest: CLUSTER SET-CONFIG-EPOCH on %s: %v", s.Addr, err)
-		}
 	}
-	for i, s := range c.Nodes {
-		for _, o := range c.Nodes[i+1:] {
-			host, port, _ := net.SplitHostPort(o.Addr)
-			if _, err := s.Do("CLUSTER", "MEET", host, port); err != nil {
-				t.Fatalf("redistest: CLUSTER MEET on %s: %v", s.Addr, err)
-			}
-		}
-	}
+	join(t, c.Nodes, n)
 	// A replica can follow its master once the handshake has told it the
 	// master's id (ERR Unknown node before).
 	deadline := time.Now().Add(clusterTimeout)
