@@ -17,3 +17,19 @@ func TestConformance(t *testing.T) {
 		return memory.New(memory.Options{Clock: clk}), clk
 	})
 }
+
+// TestConformanceShares runs the shares cases on a memory store shared by
+// 3 processes (Options.Replicas 3), and on a WithReplicas(3) view of a
+// store of one.
+func TestConformanceShares(t *testing.T) {
+	limitertest.RunShares(t, 3, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+		clk := clocktest.NewManualClock()
+		return memory.New(memory.Options{Clock: clk, Replicas: 3}), clk
+	})
+	t.Run("view", func(t *testing.T) {
+		limitertest.RunShares(t, 3, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
+			clk := clocktest.NewManualClock()
+			return memory.New(memory.Options{Clock: clk}).WithReplicas(3), clk
+		})
+	})
+}
