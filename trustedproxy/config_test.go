@@ -51,7 +51,7 @@ func TestNewErrors(t *testing.T) {
 				`rules[0].from[1] "10.0.0.0/33": not a CIDR prefix: the length must be 0..32 for IPv4`,
 				`rules[0].from[2] "not-an-ip": not an IP address or CIDR prefix`,
 				`rules[0].from[3] "": not an IP address or CIDR prefix`,
-				`rules[0].from[4] " 10.0.0.1": not an IP address or CIDR prefix`,
+				`rules[0].from[4] " 10.0.0.1": has leading or trailing space: remove it (entries are not trimmed)`,
 				`rules[0].from[5] "192.168.1.1/": not a CIDR prefix: the length must be 0..32 for IPv4`,
 				`rules[0].from[6] "fe80::/64%eth0": not a CIDR prefix: a prefix cannot carry an IPv6 zone`,
 				`rules[0].from[7] "example.com": not an IP address or CIDR prefix`,

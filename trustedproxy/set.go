@@ -102,6 +102,10 @@ func ParseSet(entries []string) (*netipx.IPSet, error) {
 
 // parseSetEntry parses one ParseSet entry (not "unix") into canonical ranges.
 func parseSetEntry(s string) ([]netipx.IPRange, error) {
+	if strings.TrimSpace(s) != s {
+		// "10.0.0.0/8 " would otherwise read as a bad prefix length.
+		return nil, errSurroundingSpace
+	}
 	if s == shorthandUnix {
 		return nil, errors.New(`"unix" names Unix-socket peers, not addresses: list it in a rule's from`)
 	}
@@ -157,8 +161,13 @@ func parseTrusted(s string) ([]netipx.IPRange, error) {
 	return canonicalRanges(netipx.RangeOfPrefix(p.Masked())), nil
 }
 
+// errSurroundingSpace is the error of an entry with leading or trailing
+// space (Unicode White_Space, as strings.TrimSpace): refused, not trimmed,
+// as every other malformed entry.
+var errSurroundingSpace = errors.New("has leading or trailing space: remove it (entries are not trimmed)")
+
 // errNotAddress is the error of an entry that is neither an address nor a
-// prefix (a host name, spaces around it, an empty string, ...).
+// prefix (a host name, an empty string, ...).
 var errNotAddress = errors.New("not an IP address or CIDR prefix")
 
 // prefixError says, in fixed text, why s (holding a '/') is not a prefix.

@@ -657,6 +657,10 @@ func ipSet(list []string) (*netipx.IPSet, error) {
 	var b netipx.IPSetBuilder
 	var errs []error
 	for _, s := range list {
+		if strings.TrimSpace(s) != s { // refused, not trimmed, as trustedproxy does
+			errs = append(errs, fmt.Errorf("%s has leading or trailing space: remove it (entries are not trimmed)", shown(s)))
+			continue
+		}
 		if p, err := netip.ParsePrefix(s); err == nil {
 			if p.Addr().Zone() != "" || (p.Addr().Is4In6() && p.Bits() < 96) {
 				errs = append(errs, fmt.Errorf("%s is not an IPv4 or IPv6 network the admin check can use (zoned, or v4-mapped with fewer than 96 bits)", shown(s)))
