@@ -7,9 +7,11 @@
 //	                                                 serve (embedded default config without -config);
 //	                                                 SIGHUP reloads the config, keeping unchanged budgets
 //	demo check -config FILE                          validate a config, like nginx -t
-//	demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-ttl D]
+//	demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-plan P] [-ttl D]
 //	                                                 mint a dev token with a private key file named in the config
-//	demo apikey [-config FILE] -tenant T -account A  create an API key in auth.api_keys.file
+//	demo apikey [-config FILE] -tenant T -account A [-plan P]
+//	                                                 create an API key in auth.api_keys.file
+//	demo help                                        this usage and every command's flags
 package main
 
 import (
@@ -46,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdAPIKey(args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
+		for _, c := range flagCommands {
+			fmt.Fprint(stdout, flagHelp(c.name, c.run))
+		}
 		return 0
 	default:
 		fmt.Fprintf(stderr, "demo: unknown command %q\n%s", cmd, usage)
@@ -60,10 +65,28 @@ const usage = `usage:
                                                    in a Redis Cluster);
                                                    kill -HUP reloads the config, keeping unchanged budgets
   demo check [-config FILE]                        validate a config, like nginx -t
-  demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-ttl D]
+  demo token [-config FILE] [-issuer I] -sub S [-client-id C] [-tenant T] [-plan P] [-ttl D]
                                                    mint a dev token with a private_key_file from the config
-  demo apikey [-config FILE] -tenant T -account A  create an API key (printed once; only its hash is stored)
+  demo apikey [-config FILE] -tenant T -account A [-plan P]
+                                                   create an API key (printed once; only its hash is stored)
+  demo help                                        this usage and every command's flags
 `
+
+// flagCommands are the commands with flags, in the order usage lists them.
+var flagCommands = []struct {
+	name string
+	run  func(args []string, stdout, stderr io.Writer) int
+}{{"serve", cmdServe}, {"check", cmdCheck}, {"token", cmdToken}, {"apikey", cmdAPIKey}}
+
+// flagHelp returns the flag list of command name, taken from its flag set:
+// what `demo name -h` prints after the usage ("\nflags of demo name:\n"
+// and flag.PrintDefaults), so that help never lacks a flag. -h stops a
+// command at flag parsing, before it does anything.
+func flagHelp(name string, run func(args []string, stdout, stderr io.Writer) int) string {
+	var b strings.Builder
+	run([]string{"-h"}, io.Discard, &b)
+	return strings.TrimPrefix(b.String(), usage)
+}
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)

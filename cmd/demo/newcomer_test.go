@@ -1,6 +1,8 @@
 package main
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,4 +41,69 @@ func TestCheckCIDRWithSurroundingSpace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelpListsEveryFlag: `demo help` lists every flag of every command
+// (issue 26: it lacked -plan of token and apikey), in the command's
+// synopsis and in its flag list. The table is checked against the flag
+// sets themselves (what `demo X -h` prints), so a flag added to a command
+// fails here until the synopsis names it.
+func TestHelpListsEveryFlag(t *testing.T) {
+	tests := []struct {
+		cmd, synopsis string // synopsis: how the command's usage line starts
+		flags         []string
+	}{
+		{"serve", "  demo [serve] ", []string{"-addr", "-config", "-redis", "-redis-cluster"}},
+		{"check", "  demo check ", []string{"-config"}},
+		{"token", "  demo token ", []string{"-client-id", "-config", "-issuer", "-plan", "-sub", "-tenant", "-ttl"}},
+		{"apikey", "  demo apikey ", []string{"-account", "-config", "-plan", "-tenant"}},
+	}
+	code, help, _ := runDemo(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	defined := regexp.MustCompile(`(?m)^  (-[a-z-]+)`)
+	for _, tt := range tests {
+		_, _, out := runDemo(t, tt.cmd, "-h")
+		var got []string
+		for _, m := range defined.FindAllStringSubmatch(out, -1) {
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, tt.flags) {
+			t.Errorf("demo %s -h defines %q, the table says %q", tt.cmd, got, tt.flags)
+		}
+		synopsis := synopsisOf(help, tt.synopsis)
+		if synopsis == "" {
+			t.Errorf("help has no line starting %q:\n%s", tt.synopsis, help)
+		}
+		_, list, _ := strings.Cut(help, "\nflags of demo "+tt.cmd+":\n")
+		list, _, _ = strings.Cut(list, "\nflags of demo ")
+		for _, f := range tt.flags {
+			if !regexp.MustCompile(`[\s\[|]` + regexp.QuoteMeta(f) + `[\s\]]`).MatchString(synopsis) {
+				t.Errorf("help's synopsis of demo %s lacks %s:\n%s", tt.cmd, f, synopsis)
+			}
+			if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(f) + `[\s]`).MatchString(list) {
+				t.Errorf("help's flag list of demo %s lacks %s", tt.cmd, f)
+			}
+		}
+	}
+}
+
+// synopsisOf returns the lines of help that describe one command: the
+// line starting with start and the indented lines continuing it.
+func synopsisOf(help, start string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(help) {
+		switch {
+		case strings.HasPrefix(line, start):
+			in = true
+		case in && !strings.HasPrefix(line, "    "):
+			return b.String()
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
