@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -106,4 +108,31 @@ func synopsisOf(help, start string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestREADMEListenAddress: README says how to change the demo's address
+// (issue 26), with a flag and a config field that exist, and keeps its
+// first two commands as they are.
+func TestREADMEListenAddress(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, want string }{
+		{"first command", "go run ./cmd/demo                 # the demo on its embedded default config: in-memory limiter, no Redis, 127.0.0.1:8080\n"},
+		{"second command", "go test -race -count=1 ./...      # the tests (some need apt-get install nginx redis-server chromium)\n"},
+		{"address", "`-addr 127.0.0.1:9090` changes the address (or `listen:` in the config)"},
+	}
+	text := strings.Join(strings.Fields(string(readme)), " ") // the README's lines wrap anywhere
+	for _, tt := range tests {
+		if !strings.Contains(string(readme), tt.want) && !strings.Contains(text, strings.Join(strings.Fields(tt.want), " ")) {
+			t.Errorf("README lacks the %s: %q", tt.name, tt.want)
+		}
+	}
+	if _, _, out := runDemo(t, "serve", "-h"); !strings.Contains(out, "\n  -addr string\n") {
+		t.Errorf("demo serve has no -addr flag:\n%s", out)
+	}
+	if f, ok := reflect.TypeFor[Config]().FieldByName("Listen"); !ok || f.Tag.Get("yaml") != "listen" {
+		t.Errorf("the config has no listen field")
+	}
 }
