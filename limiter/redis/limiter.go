@@ -106,18 +106,27 @@ type Options struct {
 	// much.
 	DenyCache int
 	// Prefetch is K, the most tokens a fetch takes from a bucket for this
-	// process to hold, in tokens: a Take of one request on a token bucket
+	// process to hold, in tokens: a request of a Take on a token bucket
 	// without delay shaping (DelayAfter 0 or Burst, no MaxDelay lowering
 	// the ceiling), not a dry run, of cost <= K, is admitted from the
 	// tokens the process holds for its bucket when there are enough
 	// (Decision.Prefetched, no round trip), else by one script call that
-	// takes up to a batch (at most K, adapted to the bucket's local
-	// demand) and charges the shared bucket for all of it. Every local
-	// admission was paid in Redis first, so nothing is over-admitted;
-	// held tokens are unavailable to other processes until spent, expired
-	// or given back ([Limiter.Flush]). 0 (the default) turns it off;
-	// negative is an error. See the package documentation ("Prefetch").
+	// takes up to a batch (at most K, twice the bucket's local demand over
+	// one hold) and charges the shared bucket for all of it. Every local
+	// admission was paid in Redis first (admitted <= charged <= burst +
+	// rate·t from the start); a held token is spent at most PrefetchHold
+	// after its fetch was sent, so over any interval t at most burst +
+	// rate·(t + H) is admitted. Held tokens are unavailable to other
+	// processes until spent, expired or given back ([Limiter.Flush]). 0
+	// (the default) turns it off; negative is an error. See the package
+	// documentation ("Prefetch").
 	Prefetch int64
+	// PrefetchHold is the most time a prefetched token is held, from the
+	// moment its fetch was sent: H = min(PrefetchHold, the bucket's
+	// window Burst × interval). Unused tokens are given back with the
+	// bucket's next fetch (or by Flush). 0 means 50 ms; negative is an
+	// error; ignored when Prefetch is 0.
+	PrefetchHold time.Duration
 }
 
 // Limiter is a [limiter.Limiter] whose buckets live in Redis, shared by
@@ -280,11 +289,18 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 		maxBatch: maxBatch,
 		epoch:    time.Now(),
 	}
+	hold := opts.PrefetchHold
+	switch {
+	case hold == 0:
+		hold = defaultPrefetchHold
+	case hold < 0:
+		return nil, fmt.Errorf("limiter/redis: prefetch hold %v, want > 0 (or 0 for the default %v)", hold, defaultPrefetchHold)
+	}
 	switch k := opts.Prefetch; {
 	case k < 0:
 		return nil, fmt.Errorf("limiter/redis: prefetch %d, want >= 0 (0 turns it off)", k)
 	case k > 0:
-		l.pre = newPrefetcher(k)
+		l.pre = newPrefetcher(k, hold)
 	}
 	switch n := opts.DenyCache; {
 	case n == 0:
@@ -383,14 +399,26 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if len(reqs) == 0 {
 		return dst, 0, nil
 	}
-	if len(reqs) == 1 && l.pre != nil && l.pre.serves(&reqs[0]) {
-		if d, rounds, ok, err := l.prefetched(ctx, &reqs[0], take); ok || err != nil {
-			if err != nil {
-				return nil, rounds, err
+	if l.pre != nil {
+		if len(reqs) == 1 && l.pre.serves(&reqs[0]) {
+			if d, rounds, ok, err := l.prefetched(ctx, &reqs[0], take, nil); ok || err != nil {
+				if err != nil {
+					return nil, rounds, err
+				}
+				return append(dst, d), rounds, nil
 			}
-			return append(dst, d), rounds, nil
+		} else if len(reqs) > 1 && take {
+			if out, rounds, ok, err := l.mixed(ctx, dst, reqs); ok {
+				return out, rounds, err
+			}
 		}
 	}
+	return l.direct(ctx, dst, reqs, take)
+}
+
+// direct is run for reqs (valid, without in-flight caps, at least one)
+// decided by Redis, without prefetch.
+func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, int, error) {
 	n := len(reqs)
 	// The call's deadline (l.deadline), taken after the deny cache's check
 	// (a local answer reads no other clock). A context carries it only
