@@ -64,7 +64,7 @@ func TestPrefetchTrace(t *testing.T) {
 				at   time.Duration
 				want limiter.Decision
 			}{
-				{0, fetched(9, T)},                                                     // batch 1 (a first fetch)
+				{0, fetched(9, T)},                                                               // batch 1 (a first fetch)
 				{0, fetched(8, 2*T)}, {0, local(2, 5*T)}, {0, local(1, 5*T)}, {0, local(0, 5*T)}, // 4
 				{0, fetched(4, 6*T)}, {0, local(2, 9*T)}, // 4, 2 left
 				{60 * ms, fetched(2, 740*ms)}, // 2 expired at 50 ms, given back; 3 of 4 fit
