@@ -96,22 +96,23 @@ func (r Rate) Interval() time.Duration {
 }
 
 // String formats r as ParseRate reads it: "5/s", "30/m", "1/h", "1000/d".
-// A period other than a second, a minute, an hour or a day (24 h) is
-// written with
-// [time.Duration.String], e.g. "5/1.5s", which ParseRate does not read.
+// A whole number of days, hours, minutes or seconds is written with its
+// count before the unit, as a share of a limit has it ("10/3s" is 10 per
+// 3 s, "3/2d"); any other period with [time.Duration.String], e.g.
+// "5/1.5s". ParseRate reads neither.
 func (r Rate) String() string {
-	var unit string
-	switch r.Per {
-	case time.Second:
-		unit = "s"
-	case time.Minute:
-		unit = "m"
-	case time.Hour:
-		unit = "h"
-	case day:
-		unit = "d"
-	default:
-		unit = r.Per.String()
+	unit := r.Per.String()
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{day, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if r.Per > 0 && r.Per%u.d == 0 {
+			unit = u.name
+			if n := r.Per / u.d; n != 1 {
+				unit = strconv.FormatInt(int64(n), 10) + u.name
+			}
+			break
+		}
 	}
 	return strconv.FormatInt(r.Count, 10) + "/" + unit
 }

@@ -115,7 +115,10 @@ func TestRateString(t *testing.T) {
 		{Rate{30, time.Minute}, "30/m"},
 		{Rate{1, time.Hour}, "1/h"},
 		{Rate{1000, 24 * time.Hour}, "1000/d"},
-		{Rate{1, 48 * time.Hour}, "1/48h0m0s"},
+		{Rate{1, 48 * time.Hour}, "1/2d"},
+		{Rate{10, 3 * time.Second}, "10/3s"},
+		{Rate{9, 3 * time.Minute}, "9/3m"},
+		{Rate{5, 90 * time.Minute}, "5/90m"},
 		{Rate{5, 1500 * time.Millisecond}, "5/1.5s"},
 		{Rate{}, "0/0s"},
 	}

@@ -101,6 +101,7 @@ func (st *rateLimitState) decideFallback(ctx context.Context, sc *scratch, ev *E
 		return
 	}
 	decs, ferr := st.call(ctx, st.Fallback, st.fallbackStore, nil, lreqs, charge)
+	ev.Replicas = int(st.fallbackReplicas) // the processes sharing the budgets that decided
 	for _, i := range lidx {
 		res := &ev.Policies[i]
 		res.Fallback, res.Store = true, st.fallbackStore

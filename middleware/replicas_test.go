@@ -73,7 +73,7 @@ func TestReplicasRefused(t *testing.T) {
 	}{
 		// Whole, its longest wait is 30 s; a share of 65 is burst 2 with
 		// delay_after 1 (100/65 rounded down), one token per 65 s.
-		{slow, `policies[0] ("per-network").delay_after: its share over 65 replicas (1/1m5s, burst 2): a request may have to wait up to 1m5s (burst beyond delay_after at 1/1m5s), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`, 65},
+		{slow, `policies[0] ("per-network").delay_after: its share over 65 replicas (1/65s, burst 2): a request may have to wait up to 1m5s (burst beyond delay_after at 1/65s), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`, 65},
 		{bucket, `policies[0] ("per-network").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`, 0},
 		{costly, `policies[0] ("per-network").cost: 4 exceeds the burst of 3 per process (9 shared by 3 replicas), so no request could ever pass`, 0},
 		{capped, `policies[0] ("cap").max_in_flight: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`, 0},

@@ -402,8 +402,19 @@ func loadConfig(path string) (*Config, error) {
 
 // useRedis applies the -redis flag (url) or the -redis-cluster flag
 // (clusterURL): the Redis store there, whatever the
-// file says (its redis prefix and timeout are kept). "" changes nothing.
+// file says (its redis prefix and timeout are kept; replicas only when a
+// policy has on_store_error local, for which it is the fallback's share).
+// "" changes nothing.
 func (c *Config) useRedis(url, clusterURL string) {
+	if url != "" || clusterURL != "" {
+		local := false
+		for _, p := range c.Policies {
+			local = local || p.OnStoreError == "local"
+		}
+		if !local {
+			c.Limiter.Replicas = 0
+		}
+	}
 	if url != "" {
 		c.Limiter.Store, c.Limiter.MaxKeys, c.Limiter.Redis.URL, c.Limiter.Redis.ClusterURL = "redis", 0, url, ""
 	}

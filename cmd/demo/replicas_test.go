@@ -34,7 +34,7 @@ decision_header: true
 func TestCheckPrintsShares(t *testing.T) {
 	code, out, errOut := runDemo(t, "check", "-config", writeConfig(t, replicasBase))
 	want := `limiter.replicas 3: each process enforces its share of every limit:
-  shared: rate 9/3m0s, burst 3 (of 9/m, burst 9)
+  shared: rate 9/3m, burst 3 (of 9/m, burst 9)
   slots: max_in_flight 2 (of 6)
 `
 	if code != 0 || !strings.HasSuffix(out, want) {
@@ -62,7 +62,7 @@ func TestCheckLocalFallback(t *testing.T) {
 	cfg := strings.Replace(replicasBase, "replicas: 3", "replicas: 3\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0", 1)
 	cfg = strings.Replace(cfg, "burst: 9", "burst: 9\n    on_store_error: local", 1)
 	wantOut := `limiter.replicas 3: while Redis cannot decide, each process enforces on its local fallback:
-  shared: rate 9/3m0s, burst 3 (of 9/m, burst 9)
+  shared: rate 9/3m, burst 3 (of 9/m, burst 9)
 `
 	if code, out, errOut := runDemo(t, "check", "-config", writeConfig(t, cfg)); code != 0 || !strings.HasSuffix(out, wantOut) {
 		t.Errorf("check: %d\n%s%s\nwant the output to end with\n%s", code, out, errOut, wantOut)
@@ -138,5 +138,25 @@ func TestReferenceConfigChecks(t *testing.T) {
 	yaml = strings.ReplaceAll(yaml, "testdata/keys", keys)
 	if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, yaml)); code != 0 {
 		t.Errorf("the reference config of docs/configuration.md: %d\n%s", code, errOut)
+	}
+}
+
+// TestUseRedisKeepsReplicasForTheFallback: -redis replaces the limiter
+// section; limiter.replicas stays only when a policy has on_store_error
+// local (the fallback's share), so a memory config with replicas runs on
+// -redis as documented.
+func TestUseRedisKeepsReplicasForTheFallback(t *testing.T) {
+	for _, tc := range []struct {
+		local bool
+		want  integer
+	}{{false, 0}, {true, 3}} {
+		c := Config{Limiter: LimiterConfig{Replicas: 3}, Policies: []PolicyConfig{{Name: "p"}}}
+		if tc.local {
+			c.Policies[0].OnStoreError = "local"
+		}
+		c.useRedis("redis://127.0.0.1:1/0", "")
+		if c.Limiter.Store != "redis" || c.Limiter.Replicas != tc.want {
+			t.Errorf("local %v: store %q, replicas %d; want redis, %d", tc.local, c.Limiter.Store, c.Limiter.Replicas, tc.want)
+		}
 	}
 }

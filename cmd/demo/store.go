@@ -160,11 +160,15 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 	}
 	goredis.SetLogger(redisLog{logger})
 	var client goredis.UniversalClient
+	// ContextTimeoutEnabled: the limiter's timeout bounds reads too.
+	// DialerRetries 1: a refused connection fails the call at once (go-redis
+	// dials 5 times, 100 ms apart, by default: a dead Redis cost every call
+	// its whole timeout, and the local fallback's first request too).
 	if copt != nil {
-		copt.ContextTimeoutEnabled = true // so the limiter's timeout bounds reads too
+		copt.ContextTimeoutEnabled, copt.DialerRetries = true, 1
 		client = goredis.NewClusterClient(copt)
 	} else {
-		opt.ContextTimeoutEnabled = true
+		opt.ContextTimeoutEnabled, opt.DialerRetries = true, 1
 		client = goredis.NewClient(opt)
 	}
 	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag, DenyCache: denyCache})
