@@ -57,8 +57,8 @@ func (b *breaker) ask() (ask, probe bool) {
 // transitions and, at each failed probe (once per interval while the store
 // stays down), that the local policies run on the fallback.
 func (b *breaker) record(st *rateLimitState, err error, probe bool) {
-	if b == nil {
-		return
+	if b == nil || errors.Is(err, limiter.ErrInvalidRequest) {
+		return // a request the store refuses to decide says nothing of the store
 	}
 	if err == nil {
 		if b.down.CompareAndSwap(true, false) {
