@@ -25,9 +25,9 @@ import (
 // is the script calls per decision (INFO commandstats), admitted/op the
 // share of decisions admitted, admitted/call the admissions per script
 // call (target: at least K/2). Each sub-benchmark starts on a fresh key
-// prefix: a full bucket, drained as the run goes on (a held token is
-// valid only until its slot on the bucket's timeline begins, so prefetch
-// pays where demand meets the rate: see limiter/redis, "Prefetch").
+// prefix: a full bucket, drained as the run goes on. A held token is
+// valid for H = min(PrefetchHold, window) after its fetch was sent (see
+// limiter/redis, "Prefetch"); hold= runs H 5 ms and the default 50 ms.
 func BenchmarkHotBucket(b *testing.B) {
 	srv := redistest.Start(b)
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})
@@ -39,13 +39,15 @@ func BenchmarkHotBucket(b *testing.B) {
 		l    func() limiter.Limiter
 	}{
 		{"store=memory", func() limiter.Limiter { return memory.New(memory.Options{}) }},
-		{"store=redis/prefetch=0", func() limiter.Limiter { return mustRedis(b, client, 0) }},
+		{"store=redis/prefetch=0", func() limiter.Limiter { return mustRedis(b, client, 0, 0) }},
 	}
 	for _, k := range []int64{64, 256, 1024} {
-		stores = append(stores, struct {
-			name string
-			l    func() limiter.Limiter
-		}{fmt.Sprintf("store=redis/prefetch=%d", k), func() limiter.Limiter { return mustRedis(b, client, k) }})
+		for _, hold := range []time.Duration{5 * time.Millisecond, 50 * time.Millisecond} {
+			stores = append(stores, struct {
+				name string
+				l    func() limiter.Limiter
+			}{fmt.Sprintf("store=redis/prefetch=%d/hold=%v", k, hold), func() limiter.Limiter { return mustRedis(b, client, k, hold) }})
+		}
 	}
 	for _, s := range stores {
 		b.Run(s.name, func(b *testing.B) {
@@ -84,8 +86,8 @@ func BenchmarkHotBucket(b *testing.B) {
 	}
 }
 
-func mustRedis(b *testing.B, c goredis.UniversalClient, k int64) *rkredis.Limiter {
-	l, err := rkredis.New(c, rkredis.Options{Prefix: fmt.Sprintf("bench-hot%d:", k), Timeout: time.Second, Prefetch: k})
+func mustRedis(b *testing.B, c goredis.UniversalClient, k int64, hold time.Duration) *rkredis.Limiter {
+	l, err := rkredis.New(c, rkredis.Options{Prefix: fmt.Sprintf("bench-hot%d-%v:", k, hold), Timeout: time.Second, Prefetch: k, PrefetchHold: hold})
 	if err != nil {
 		b.Fatal(err)
 	}

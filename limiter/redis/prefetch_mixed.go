@@ -25,7 +25,8 @@ func (l *Limiter) mixed(ctx context.Context, dst []limiter.Decision, reqs []limi
 	dst = append(dst, make([]limiter.Decision, len(reqs))...)
 	out := dst[n0:]
 	var tents [8]taken
-	tent, local := tents[:0], make([]bool, len(reqs))
+	tent, local := tents[:0], make([]bool, len(reqs)) // local: decided here
+	rejected := false                                 // by a fetch of its own: the call is
 	for i := range reqs {
 		r := &reqs[i]
 		if !l.pre.serves(r) {
@@ -37,26 +38,31 @@ func (l *Limiter) mixed(ctx context.Context, dst []limiter.Decision, reqs []limi
 			tent, local[i] = append(tent, t), true
 		case hot:
 			d, rt, ok, err := l.prefetched(ctx, r, true, &t)
-			rounds = max(rounds, rt)
+			rounds += rt
 			if err != nil {
 				l.settleAll(tent, false)
 				return nil, rounds, true, err
 			}
-			if ok && d.Allowed {
+			if ok {
 				out[i], local[i] = d, true
-				tent = append(tent, t)
+				if d.Allowed {
+					tent = append(tent, t)
+				} else {
+					rejected = true
+				}
 			}
 		}
 	}
-	if len(tent) == 0 {
+	if len(tent) == 0 && !rejected {
 		return dst[:n0], 0, false, nil
 	}
-	commit := true
-	if len(tent) < len(reqs) {
+	commit := !rejected
+	if !allTrue(local) {
+		// A call already rejected only asks the others' decisions (a Peek).
 		var rt int
-		rt, err = l.remote(ctx, reqs, local, out)
+		rt, err = l.remote(ctx, reqs, local, out, !rejected)
 		rounds += rt
-		commit = err == nil && enforcingOK(reqs, out)
+		commit = commit && err == nil && enforcingOK(reqs, out)
 	}
 	l.settleAll(tent, commit)
 	if err != nil {
@@ -73,10 +79,11 @@ func (l *Limiter) settleAll(tent []taken, commit bool) {
 	}
 }
 
-// remote decides the requests of reqs not taken locally (local[i] false)
-// in one call to Redis, writing their decisions into out: a fetch when it
-// is one request prefetch serves, else the usual script.
-func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bool, out []limiter.Decision) (int, error) {
+// remote decides the requests of reqs not decided locally (local[i]
+// false) in one call to Redis, writing their decisions into out: for a
+// Take (take), a fetch when it is one request prefetch serves, else the
+// usual script; otherwise a Peek.
+func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bool, out []limiter.Decision, take bool) (int, error) {
 	rest := make([]limiter.Request, 0, len(reqs))
 	for i := range reqs {
 		if !local[i] {
@@ -86,7 +93,7 @@ func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bo
 	var got []limiter.Decision
 	var rounds int
 	var err error
-	if len(rest) == 1 && l.pre.serves(&rest[0]) {
+	if take && len(rest) == 1 && l.pre.serves(&rest[0]) {
 		var d limiter.Decision
 		var ok bool
 		// Admitted, it is charged at once: the call then commits, as the
@@ -97,7 +104,7 @@ func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bo
 		}
 	}
 	if got == nil && err == nil {
-		got, rounds, err = l.direct(ctx, nil, rest, true)
+		got, rounds, err = l.direct(ctx, nil, rest, take)
 	}
 	if err != nil {
 		return rounds, err
@@ -114,9 +121,9 @@ func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bo
 
 // takeHeld takes r.Cost tokens from r's hold tentatively into *t when it
 // holds enough, setting *d to r's local Decision (held true). Otherwise
-// it reports whether the bucket is hot: a fetch for it now would ask for
-// more than r's cost, and none is in flight (demand is counted by the
-// fetch; a bucket not hot counts r as demand here). A bucket without a
+// it reports whether the bucket is hot (hold.hot: others asked for its
+// cost within the last hold lifetime) with no fetch in flight (demand is
+// then counted by the fetch; a bucket not hot counts r as demand here). A bucket without a
 // hold gets one, to count its demand, when its set has room.
 func (l *Limiter) takeHeld(r *limiter.Request, t *taken, d *limiter.Decision) (held, hot bool) {
 	s := l.pre.set(r)
@@ -126,10 +133,9 @@ func (l *Limiter) takeHeld(r *limiter.Request, t *taken, d *limiter.Decision) (h
 	e := s.find(r)
 	if e == nil {
 		name, _ := l.names.name(r)
-		if e = l.pre.alloc(s, r, name); e == nil {
+		if e = l.pre.alloc(s, r, name, now); e == nil {
 			return false, false
 		}
-		e.sent = now
 	}
 	l.pre.decay(e, now)
 	if e.held() >= r.Cost {
@@ -137,9 +143,19 @@ func (l *Limiter) takeHeld(r *limiter.Request, t *taken, d *limiter.Decision) (h
 		*d = e.local(now)
 		return true, false
 	}
-	if e.fetch == nil && e.demand(r.Cost, now) > r.Cost {
+	if e.fetch == nil && e.hot(r.Cost, now) {
 		return false, true
 	}
 	e.since += r.Cost
 	return false, false
+}
+
+// allTrue reports whether every element of b is true.
+func allTrue(b []bool) bool {
+	for _, v := range b {
+		if !v {
+			return false
+		}
+	}
+	return true
 }
