@@ -258,29 +258,50 @@
 //
 // # Prefetch
 //
-// With [Options.Prefetch] K > 0, a Take of one request on a token bucket
+// With [Options.Prefetch] K > 0, a request of a Take on a token bucket
 // without delay shaping (DelayAfter 0 or Burst, no MaxDelay lowering the
 // ceiling), not a dry run, of cost <= K, is served from tokens the
 // process holds for its bucket when it holds enough ([limiter.Decision]
 // Prefetched, no round trip), else by one script call that takes a batch
-// (as many tokens as fit, up to twice the bucket's local demand since its
-// previous fetch, at most K) and charges the shared bucket for all of it;
-// the other calls wait for that fetch (at most half their time). Calls of
-// several requests, dry runs, delay shaping, cost > K and in-flight caps
-// are decided per call as without it, so all-or-nothing is unchanged.
-// Each held token is one emission interval of the bucket's timeline
-// ending at the TAT the fetch left, and is spent only before that slot
-// begins (on the local clock, counted from when the fetch was sent): every
-// admission's slot then lies within [its time, its time + window], so no
-// interval t sees more than Burst + rate·t. A token whose slot has begun
-// was refilled in Redis already and is dropped. [Limiter.Flush] gives the
-// held tokens back (the capped refund of "Refunds and the bounds they
-// keep"). Under-admission is at most the tokens held across processes (at
-// most K each, plus less than one per bucket), each for at most one
-// window. From a bucket near full a token is valid for only its position
-// in the batch × interval after the send: at high rates (1M/s with a
-// 100 µs round trip) batches expire on arrival and prefetch is slower than
-// the direct path; it pays on buckets under pressure. See docs/redis.md.
+// (as many tokens as fit, up to twice the bucket's local demand over the
+// last hold lifetime, at least the cost, at most K) and charges the
+// shared bucket for all of it; the other calls wait for that fetch (at
+// most half their time). A bucket new to the process, or quiet, fetches
+// its cost only. Dry runs, delay shaping, cost > K and in-flight caps are
+// decided per call as without it.
+//
+// Hold lifetime. The tokens of a fetch are spent only before (the local
+// time the fetch was sent) + H, H = min([Options.PrefetchHold], default
+// 50 ms, the bucket's window). The send precedes Redis's decision, so
+// every token is admitted within H of being charged. The bounds, for the
+// bucket shared by every process:
+//
+//   - every admission was paid in Redis first: from the start, admitted
+//     <= charged - refunded <= burst + rate·t;
+//   - over any interval of length t, admitted <= burst + rate·(t + H):
+//     the tokens admitted in it were charged within [start - H, end].
+//
+// Unused tokens of an expired batch are given back by the bucket's next
+// fetch, in the same script before it takes (the capped refund of
+// "Refunds and the bounds they keep", sent once, never retried: a fetch
+// that fails counts them lost), or by [Limiter.Flush]; a bucket that is
+// not asked again gets them back as it refills (at most one window).
+// Under-admission is at most the tokens held across processes (at most K
+// each, live or expired and not yet given back) for at most H plus the
+// time until the bucket's next fetch.
+//
+// Calls of several requests (the middleware sends all of a request's
+// policies in one Take): each request prefetch serves whose hold has its
+// cost is taken tentatively from the hold; a bucket short of tokens but
+// hot (its cost asked for within the last H by other calls) fetches first
+// (one round trip of its own, tentative too); the rest go to Redis in one
+// call (the usual all-or-nothing script, or a fetch when one request
+// prefetch serves is left). If that call fails or rejects, or a bucket's
+// own fetch rejected (the others are then only peeked), nothing is
+// charged: the tentative tokens go back to the batches they came from
+// (spent later if still within H, else given back), so all-or-nothing
+// holds; a tentative token whose batch was given back meanwhile (Flush)
+// is lost, an under-admission, never an over-admission.
 //
 // # In-flight caps: leases
 //
