@@ -97,7 +97,8 @@ type Middleware struct {
 	authn    identity.Authenticator
 	auth     middleware.AuthOptions
 	debug    middleware.DebugConfig
-	preAuth  bool // some policy is PreAuth: the pre-auth phase runs
+	preAuth  bool            // some policy is PreAuth: the pre-auth phase runs
+	ops      *operationCheck // nil: no policy names an operation
 }
 
 // New validates cfg and returns its Middleware, or every problem found,
@@ -108,7 +109,12 @@ type Middleware struct {
 // [middleware.Policy]), an override matching on a dimension its policy's
 // key lacks, an account override without its tenant unless the
 // Authenticator lists exactly one tenant (see [middleware.Override]), an
-// untrusted-everyone proxy range.
+// untrusted-everyone proxy range, an operation the router can never name
+// ("/v1/reports/{id}" without its method). Whether a route serves each
+// operation a policy names is known only once the routes are registered
+// (with chi, after New): the first request through Handler checks it
+// ([middleware.ServesOperation]) and logs an error per operation no route
+// serves, naming its field.
 func New(cfg Config) (*Middleware, error) {
 	var errs []error
 	op, err := operation(cfg.Router)
@@ -162,6 +168,7 @@ func New(cfg Config) (*Middleware, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		errs = append(errs, malformedOperations(cfg.Router, cfg.Policies)...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -170,6 +177,7 @@ func New(cfg Config) (*Middleware, error) {
 		proxyOpt: middleware.ClientAddressOptions{Metrics: cfg.Metrics},
 		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
+	m.ops = newOperationCheck(cfg)
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
 }
@@ -290,7 +298,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.preAuth {
 		h = m.limiter.PreAuthHandler(h)
 	}
-	return middleware.ClientAddress(m.resolver, m.proxyOpt)(h)
+	h = middleware.ClientAddress(m.resolver, m.proxyOpt)(h)
+	if m.ops != nil {
+		h = m.ops.wrap(h)
+	}
+	return h
 }
 
 // Check returns what the chain would decide for r without spending any

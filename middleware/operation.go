@@ -187,6 +187,13 @@ func (ro *routerOps) stub(method, pattern string) bool {
 // walkOperations lists root's routes with chi.Walk, computes each one's
 // operation string once, and indexes them per router.
 func walkOperations(root chi.Routes) *routerOps {
+	return newRouterOps(root, "", walkRoutes(root))
+}
+
+// walkRoutes maps every route chi.Walk lists under root, by method and
+// full template, to its operation: every operation RouteOperation(root)
+// names but UnmatchedOperation.
+func walkRoutes(root chi.Routes) map[route]string {
 	all := map[route]string{}
 	_ = chi.Walk(root, func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		// chi.Walk joins the patterns of routers mounted at "/" in one
@@ -196,7 +203,7 @@ func walkOperations(root chi.Routes) *routerOps {
 		all[route{method, pattern}] = method + " " + pattern
 		return nil
 	})
-	return newRouterOps(root, "", all)
+	return all
 }
 
 // newRouterOps indexes the operations of routes, mounted at prefix (the

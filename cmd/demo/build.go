@@ -318,25 +318,22 @@ func checkV0(tp TrustedProxiesConfig) []error {
 	return errs
 }
 
-// checkOperations refuses policy operations that no demo route serves: such
-// a policy would silently never apply.
+// checkOperations refuses policy operations that no rate-limited demo
+// route serves (middleware.ServesOperation, as ratekey.New checks them, and
+// under /v1, the only routes behind the limiter): such a policy would
+// silently never apply.
 func (a *app) checkOperations(logger *slog.Logger) []error {
 	h, err := a.router(logger)
 	if err != nil {
 		return []error{err}
 	}
-	known := map[string]bool{middleware.UnmatchedOperation: true}
-	_ = chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		if route == "/v1" || strings.HasPrefix(route, "/v1/") { // only /v1 is behind the limiter
-			known[method+" "+route] = true
-		}
-		return nil
-	})
 	var errs []error
 	for i, p := range a.policies {
-		for _, op := range p.Operations {
-			if !known[op] {
-				errs = append(errs, fmt.Errorf("%s: operations: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), shown(op), middleware.UnmatchedOperation))
+		for j, op := range p.Operations {
+			_, path, _ := strings.Cut(op, " ")
+			limited := op == middleware.UnmatchedOperation || path == "/v1" || strings.HasPrefix(path, "/v1/")
+			if !limited || !middleware.ServesOperation(h, op) {
+				errs = append(errs, fmt.Errorf("%s.operations[%d]: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), j, shown(op), middleware.UnmatchedOperation))
 			}
 		}
 	}

@@ -221,8 +221,8 @@ policies:
     operations: ["GET /v1/report/{id}", "GET /v1/reports/{id}", "UNMATCHED", "GET /healthz"]
 `)
 	code, _, errOut := runDemo(t, "check", "-config", cfg)
-	if code != 1 || !strings.Contains(errOut, `operations: "GET /v1/report/{id}" is not a rate-limited route`) ||
-		!strings.Contains(errOut, `operations: "GET /healthz" is not a rate-limited route`) || strings.Contains(errOut, `"GET /v1/reports/{id}" is not`) {
+	if code != 1 || !strings.Contains(errOut, `policies[0] ("typo-op").operations[0]: "GET /v1/report/{id}" is not a rate-limited route`) ||
+		!strings.Contains(errOut, `policies[0] ("typo-op").operations[3]: "GET /healthz" is not a rate-limited route`) || strings.Contains(errOut, `"GET /v1/reports/{id}" is not`) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 }
