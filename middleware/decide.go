@@ -98,6 +98,7 @@ func (st *rateLimitState) fill(sc *scratch, ev *Evaluation, idx []int, reqs []li
 func (st *rateLimitState) fillOne(res *PolicyResult, ev *Evaluation, d *limiter.Decision, charged bool) {
 	res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
 	res.Cached, res.HashSlot, res.InFlight = d.Cached, d.HashSlot, d.InFlight
+	res.Prefetched = d.Prefetched
 	ev.RoundTrips = max(ev.RoundTrips, d.RoundTrips)
 	res.Charged = charged
 	switch {

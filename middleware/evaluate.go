@@ -120,6 +120,10 @@ type PolicyResult struct {
 	// local deny cache (limiter.Decision.Cached): no round trip, nothing
 	// charged.
 	Cached bool
+	// Prefetched reports that the store decided this policy from tokens
+	// the process had prefetched (limiter.Decision.Prefetched: limiter/redis
+	// with Prefetch), without a round trip of its own.
+	Prefetched bool
 	// HashSlot is 1 + the Redis Cluster slot that decided, 0 when none
 	// did (limiter.Decision.HashSlot).
 	HashSlot int

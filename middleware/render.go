@@ -154,6 +154,7 @@ type policyJSON struct {
 	Cached            bool     `json:"cached"`        // answered by the store's local deny cache
 	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
 	Fallback          bool     `json:"fallback"`      // decided on the local fallback while the store could not
+	Prefetched        bool     `json:"prefetched"`    // decided from tokens the process prefetched from Redis
 }
 
 // held returns the slots of an in-flight policy's key held now: InFlight,
@@ -208,6 +209,7 @@ func (res *PolicyResult) view() policyJSON {
 		v.Slot = &slot
 	}
 	v.Fallback = res.Fallback
+	v.Prefetched = res.Prefetched
 	return v
 }
 
@@ -216,7 +218,7 @@ func (res *PolicyResult) view() policyJSON {
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
 // "error", "override", "max_in_flight", "in_flight", "cached", "slot",
-// "fallback"},
+// "fallback", "prefetched"},
 // in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
@@ -237,7 +239,10 @@ func (res *PolicyResult) view() policyJSON {
 // decided, null for the memory store and a single Redis server; fallback
 // is true for a decision taken on the local fallback store while the
 // store could not decide (on_store_error local; store then names the
-// fallback's, and rate, burst and max_in_flight are its share). The names and
+// fallback's, and rate, burst and max_in_flight are its share);
+// prefetched is true for a decision taken from tokens the process had
+// prefetched from Redis (limiter/redis Prefetch), without its own round
+// trip. The names and
 // values are a public contract; no field holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())
