@@ -229,6 +229,10 @@ type RedisConfig struct {
 	// answers the requests of a bucket Redis rejected until Redis could
 	// admit one again; omitted: 4096; 0 turns it off; at most 1000000.
 	DenyCache *integer `yaml:"deny_cache"`
+	// Prefetch is K, the most tokens the process takes from a bucket in
+	// one script call and then admits locally for at most 50 ms (see
+	// limiter/redis, "Prefetch"); omitted or 0: off; at most 1000000.
+	Prefetch *integer `yaml:"prefetch"`
 }
 
 // integer is a YAML integer written in decimal. Go's YAML decoders turn

@@ -92,6 +92,9 @@ func (s store) withReplicas(n int) store {
 // maxDenyCache bounds limiter.redis.deny_cache: about 80 MB of entries.
 const maxDenyCache = 1_000_000
 
+// maxPrefetch bounds limiter.redis.prefetch, in tokens.
+const maxPrefetch = 1_000_000
+
 func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	var errs []error
 	rc := lc.Redis
@@ -119,6 +122,12 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 			denyCache = -1 // off
 		default:
 			denyCache = int(n)
+		}
+	}
+	var prefetch int64
+	if rc.Prefetch != nil {
+		if prefetch = int64(*rc.Prefetch); prefetch < 0 || prefetch > maxPrefetch {
+			errs = append(errs, fmt.Errorf("limiter.redis.prefetch: %d tokens, want 0 (off) to %d", prefetch, maxPrefetch))
 		}
 	}
 	var timeout time.Duration
@@ -171,13 +180,21 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		opt.ContextTimeoutEnabled, opt.DialerRetries = true, 1
 		client = goredis.NewClient(opt)
 	}
-	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag, DenyCache: denyCache})
+	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag, DenyCache: denyCache, Prefetch: prefetch})
 	if err != nil {
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
 	}
 	fallback := memory.New(memory.Options{Replicas: int(max(lc.Replicas, 0))})
-	return store{limiter: lim, fallback: fallback, close: func() { _ = client.Close() }, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
+	// close gives the prefetched tokens back (Flush, at most a second)
+	// before it closes the client.
+	closeAll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = lim.Flush(ctx)
+		cancel()
+		_ = client.Close()
+	}
+	return store{limiter: lim, fallback: fallback, close: closeAll, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
 }
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
