@@ -141,10 +141,13 @@ func (e *hold) idle() bool {
 	return e.key == "" || e.fetch == nil && e.inUse == 0 && e.held() == 0
 }
 
-// alloc returns a new hold for r in s (s.mu held), replacing a free or
-// idle one (preferring one without refunds due; those of a replaced
-// hold are dropped: their tokens return as the bucket refills), or nil.
-func (p *prefetcher) alloc(s *holdSet, r *limiter.Request, name string) *hold {
+// alloc returns a new hold for r in s (s.mu held) at local time now,
+// replacing a free or idle one (preferring one without refunds due; those
+// of a replaced hold are dropped: their tokens return as the bucket
+// refills), or nil. Its demand count starts two lifetimes back, so that
+// its first fetch asks for the cost only (a new bucket is taken for a
+// quiet one).
+func (p *prefetcher) alloc(s *holdSet, r *limiter.Request, name string, now int64) *hold {
 	var e *hold
 	for i := range s.e {
 		if c := &s.e[i]; c.idle() && (e == nil || c.npend < e.npend) {
@@ -157,8 +160,9 @@ func (p *prefetcher) alloc(s *holdSet, r *limiter.Request, name string) *hold {
 	for _, g := range e.pend[:e.npend] {
 		p.dropped.Add(g.n)
 	}
+	life := min(p.life, int64(r.Limit.Window()))
 	*e = hold{key: r.Key, name: name, interval: int64(r.Limit.Rate.Interval()), burst: r.Limit.Burst,
-		life: min(p.life, int64(r.Limit.Window())), sent: -1 << 62}
+		life: life, sent: now - 2*life}
 	return e
 }
 
@@ -238,6 +242,13 @@ func (e *hold) want(cost, k, now int64) int64 {
 	w := min(e.demand(cost, now), k)
 	e.since, e.sent = 0, now
 	return w
+}
+
+// hot reports whether the bucket's calls asked for at least cost tokens
+// over the last hold lifetime (since, scaled to one lifetime when the
+// count is older), besides the one asking now.
+func (e *hold) hot(cost, now int64) bool {
+	return float64(e.since)*float64(e.life)/float64(max(now-e.sent, e.life)) >= float64(cost)
 }
 
 // demand returns twice the tokens asked for over the last hold lifetime
@@ -415,7 +426,7 @@ func (l *Limiter) startFetch(ctx context.Context, s *holdSet, e *hold, r *limite
 	}
 	if e == nil {
 		name, _ := l.names.name(r)
-		if e = l.pre.alloc(s, r, name); e == nil {
+		if e = l.pre.alloc(s, r, name, l.localNow()); e == nil {
 			s.mu.Unlock()
 			if probe != nil {
 				l.deny.abandon(r, probe)
@@ -510,7 +521,7 @@ func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, er
 		l.pre.charged.Add(n)
 		g := segment{id: l.pre.ids.Add(1), n: n, exp: sent + l.pre.lifeOf(e, r), sec: vals[2], nsec: vals[3], w: debt + n*t}
 		if e == nil {
-			e = l.pre.alloc(f.s, r, f.name)
+			e = l.pre.alloc(f.s, r, f.name, sent)
 		}
 		if e == nil {
 			// No room (not expected: a fetching hold is never replaced):
