@@ -97,90 +97,20 @@ const maxPrefetch = 1_000_000
 
 func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger) (store, []error) {
 	var errs []error
-	rc := lc.Redis
 	if lc.MaxKeys != 0 {
 		errs = append(errs, errors.New("limiter.max_keys: applies to the memory store only (Redis bounds memory with its own maxmemory)"))
 	}
 	if err := checkReplicas(lc); err != nil {
 		errs = append(errs, err)
 	}
-	switch {
-	case rc.URL == "" && rc.ClusterURL == "":
-		errs = append(errs, errors.New("limiter.redis.url: required, e.g. redis://127.0.0.1:6379/0 (or the -redis flag), unless limiter.redis.cluster_url names a Redis Cluster"))
-	case rc.URL != "" && rc.ClusterURL != "":
-		errs = append(errs, errors.New("limiter.redis.cluster_url: set url (one server) or cluster_url (a Redis Cluster), not both"))
-	}
-	if rc.HashTag != "" && !slices.Contains(hashTagDimensions, rc.HashTag) {
-		errs = append(errs, fmt.Errorf("limiter.redis.hash_tag: %s is not a key dimension (%s)", shown(rc.HashTag), strings.Join(hashTagDimensions, ", ")))
-	}
-	denyCache := 0 // the library's default size
-	if rc.DenyCache != nil {
-		switch n := int64(*rc.DenyCache); {
-		case n < 0 || n > maxDenyCache:
-			errs = append(errs, fmt.Errorf("limiter.redis.deny_cache: %d entries, want 0 (off) to %d", n, maxDenyCache))
-		case n == 0:
-			denyCache = -1 // off
-		default:
-			denyCache = int(n)
-		}
-	}
-	var prefetch int64
-	if rc.Prefetch != nil {
-		if prefetch = int64(*rc.Prefetch); prefetch < 0 || prefetch > maxPrefetch {
-			errs = append(errs, fmt.Errorf("limiter.redis.prefetch: %d tokens, want 0 (off) to %d", prefetch, maxPrefetch))
-		}
-	}
-	var timeout time.Duration
-	if rc.Timeout != "" {
-		d, err := time.ParseDuration(rc.Timeout)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("limiter.redis.timeout: %s is not a positive duration such as 100ms", shown(rc.Timeout)))
-		}
-		timeout = d
-	}
-	var opt *goredis.Options
-	var copt *goredis.ClusterOptions
-	// The parsers' errors may quote the URL, password included: never show them.
-	if rc.URL != "" {
-		var err error
-		if opt, err = goredis.ParseURL(rc.URL); err != nil {
-			errs = append(errs, errors.New("limiter.redis.url: "+badRedisURL))
-		}
-	}
-	if rc.ClusterURL != "" {
-		var err error
-		if copt, err = goredis.ParseClusterURL(rc.ClusterURL); err != nil {
-			errs = append(errs, errors.New("limiter.redis.cluster_url: "+badClusterURL))
-		}
-	}
-	var secret []byte
-	if rc.HashSecretFile != "" {
-		b, err := regularfile.Read(path(rc.HashSecretFile), maxKeyFileBytes)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("limiter.redis.hash_secret_file: %v", err))
-		case len(bytes.TrimSpace(b)) < 16:
-			errs = append(errs, errors.New("limiter.redis.hash_secret_file: holds fewer than 16 bytes"))
-		}
-		secret = bytes.TrimSpace(b)
-	}
-	if len(errs) > 0 {
+	opt, copt, uerrs := redisURLs(lc.Redis)
+	o, oerrs := redisOptions(lc.Redis, path)
+	if errs = append(append(errs, uerrs...), oerrs...); len(errs) > 0 {
 		return store{}, errs
 	}
 	goredis.SetLogger(redisLog{logger})
-	var client goredis.UniversalClient
-	// ContextTimeoutEnabled: the limiter's timeout bounds reads too.
-	// DialerRetries 1: a refused connection fails the call at once (go-redis
-	// dials 5 times, 100 ms apart, by default: a dead Redis cost every call
-	// its whole timeout, and the local fallback's first request too).
-	if copt != nil {
-		copt.ContextTimeoutEnabled, copt.DialerRetries = true, 1
-		client = goredis.NewClusterClient(copt)
-	} else {
-		opt.ContextTimeoutEnabled, opt.DialerRetries = true, 1
-		client = goredis.NewClient(opt)
-	}
-	lim, err := rkredis.New(client, rkredis.Options{Prefix: rc.Prefix, Timeout: timeout, HashSecret: secret, HashTag: rc.HashTag, DenyCache: denyCache, Prefetch: prefetch})
+	client := redisClient(opt, copt)
+	lim, err := rkredis.New(client, o)
 	if err != nil {
 		_ = client.Close()
 		return store{}, []error{fmt.Errorf("limiter.redis: %s", strings.TrimPrefix(err.Error(), "limiter/redis: "))}
@@ -195,6 +125,86 @@ func buildRedis(lc LimiterConfig, path func(string) string, logger *slog.Logger)
 		_ = client.Close()
 	}
 	return store{limiter: lim, fallback: fallback, close: closeAll, ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
+}
+
+// redisURLs checks limiter.redis.url and cluster_url (one of them) and
+// parses the one given. The parsers' errors may quote the URL, password
+// included: they are never shown.
+func redisURLs(rc RedisConfig) (*goredis.Options, *goredis.ClusterOptions, []error) {
+	switch {
+	case rc.URL == "" && rc.ClusterURL == "":
+		return nil, nil, []error{errors.New("limiter.redis.url: required, e.g. redis://127.0.0.1:6379/0 (or the -redis flag), unless limiter.redis.cluster_url names a Redis Cluster")}
+	case rc.URL != "" && rc.ClusterURL != "":
+		return nil, nil, []error{errors.New("limiter.redis.cluster_url: set url (one server) or cluster_url (a Redis Cluster), not both")}
+	case rc.URL != "":
+		opt, err := goredis.ParseURL(rc.URL)
+		if err != nil {
+			return nil, nil, []error{errors.New("limiter.redis.url: " + badRedisURL)}
+		}
+		return opt, nil, nil
+	}
+	copt, err := goredis.ParseClusterURL(rc.ClusterURL)
+	if err != nil {
+		return nil, nil, []error{errors.New("limiter.redis.cluster_url: " + badClusterURL)}
+	}
+	return nil, copt, nil
+}
+
+// redisOptions checks the other limiter.redis fields and returns the
+// Redis limiter's options.
+func redisOptions(rc RedisConfig, path func(string) string) (rkredis.Options, []error) {
+	var errs []error
+	o := rkredis.Options{Prefix: rc.Prefix, HashTag: rc.HashTag}
+	if rc.HashTag != "" && !slices.Contains(hashTagDimensions, rc.HashTag) {
+		errs = append(errs, fmt.Errorf("limiter.redis.hash_tag: %s is not a key dimension (%s)", shown(rc.HashTag), strings.Join(hashTagDimensions, ", ")))
+	}
+	if rc.DenyCache != nil { // omitted: the library's default size
+		switch n := int64(*rc.DenyCache); {
+		case n < 0 || n > maxDenyCache:
+			errs = append(errs, fmt.Errorf("limiter.redis.deny_cache: %d entries, want 0 (off) to %d", n, maxDenyCache))
+		case n == 0:
+			o.DenyCache = -1 // off
+		default:
+			o.DenyCache = int(n)
+		}
+	}
+	if rc.Prefetch != nil {
+		if o.Prefetch = int64(*rc.Prefetch); o.Prefetch < 0 || o.Prefetch > maxPrefetch {
+			errs = append(errs, fmt.Errorf("limiter.redis.prefetch: %d tokens, want 0 (off) to %d", o.Prefetch, maxPrefetch))
+		}
+	}
+	if rc.Timeout != "" {
+		d, err := time.ParseDuration(rc.Timeout)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("limiter.redis.timeout: %s is not a positive duration such as 100ms", shown(rc.Timeout)))
+		}
+		o.Timeout = d
+	}
+	if rc.HashSecretFile != "" {
+		b, err := regularfile.Read(path(rc.HashSecretFile), maxKeyFileBytes)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("limiter.redis.hash_secret_file: %v", err))
+		case len(bytes.TrimSpace(b)) < 16:
+			errs = append(errs, errors.New("limiter.redis.hash_secret_file: holds fewer than 16 bytes"))
+		}
+		o.HashSecret = bytes.TrimSpace(b)
+	}
+	return o, errs
+}
+
+// redisClient makes the go-redis client of opt (one server) or copt (a
+// Cluster). ContextTimeoutEnabled: the limiter's timeout bounds reads too.
+// DialerRetries 1: a refused connection fails the call at once (go-redis
+// dials 5 times, 100 ms apart, by default: a dead Redis cost every call its
+// whole timeout, and the local fallback's first request too).
+func redisClient(opt *goredis.Options, copt *goredis.ClusterOptions) goredis.UniversalClient {
+	if copt != nil {
+		copt.ContextTimeoutEnabled, copt.DialerRetries = true, 1
+		return goredis.NewClusterClient(copt)
+	}
+	opt.ContextTimeoutEnabled, opt.DialerRetries = true, 1
+	return goredis.NewClient(opt)
 }
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
