@@ -182,9 +182,10 @@ type Evaluation struct {
 	// RoundTrips is how many round trips to a shared store the limiter
 	// call took (limiter.Decision.RoundTrips); 0 for the memory store.
 	RoundTrips int
-	// Replicas is how many processes share the store's budgets, each
-	// enforcing its share of every limit (the memory store's Replicas): 1
-	// for the whole limit.
+	// Replicas is how many processes share the budgets of the store that
+	// decided, each enforcing its share of every limit (the memory store's
+	// Replicas; the Fallback's when a policy decided on it): 1 for the
+	// whole limit.
 	Replicas int
 }
 
