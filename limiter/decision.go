@@ -47,7 +47,10 @@ type Decision struct {
 	// trip was made and nothing was charged. Only a rejected Decision
 	// (Allowed false, Never false) can be Cached; its other fields are the
 	// rejection the shared store would return at the same instant for the
-	// state the cache knows. The memory store never sets it.
+	// state the cache knows, except that a rejection of a prefetched bucket
+	// left dry (limiter/redis, "Prefetch": a fetch came back short) has
+	// the RetryAfter of the process's next fetch, which may be later. The
+	// memory store never sets it.
 	Cached bool
 	// Prefetched reports that the store admitted this request from tokens
 	// the process had already taken, and paid for, from the shared store

@@ -290,13 +290,32 @@
 // each, live or expired and not yet given back) for at most H plus the
 // time until the bucket's next fetch.
 //
+// Dry buckets. A fetch that comes back short (the bucket could not give
+// the batch asked for: it is empty, or nearly) leaves the bucket's hold
+// dry: until the bucket has refilled m = min(max(min(batch/2, K/2,
+// H/interval), cost), burst) tokens, counted from the reply's arrival (at
+// most max(H, cost × interval) after it), a Take that finds too few tokens held is rejected locally
+// (Cached, no round trip, nothing charged, RetryAfter until the dry spell
+// ends) instead of waiting for fetches run back to back, each of which
+// would get one round trip's worth of tokens. A hot bucket then fetches
+// about K/2 tokens per script call, a quiet one (batch = its cost) its
+// cost, as the deny cache would. It never over-admits (it admits nothing
+// more; it delays fetches). What it costs: the tokens that refill in
+// Redis during a dry spell (at most m per process) wait there for that
+// process's next fetch (other processes may take them first), so from the
+// start the bucket's admissions trail burst + rate·t by at most m per
+// process beyond the held tokens, each token delayed by at most m ×
+// interval; none is lost (m <= burst: the bucket does not overflow
+// meanwhile), and no process starves (each dry spell ends, and the next
+// fetch takes what fits).
+//
 // Calls of several requests (the middleware sends all of a request's
 // policies in one Take): each request prefetch serves whose hold has its
 // cost is taken tentatively from the hold; a bucket short of tokens but
 // hot (its cost asked for within the last H by other calls) fetches first
-// (one round trip of its own, tentative too); the rest go to Redis in one
-// call (the usual all-or-nothing script, or a fetch when one request
-// prefetch serves is left). If that call fails or rejects, or a bucket's
+// (one round trip of its own, tentative too; a dry one rejects the call
+// locally); the rest go to Redis in one call (the usual all-or-nothing
+// script, or a fetch when one request prefetch serves is left). If that call fails or rejects, or a bucket's
 // own fetch rejected (the others are then only peeked), nothing is
 // charged: the tentative tokens go back to the batches they came from
 // (spent later if still within H, else given back), so all-or-nothing

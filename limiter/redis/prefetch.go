@@ -71,6 +71,12 @@ type hold struct {
 	// is given up on.
 	fetch    chan struct{}
 	fetchEnd int64
+	// dry is set when a fetch came back short (the bucket could not give
+	// the batch asked for): until this local time, a Take that finds too
+	// few tokens held is rejected here (hold.dryRejection) instead of
+	// fetching; it is when the bucket will have refilled about half a
+	// batch (see hold.dryUntil).
+	dry int64
 }
 
 type holdSet struct {
@@ -366,6 +372,12 @@ func (l *Limiter) prefetched(ctx context.Context, r *limiter.Request, take bool,
 			s.mu.Unlock()
 			return d, 0, false, nil
 		}
+		if e != nil && now < e.dry {
+			e.since += r.Cost // demand the next batch serves
+			d = e.dryRejection(r, now)
+			s.mu.Unlock()
+			return d, 0, true, nil
+		}
 		if e != nil && e.fetch != nil && now < e.fetchEnd {
 			ch := e.fetch
 			if cutoff == nil {
@@ -510,6 +522,10 @@ func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, er
 	if n == 0 {
 		debt = -1 - debt
 	}
+	if e != nil && n < f.want {
+		e.dryUntil(r, f.want, l.pre.k, recv, debt+n*t)
+		e.last = max(e.last, sent+debt+n*t)
+	}
 	d, _ := gcra.Decide(debt, 0, r.Limit, r.Cost)
 	var out segment
 	switch {
@@ -553,6 +569,40 @@ func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, er
 		l.giveBack(ctx, f.name, t, out)
 	}
 	return d, nil
+}
+
+// dryUntil records, for a fetch of want tokens for a request r that got
+// fewer (the bucket had no more), received at local time recv and
+// leaving the bucket with debt ns (as of Redis's time, before recv), that
+// the hold is dry until the bucket has refilled m = min(max(min(want/2,
+// k/2, H/interval), cost), burst) tokens: want/2 is the demand over one
+// hold lifetime (hold.want), so a hot bucket fetches again when about
+// half a full batch (K/2) has refilled, a quiet one when its cost has;
+// never longer than H (a batch is spent within H: waiting longer cost a
+// slow bucket shared with a fast one in the same calls a fifth of its
+// admissions, TestFleetPrefetch), nor than until the bucket is full.
+// Counted from recv, so that for one process alone the next fetch finds
+// at least m tokens (another process may take them first: its own fetch
+// then comes back short and dry again; none waits more than its m
+// tokens' refill per fetch).
+func (e *hold) dryUntil(r *limiter.Request, want, k, recv, debt int64) {
+	m := min(max(min(want/2, k/2, e.life/e.interval), r.Cost), e.burst)
+	t := e.interval
+	e.dry = max(e.dry, recv+debt-e.burst*t+m*t)
+}
+
+// dryRejection is the Decision of a Take of r at local time now rejected
+// while its hold is dry (now < e.dry; e.held() < r.Cost): Cached (no
+// round trip, nothing charged), RetryAfter until the hold's next fetch
+// (e.dry - now, and at least what the TAT the last fetch left says r's
+// cost needs: honest, since this process admits nothing of the bucket
+// before then), ResetAfter
+// until the TAT the last fetch left (a lower bound).
+func (e *hold) dryRejection(r *limiter.Request, now int64) limiter.Decision {
+	d, _ := gcra.Decide(e.last, now, r.Limit, r.Cost)
+	return limiter.Decision{Cached: true, Remaining: e.held(),
+		RetryAfter: max(time.Duration(e.dry-now), d.RetryAfter),
+		ResetAfter: time.Duration(max(0, e.last-now))}
 }
 
 // lifeOf returns H for r's bucket (its hold e's, when there is one).
@@ -634,8 +684,44 @@ func (l *Limiter) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// PrefetchStats is what a Limiter's prefetch ([Options.Prefetch]) has done
+// since New, over all its buckets, in tokens (RefundedNs in ns of the
+// buckets' timelines), for operators' metrics and for checking the books.
+// Fetches: script calls that fetched; Charged: tokens they charged;
+// Admitted: tokens admitted from batches (by the fetch or from a hold;
+// requests decided by Redis per call are not counted); Held: live tokens
+// held now; Pending: expired tokens whose refund is due with the next
+// fetch; Expired: tokens of batches that expired or were pushed out
+// unused; SentBack: tokens whose refund was sent (with a fetch or by
+// Flush); RefundedNs: what Redis gave back for them (a refund is capped:
+// never past a full bucket, so it may give back less than was sent);
+// Lost: tokens of refunds sent in a call that failed (outcome unknown,
+// counted in SentBack too); Dropped: tokens never sent back (a full list
+// of pending refunds, a replaced hold, a tentative take whose batch was
+// flushed meanwhile). When no call is in flight, Charged = Admitted +
+// Held + Pending + SentBack + Dropped, exactly.
+type PrefetchStats struct {
+	Fetches, Charged, Admitted, Held, Pending, Expired, SentBack, RefundedNs, Lost, Dropped int64
+}
+
+// PrefetchStats returns l's prefetch counters and the tokens it holds
+// now (all zero when prefetch is off). Safe for concurrent use; it locks
+// each hold's set in turn, so call it for metrics, not per request.
+func (l *Limiter) PrefetchStats() PrefetchStats {
+	p := l.pre
+	if p == nil {
+		return PrefetchStats{}
+	}
+	held, pending := l.heldTokens()
+	return PrefetchStats{
+		Fetches: p.fetches.Load(), Charged: p.charged.Load(), Admitted: p.admitted.Load(),
+		Held: held, Pending: pending, Expired: p.expired.Load(), SentBack: p.sentBack.Load(),
+		RefundedNs: p.refundedNs.Load(), Lost: p.lost.Load(), Dropped: p.dropped.Load(),
+	}
+}
+
 // heldTokens returns the live tokens l holds now and the expired ones
-// whose refund is due (for the tests).
+// whose refund is due.
 func (l *Limiter) heldTokens() (held, pending int64) {
 	for i := range l.pre.sets {
 		s := &l.pre.sets[i]

@@ -122,7 +122,8 @@ func (l *Limiter) remote(ctx context.Context, reqs []limiter.Request, local []bo
 // takeHeld takes r.Cost tokens from r's hold tentatively into *t when it
 // holds enough, setting *d to r's local Decision (held true). Otherwise
 // it reports whether the bucket is hot (hold.hot: others asked for its
-// cost within the last hold lifetime) with no fetch in flight (demand is
+// cost within the last hold lifetime) or dry (hold.dry: prefetched then
+// rejects it locally) with no fetch in flight (demand is
 // then counted by the fetch; a bucket not hot counts r as demand here). A bucket without a
 // hold gets one, to count its demand, when its set has room.
 func (l *Limiter) takeHeld(r *limiter.Request, t *taken, d *limiter.Decision) (held, hot bool) {
@@ -143,7 +144,7 @@ func (l *Limiter) takeHeld(r *limiter.Request, t *taken, d *limiter.Decision) (h
 		*d = e.local(now)
 		return true, false
 	}
-	if e.fetch == nil && e.hot(r.Cost, now) {
+	if e.fetch == nil && (now < e.dry || e.hot(r.Cost, now)) {
 		return false, true
 	}
 	e.since += r.Cost

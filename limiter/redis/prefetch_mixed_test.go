@@ -15,8 +15,10 @@ import (
 // bucket A (3 tokens held) and a direct bucket B: admitted, A from its
 // hold (no round trip of its own), B by Redis. The same call once B is
 // empty: rejected, and A's tentative token is back in the hold (nothing
-// admitted, A's Redis state untouched). The same call with B's key
-// holding garbage: an error, A's token back. Then A with its hold empty
+// admitted, A's Redis state untouched); B's first fetch asked for 4
+// and got 1 (its burst), so B is dry (a fetch came back short) and is
+// rejected locally (Cached, RetryAfter 1 h, no round trip). A call of A
+// and a bucket G whose key holds garbage: an error, A's token back. Then A with its hold empty
 // but hot and an empty C: A's bucket fetches a batch first (tentatively
 // taking 1), C rejects, and the whole batch stays held. The books balance
 // and nothing is dropped.
@@ -68,18 +70,23 @@ func TestPrefetchMixed(t *testing.T) {
 			held(2)
 			before := peekA()
 			d = take(a, b)
-			if !d[0].Allowed || !d[0].Prefetched || d[1].Allowed {
-				t.Fatalf("B empty: %+v; want A's token taken tentatively, B rejected", d)
+			if !d[0].Allowed || !d[0].Prefetched || d[1].Allowed || !d[1].Cached || d[1].RoundTrips != 0 || d[1].RetryAfter != time.Hour {
+				t.Fatalf("B empty: %+v; want A's token taken tentatively, B rejected locally (dry: Cached, RetryAfter 1h, no round trip)", d)
 			}
 			held(2)
 			if got := peekA(); got != before {
 				t.Fatalf("A's state moved: %+v, was %+v", got, before)
 			}
-			if err := clients[0].Set(ctx, direct.RedisKey(b), "garbage", 0).Err(); err != nil {
+			g := limiter.Request{Key: "g", Limit: one, Cost: 1}
+			if err := clients[0].Set(ctx, direct.RedisKey(g), "garbage", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Take(ctx, nil, []limiter.Request{a, b}); err == nil {
-				t.Fatal("B's key holds garbage: want an error")
+			f0 := rkredis.Prefetch(l).Fetches
+			if _, err := l.Take(ctx, nil, []limiter.Request{a, g}); err == nil {
+				t.Fatal("G's key holds garbage: want an error")
+			}
+			if f := rkredis.Prefetch(l).Fetches; f != f0+1 {
+				t.Fatalf("fetches %d -> %d", f0, f)
 			}
 			held(2)
 			take(a)
@@ -92,10 +99,10 @@ func TestPrefetchMixed(t *testing.T) {
 			}
 			held(4)
 			s := rkredis.Prefetch(l)
-			// B and C are served by prefetch too (fetches of their cost: they
-			// are quiet): fetches A 3, B 3 (one failed), C 2; charged A 1 + 4
-			// + 4, B 1, C 1; admitted A 5, B 1, C 1.
-			want := rkredis.PrefetchStats{Fetches: 8, Charged: 11, Admitted: 7, Held: 4}
+			// B, C and G are served by prefetch too (fetches of their cost:
+			// they are quiet): fetches A 3, B 1 (short: then dry), G 1 (failed), C 2;
+			// charged A 1 + 4 + 4, B 1, C 1; admitted A 5, B 1, C 1.
+			want := rkredis.PrefetchStats{Fetches: 7, Charged: 11, Admitted: 7, Held: 4}
 			if s != want {
 				t.Fatalf("stats %+v, want %+v", s, want)
 			}

@@ -36,10 +36,12 @@ func prefetchClients(t *testing.T, n int) map[string][]goredis.UniversalClient {
 // only, then twice the demand: 4, 4, then 3 of 4 fitting), which are
 // admitted from the hold (Prefetched, no round trip, Remaining the tokens
 // still held), two held tokens expiring at H and given back by the next
-// fetch (200 ms of debt refunded in its script), and the rejection once
-// the bucket is empty; then Flush has nothing left to give back, and the
-// bucket's state read back through a Limiter without prefetch is the
-// admitted tokens' debt.
+// fetch (200 ms of debt refunded in its script), then, that fetch having
+// come back short (3 of 4), the bucket dry: rejected locally (Cached, no
+// round trip, RetryAfter until 1 token, its cost, has refilled: H/interval
+// is 0) until 100 ms, when one fetch takes it and the bucket is dry again; then
+// Flush has nothing left to give back, and the bucket's state read back
+// through a Limiter without prefetch is the admitted tokens' debt.
 func TestPrefetchTrace(t *testing.T) {
 	for name, clients := range prefetchClients(t, 1) {
 		t.Run(name, func(t *testing.T) {
@@ -69,7 +71,13 @@ func TestPrefetchTrace(t *testing.T) {
 				{0, fetched(4, 6*T)}, {0, local(2, 9*T)}, // 4, 2 left
 				{60 * ms, fetched(2, 740*ms)}, // 2 expired at 50 ms, given back; 3 of 4 fit
 				{60 * ms, local(1, 940*ms)}, {60 * ms, local(0, 940*ms)},
-				{60 * ms, limiter.Decision{RetryAfter: 40 * ms, ResetAfter: 940 * ms, RoundTrips: 1}}, // empty
+				// dry: the fetch came back short (3 of 4), so no fetch until
+				// min(K/2, H/interval = 0), at least the cost: 1 token has
+				// refilled, at 100 ms: rejected locally till then.
+				{60 * ms, limiter.Decision{RetryAfter: 40 * ms, ResetAfter: 940 * ms, Cached: true}},
+				{99 * ms, limiter.Decision{RetryAfter: 1 * ms, ResetAfter: 901 * ms, Cached: true}},
+				{100 * ms, fetched(0, time.Second)},                                                       // 1 fits
+				{100 * ms, limiter.Decision{RetryAfter: 100 * ms, ResetAfter: time.Second, Cached: true}}, // dry till 200 ms
 			}
 			for i, s := range steps {
 				clk.Set(s.at)
@@ -83,7 +91,7 @@ func TestPrefetchTrace(t *testing.T) {
 				}
 			}
 			st := rkredis.Prefetch(l)
-			want := rkredis.PrefetchStats{Fetches: 5, Charged: 12, Admitted: 10, Expired: 2, SentBack: 2, RefundedNs: int64(2 * T)}
+			want := rkredis.PrefetchStats{Fetches: 5, Charged: 13, Admitted: 11, Expired: 2, SentBack: 2, RefundedNs: int64(2 * T)}
 			if st != want {
 				t.Fatalf("stats %+v, want %+v", st, want)
 			}
@@ -93,10 +101,10 @@ func TestPrefetchTrace(t *testing.T) {
 			if st := rkredis.Prefetch(l); st != want {
 				t.Fatalf("after Flush: stats %+v, want %+v", st, want)
 			}
-			// The bucket at 60 ms: 10 admitted = 1000 ms of debt, 60 ms refilled.
+			// The bucket at 100 ms: 11 admitted = 1100 ms of debt, 100 ms refilled.
 			got, err := direct.Peek(context.Background(), nil, []limiter.Request{r})
-			if err != nil || got[0].Allowed || got[0].ResetAfter != 940*ms {
-				t.Fatalf("bucket after Flush: %+v, %v; want ResetAfter 940ms, rejected", got, err)
+			if err != nil || got[0].Allowed || got[0].ResetAfter != time.Second {
+				t.Fatalf("bucket after Flush: %+v, %v; want ResetAfter 1s, rejected", got, err)
 			}
 		})
 	}
