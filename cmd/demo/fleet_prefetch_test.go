@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekey/ratekey/internal/redistest"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
+)
+
+// prefetchFleetConfig is three demo processes' config on Redis at url
+// with prefetch K 16: a shared bucket (1000/s, burst 100) and one per
+// client (its network: 50/s, burst 10), both on every GET
+// /v1/reports/{id}, so each request is one Take of the two.
+func prefetchFleetConfig(url string) string {
+	return `limiter:
+  store: redis
+  redis:
+    url: ` + url + `
+    timeout: 500ms
+    prefetch: 16
+policies:
+  - name: shared
+    key: []
+    rate: 1000/s
+    burst: 100
+    operations: ["GET /v1/reports/{id}"]
+  - name: client
+    key: [network]
+    rate: 50/s
+    burst: 10
+    operations: ["GET /v1/reports/{id}"]
+`
+}
+
+// fleetSeconds is how long TestFleetPrefetch floods: 2 s, or
+// RATEKEY_FLEET_SECONDS (the issue's proof runs 20).
+func fleetSeconds(t *testing.T) time.Duration {
+	v := os.Getenv("RATEKEY_FLEET_SECONDS")
+	if v == "" {
+		return 2 * time.Second
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n <= 0 {
+		t.Fatalf("RATEKEY_FLEET_SECONDS=%q: want a positive number of seconds", v)
+	}
+	return time.Duration(n * float64(time.Second))
+}
+
+// floodFleet runs 32 clients (client g from 192.0.2.g+1, on server g%3)
+// against fleet for d and returns each client's admissions, the span
+// from before the first request to after the last, and the first
+// status other than 200 or 429 (0 if none).
+func floodFleet(fleet []*server, d time.Duration) (admitted [32]int64, span time.Duration, bad int) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := time.Now()
+	for g := range 32 {
+		s := fleet[g%len(fleet)]
+		wg.Go(func() {
+			for time.Since(start) < d {
+				r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+				r.RemoteAddr = fmt.Sprintf("192.0.2.%d:1234", g+1)
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, r)
+				switch w.Code {
+				case http.StatusOK:
+					admitted[g]++
+				case http.StatusTooManyRequests:
+				default:
+					mu.Lock()
+					bad = w.Code
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted, time.Since(start), bad
+}
+
+// TestFleetPrefetch is the issue's first proof: three demo servers (three
+// processes' worth: each its own Redis client and Limiter) with prefetch
+// K 16 on one Redis, 32 clients flooding for 2 s (RATEKEY_FLEET_SECONDS
+// to change it), a shared bucket and one per client in each request. The
+// shared bucket admits at most burst + rate·t (t from before the first
+// request to after the last) and at least 90% of it; each client's bucket
+// at most its own burst + rate·t; every server's books balance exactly:
+// tokens charged in Redis = admitted from batches + held + due for a
+// refund + sent back + dropped (none lost, at most 1% dropped), and after
+// Flush nothing is held and charged - sent back - dropped = admitted.
+func TestFleetPrefetch(t *testing.T) {
+	srv := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "ratekey.yaml")
+	if err := os.WriteFile(path, []byte(prefetchFleetConfig(srv.URL())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var fleet []*server
+	var lims []*rkredis.Limiter
+	for range 3 {
+		s, _ := serverAt(t, path)
+		t.Cleanup(s.close)
+		fleet = append(fleet, s)
+		lims = append(lims, s.app.store.limiter.(*rkredis.Limiter))
+	}
+	perClient, span, bad := floodFleet(fleet, fleetSeconds(t))
+	if bad != 0 {
+		t.Fatalf("a request got %d; want 200 or 429", bad)
+	}
+	var total int64
+	clientBound := 10 + int64(50*span.Seconds())
+	for g, n := range perClient {
+		total += n
+		if n > clientBound {
+			t.Errorf("client %d: %d admitted > its bucket's burst + rate·t = %d", g, n, clientBound)
+		}
+	}
+	bound := 100 + int64(1000*span.Seconds())
+	books := fleetBooks(t, lims, false)
+	t.Logf("%v: shared bucket admitted %d of burst + rate·t = %d (%.1f%%); clients %d-%d each (bound %d); books %+v",
+		span.Round(time.Millisecond), total, bound, 100*float64(total)/float64(bound), minOf(perClient), maxOf(perClient), clientBound, books)
+	if total > bound {
+		t.Errorf("over-admitted: %d > burst + rate·t = %d", total, bound)
+	}
+	if total*10 < bound*9 {
+		t.Errorf("admitted %d, under 90%% of burst + rate·t = %d", total, bound)
+	}
+	for _, l := range lims {
+		if err := l.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := fleetBooks(t, lims, true)
+	t.Logf("after Flush: %+v (refunded in Redis: %d ns)", after, after.RefundedNs)
+}
+
+// fleetBooks checks each Limiter's prefetch books (see
+// rkredis.PrefetchStats: charged = admitted + held + pending + sent back +
+// dropped, exactly; nothing lost; at most 1% dropped, an under-admission:
+// a full list of refunds due, or a tentative take whose batch was given
+// back meanwhile; after Flush, nothing held or pending, so charged - sent
+// back - dropped = admitted) and returns their sums.
+func fleetBooks(t *testing.T, lims []*rkredis.Limiter, flushed bool) (sum rkredis.PrefetchStats) {
+	t.Helper()
+	for i, l := range lims {
+		s := l.PrefetchStats()
+		if s.Charged != s.Admitted+s.Held+s.Pending+s.SentBack+s.Dropped || s.Lost != 0 || s.Dropped*100 > s.Charged {
+			t.Errorf("server %d: charged %d != admitted %d + held %d + pending %d + sent back %d + dropped %d (lost %d)",
+				i, s.Charged, s.Admitted, s.Held, s.Pending, s.SentBack, s.Dropped, s.Lost)
+		}
+		if flushed && (s.Held != 0 || s.Pending != 0 || s.Charged-s.SentBack-s.Dropped != s.Admitted) {
+			t.Errorf("server %d after Flush: %+v; want nothing held, charged - sent back - dropped = admitted", i, s)
+		}
+		sum.Fetches += s.Fetches
+		sum.Charged += s.Charged
+		sum.Admitted += s.Admitted
+		sum.Held += s.Held
+		sum.Pending += s.Pending
+		sum.Expired += s.Expired
+		sum.SentBack += s.SentBack
+		sum.RefundedNs += s.RefundedNs
+		sum.Lost += s.Lost
+		sum.Dropped += s.Dropped
+	}
+	return sum
+}
+
+func minOf(a [32]int64) int64 {
+	m := a[0]
+	for _, v := range a {
+		m = min(m, v)
+	}
+	return m
+}
+
+func maxOf(a [32]int64) int64 {
+	m := a[0]
+	for _, v := range a {
+		m = max(m, v)
+	}
+	return m
+}
