@@ -233,6 +233,33 @@ func TestCheckRedisDenyCache(t *testing.T) {
 	}
 }
 
+// TestCheckRedisPrefetch: limiter.redis.prefetch is K, in tokens, 0 (off)
+// to 1000000; with store memory it is refused like every limiter.redis
+// field.
+func TestCheckRedisPrefetch(t *testing.T) {
+	policy := "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2}\n"
+	for _, tt := range []struct{ name, limiter, want string }{
+		{"negative", "{store: redis, redis: {url: \"redis://127.0.0.1:1/0\", prefetch: -1}}", "limiter.redis.prefetch: -1 tokens, want 0 (off) to 1000000"},
+		{"too large", "{store: redis, redis: {url: \"redis://127.0.0.1:1/0\", prefetch: 1000001}}", "limiter.redis.prefetch: 1000001 tokens, want 0 (off) to 1000000"},
+		{"not an integer", "{store: redis, redis: {url: \"redis://127.0.0.1:1/0\", prefetch: 1.5}}", `config: limiter.redis.prefetch (line 1): "1.5" is not a decimal integer`},
+		{"store memory", "{redis: {prefetch: 64}}", "limiter.redis: set only with store: redis"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			config := "limiter: " + tt.limiter + "\n" + policy
+			code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, config))
+			if code != 1 || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, want 1 and %q in:\n%s", code, tt.want, errOut)
+			}
+		})
+	}
+	for _, v := range []string{"0", "1", "1000000"} {
+		config := "limiter: {store: redis, redis: {url: \"redis://127.0.0.1:1/0\", prefetch: " + v + "}}\n" + policy
+		if code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, config)); code != 0 {
+			t.Errorf("prefetch: %s: exit %d\n%s", v, code, errOut)
+		}
+	}
+}
+
 // clusterConfig: a per-network budget of 5 and a shared per-operation one
 // of 8 on one operation; their keys fall in different slots.
 const clusterConfig = `
