@@ -276,9 +276,9 @@ func (l *Limiter) runShares(dst []limiter.Decision, reqs []limiter.Request, n in
 		}
 		return l.decide(dst, one[:], reqs, charge)
 	}
-	var buf [smallCall]limiter.Request
+	var buf [4]limiter.Request // a request's policies, usually; zeroed per call
 	shares := buf[:0]
-	if len(reqs) > smallCall {
+	if len(reqs) > len(buf) {
 		shares = make([]limiter.Request, 0, len(reqs))
 	}
 	for i, r := range reqs {
