@@ -26,7 +26,9 @@ func (st *rateLimitState) decideAll(r *http.Request, sc *scratch, ev *Evaluation
 			st.fill(sc, ev, idx, reqs, nil, err, charge, st.Limiter)
 			return
 		}
-		st.breaker.record(st, err, probe)
+		if err != nil || answered(decs) {
+			st.breaker.record(st, err, probe)
+		}
 	} else {
 		err = errStoreDown
 	}
@@ -35,6 +37,18 @@ func (st *rateLimitState) decideAll(r *http.Request, sc *scratch, ev *Evaluation
 		return
 	}
 	st.fill(sc, ev, idx, reqs, decs, err, charge, st.Limiter)
+}
+
+// answered reports whether the store itself gave decs: not every one of
+// them answered locally (limiter/redis's deny cache, Cached, or its held
+// tokens, Prefetched), which says nothing of whether the store answers.
+func answered(decs []limiter.Decision) bool {
+	for i := range decs {
+		if !decs[i].Cached && !decs[i].Prefetched {
+			return true
+		}
+	}
+	return false
 }
 
 // call runs one Take or Peek on store l (named name), reporting it to the

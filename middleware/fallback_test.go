@@ -190,3 +190,56 @@ func TestLocalFallbackAllOrNothing(t *testing.T) {
 		t.Errorf("the fallback's bucket after two refused requests: %+v, %v; want full (2 left after this peek)", d, err)
 	}
 }
+
+// TestLocalFallbackCachedProbe: while Redis is stalled, a probe that the
+// Redis limiter's deny cache answers (no round trip) says nothing of
+// Redis: the store stays down, and the next request does not ask it (the
+// request after a false "up" waited the whole timeout).
+func TestLocalFallbackCachedProbe(t *testing.T) {
+	srv := redistest.Start(t)
+	calls := &callCounter{}
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	client.AddHook(calls)
+	t.Cleanup(func() { client.Close() })
+	lim, err := redis.New(client, redis.Options{Timeout: 100 * time.Millisecond}) // deny cache on
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := middleware.Policy{Name: "hot", Key: []identity.Dimension{}, Limit: limit("1/m", 1), OnStoreError: middleware.OnStoreErrorLocal, Operations: []string{"GET /hot"}}
+	other := perNetwork("60/m", 10)
+	other.OnStoreError, other.Operations = middleware.OnStoreErrorLocal, []string{"GET /other"}
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{hot, other}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.With(middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{}), rl.Handler).Get("/hot", func(http.ResponseWriter, *http.Request) {})
+	r.With(middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{}), rl.Handler).Get("/other", func(http.ResponseWriter, *http.Request) {})
+	get := func(path, peer string) int {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = peer
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w.Code
+	}
+	if a, b := get("/hot", "198.51.100.1:1"), get("/hot", "198.51.100.1:1"); a != 200 || b != 429 {
+		t.Fatalf("hot on Redis: %d, %d; want 200 then 429 (now in the deny cache)", a, b)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	if c := get("/other", "198.51.100.2:1"); c != 200 { // times out: the store is down
+		t.Fatalf("other with Redis stalled: %d; want 200 on the fallback", c)
+	}
+	time.Sleep(middleware.ProbeInterval + 50*time.Millisecond) // the next call is the probe
+	if c := get("/hot", "198.51.100.1:1"); c != 429 {
+		t.Fatalf("the probe on the cached bucket: %d; want 429 from the deny cache", c)
+	}
+	before := calls.n.Load()
+	if c := get("/other", "198.51.100.3:1"); c != 200 {
+		t.Fatalf("other after the cached probe: %d; want 200 on the fallback", c)
+	}
+	if n := calls.n.Load() - before; n != 0 {
+		t.Errorf("Redis asked %d times after a probe the deny cache answered; want 0 (still down)", n)
+	}
+}
