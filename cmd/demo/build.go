@@ -189,6 +189,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	// the demo's own router says which operations exist.
 	if a.limiter == nil { // already reported; stand in so the policies are still checked
 		a.limiter = memory.New(memory.Options{})
+		a.store.fallback = memory.New(memory.Options{}) // (not "local needs a fallback" too)
 	}
 	// The library's own checks: names, keys, cost against burst and
 	// max_delay, waits against the demo's 50 s bound.

@@ -75,6 +75,16 @@ func TestCheckLocalFallback(t *testing.T) {
 	}
 }
 
+// TestCheckLocalFallbackOneError: a bad Redis setting beside a local
+// policy is one error, not also "local needs a fallback store".
+func TestCheckLocalFallbackOneError(t *testing.T) {
+	cfg := "limiter:\n  store: redis\n  redis:\n    url: redis://127.0.0.1:1/0\n    prefetch: -1\npolicies:\n  - name: h\n    key: []\n    rate: 1/s\n    burst: 5\n    on_store_error: local\n"
+	code, _, errOut := runDemo(t, "check", "-config", writeConfig(t, cfg))
+	if code != 1 || strings.Count(errOut, "\n  - ") != 1 || !strings.Contains(errOut, "limiter.redis.prefetch: -1 tokens, want 0 (off) to 1000000") {
+		t.Errorf("check: %d\n%s\nwant exactly the prefetch error", code, errOut)
+	}
+}
+
 // TestReloadRescalesReplicas: a reload from 3 replicas to 1 decides on a
 // view of the same buckets at the new share, keeping their debt: one
 // token of a share of 3 spent is a third of the window, so 6 of the whole
