@@ -129,6 +129,7 @@ func New(cfg Config) (*Middleware, error) {
 		errs = append(errs, fmt.Errorf("authenticator: a nil %T (was the error of its constructor ignored?)", cfg.Authenticator))
 		cfg.Authenticator = nil
 	}
+	errs = append(errs, tenantlessKeys(cfg.Authenticator, cfg.Policies)...)
 	if cfg.Authenticator == nil {
 		for i, p := range cfg.Policies {
 			for _, d := range p.Key {
@@ -201,6 +202,30 @@ func singleTenant(a identity.Authenticator) bool {
 	}
 	ts, complete := l.Tenants()
 	return complete && len(ts) == 1
+}
+
+// tenantlessKeys refuses a policy keyed by account or credential without
+// tenant when a's complete list of tenants has several: account names
+// and credential ids are unique only per tenant, so one tenant's "alice"
+// would spend another's budget (a lock-out; the demo's check refuses the
+// same). An authenticator that cannot list its tenants is not refused.
+func tenantlessKeys(a identity.Authenticator, policies []Policy) []error {
+	l, ok := a.(tenantLister)
+	if !ok || isNil(a) {
+		return nil
+	}
+	ts, complete := l.Tenants()
+	if !complete || len(ts) < 2 {
+		return nil
+	}
+	var errs []error
+	for i, p := range policies {
+		if !slices.Contains(p.Key, identity.DimTenant) &&
+			(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
+			errs = append(errs, fmt.Errorf("policies[%d].key: account and credential are unique only per tenant, and the Authenticator names %d tenants: add tenant to the key", i, len(ts)))
+		}
+	}
+	return errs
 }
 
 // operation returns the operation namer of a chi router or a ServeMux.

@@ -259,3 +259,46 @@ func TestNewOverridesMatchKey(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRefusesTenantlessAccountKeys: with credentials that name several
+// tenants, a policy keyed by account or credential without tenant is
+// refused (one tenant's alice would spend another's budget), as demo
+// check refuses it; with one tenant, or with tenant in the key, it is
+// accepted.
+func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtAuth := func(rec identity.IssuerRecord) *identity.JWTAuthenticator {
+		rec.Issuer, rec.Audiences, rec.Algorithms = "https://issuer.invalid", []string{"api"}, []string{"EdDSA"}
+		rec.Keys = []identity.VerificationKey{{KID: "k1", Key: pub}}
+		a, err := identity.NewJWTAuthenticator(identity.JWTConfig{Issuers: []identity.IssuerRecord{rec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	oneTenant := jwtAuth(identity.IssuerRecord{Tenant: "acme"})
+	twoTenants := jwtAuth(identity.IssuerRecord{TenantClaim: "org", Tenants: []string{"acme", "beta"}})
+	lim := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 3}
+	for _, c := range []struct {
+		name string
+		auth identity.Authenticator
+		key  []identity.Dimension
+		want string
+	}{
+		{"account, two tenants", twoTenants, []identity.Dimension{identity.DimAccount},
+			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
+		{"credential, two tenants", twoTenants, []identity.Dimension{identity.DimCredential, identity.DimOperation},
+			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
+		{"tenant and account, two tenants", twoTenants, []identity.Dimension{identity.DimTenant, identity.DimAccount}, ""},
+		{"account, one tenant", oneTenant, []identity.Dimension{identity.DimAccount}, ""},
+	} {
+		_, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Authenticator: c.auth,
+			Policies: []ratekey.Policy{{Name: "p", Key: c.key, Limit: lim}}})
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+}
