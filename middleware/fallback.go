@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +33,23 @@ const ProbeInterval = time.Second
 // failed within the last ProbeInterval and this call is not the probe.
 var errStoreDown = errors.New("rate limit: the store failed within the last probe interval; it is asked again once per interval (1s)")
 
-// breaker is a RateLimiter's view of its store while it has a Fallback:
+// breakers holds the breaker of each store (a pointer) that has a
+// Fallback, so that every RateLimiter on it shares its down state: a
+// reload, which builds a new RateLimiter (the demo does), does not forget
+// that the store is down. An entry lives as long as the process.
+var breakers sync.Map // limiter.Limiter (a pointer) -> *breaker
+
+// breakerOf returns store l's breaker: shared when l is a pointer (every
+// store of this module is), else one of its own.
+func breakerOf(l limiter.Limiter) *breaker {
+	if l == nil || reflect.ValueOf(l).Kind() != reflect.Pointer {
+		return &breaker{}
+	}
+	b, _ := breakers.LoadOrStore(l, &breaker{})
+	return b.(*breaker)
+}
+
+// breaker is a store's up/down state while it has a Fallback:
 // up, or down since a failure with the next probe due at probeAt. The
 // zero value (and a nil *breaker) is up. Safe for concurrent use.
 type breaker struct {

@@ -243,3 +243,52 @@ func TestLocalFallbackCachedProbe(t *testing.T) {
 		t.Errorf("Redis asked %d times after a probe the deny cache answered; want 0 (still down)", n)
 	}
 }
+
+// TestLocalFallbackSurvivesReload: a RateLimiter built anew on the same
+// store (a reload) knows the store is down: its first request does not
+// ask the dead store (it waited the whole timeout before).
+func TestLocalFallbackSurvivesReload(t *testing.T) {
+	srv := redistest.Start(t)
+	calls := &callCounter{}
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	client.AddHook(calls)
+	t.Cleanup(func() { client.Close() })
+	lim, err := redis.New(client, redis.Options{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := perNetwork("60/m", 9)
+	local.OnStoreError = middleware.OnStoreErrorLocal
+	fallback := memory.New(memory.Options{})
+	build := func() http.Handler {
+		r := chi.NewRouter()
+		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: fallback,
+			Policies: []middleware.Policy{local}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.With(middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{}), rl.Handler).Get("/v1/reports/{id}", func(http.ResponseWriter, *http.Request) {})
+		return r
+	}
+	get := func(h http.Handler) int {
+		req := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+		req.RemoteAddr = "198.51.100.7:1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	first := build()
+	srv.Pause()
+	defer srv.Resume()
+	if c := get(first); c != 200 { // times out: the store is down
+		t.Fatalf("with Redis stalled: %d; want 200 on the fallback", c)
+	}
+	reloaded := build()
+	before := calls.n.Load()
+	if c := get(reloaded); c != 200 {
+		t.Fatalf("after the reload: %d; want 200 on the fallback", c)
+	}
+	if n := calls.n.Load() - before; n != 0 {
+		t.Errorf("the reloaded RateLimiter asked the stalled Redis %d times; want 0 (it is known down)", n)
+	}
+}

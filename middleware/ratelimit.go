@@ -187,7 +187,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter),
 		fallbackStore: storeName(cfg.Fallback), fallbackReplicas: replicasOf(cfg.Fallback)}
 	if cfg.Fallback != nil {
-		st.breaker = &breaker{}
+		st.breaker = breakerOf(cfg.Limiter)
 	}
 	st.Custom = maps.Clone(cfg.Custom)
 	st.Policies = nil
