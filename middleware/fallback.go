@@ -22,8 +22,9 @@ import (
 // one timeout per interval; the first answer of the store (a probe's, or
 // any call's) marks it up again, so a slow store is not a permanent
 // fallback: the process returns within one interval of the store
-// answering in time again. Only a RateLimiter with a Fallback keeps this
-// state; without one, every call asks the store, as before.
+// answering in time again. The state is the store's (see breakers),
+// shared by every RateLimiter with a Fallback on it; a RateLimiter
+// without one asks the store at every call, as before.
 
 // ProbeInterval is how long a RateLimiter with a Fallback leaves its store
 // unasked after a store error, but for one probe call per interval.
