@@ -203,19 +203,7 @@ func TestChiSubRouter(t *testing.T) {
 // one, and refuses an override on a dimension the policy's key lacks (a
 // tenant's quota split by plan), each naming its field.
 func TestNewOverridesMatchKey(t *testing.T) {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwtAuth := func(rec identity.IssuerRecord) *identity.JWTAuthenticator {
-		rec.Issuer, rec.Audiences, rec.Algorithms = "https://issuer.invalid", []string{"api"}, []string{"EdDSA"}
-		rec.Keys = []identity.VerificationKey{{KID: "k1", Key: pub}}
-		a, err := identity.NewJWTAuthenticator(identity.JWTConfig{Issuers: []identity.IssuerRecord{rec}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	jwtAuth := oneIssuer(t)
 	oneTenant := jwtAuth(identity.IssuerRecord{Tenant: "acme"})
 	twoTenants := jwtAuth(identity.IssuerRecord{TenantClaim: "org", Tenants: []string{"acme", "beta"}})
 	store, err := identity.NewMemoryAPIKeyStore(nil)
@@ -266,19 +254,7 @@ func TestNewOverridesMatchKey(t *testing.T) {
 // check refuses it; with one tenant, or with tenant in the key, it is
 // accepted.
 func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwtAuth := func(rec identity.IssuerRecord) *identity.JWTAuthenticator {
-		rec.Issuer, rec.Audiences, rec.Algorithms = "https://issuer.invalid", []string{"api"}, []string{"EdDSA"}
-		rec.Keys = []identity.VerificationKey{{KID: "k1", Key: pub}}
-		a, err := identity.NewJWTAuthenticator(identity.JWTConfig{Issuers: []identity.IssuerRecord{rec}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	jwtAuth := oneIssuer(t)
 	oneTenant := jwtAuth(identity.IssuerRecord{Tenant: "acme"})
 	twoTenants := jwtAuth(identity.IssuerRecord{TenantClaim: "org", Tenants: []string{"acme", "beta"}})
 	lim := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 3}
@@ -300,5 +276,25 @@ func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
 		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
 			t.Errorf("%s: %v; want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// oneIssuer returns a constructor of JWT authenticators of one issuer
+// record (its tenant and plan fields as given; issuer, audience, EdDSA
+// and a fresh key filled in).
+func oneIssuer(t *testing.T) func(identity.IssuerRecord) *identity.JWTAuthenticator {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(rec identity.IssuerRecord) *identity.JWTAuthenticator {
+		rec.Issuer, rec.Audiences, rec.Algorithms = "https://issuer.invalid", []string{"api"}, []string{"EdDSA"}
+		rec.Keys = []identity.VerificationKey{{KID: "k1", Key: pub}}
+		a, err := identity.NewJWTAuthenticator(identity.JWTConfig{Issuers: []identity.IssuerRecord{rec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
 	}
 }

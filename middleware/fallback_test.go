@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,23 +21,6 @@ import (
 	"github.com/ratekey/ratekey/middleware"
 )
 
-// callCounter counts the commands a go-redis client sends.
-type callCounter struct{ n atomic.Int64 }
-
-func (*callCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (c *callCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *callCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // TestLocalFallback: a policy with on_store_error local on Redis, with a
 // memory fallback shared by 3 processes. While Redis answers, Redis
 // decides. Killed, the first request's store error sends it to the
@@ -49,7 +31,7 @@ func (c *callCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) gore
 // the request and the fallback is not charged.
 func TestLocalFallback(t *testing.T) {
 	srv := redistest.Start(t)
-	calls := &callCounter{}
+	calls := &redistest.Calls{}
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	client.AddHook(calls)
 	t.Cleanup(func() { client.Close() })
@@ -104,13 +86,13 @@ func TestLocalFallback(t *testing.T) {
 		{200, `"per-network";q=3;w=18`, "memory", "fallback", "PASSED"},
 		{429, `"per-network";q=3;w=18`, "", "", ""},
 	}
-	before := calls.n.Load()
+	before := calls.N()
 	for i, w := range want {
 		if got := get(); got != w {
 			t.Fatalf("Redis killed, request %d: %+v; want %+v", i+1, got, w)
 		}
 	}
-	if n := calls.n.Load() - before; time.Since(killed) < middleware.ProbeInterval && n != 1 {
+	if n := calls.N() - before; time.Since(killed) < middleware.ProbeInterval && n != 1 {
 		t.Errorf("Redis asked %d times within the probe interval after it failed; want 1 (the failing call)", n)
 	}
 
@@ -197,7 +179,7 @@ func TestLocalFallbackAllOrNothing(t *testing.T) {
 // request after a false "up" waited the whole timeout).
 func TestLocalFallbackCachedProbe(t *testing.T) {
 	srv := redistest.Start(t)
-	calls := &callCounter{}
+	calls := &redistest.Calls{}
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	client.AddHook(calls)
 	t.Cleanup(func() { client.Close() })
@@ -235,11 +217,11 @@ func TestLocalFallbackCachedProbe(t *testing.T) {
 	if c := get("/hot", "198.51.100.1:1"); c != 429 {
 		t.Fatalf("the probe on the cached bucket: %d; want 429 from the deny cache", c)
 	}
-	before := calls.n.Load()
+	before := calls.N()
 	if c := get("/other", "198.51.100.3:1"); c != 200 {
 		t.Fatalf("other after the cached probe: %d; want 200 on the fallback", c)
 	}
-	if n := calls.n.Load() - before; n != 0 {
+	if n := calls.N() - before; n != 0 {
 		t.Errorf("Redis asked %d times after a probe the deny cache answered; want 0 (still down)", n)
 	}
 }
@@ -249,7 +231,7 @@ func TestLocalFallbackCachedProbe(t *testing.T) {
 // ask the dead store (it waited the whole timeout before).
 func TestLocalFallbackSurvivesReload(t *testing.T) {
 	srv := redistest.Start(t)
-	calls := &callCounter{}
+	calls := &redistest.Calls{}
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	client.AddHook(calls)
 	t.Cleanup(func() { client.Close() })
@@ -284,11 +266,11 @@ func TestLocalFallbackSurvivesReload(t *testing.T) {
 		t.Fatalf("with Redis stalled: %d; want 200 on the fallback", c)
 	}
 	reloaded := build()
-	before := calls.n.Load()
+	before := calls.N()
 	if c := get(reloaded); c != 200 {
 		t.Fatalf("after the reload: %d; want 200 on the fallback", c)
 	}
-	if n := calls.n.Load() - before; n != 0 {
+	if n := calls.N() - before; n != 0 {
 		t.Errorf("the reloaded RateLimiter asked the stalled Redis %d times; want 0 (it is known down)", n)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,24 +40,6 @@ func freeSlots(t testing.TB, l limiter.Limiter, key string, n int64) int64 {
 		return d[0].Remaining + 1
 	}
 	return d[0].Remaining
-}
-
-// cmdHook counts the commands (and pipelines) a client sends: each is one
-// round trip.
-type cmdHook struct{ n atomic.Int64 }
-
-func (*cmdHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *cmdHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *cmdHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
 }
 
 // TestInFlightSharedCap: two Limiters (two processes' worth: each its own
@@ -221,7 +202,7 @@ func TestInFlightKill(t *testing.T) {
 func TestInFlightRenewal(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
-	hook := &cmdHook{}
+	hook := &redistest.Calls{}
 	c.AddHook(hook)
 	l := mustNew(t, c, rkredis.Options{Prefix: "renew:", Timeout: testTimeout})
 	base := runtime.NumGoroutine()
@@ -234,12 +215,12 @@ func TestInFlightRenewal(t *testing.T) {
 	if err := l.Release(context.Background(), reqs, take(t, l, reqs...)); err != nil {
 		t.Fatal(err)
 	}
-	n0 := hook.n.Load()
+	n0 := hook.N()
 	d, rounds, err := rkredis.TakeRounds(l, context.Background(), reqs)
 	if err != nil || !d[1].Allowed || d[1].Slot == 0 {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
-	if got := hook.n.Load() - n0; rounds != 1 || got != 1 {
+	if got := hook.N() - n0; rounds != 1 || got != 1 {
 		t.Errorf("a take of a bucket and a cap: %d round trips, %d commands; want 1, 1", rounds, got)
 	}
 	// Three more leases of one other key: renewed together.
@@ -248,9 +229,9 @@ func TestInFlightRenewal(t *testing.T) {
 	for range 3 {
 		manyDs = append(manyDs, take(t, l, many))
 	}
-	n0 = hook.n.Load()
+	n0 = hook.N()
 	time.Sleep(2500 * time.Millisecond)
-	renewals := hook.n.Load() - n0
+	renewals := hook.N() - n0
 	if n := freeSlots(t, l, "k", 1); n != 0 {
 		t.Fatalf("after 2.5 leases: %d free; want 0 (the lease renewed)", n)
 	}
@@ -268,11 +249,11 @@ func TestInFlightRenewal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n0 = hook.n.Load()
+	n0 = hook.N()
 	if err := l.Release(context.Background(), reqs, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := hook.n.Load() - n0; got != 1 {
+	if got := hook.N() - n0; got != 1 {
 		t.Errorf("a release: %d commands; want 1", got)
 	}
 	if n := freeSlots(t, l, "k", 1); n != 1 {
@@ -395,7 +376,7 @@ func TestInFlightWithRate(t *testing.T) {
 func TestInFlightNoDenyCache(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
-	hook := &cmdHook{}
+	hook := &redistest.Calls{}
 	c.AddHook(hook)
 	l := mustNew(t, c, rkredis.Options{Prefix: "nodeny:", Timeout: testTimeout})
 	bucket := limiter.Request{Key: "k", Limit: lim(1, time.Hour, 1), Cost: 1}
@@ -414,9 +395,9 @@ func TestInFlightNoDenyCache(t *testing.T) {
 	}
 	held := take(t, l, capR)
 	for _, reqs := range [][]limiter.Request{{capR}, {bucket, capR}, {capR, bucket}} {
-		n0 := hook.n.Load()
+		n0 := hook.N()
 		d := take(t, l, reqs...)
-		if got := hook.n.Load() - n0; got != 1 {
+		if got := hook.N() - n0; got != 1 {
 			t.Errorf("%d commands for an in-flight call; want 1 (never the deny cache)", got)
 		}
 		for i := range d {
