@@ -72,3 +72,58 @@ func TestValidateAll(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideAnyShare: DecideAny at a share of n decides exactly as Decide
+// (or Acquire) on the Limit that limiter.Limit.Share returns, over limits
+// with and without delay shaping, in-flight caps, states from full to deep
+// debt and costs up to past the share's burst. DecideAny computes the share
+// into scalars (it copies no Limit), so this holds its rounding to Share's.
+func TestDecideAnyShare(t *testing.T) {
+	rate := func(c int64, per time.Duration) limiter.Rate { return limiter.Rate{Count: c, Per: per} }
+	limits := []limiter.Limit{
+		{Rate: rate(100, time.Second), Burst: 50},
+		{Rate: rate(7, time.Second), Burst: 10, DelayAfter: 4},
+		{Rate: rate(7, time.Second), Burst: 10, DelayAfter: 2, MaxDelay: 300 * time.Millisecond},
+		{Rate: rate(3, time.Minute), Burst: 9, DelayAfter: 9, MaxDelay: time.Second},
+		{Rate: rate(1_000_000_000, time.Second), Burst: 1000},
+		{MaxInFlight: 10, Lease: time.Minute},
+		{MaxInFlight: 3},
+	}
+	const now = int64(1_000_000_000_000)
+	checked := 0
+	for _, l := range limits {
+		for _, n := range []int64{1, 2, 3, 7} {
+			share, err := l.Share(n)
+			if err != nil {
+				continue // no share: the store refuses the request first
+			}
+			for _, state := range []int64{now - int64(time.Hour), now, now + int64(100*time.Millisecond), now + int64(3*time.Second), InFlightBase + 1, InFlightBase + 2} {
+				if (l.MaxInFlight != 0) != (state >= InFlightBase) {
+					continue
+				}
+				for cost := int64(1); cost <= 12; cost++ {
+					got, gotNext := DecideAny(state, now, &l, cost, n)
+					var want limiter.Decision
+					var wantNext int64
+					if l.MaxInFlight == 0 {
+						want, wantNext = Decide(state, now, share, cost)
+					} else {
+						var held int64
+						want, held = Acquire(Held(state), share, cost)
+						wantNext = state
+						if want.Allowed {
+							wantNext = InFlightBase + held
+						}
+					}
+					if got != want || gotNext != wantNext {
+						t.Fatalf("%+v share of %d, state %d, cost %d: DecideAny = %+v, %d; Share then decide = %+v, %d", l, n, state, cost, got, gotNext, want, wantNext)
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("checked %d cases; the table lost its rows", checked)
+	}
+}

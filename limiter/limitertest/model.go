@@ -58,7 +58,7 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 					tat = now // an unknown bucket is full
 				}
 			}
-			d, next := gcra.DecideAny(tat, now, &reqs[i])
+			d, next := gcra.DecideAny(tat, now, &reqs[i].Limit, reqs[i].Cost, 1)
 			out[i] = d
 			work[id] = next
 			all = all && d.Allowed

@@ -247,8 +247,10 @@ var (
 	errPeekFull = errors.New("peek: store full")
 )
 
-// run is Take (charge) or Peek: the requests at their share (see
-// [Options.Replicas]), then decide.
+// run is Take (charge) or Peek: with the requests valid and, for a store
+// shared by replicas, each with a share (see [Options.Replicas]), decide.
+// A request is decided at its share in the bucket its whole limit names: a
+// bucket's name does not change with the number of replicas.
 func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -257,43 +259,28 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return nil, err
 	}
 	if n := l.replicas; n > 1 {
-		return l.runShares(dst, reqs, n, charge)
+		for i := range reqs {
+			if !hasShare(&reqs[i].Limit, n) {
+				_, err := reqs[i].Limit.Share(n) // the reason
+				return nil, fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+			}
+		}
 	}
-	return l.decide(dst, reqs, reqs, charge)
+	return l.decide(dst, reqs, charge)
 }
 
-// runShares is run for a store shared by n processes: it decides
-// a copy of reqs whose limits are their shares (on the stack for a small
-// call), in the buckets reqs name: a bucket's name does not change with
-// the number of replicas.
-func (l *Limiter) runShares(dst []limiter.Decision, reqs []limiter.Request, n int64, charge bool) ([]limiter.Decision, error) {
-	if len(reqs) == 1 {
-		// The common call, without zeroing a buffer of smallCall.
-		one := [1]limiter.Request{reqs[0]}
-		var err error
-		if one[0].Limit, err = reqs[0].Limit.Share(n); err != nil {
-			return nil, fmt.Errorf("%w: request 0: %w", limiter.ErrInvalidRequest, err)
-		}
-		return l.decide(dst, one[:], reqs, charge)
+// hasShare reports whether [limiter.Limit.Share] of n succeeds for l,
+// without building the share (run asks it of every request).
+func hasShare(l *limiter.Limit, n int64) bool {
+	if l.MaxInFlight != 0 {
+		return l.MaxInFlight >= n
 	}
-	var buf [4]limiter.Request // a request's policies, usually; zeroed per call
-	shares := buf[:0]
-	if len(reqs) > len(buf) {
-		shares = make([]limiter.Request, 0, len(reqs))
-	}
-	for i, r := range reqs {
-		var err error
-		if r.Limit, err = r.Limit.Share(n); err != nil {
-			return nil, fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
-		}
-		shares = append(shares, r)
-	}
-	return l.decide(dst, shares, reqs, charge)
+	hi, lo := bits.Mul64(uint64(l.Rate.Per), uint64(n)) // Per × n fits an int64
+	return l.Burst >= n && hi == 0 && lo <= math.MaxInt64
 }
 
-// decide is run for valid requests: reqs[i] is decided in the bucket
-// named[i] names (see bucket).
-func (l *Limiter) decide(dst []limiter.Decision, reqs, named []limiter.Request, charge bool) ([]limiter.Decision, error) {
+// decide is run for valid requests.
+func (l *Limiter) decide(dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	if dst == nil {
 		dst = []limiter.Decision{} // non-nil, without allocating
 	}
@@ -304,7 +291,7 @@ func (l *Limiter) decide(dst []limiter.Decision, reqs, named []limiter.Request, 
 	if len(reqs) == 0 {
 		return dst, nil
 	}
-	if len(reqs) == 1 && l.decideOne(&reqs[0], l.bucket(&named[0]), &out[0], charge) {
+	if len(reqs) == 1 && l.decideOne(&reqs[0], l.bucket(&reqs[0]), &out[0], charge) {
 		return dst, nil
 	}
 	var buf [smallCall]slot
@@ -315,7 +302,7 @@ func (l *Limiter) decide(dst []limiter.Decision, reqs, named []limiter.Request, 
 		sl = make([]slot, len(reqs))
 	}
 	for i := range reqs {
-		h := l.bucket(&named[i])
+		h := l.bucket(&reqs[i])
 		sl[i].hash = h
 		sl[i].shard = uint32(h & l.mask)
 		sl[i].owner = int32(i)
@@ -484,7 +471,7 @@ func (l *Limiter) decideOne(r *limiter.Request, h uint64, out *limiter.Decision,
 		case busy:
 			continue
 		}
-		d, next := gcra.DecideAny(v, now, r)
+		d, next := gcra.DecideAny(v, now, &r.Limit, r.Cost, l.replicas)
 		// A rejection charges nothing, nor does an allowed dry-run
 		// request alone: the dry-run rule charges it like an enforced one.
 		if !charge || !d.Allowed || c.CompareAndSwap(v, stored(next)) {
@@ -776,7 +763,7 @@ func (l *Limiter) pass(reqs []limiter.Request, sl []slot, out []limiter.Decision
 		if !known {
 			tat = now // an unknown bucket is full
 		}
-		d, next := gcra.DecideAny(tat, now, &reqs[i])
+		d, next := gcra.DecideAny(tat, now, &reqs[i].Limit, reqs[i].Cost, l.replicas)
 		out[i] = d
 		sl[i].tat = next
 		sl[i].known = known || d.Allowed
