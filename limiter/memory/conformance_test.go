@@ -33,3 +33,18 @@ func TestConformanceShares(t *testing.T) {
 		})
 	})
 }
+
+// TestConformancePrefetch runs the prefetch cases on the memory store, a
+// store that decides every request where its bucket lives (k 0): a fleet
+// of processes sharing it is one Limiter.
+func TestConformancePrefetch(t *testing.T) {
+	limitertest.RunPrefetch(t, 0, 0, func(t *testing.T, n int) ([]limiter.Limiter, limitertest.Clock) {
+		clk := clocktest.NewManualClock()
+		l := memory.New(memory.Options{Clock: clk})
+		ls := make([]limiter.Limiter, n)
+		for i := range ls {
+			ls[i] = l
+		}
+		return ls, clk
+	})
+}

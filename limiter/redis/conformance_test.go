@@ -6,6 +6,7 @@ import (
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -152,5 +153,35 @@ func testClockFactory(client goredis.UniversalClient, prefix string, opts ...fun
 			t.Fatal(err)
 		}
 		return l, clk
+	}
+}
+
+// TestConformancePrefetch runs the prefetch cases on one server and on 3
+// masters, with K 8 and the default hold (50 ms): each fleet is n Limiters
+// with their own holds on one key prefix and one test clock, as n
+// processes on one Redis; the deny cache at its default.
+func TestConformancePrefetch(t *testing.T) {
+	srv := redistest.Start(t)
+	_, cc := clusterClient(t)
+	for _, tc := range []struct {
+		name   string
+		client goredis.UniversalClient
+	}{{"one", newClient(t, srv.Addr)}, {"masters", cc}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fleets atomic.Int64
+			limitertest.RunPrefetch(t, 8, 50*time.Millisecond, func(t *testing.T, n int) ([]limiter.Limiter, limitertest.Clock) {
+				clk := clocktest.NewManualClock()
+				prefix := fmt.Sprintf("confp%d:", fleets.Add(1))
+				ls := make([]limiter.Limiter, n)
+				for i := range ls {
+					l, err := rkredis.NewWithTestClock(tc.client, rkredis.Options{Prefix: prefix, Timeout: testTimeout, Prefetch: 8}, clk.Now)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ls[i] = l
+				}
+				return ls, clk
+			})
+		})
 	}
 }
