@@ -246,103 +246,147 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
 		}
 	}
-	reqs = slices.Clone(reqs) // handed to goroutines across slots
+	c := l.newCapCall(reqs, take)
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	c.ctx = tctx
+	var final, rounds int
+	var err error
+	if take {
+		final, rounds, err = l.takeParts(ctx, c)
+	} else {
+		final, rounds, err = l.peekParts(c)
+	}
+	if err != nil {
+		return nil, rounds, l.fail(ctx, tctx, err)
+	}
+	dst, err = l.capDecisions(dst, c, final, take)
+	return dst, rounds, err
+}
+
+// capCall is a call of runInFlight: its requests (handed to goroutines
+// across slots: the caller's copy), their buckets' names, groups (slot or
+// tag) and lease ids (for caps taken), the process's lease tag, the parts
+// decided one script call each, and the context under the call's timeout.
+type capCall struct {
+	reqs   []limiter.Request
+	names  []string
+	groups []uint32
+	ids    []uint64
+	tag    string
+	parts  []*part
+	ctx    context.Context
+	anyDry bool
+}
+
+// newCapCall names reqs' buckets, numbers their leases (take) and splits
+// them into parts, caps first: their refusal costs no bucket a charge.
+func (l *Limiter) newCapCall(reqs []limiter.Request, take bool) *capCall {
 	n := len(reqs)
-	names := make([]string, n)
-	groups := make([]uint32, n)
-	ids := make([]uint64, n)
-	tag := l.leaseTag()
+	c := &capCall{reqs: reqs, names: make([]string, n), groups: make([]uint32, n), ids: make([]uint64, n), tag: l.leaseTag(),
+		anyDry: slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.DryRun })}
 	for i := range reqs {
 		var h uint32
-		names[i], h = l.names.name(&reqs[i])
-		groups[i] = l.groupOf(h)
+		c.names[i], h = l.names.name(&reqs[i])
+		c.groups[i] = l.groupOf(h)
 		if reqs[i].Limit.MaxInFlight != 0 && take {
-			ids[i] = l.leases.seq.Add(1)
+			c.ids[i] = l.leases.seq.Add(1)
 		}
 	}
-	parts := partsOf(groups, func(i int) uint32 {
+	c.parts = partsOf(c.groups, func(i int) uint32 {
 		if reqs[i].Limit.MaxInFlight != 0 {
-			return 0 // caps first: their refusal costs no bucket a charge
+			return 0
 		}
 		return 1 + l.hint(&reqs[i])
 	})
+	return c
+}
 
-	anyDry := slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.DryRun })
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	decide := func(p *part, take bool, level int) {
-		l.decideCapPart(tctx, reqs, names, ids, tag, p, take, level)
+// decideCap runs the script of part p at level (see decideCapPart).
+func (l *Limiter) decideCap(c *capCall, p *part, take bool, level int) {
+	l.decideCapPart(c.ctx, c.reqs, c.names, c.ids, c.tag, p, take, level)
+}
+
+// peekParts decides every part of a Peek at once; final is 2 when all of
+// them fit, else 0.
+func (l *Limiter) peekParts(c *capCall) (final, rounds int, err error) {
+	l.each(c.parts, func(p *part) { l.decideCap(c, p, false, 2) })
+	if err := firstErr(c.parts); err != nil {
+		return 0, 1, err
 	}
-	rounds := 1
-	final := 0
-	if !take {
-		l.each(parts, func(p *part) { decide(p, false, 2) })
-		if err := firstErr(parts); err != nil {
-			return nil, rounds, l.fail(ctx, tctx, err)
-		}
-		if allFit(parts, anyDry) {
-			final = 2
-		}
-	} else {
-		p0, rest := parts[0], parts[1:]
-		decide(p0, true, 2)
-		if p0.err != nil {
-			// Outcome unknown: the leases, if the script ran (or runs
-			// later), are cancelled.
-			l.cancelFailed(parts[:1], reqs, names, groups, ids)
-			return nil, rounds, l.fail(ctx, tctx, p0.err)
-		}
-		level := p0.charged
-		final = level
-		var err error
-		if len(rest) > 0 {
-			rounds++
-			l.each(rest, func(p *part) { decide(p, level > 0, level) })
-			for _, p := range rest {
-				if p.err == nil && level > 0 {
-					final = min(final, p.charged)
-				}
-			}
-			if err = firstErr(rest); err != nil {
-				final = 0
-				l.cancelFailed(rest, reqs, names, groups, ids)
-			}
-			if level > 0 && slices.ContainsFunc(parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
-				rounds++
-				l.refund(ctx, reqs, names, ids, parts, final)
-			}
-		}
-		if err != nil {
-			return nil, rounds, l.fail(ctx, tctx, err)
+	if allFit(c.parts, c.anyDry) {
+		return 2, 1, nil
+	}
+	return 0, 1, nil
+}
+
+// takeParts decides a Take's first part, then the rest at the level the
+// first charged (2: every request, 1: the enforcing ones, 0: none), and
+// refunds what a later part's rejection undoes; final is the level the
+// whole call charged. A part whose outcome is unknown (an error) has its
+// leases cancelled.
+func (l *Limiter) takeParts(ctx context.Context, c *capCall) (final, rounds int, err error) {
+	p0, rest := c.parts[0], c.parts[1:]
+	l.decideCap(c, p0, true, 2)
+	if p0.err != nil {
+		// Outcome unknown: the leases, if the script ran (or runs
+		// later), are cancelled.
+		l.cancelFailed(c.parts[:1], c.reqs, c.names, c.groups, c.ids)
+		return 0, 1, p0.err
+	}
+	level := p0.charged
+	final, rounds = level, 1
+	if len(rest) == 0 {
+		return final, rounds, nil
+	}
+	rounds++
+	l.each(rest, func(p *part) { l.decideCap(c, p, level > 0, level) })
+	for _, p := range rest {
+		if p.err == nil && level > 0 {
+			final = min(final, p.charged)
 		}
 	}
+	if err = firstErr(rest); err != nil {
+		final = 0
+		l.cancelFailed(rest, c.reqs, c.names, c.groups, c.ids)
+	}
+	if level > 0 && slices.ContainsFunc(c.parts, func(p *part) bool { return p.err == nil && p.charged > final }) {
+		rounds++
+		l.refund(ctx, c.reqs, c.names, c.ids, c.parts, final)
+	}
+	return final, rounds, err
+}
 
-	second := anyDry && slices.ContainsFunc(parts, func(p *part) bool { return !p.a1 })
+// capDecisions appends c's Decisions to dst (charged at level final),
+// checks them against the charge, and holds the leases of the caps taken.
+func (l *Limiter) capDecisions(dst []limiter.Decision, c *capCall, final int, take bool) ([]limiter.Decision, error) {
+	reqs := c.reqs
+	second := c.anyDry && slices.ContainsFunc(c.parts, func(p *part) bool { return !p.a1 })
 	n0 := len(dst)
 	if dst == nil {
 		dst = []limiter.Decision{}
 	}
-	dst = append(dst, make([]limiter.Decision, n)...)
+	dst = append(dst, make([]limiter.Decision, len(reqs))...)
 	out := dst[n0:]
-	if err := partDecisions(parts, reqs, out, second); err != nil {
-		return nil, rounds, err
+	if err := partDecisions(c.parts, reqs, out, second); err != nil {
+		return nil, err
 	}
 	charged := final > 0
 	if charged != enforcingOK(reqs, out) {
-		return nil, rounds, errDisagree
+		return nil, errDisagree
 	}
 	for i := range reqs {
 		if l.shard == bySlot {
-			out[i].HashSlot = int(groups[i]) + 1 // the slot whose master decided
+			out[i].HashSlot = int(c.groups[i]) + 1 // the slot whose master decided
 		}
 		if reqs[i].Limit.MaxInFlight == 0 {
 			l.learn(&reqs[i], &out[i])
 		} else if take && charged && (final == 2 || !reqs[i].DryRun) {
-			out[i].Slot = ids[i]
-			l.hold(ids[i], names[i], l.member(ids[i], &reqs[i]), leaseOf(&reqs[i]))
+			out[i].Slot = c.ids[i]
+			l.hold(c.ids[i], c.names[i], l.member(c.ids[i], &reqs[i]), leaseOf(&reqs[i]))
 		}
 	}
-	return dst, rounds, nil
+	return dst, nil
 }
 
 // capArgs returns the capScript arguments of r (see capScript).

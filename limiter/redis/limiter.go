@@ -226,36 +226,17 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, errors.New("limiter/redis: nil client")
 	}
-	prefix := opts.Prefix
-	if prefix == "" {
-		prefix = defaultPrefix
+	names, err := newKeyNamer(opts)
+	if err != nil {
+		return nil, err
 	}
-	if len(prefix) > maxPrefixLen {
-		return nil, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), maxPrefixLen)
+	shard, err := shardOf(client)
+	if err != nil {
+		return nil, err
 	}
-	if strings.ContainsAny(prefix, "{}") {
-		return nil, fmt.Errorf("limiter/redis: prefix %s holds '{' or '}': ratekey writes each key's hash tag right after the prefix, and a brace in it would choose the Cluster slot instead (drop the braces: keys spread over the slots by themselves, or set HashTag)", quote.Value(prefix))
-	}
-	var dim string
-	if opts.HashTag != "" {
-		if !dimensionName(opts.HashTag) {
-			return nil, fmt.Errorf("limiter/redis: hash tag %s is not a dimension name (^[a-z][a-z0-9_]{0,31}$, e.g. \"tenant\")", quote.Value(opts.HashTag))
-		}
-		dim = "|" + opts.HashTag + "="
-	}
-	timeout := opts.Timeout
-	switch {
-	case timeout == 0:
-		timeout = defaultTimeout
-	case timeout < 0:
-		return nil, fmt.Errorf("limiter/redis: timeout %v, want > 0 (or 0 for the default %v)", timeout, defaultTimeout)
-	}
-	maxKey := opts.MaxKeyLen
-	switch {
-	case maxKey == 0:
-		maxKey = defaultMaxKeyLen
-	case maxKey < minMaxKeyLen:
-		return nil, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, minMaxKeyLen, defaultMaxKeyLen)
+	timeout, err := orDefault("timeout", opts.Timeout, defaultTimeout)
+	if err != nil {
+		return nil, err
 	}
 	maxBatch := opts.MaxBatch
 	switch {
@@ -264,38 +245,11 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 	case maxBatch < 0:
 		return nil, fmt.Errorf("limiter/redis: max batch %d, want >= 1 (1 turns batching off, 0 means %d)", maxBatch, defaultMaxBatch)
 	}
-	var ctxTimeout bool
-	shard := oneServer
-	switch c := client.(type) {
-	case *goredis.AutoPipeliner:
-		return nil, errors.New("limiter/redis: the client is a go-redis auto-pipeliner (AutoPipeline, AsyncAutoPipeline), which does not honour a command's context once it is queued, so no timeout would hold; pass the client it came from: the Limiter batches its own calls, each under its caller's deadline")
-	case *goredis.Client:
-		ctxTimeout = c.Options().ContextTimeoutEnabled
-	case *goredis.ClusterClient:
-		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, bySlot
-	case *goredis.Ring:
-		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, byTag
-	default:
-		ctxTimeout = true // unknown client type: cannot check, documented
+	hold, err := orDefault("prefetch hold", opts.PrefetchHold, defaultPrefetchHold)
+	if err != nil {
+		return nil, err
 	}
-	if !ctxTimeout {
-		return nil, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
-	}
-	l := &Limiter{
-		client:   client,
-		names:    keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...), dim: dim},
-		timeout:  timeout,
-		shard:    shard,
-		maxBatch: maxBatch,
-		epoch:    time.Now(),
-	}
-	hold := opts.PrefetchHold
-	switch {
-	case hold == 0:
-		hold = defaultPrefetchHold
-	case hold < 0:
-		return nil, fmt.Errorf("limiter/redis: prefetch hold %v, want > 0 (or 0 for the default %v)", hold, defaultPrefetchHold)
-	}
+	l := &Limiter{client: client, names: names, timeout: timeout, shard: shard, maxBatch: maxBatch, epoch: time.Now()}
 	switch k := opts.Prefetch; {
 	case k < 0:
 		return nil, fmt.Errorf("limiter/redis: prefetch %d, want >= 0 (0 turns it off)", k)
@@ -309,6 +263,69 @@ func New(client goredis.UniversalClient, opts Options) (*Limiter, error) {
 		l.deny = newDenyCache(n, timeout, l.localNow)
 	}
 	return l, nil
+}
+
+// orDefault returns d, or def when d is 0, or an error naming the option
+// when d is negative.
+func orDefault(option string, d, def time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return def, nil
+	case d < 0:
+		return 0, fmt.Errorf("limiter/redis: %s %v, want > 0 (or 0 for the default %v)", option, d, def)
+	}
+	return d, nil
+}
+
+// newKeyNamer returns the namer of opts' keys (Prefix, HashTag, MaxKeyLen,
+// HashSecret), or why they are refused.
+func newKeyNamer(opts Options) (keyNamer, error) {
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = defaultPrefix
+	}
+	if len(prefix) > maxPrefixLen {
+		return keyNamer{}, fmt.Errorf("limiter/redis: prefix of %d bytes, want at most %d", len(prefix), maxPrefixLen)
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return keyNamer{}, fmt.Errorf("limiter/redis: prefix %s holds '{' or '}': ratekey writes each key's hash tag right after the prefix, and a brace in it would choose the Cluster slot instead (drop the braces: keys spread over the slots by themselves, or set HashTag)", quote.Value(prefix))
+	}
+	var dim string
+	if opts.HashTag != "" {
+		if !dimensionName(opts.HashTag) {
+			return keyNamer{}, fmt.Errorf("limiter/redis: hash tag %s is not a dimension name (^[a-z][a-z0-9_]{0,31}$, e.g. \"tenant\")", quote.Value(opts.HashTag))
+		}
+		dim = "|" + opts.HashTag + "="
+	}
+	maxKey := opts.MaxKeyLen
+	switch {
+	case maxKey == 0:
+		maxKey = defaultMaxKeyLen
+	case maxKey < minMaxKeyLen:
+		return keyNamer{}, fmt.Errorf("limiter/redis: max key length %d, want at least %d (or 0 for the default %d)", maxKey, minMaxKeyLen, defaultMaxKeyLen)
+	}
+	return keyNamer{prefix: prefix, maxKey: maxKey, secret: append([]byte(nil), opts.HashSecret...), dim: dim}, nil
+}
+
+// shardOf returns how the buckets of client spread (one server, Cluster
+// slots, Ring tags), or why the client is refused: an auto-pipeliner, or
+// a client without ContextTimeoutEnabled.
+func shardOf(client goredis.UniversalClient) (shardMode, error) {
+	ctxTimeout, shard := true, oneServer // unknown client type: cannot check, documented
+	switch c := client.(type) {
+	case *goredis.AutoPipeliner:
+		return shard, errors.New("limiter/redis: the client is a go-redis auto-pipeliner (AutoPipeline, AsyncAutoPipeline), which does not honour a command's context once it is queued, so no timeout would hold; pass the client it came from: the Limiter batches its own calls, each under its caller's deadline")
+	case *goredis.Client:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, bySlot
+	case *goredis.Ring:
+		ctxTimeout, shard = c.Options().ContextTimeoutEnabled, byTag
+	}
+	if !ctxTimeout {
+		return shard, errors.New("limiter/redis: the client must be created with ContextTimeoutEnabled: true, or go-redis ignores the per-call timeout while waiting for a reply")
+	}
+	return shard, nil
 }
 
 // Take decides reqs at the Redis server's current time, appends their
@@ -417,83 +434,120 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 }
 
 // direct is run for reqs (valid, without in-flight caps, at least one)
-// decided by Redis, without prefetch.
+// decided by Redis, without prefetch: the deny cache's answer for a call
+// of one request, else one script call (split by slot or tag across a
+// Cluster's masters when its buckets fall on several).
 func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []limiter.Request, take bool) ([]limiter.Decision, int, error) {
-	n := len(reqs)
-	// The call's deadline (l.deadline), taken after the deny cache's check
-	// (a local answer reads no other clock). A context carries it only
-	// where go-redis needs one (a call on the caller's goroutine) or a
-	// wait must watch it.
 	var deadline time.Time
-	var (
-		tctx   context.Context
-		cancel context.CancelFunc
-		probe  chan struct{} // the deny cache's probe this call is
-	)
-	if n == 1 && l.deny != nil {
-		d, v, ch := l.deny.check(&reqs[0])
-		if v == denyHit {
-			return append(dst, d), 0, nil
-		}
-		deadline = l.deadline(ctx)
-		if v == denyWait {
-			var err error
-			if d, v, ch, err = l.waitProbe(ctx, &reqs[0], deadline, ch); err != nil {
+	var probe chan struct{} // the deny cache's probe this call is
+	if len(reqs) == 1 && l.deny != nil {
+		d, answered, dl, ch, err := l.denyFirst(ctx, &reqs[0])
+		if answered || err != nil {
+			if err != nil {
 				return nil, 0, err
 			}
-			if v == denyHit {
-				return append(dst, d), 0, nil
-			}
+			return append(dst, d), 0, nil
 		}
-		if v == denyProbe {
-			probe = ch
-			// At most the last reply's round trip (see denyCache.check):
-			// mostly tens of µs, below time.Sleep's resolution (about 1 ms
-			// on the benchmark machine), so yield until it has passed.
-			if w := min(d.RetryAfter, time.Until(deadline)); w >= time.Millisecond {
-				time.Sleep(w)
-			} else if w > 0 {
-				for end := time.Now().Add(w); time.Now().Before(end); {
-					runtime.Gosched()
-				}
-			}
-		}
+		deadline, probe = dl, ch
 	}
 	if deadline.IsZero() {
 		deadline = l.deadline(ctx)
 	}
-	var names []string
-	slot := -1 // the call's Cluster slot, when the client is a ClusterClient
-	if l.shard != oneServer && n > 1 {
-		names = make([]string, n)
-		groups := make([]uint32, n)
-		split := false
-		for i := range reqs {
-			var h uint32
-			names[i], h = l.names.name(&reqs[i])
-			groups[i] = h
-			if l.shard == bySlot {
-				groups[i] = uint32(slotOf(h))
+	names, groups, slot, split := l.group(reqs)
+	if split {
+		// A copy: the split path hands reqs to goroutines, and
+		// would otherwise make every caller's reqs escape.
+		n0 := len(dst)
+		dst, rounds, err := l.runSplit(ctx, dst, slices.Clone(reqs), names, groups, take)
+		if err == nil && l.shard == bySlot {
+			for i := range reqs {
+				dst[n0+i].HashSlot = int(groups[i]) + 1
 			}
-			split = split || groups[i] != groups[0]
 		}
-		if split {
-			// A copy: the split path hands reqs to goroutines, and
-			// would otherwise make every caller's reqs escape.
-			n0 := len(dst)
-			dst, rounds, err := l.runSplit(ctx, dst, slices.Clone(reqs), names, groups, take)
-			if err == nil && l.shard == bySlot {
-				for i := range reqs {
-					dst[n0+i].HashSlot = int(groups[i]) + 1
-				}
-			}
-			return dst, rounds, err
+		return dst, rounds, err
+	}
+	c, slot := l.newCall(reqs, names, slot, take, deadline)
+	cmd, err, reuse := l.dispatch(ctx, c, len(reqs), deadline, take)
+	if err != nil {
+		if reuse {
+			putCall(c)
 		}
-		if l.shard == bySlot {
-			slot = int(groups[0])
+		if probe != nil {
+			l.deny.abandon(&reqs[0], probe)
+		}
+		return nil, 1, err
+	}
+	defer putCall(c) // after decide has read the reply
+	return l.decided(dst, reqs, cmd, c.sent, slot, take, probe)
+}
+
+// denyFirst asks the deny cache about r, a call's only request: answered
+// with its Decision (a cached rejection), or not, with the call's deadline
+// (taken after the check: a local answer reads no other clock) and the
+// probe the call is, if it is one (after yielding until the last reply's
+// round trip has passed).
+func (l *Limiter) denyFirst(ctx context.Context, r *limiter.Request) (d limiter.Decision, answered bool, deadline time.Time, probe chan struct{}, err error) {
+	d, v, ch := l.deny.check(r)
+	if v == denyHit {
+		return d, true, deadline, nil, nil
+	}
+	deadline = l.deadline(ctx)
+	if v == denyWait {
+		if d, v, ch, err = l.waitProbe(ctx, r, deadline, ch); err != nil {
+			return d, false, deadline, nil, err
+		}
+		if v == denyHit {
+			return d, true, deadline, nil, nil
 		}
 	}
+	if v != denyProbe {
+		return d, false, deadline, nil, nil
+	}
+	// At most the last reply's round trip (see denyCache.check): mostly
+	// tens of µs, below time.Sleep's resolution (about 1 ms on the
+	// benchmark machine), so yield until it has passed.
+	if w := min(d.RetryAfter, time.Until(deadline)); w >= time.Millisecond {
+		time.Sleep(w)
+	} else if w > 0 {
+		for end := time.Now().Add(w); time.Now().Before(end); {
+			runtime.Gosched()
+		}
+	}
+	return d, false, deadline, ch, nil
+}
 
+// group names the buckets of a call of several requests on a Cluster or
+// a Ring (names nil otherwise: newCall names them) and groups them by the
+// slot (or the tag's hash) they fall in: split when they fall in several,
+// else slot is the call's Cluster slot (-1 when unknown yet or not a
+// ClusterClient).
+func (l *Limiter) group(reqs []limiter.Request) (names []string, groups []uint32, slot int, split bool) {
+	slot = -1
+	if l.shard == oneServer || len(reqs) == 1 {
+		return nil, nil, slot, false
+	}
+	names = make([]string, len(reqs))
+	groups = make([]uint32, len(reqs))
+	for i := range reqs {
+		var h uint32
+		names[i], h = l.names.name(&reqs[i])
+		groups[i] = h
+		if l.shard == bySlot {
+			groups[i] = uint32(slotOf(h))
+		}
+		split = split || groups[i] != groups[0]
+	}
+	if l.shard == bySlot && !split {
+		slot = int(groups[0])
+	}
+	return names, groups, slot, split
+}
+
+// newCall returns the script call of reqs (in one slot), with its
+// arguments set: the buckets' names (names, or named here, which also
+// gives the Cluster slot), charges and ceilings, the mode and the count.
+func (l *Limiter) newCall(reqs []limiter.Request, names []string, slot int, take bool, deadline time.Time) (*call, int) {
+	n := len(reqs)
 	c := getCall(n)
 	c.s, c.take, c.deadline = &many, take, deadline
 	if n == 1 {
@@ -521,48 +575,47 @@ func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []lim
 		charge, ceiling := chargeCeiling(r)
 		c.setArgs(i, n, name, charge, ceiling)
 	}
+	return c, slot
+}
 
-	var b *batcher
+// dispatch sends c, a call of n requests: through its master's batcher
+// when batching is on, else on the caller's goroutine under the call's
+// deadline. reuse false: c is still owned by the batcher (not to be put
+// back).
+func (l *Limiter) dispatch(ctx context.Context, c *call, n int, deadline time.Time, take bool) (cmd *goredis.Cmd, err error, reuse bool) {
+	var tctx context.Context
 	if l.maxBatch > 1 && l.shard != byTag {
 		bctx := ctx
 		if l.shard == bySlot {
 			// MasterForKey may load the slot map: under the deadline.
-			if tctx == nil {
-				tctx, cancel = context.WithDeadline(ctx, deadline)
-				defer cancel()
-			}
-			bctx = tctx
-		}
-		b = l.batcherFor(bctx, c.names0(n))
-	}
-	var cmd *goredis.Cmd
-	var err error
-	reuse := true
-	if b != nil {
-		cmd, err, reuse = l.submit(ctx, b, c)
-	} else {
-		if tctx == nil {
+			var cancel context.CancelFunc
 			tctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
+			bctx = tctx
 		}
-		c.resend(l)
-		if cmd, err = run(tctx, l.client, c.s, c.args, !take); err != nil {
-			err = l.fail(ctx, tctx, err)
+		if b := l.batcherFor(bctx, c.names0(n)); b != nil {
+			return l.submit(ctx, b, c)
 		}
 	}
-	if err != nil {
-		if reuse {
-			putCall(c)
-		}
-		if probe != nil {
-			l.deny.abandon(&reqs[0], probe)
-		}
-		return nil, 1, err
+	if tctx == nil {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
-	defer putCall(c) // after decide has read the reply
+	c.resend(l)
+	if cmd, err = run(tctx, l.client, c.s, c.args, !take); err != nil {
+		err = l.fail(ctx, tctx, err)
+	}
+	return cmd, err, true
+}
 
+// decided appends the Decisions of reqs that cmd's reply gives (checking
+// that the script charged exactly when every enforcing request was
+// allowed), with the call's Cluster slot, and reports a call of one
+// request to the deny cache (sent: when the call was sent, local time).
+func (l *Limiter) decided(dst []limiter.Decision, reqs []limiter.Request, cmd *goredis.Cmd, sent int64, slot int, take bool, probe chan struct{}) ([]limiter.Decision, int, error) {
 	n0 := len(dst)
-	dst = append(dst, make([]limiter.Decision, n)...) // no allocation when dst has room
+	dst = append(dst, make([]limiter.Decision, len(reqs))...) // no allocation when dst has room
 	out := dst[n0:]
 	charged, debt, err := decide(cmd, reqs, out)
 	if err == nil && charged != enforcingOK(reqs, out) {
@@ -579,8 +632,8 @@ func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []lim
 			out[i].HashSlot = slot + 1
 		}
 	}
-	if n == 1 && l.deny != nil {
-		l.deny.done(&reqs[0], c.sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)
+	if len(reqs) == 1 && l.deny != nil {
+		l.deny.done(&reqs[0], sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)
 	}
 	return dst, 1, nil
 }

@@ -482,26 +482,9 @@ type fetchCall struct {
 // nothing. It reports to the deny cache.
 func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, error) {
 	r := f.r
-	tctx, cancel := context.WithDeadline(ctx, l.deadline(ctx))
-	defer cancel()
 	t := int64(r.Limit.Rate.Interval())
 	sent := l.localNow()
-	args := make([]any, 0, 9+4*len(f.refunds))
-	args = append(args, nil, nil, int64(1), f.name, l.mode(true, sent), t, int64(r.Limit.Window()), r.Cost, f.want)
-	var back int64
-	for _, g := range f.refunds {
-		args = append(args, g.sec, g.nsec, g.n*t, g.w)
-		back += g.n
-	}
-	l.pre.fetches.Add(1)
-	l.pre.sentBack.Add(back)
-	cmd, err := run(tctx, l.client, &fetchS, args, false)
-	var vals []int64
-	if err != nil {
-		err = l.fail(ctx, tctx, err)
-	} else if vals, err = cmd.Int64Slice(); err == nil && (len(vals) != 5 || vals[1] != 0 && vals[1] < r.Cost) {
-		err = fmt.Errorf("limiter/redis: unexpected reply from the fetch script: %v", vals)
-	}
+	vals, back, err := l.sendFetch(ctx, f, t, sent)
 	recv := l.localNow()
 	f.s.mu.Lock()
 	e := f.s.find(r)
@@ -528,31 +511,11 @@ func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, er
 	}
 	d, _ := gcra.Decide(debt, 0, r.Limit, r.Cost)
 	var out segment
-	switch {
-	case n == 0:
-		if e != nil {
-			e.since += r.Cost
-		}
-	default:
-		l.pre.charged.Add(n)
+	if n > 0 {
 		g := segment{id: l.pre.ids.Add(1), n: n, exp: sent + l.pre.lifeOf(e, r), sec: vals[2], nsec: vals[3], w: debt + n*t}
-		if e == nil {
-			e = l.pre.alloc(f.s, r, f.name, sent)
-		}
-		if e == nil {
-			// No room (not expected: a fetching hold is never replaced):
-			// r's cost is admitted at once (an under-admission if a
-			// tentative call then fails), the rest given back.
-			l.pre.admitted.Add(r.Cost)
-			out = g
-			out.n = n - r.Cost
-			if f.tent != nil {
-				*f.tent = taken{s: f.s, r: r}
-			}
-		} else {
-			l.pre.add(e, g, sent+debt+n*t)
-			l.spendLocal(f.s, e, r, f.tent)
-		}
+		out = l.landBatch(f, e, g, sent, sent+debt+n*t)
+	} else if e != nil {
+		e.since += r.Cost
 	}
 	f.s.mu.Unlock()
 	if l.shard == bySlot {
@@ -569,6 +532,60 @@ func (l *Limiter) fetch(ctx context.Context, f *fetchCall) (limiter.Decision, er
 		l.giveBack(ctx, f.name, t, out)
 	}
 	return d, nil
+}
+
+// sendFetch runs f's script call (sent at local time sent, for a bucket of
+// emission interval t ns), giving back f.refunds (back tokens), and
+// returns its reply: the debt, the batch, the decision's time (s, ns) and
+// the refunded ns.
+func (l *Limiter) sendFetch(ctx context.Context, f *fetchCall, t, sent int64) (vals []int64, back int64, err error) {
+	r := f.r
+	tctx, cancel := context.WithDeadline(ctx, l.deadline(ctx))
+	defer cancel()
+	args := make([]any, 0, 9+4*len(f.refunds))
+	args = append(args, nil, nil, int64(1), f.name, l.mode(true, sent), t, int64(r.Limit.Window()), r.Cost, f.want)
+	for _, g := range f.refunds {
+		args = append(args, g.sec, g.nsec, g.n*t, g.w)
+		back += g.n
+	}
+	l.pre.fetches.Add(1)
+	l.pre.sentBack.Add(back)
+	cmd, err := run(tctx, l.client, &fetchS, args, false)
+	if err != nil {
+		return nil, back, l.fail(ctx, tctx, err)
+	}
+	if vals, err = cmd.Int64Slice(); err == nil && (len(vals) != 5 || vals[1] != 0 && vals[1] < r.Cost) {
+		err = fmt.Errorf("limiter/redis: unexpected reply from the fetch script: %v", vals)
+	}
+	return vals, back, err
+}
+
+// landBatch adds the batch g a fetch sent at local time sent took (leaving
+// the TAT tat) to the request's hold e (f.s.mu held; allocated if it was
+// replaced meanwhile)
+// and spends the request's cost from it; it returns what must be given
+// back at once (nothing, unless no hold could be had).
+func (l *Limiter) landBatch(f *fetchCall, e *hold, g segment, sent, tat int64) (out segment) {
+	r := f.r
+	l.pre.charged.Add(g.n)
+	if e == nil {
+		e = l.pre.alloc(f.s, r, f.name, sent)
+	}
+	if e == nil {
+		// No room (not expected: a fetching hold is never replaced):
+		// r's cost is admitted at once (an under-admission if a
+		// tentative call then fails), the rest given back.
+		l.pre.admitted.Add(r.Cost)
+		out = g
+		out.n = g.n - r.Cost
+		if f.tent != nil {
+			*f.tent = taken{s: f.s, r: r}
+		}
+		return out
+	}
+	l.pre.add(e, g, tat)
+	l.spendLocal(f.s, e, r, f.tent)
+	return segment{}
 }
 
 // dryUntil records, for a fetch of want tokens for a request r that got
