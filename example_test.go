@@ -14,6 +14,7 @@ import (
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -198,8 +199,8 @@ func ExampleNew_chi() {
 		Authenticator: auth,
 		Anonymous:     true,
 		Policies: []ratekey.Policy{
-			{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: limiter.Limit{Rate: perMinute(1), Burst: 3}, PreAuth: true},
-			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+			{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: perMinute(1), Burst: 3}, PreAuth: true},
+			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
 				Limit: limiter.Limit{Rate: perMinute(1), Burst: 1}, OnMissing: middleware.OnMissingSkip},
 		},
 		Deny: func(w http.ResponseWriter, _ *http.Request, status int, ev *middleware.Evaluation) {

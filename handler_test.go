@@ -9,8 +9,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey"
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -31,8 +31,8 @@ func frontDoor(tb testing.TB, where string, withChain bool) http.Handler {
 			Proxies:       trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}},
 			Authenticator: auth,
 			Policies: []ratekey.Policy{
-				{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: lim},
-				{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation}, Limit: lim},
+				{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: lim},
+				{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation}, Limit: lim},
 			}})
 		if err != nil {
 			tb.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey"
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // logged collects the message and error of each log record.
@@ -160,7 +160,7 @@ func TestOperationsNoRouteServes(t *testing.T) {
 			logs := &logged{}
 			m, err := ratekey.New(ratekey.Config{
 				Router: router, Logger: slog.New(logs),
-				Policies: []ratekey.Policy{{Name: "p", Key: []identity.Dimension{identity.DimNetwork}, Limit: perMinute(100, 100), Operations: tt.ops}},
+				Policies: []ratekey.Policy{{Name: "p", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(100, 100), Operations: tt.ops}},
 			})
 			if tt.newErr != "" {
 				if err == nil || err.Error() != tt.newErr {

@@ -15,6 +15,7 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -133,7 +134,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Authenticator == nil {
 		for i, p := range cfg.Policies {
 			for _, d := range p.Key {
-				if d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential {
+				if d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential {
 					errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
 				}
 			}
@@ -220,8 +221,8 @@ func tenantlessKeys(a identity.Authenticator, policies []Policy) []error {
 	}
 	var errs []error
 	for i, p := range policies {
-		if !slices.Contains(p.Key, identity.DimTenant) &&
-			(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
+		if !slices.Contains(p.Key, limitkey.DimTenant) &&
+			(slices.Contains(p.Key, limitkey.DimAccount) || slices.Contains(p.Key, limitkey.DimCredential)) {
 			errs = append(errs, fmt.Errorf("policies[%d].key: account and credential are unique only per tenant, and the Authenticator names %d tenants: add tenant to the key", i, len(ts)))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -36,7 +37,7 @@ func TestNewRefuses(t *testing.T) {
 		{"not a router", ratekey.Config{Router: http.NotFoundHandler(), Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}}},
 			"router: a http.HandlerFunc is neither a chi router nor an *http.ServeMux"},
 		{"account without an authenticator", ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{
-			{Name: "p", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: perMinute(1, 1)}}},
+			{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: perMinute(1, 1)}}},
 			"policies[0].key: dimension tenant comes from a verified credential, but no Authenticator is configured\n" +
 				"policies[0].key: dimension account comes from a verified credential, but no Authenticator is configured"},
 		{"trust everyone", ratekey.Config{Router: http.NewServeMux(),
@@ -82,7 +83,7 @@ func TestSameCasesChiAndServeMux(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/reports/{id}", ok)
 	mux.Handle("POST /v1/export", ok)
-	policies := []ratekey.Policy{{Name: "per-op", Key: []identity.Dimension{identity.DimOperation}, Limit: perMinute(1, 2)}}
+	policies := []ratekey.Policy{{Name: "per-op", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: perMinute(1, 2)}}
 	for name, router := range map[string]http.Handler{"chi": cr, "ServeMux": mux} {
 		rk, err := ratekey.New(ratekey.Config{Router: router, Policies: policies})
 		if err != nil {
@@ -120,7 +121,7 @@ func TestCheckSpendsNothing(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /x", func(http.ResponseWriter, *http.Request) {})
 	rk, err := ratekey.New(ratekey.Config{Router: mux, DebugAllow: []string{"127.0.0.1"},
-		Policies: []ratekey.Policy{{Name: "p", Key: []identity.Dimension{identity.DimNetwork}, Limit: perMinute(1, 1)}}})
+		Policies: []ratekey.Policy{{Name: "p", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(1, 1)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestCheckSpendsNothing(t *testing.T) {
 // never UNMATCHED for every request.
 func TestChiSubRouter(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	policies := []ratekey.Policy{{Name: "per-op", Key: []identity.Dimension{identity.DimOperation}, Limit: perMinute(1, 5)}}
+	policies := []ratekey.Policy{{Name: "per-op", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: perMinute(1, 5)}}
 	for _, mountOnRoot := range []bool{false, true} {
 		root := chi.NewRouter()
 		sub := chi.NewRouter()
@@ -218,7 +219,7 @@ func TestNewOverridesMatchKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perAccount := []identity.Dimension{identity.DimTenant, identity.DimAccount}
+	perAccount := []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}
 	daily := func(n int64) limiter.Limit {
 		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 24 * time.Hour}, Burst: n}
 	}
@@ -237,7 +238,7 @@ func TestNewOverridesMatchKey(t *testing.T) {
 			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
 		{"account of a tenant, tenant claim", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
 			Overrides: []middleware.Override{{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
-		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []identity.Dimension{identity.DimTenant}, Limit: daily(3),
+		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: daily(3),
 			Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5)}}},
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
 	} {
@@ -261,15 +262,15 @@ func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		auth identity.Authenticator
-		key  []identity.Dimension
+		key  []limitkey.Dimension
 		want string
 	}{
-		{"account, two tenants", twoTenants, []identity.Dimension{identity.DimAccount},
+		{"account, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimAccount},
 			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
-		{"credential, two tenants", twoTenants, []identity.Dimension{identity.DimCredential, identity.DimOperation},
+		{"credential, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimCredential, limitkey.DimOperation},
 			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
-		{"tenant and account, two tenants", twoTenants, []identity.Dimension{identity.DimTenant, identity.DimAccount}, ""},
-		{"account, one tenant", oneTenant, []identity.Dimension{identity.DimAccount}, ""},
+		{"tenant and account, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, ""},
+		{"account, one tenant", oneTenant, []limitkey.Dimension{limitkey.DimAccount}, ""},
 	} {
 		_, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Authenticator: c.auth,
 			Policies: []ratekey.Policy{{Name: "p", Key: c.key, Limit: lim}}})

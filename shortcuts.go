@@ -6,6 +6,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -21,7 +22,7 @@ import (
 // (rate, burst, proxies). It is [New] with one policy named
 // "per-client" keyed by network; use New for anything more.
 func PerClient(router http.Handler, rate string, burst int64, proxies ...string) (func(http.Handler) http.Handler, error) {
-	return shortcut(router, nil, "per-client", []identity.Dimension{identity.DimNetwork}, rate, burst, proxies)
+	return shortcut(router, nil, "per-client", []limitkey.Dimension{limitkey.DimNetwork}, rate, burst, proxies)
 }
 
 // PerAccount returns middleware that limits each verified account to rate
@@ -39,11 +40,11 @@ func PerAccount(router http.Handler, auth identity.Authenticator, rate string, b
 	if isNil(auth) {
 		return nil, errors.New("auth: required: PerAccount limits verified accounts (identity.NewJWTAuthenticator, identity.NewAPIKeyAuthenticator)")
 	}
-	return shortcut(router, auth, "per-account", []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation}, rate, burst, proxies)
+	return shortcut(router, auth, "per-account", []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation}, rate, burst, proxies)
 }
 
 // shortcut builds the one-policy Middleware of PerClient and PerAccount.
-func shortcut(router http.Handler, auth identity.Authenticator, name string, key []identity.Dimension, rate string, burst int64, proxies []string) (func(http.Handler) http.Handler, error) {
+func shortcut(router http.Handler, auth identity.Authenticator, name string, key []limitkey.Dimension, rate string, burst int64, proxies []string) (func(http.Handler) http.Handler, error) {
 	r, err := limiter.ParseRate(rate)
 	if err != nil {
 		return nil, prefixed("rate: ", err)[0]

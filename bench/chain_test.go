@@ -20,6 +20,7 @@ import (
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -48,8 +49,8 @@ func chainProxies() trustedproxy.Config {
 func chainPolicies() []middleware.Policy {
 	lim := rkLimit(chainLimit)
 	return []middleware.Policy{
-		{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: lim},
-		{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+		{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: lim},
+		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
 			Limit: lim, OnMissing: middleware.OnMissingSkip},
 	}
 }

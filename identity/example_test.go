@@ -16,37 +16,6 @@ import (
 	"github.com/ratekey/ratekey/identity"
 )
 
-func ExampleKey_String() {
-	k := identity.Key{
-		Policy: "per-account",
-		Parts: []identity.Part{
-			{Dimension: identity.DimTenant, Value: "acme"},
-			{Dimension: identity.DimAccount, Value: "alice"},
-			{Dimension: identity.DimOperation, Value: "GET /v1/reports/{id}"},
-		},
-	}
-	fmt.Println(k)
-
-	// Separators and non-printable bytes inside values are escaped, so
-	// ("a|b", "c") and ("a", "b|c") never share an encoding.
-	x := identity.Key{Policy: "p", Parts: []identity.Part{
-		{Dimension: identity.DimTenant, Value: "a|b"}, {Dimension: identity.DimAccount, Value: "c"}}}
-	y := identity.Key{Policy: "p", Parts: []identity.Part{
-		{Dimension: identity.DimTenant, Value: "a"}, {Dimension: identity.DimAccount, Value: "b|c"}}}
-	fmt.Println(x)
-	fmt.Println(y)
-	fmt.Println(identity.Key{Policy: "p", Parts: []identity.Part{{Dimension: identity.DimAccount, Value: "José\n"}}})
-
-	back, err := identity.ParseKey(k.String())
-	fmt.Println(err, back.Parts[2].Value)
-	// Output:
-	// per-account|tenant=acme|account=alice|operation=GET /v1/reports/{id}
-	// p|tenant=a%7Cb|account=c
-	// p|tenant=a|account=b%7Cc
-	// p|account=Jos%C3%A9%0A
-	// <nil> GET /v1/reports/{id}
-}
-
 func ExampleJWTAuthenticator_Authenticate() {
 	// A deterministic Ed25519 key for the example; real deployments load
 	// the issuer's public key with identity.ParsePublicKeyPEM.

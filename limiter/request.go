@@ -17,7 +17,7 @@ package limiter
 // from every bucket of that Key: a changed MaxInFlight applies at once to
 // the key's requests already running, and their releases still find it.
 type Request struct {
-	// Key names the bucket: an encoded identity.Key, opaque to the limiter,
+	// Key names the bucket: an encoded limitkey.Key, opaque to the limiter,
 	// compared byte for byte. It is not empty. It may be logged and stored
 	// (in Redis, say), so it never holds a secret.
 	Key string

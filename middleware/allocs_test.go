@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -60,7 +61,7 @@ func TestChainAllocs(t *testing.T) {
 			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 				Operation: middleware.RouteOperation(limited), Policies: []middleware.Policy{
 					perNetwork("1000000/s", 1000000),
-					{Name: "per-operation", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1000000/s", 1000000)},
+					{Name: "per-operation", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1000000/s", 1000000)},
 				}})
 			if err != nil {
 				t.Fatal(err)

@@ -36,6 +36,7 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/servertest"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -210,7 +211,7 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 		Metrics: m,
 		Limiter: memory.New(memory.Options{MaxKeys: 10000}),
 		Policies: []middleware.Policy{{Name: "per-credential", DryRun: true, OnMissing: middleware.OnMissingSkip,
-			Key:   []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimCredential},
+			Key:   []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimCredential},
 			Limit: limit("1/h", 1)}},
 		Operation: middleware.RouteOperation(r),
 		Logger:    logger,

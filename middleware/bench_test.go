@@ -8,9 +8,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -29,7 +29,7 @@ func benchmarkChain(b *testing.B, withToken bool) {
 	t := &testing.T{}
 	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
 		perNetwork("1000000/s", 1000000),
-		{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
 			Limit: limit("1000000/s", 1000000), OnMissing: middleware.OnMissingSkip},
 	}})
 	tok := s.token("alice", "app")
@@ -150,7 +150,7 @@ func BenchmarkOverrides(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-				Policies: []middleware.Policy{{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimPlan, identity.DimAccount},
+				Policies: []middleware.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount},
 					Limit: limit("1000000/s", 1000000), Overrides: tc.overrides}},
 				Operation: func(*http.Request) string { return "GET /v1/reports/{id}" },
 				Logger:    slog.New(slog.DiscardHandler)})

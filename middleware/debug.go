@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/go-chi/chi/v5"
+
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/trustedproxy"
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limiter/redis"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -210,7 +211,7 @@ func checkPageMatchesJSON(t *testing.T, page string, body []byte) {
 
 // capPolicy is an in-flight cap of 2 per network.
 func capPolicy() middleware.Policy {
-	return middleware.Policy{Name: "conc", Key: []identity.Dimension{identity.DimNetwork}, Limit: limiter.Limit{MaxInFlight: 2}}
+	return middleware.Policy{Name: "conc", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{MaxInFlight: 2}}
 }
 
 // pageScenario: a token bucket per tenant with an override for tenant

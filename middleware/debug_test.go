@@ -11,14 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
 func debugPolicies() []middleware.Policy {
 	return []middleware.Policy{
 		perNetwork("1/s", 3),
-		{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount, identity.DimOperation},
+		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
 			Limit: limit("1/s", 2), OnMissing: middleware.OnMissingSkip},
 	}
 }
@@ -204,7 +204,7 @@ func TestLogLinesCarryNoSecret(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
 	defer slog.SetDefault(prev)
 	s := newStack(t, stackOptions{policies: []middleware.Policy{
-		{Name: "acct", Key: []identity.Dimension{identity.DimAccount}, Limit: limit("1/h", 1)},
+		{Name: "acct", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("1/h", 1)},
 	}})
 	tok := s.token("alice", "")
 	for range 3 {
@@ -327,7 +327,7 @@ func TestDebugFollowsTheLiveChain(t *testing.T) {
 	}
 
 	delayed := func(name string, preAuth bool, burst, cost int64) middleware.Policy {
-		p := middleware.Policy{Name: name, Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", burst), Cost: cost, PreAuth: preAuth}
+		p := middleware.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", burst), Cost: cost, PreAuth: preAuth}
 		p.Limit.DelayAfter = 1
 		return p
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -60,7 +61,7 @@ type DimensionFunc func(r *http.Request) (value string, ok bool)
 type PolicyResult struct {
 	// Policy is the policy's name.
 	Policy string
-	// Key is the encoded identity.Key, or "" when a dimension was missing.
+	// Key is the encoded limitkey.Key, or "" when a dimension was missing.
 	Key string
 	// Decision is the outcome.
 	Decision Decision
@@ -101,7 +102,7 @@ type PolicyResult struct {
 	// cost (see [limiter.Limiter] for when a dry-run policy is).
 	Charged bool
 	// Missing is the absent dimension when the key could not be built.
-	Missing identity.Dimension
+	Missing limitkey.Dimension
 	// SkippedReason explains SKIPPED and missing-dimension rejections.
 	SkippedReason string
 	// Err is the limiter error behind DecisionError (or the invalid limit
@@ -263,14 +264,14 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		res := &ev.Policies[len(ev.Policies)-1]
 		res.Policy, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
 		res.status, res.retryAfter, res.onStore, res.principal, res.item = p.Status, p.RetryAfter, p.OnStoreError, authenticated, st.items[i]
-		key := identity.Key{Policy: p.Name, Parts: sc.parts[:0]}
+		key := limitkey.Key{Policy: p.Name, Parts: sc.parts[:0]}
 		for _, d := range p.Key {
 			v, ok := st.dimension(r, sc, d, op, &principal, client)
 			if !ok {
 				res.Missing = d
 				break
 			}
-			key.Parts = append(key.Parts, identity.Part{Dimension: d, Value: v})
+			key.Parts = append(key.Parts, limitkey.Part{Dimension: d, Value: v})
 		}
 		if res.Missing != "" {
 			res.Limit = st.share(res.Limit) // the limit this process states
@@ -399,25 +400,25 @@ func (res *PolicyResult) admitted() bool {
 // the request does not carry it. Only verified principal fields and the
 // resolved client network are used; an empty value counts as missing (p is
 // the zero Principal when no principal was established, so its fields are).
-func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d identity.Dimension, op string, p *identity.Principal, c *trustedproxy.Result) (string, bool) {
+func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d limitkey.Dimension, op string, p *identity.Principal, c *trustedproxy.Result) (string, bool) {
 	var v string
 	switch d {
-	case identity.DimOperation:
+	case limitkey.DimOperation:
 		v = op
-	case identity.DimNetwork:
+	case limitkey.DimNetwork:
 		if c == nil || !c.Network.IsValid() {
 			return "", false
 		}
 		start := len(sc.b)
 		sc.b = c.Network.AppendTo(sc.b)
 		v = sc.str(start)
-	case identity.DimTenant:
+	case limitkey.DimTenant:
 		v = p.Tenant
-	case identity.DimAccount:
+	case limitkey.DimAccount:
 		v = p.Account
-	case identity.DimCredential:
+	case limitkey.DimCredential:
 		v = p.CredentialID
-	case identity.DimPlan:
+	case limitkey.DimPlan:
 		v = p.Plan
 	default:
 		f := st.Custom[d]
@@ -432,25 +433,25 @@ func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d identity.Dim
 	return v, v != ""
 }
 
-func missingReason(d identity.Dimension, authenticated bool) string {
+func missingReason(d limitkey.Dimension, authenticated bool) string {
 	switch {
-	case d == identity.DimNetwork:
+	case d == limitkey.DimNetwork:
 		return "no client address was resolved"
-	case d == identity.DimTenant && !authenticated:
+	case d == limitkey.DimTenant && !authenticated:
 		return "no verified principal carries a tenant"
-	case d == identity.DimTenant:
+	case d == limitkey.DimTenant:
 		return "the verified principal carries no tenant"
-	case d == identity.DimAccount && !authenticated:
+	case d == limitkey.DimAccount && !authenticated:
 		return "no verified principal carries an account"
-	case d == identity.DimAccount:
+	case d == limitkey.DimAccount:
 		return "the verified principal carries no account"
-	case d == identity.DimCredential && !authenticated:
+	case d == limitkey.DimCredential && !authenticated:
 		return "no verified principal carries a credential"
-	case d == identity.DimCredential:
+	case d == limitkey.DimCredential:
 		return "the verified principal carries no credential"
-	case d == identity.DimPlan && !authenticated:
+	case d == limitkey.DimPlan && !authenticated:
 		return "no verified principal carries a plan"
-	case d == identity.DimPlan:
+	case d == limitkey.DimPlan:
 		return "the verified principal carries no plan"
 	}
 	return "the request carries no " + string(d)
@@ -474,7 +475,7 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			level = slog.LevelDebug
 		case res.Decision == DecisionError && !ev.Abandoned:
 			level = slog.LevelWarn
-		case res.Missing == identity.DimNetwork:
+		case res.Missing == limitkey.DimNetwork:
 			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
 		}
 		if !st.Logger.Enabled(r.Context(), level) || !st.logLine(res, level) {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -30,7 +30,7 @@ func ExampleRateLimiter_Handler() {
 		Limiter: memory.New(memory.Options{}),
 		Policies: []middleware.Policy{{
 			Name:  "per-network",
-			Key:   []identity.Dimension{identity.DimNetwork, identity.DimOperation},
+			Key:   []limitkey.Dimension{limitkey.DimNetwork, limitkey.DimOperation},
 			Limit: limiter.Limit{Rate: rate, Burst: 2},
 		}},
 		Operation: middleware.RouteOperation(r),

@@ -13,11 +13,11 @@ import (
 	"github.com/go-chi/chi/v5"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limiter/redis"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -150,7 +150,7 @@ func TestLocalFallbackAllOrNothing(t *testing.T) {
 	fallback := memory.New(memory.Options{})
 	local := perNetwork("30/m", 3)
 	local.OnStoreError = middleware.OnStoreErrorLocal
-	strict := middleware.Policy{Name: "strict", Key: []identity.Dimension{}, Limit: limit("30/m", 5)}
+	strict := middleware.Policy{Name: "strict", Key: []limitkey.Dimension{}, Limit: limit("30/m", 5)}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: fallback,
 		Policies: []middleware.Policy{local, strict}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
@@ -187,7 +187,7 @@ func TestLocalFallbackCachedProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot := middleware.Policy{Name: "hot", Key: []identity.Dimension{}, Limit: limit("1/m", 1), OnStoreError: middleware.OnStoreErrorLocal, Operations: []string{"GET /hot"}}
+	hot := middleware.Policy{Name: "hot", Key: []limitkey.Dimension{}, Limit: limit("1/m", 1), OnStoreError: middleware.OnStoreErrorLocal, Operations: []string{"GET /hot"}}
 	other := perNetwork("60/m", 10)
 	other.OnStoreError, other.Operations = middleware.OnStoreErrorLocal, []string{"GET /other"}
 	r := chi.NewRouter()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -58,7 +58,7 @@ func parseList(t *testing.T, field string, values []string) []parsedItem {
 func TestRateLimitFieldsParse(t *testing.T) {
 	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
 		perNetwork("2/s", 3),
-		{Name: "global.v1_all", Key: []identity.Dimension{}, Limit: limit("10/m", 4)},
+		{Name: "global.v1_all", Key: []limitkey.Dimension{}, Limit: limit("10/m", 4)},
 	}})
 	peer := "198.51.100.7:1"
 	type want struct {

@@ -3,12 +3,13 @@ package middleware_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"

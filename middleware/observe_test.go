@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/limitkey"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -427,7 +429,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 		t.Errorf("%d verifications; want 3 (the flood is cut before the authenticator)", verified)
 	}
 	bad := pre
-	bad.Key = []identity.Dimension{identity.DimAccount}
+	bad.Key = []limitkey.Dimension{limitkey.DimAccount}
 	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 		Policies: []middleware.Policy{bad}, Operation: middleware.RouteOperation(r)}); err == nil || !strings.Contains(err.Error(), "pre_auth") {
 		t.Errorf("a pre-auth account policy was accepted: %v", err)
@@ -511,9 +513,9 @@ func TestEndedRequestIsNotAStoreFailure(t *testing.T) {
 func TestRecordAddsThePhasesDelays(t *testing.T) {
 	var waited time.Duration
 	r := chi.NewRouter()
-	pre := middleware.Policy{Name: "pre", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 3), Cost: 3, PreAuth: true}
+	pre := middleware.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3), Cost: 3, PreAuth: true}
 	pre.Limit.DelayAfter = 1
-	main := middleware.Policy{Name: "main", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
+	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{Clock: clocktest.NewManualClock()}), Operation: middleware.RouteOperation(r),

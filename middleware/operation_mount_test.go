@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -20,7 +20,7 @@ func limitedTo(t *testing.T, root chi.Router, op string) (*middleware.RateLimite
 	res := proxyResolver(t)
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(root),
-		Policies: []middleware.Policy{{Name: "one-per-hour", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},
+		Policies: []middleware.Policy{{Name: "one-per-hour", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},
 	})
 	if err != nil {
 		t.Fatal(err)

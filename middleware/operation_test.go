@@ -8,7 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	chimw "github.com/go-chi/chi/v5/middleware"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -16,7 +16,7 @@ import (
 // request lands in the same bucket exactly when it has the same operation.
 func perOperation() []middleware.Policy {
 	return []middleware.Policy{{
-		Name: "per-op", Key: []identity.Dimension{identity.DimOperation, identity.DimNetwork},
+		Name: "per-op", Key: []limitkey.Dimension{limitkey.DimOperation, limitkey.DimNetwork},
 		Limit: limit("1/h", 1),
 	}}
 }

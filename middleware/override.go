@@ -11,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // Override gives some of a policy's requests another limit: those whose
@@ -85,12 +86,12 @@ func (o *Override) name() string {
 
 // matchDims returns the dimensions o matches on, those of Tenant, Plan and
 // Account that are set, in that order.
-func (o *Override) matchDims() []identity.Dimension {
-	var ds []identity.Dimension
+func (o *Override) matchDims() []limitkey.Dimension {
+	var ds []limitkey.Dimension
 	for _, m := range [...]struct {
-		d identity.Dimension
+		d limitkey.Dimension
 		v string
-	}{{identity.DimTenant, o.Tenant}, {identity.DimPlan, o.Plan}, {identity.DimAccount, o.Account}} {
+	}{{limitkey.DimTenant, o.Tenant}, {limitkey.DimPlan, o.Plan}, {limitkey.DimAccount, o.Account}} {
 		if m.v != "" {
 			ds = append(ds, m.d)
 		}
@@ -106,11 +107,11 @@ func (o *Override) wellFormed() bool {
 }
 
 // value returns o's match value for dimension d.
-func (o *Override) value(d identity.Dimension) string {
+func (o *Override) value(d limitkey.Dimension) string {
 	switch d {
-	case identity.DimTenant:
+	case limitkey.DimTenant:
 		return o.Tenant
-	case identity.DimPlan:
+	case limitkey.DimPlan:
 		return o.Plan
 	}
 	return o.Account
@@ -301,7 +302,7 @@ func (p *Policy) matchProblems(where string, o *Override, singleTenant bool) []e
 }
 
 // keyList writes a policy's key as a config file does: [tenant, plan].
-func keyList(key []identity.Dimension) string {
+func keyList(key []limitkey.Dimension) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	for k, d := range key {

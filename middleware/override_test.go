@@ -19,6 +19,7 @@ import (
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -105,7 +106,7 @@ func post(h http.Handler, who string, items int) *httptest.ResponseRecorder {
 }
 
 func perTenant(overrides ...middleware.Override) middleware.Policy {
-	return middleware.Policy{Name: "per-tenant", Key: []identity.Dimension{identity.DimTenant},
+	return middleware.Policy{Name: "per-tenant", Key: []limitkey.Dimension{limitkey.DimTenant},
 		Limit: limit("1/m", 3), Overrides: overrides, OnMissing: middleware.OnMissingSkip}
 }
 
@@ -131,7 +132,7 @@ func TestOverrides(t *testing.T) {
 		middleware.Override{Tenant: "acme3", Account: "vip", Limit: limiter.Limit{Burst: 4}},
 		middleware.Override{Plan: "big", Cost: 2},
 	)
-	p.Key = []identity.Dimension{identity.DimTenant, identity.DimPlan, identity.DimAccount}
+	p.Key = []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount}
 	h := overrideStack(t, []middleware.Policy{p})
 	tests := []struct {
 		who        string
@@ -307,12 +308,12 @@ func TestOverrideValidation(t *testing.T) {
 			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
 		{"duplicate", func() middleware.Policy {
 			p := perTenant(middleware.Override{Tenant: "acme"}, middleware.Override{Plan: "acme"}, middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})
-			p.Key = append(p.Key, identity.DimPlan)
+			p.Key = append(p.Key, limitkey.DimPlan)
 			return p
 		}(), `policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
 		{"duplicate account of a tenant", func() middleware.Policy {
 			p := perTenant(middleware.Override{Tenant: "acme", Account: "vip"}, middleware.Override{Tenant: "beta", Account: "vip"}, middleware.Override{Tenant: "acme", Account: "vip"})
-			p.Key = append(p.Key, identity.DimAccount)
+			p.Key = append(p.Key, limitkey.DimAccount)
 			return p
 		}(), `policies[0] ("per-tenant").overrides[2].account: "vip" of tenant "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
 		{"cost above burst", perTenant(middleware.Override{Tenant: "beta", Cost: 4}),
@@ -328,7 +329,7 @@ func TestOverrideValidation(t *testing.T) {
 			`policies[0] ("per-tenant").overrides[0].delay_after: a request may have to wait up to 5m0s (burst beyond delay_after at 1/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
 		{"pre_auth", func() middleware.Policy {
 			p := perTenant(middleware.Override{Tenant: "acme"})
-			p.Key, p.PreAuth = []identity.Dimension{identity.DimNetwork}, true
+			p.Key, p.PreAuth = []limitkey.Dimension{limitkey.DimNetwork}, true
 			return p
 		}(), `policies[0] ("per-tenant").overrides: a pre_auth policy runs before any credential is verified, so no tenant, plan or account can match`},
 		{"cost and cost function", func() middleware.Policy {
@@ -372,35 +373,35 @@ func TestOverrideReload(t *testing.T) {
 // an account override names its tenant unless every principal has the
 // same one (an account name is unique only per tenant).
 func TestOverridesMatchKeyDimensions(t *testing.T) {
-	dims := func(ds ...identity.Dimension) []identity.Dimension { return ds }
+	dims := func(ds ...limitkey.Dimension) []limitkey.Dimension { return ds }
 	daily := limiter.Limit{Rate: limiter.Rate{Count: 3, Per: 24 * time.Hour}, Burst: 3}
 	tests := []struct {
 		name   string
-		key    []identity.Dimension
+		key    []limitkey.Dimension
 		o      middleware.Override
 		single bool // RateLimitConfig.SingleTenant
 		want   string
 	}{
-		{"plan override on a tenant key (issue 24: 3 + 5 a day)", dims(identity.DimTenant),
+		{"plan override on a tenant key (issue 24: 3 + 5 a day)", dims(limitkey.DimTenant),
 			middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}}, false,
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
-		{"account override in every tenant", dims(identity.DimTenant, identity.DimAccount), middleware.Override{Account: "vip"}, false,
+		{"account override in every tenant", dims(limitkey.DimTenant, limitkey.DimAccount), middleware.Override{Account: "vip"}, false,
 			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
-		{"account override, one tenant", dims(identity.DimAccount), middleware.Override{Account: "vip"}, true, ""},
-		{"account override on a tenant key, one tenant", dims(identity.DimTenant), middleware.Override{Account: "vip"}, true,
+		{"account override, one tenant", dims(limitkey.DimAccount), middleware.Override{Account: "vip"}, true, ""},
+		{"account override on a tenant key, one tenant", dims(limitkey.DimTenant), middleware.Override{Account: "vip"}, true,
 			`policies[0] ("p").overrides[0].account: account is not a dimension of the policy's key [tenant], so requests of one key with account "vip" and without it would spend two buckets, each with its own burst: add account to the key (a bucket per account), or match a dimension of the key`},
-		{"tenant override on a network key", dims(identity.DimNetwork), middleware.Override{Tenant: "acme"}, true,
+		{"tenant override on a network key", dims(limitkey.DimNetwork), middleware.Override{Tenant: "acme"}, true,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [network], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
-		{"tenant override on an account key", dims(identity.DimAccount), middleware.Override{Tenant: "acme"}, true,
+		{"tenant override on an account key", dims(limitkey.DimAccount), middleware.Override{Tenant: "acme"}, true,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
-		{"account of a tenant on an account key", dims(identity.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false,
+		{"account of a tenant on an account key", dims(limitkey.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
 		{"override on the global bucket", nil, middleware.Override{Plan: "pro"}, false,
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
-		{"account of a tenant", dims(identity.DimTenant, identity.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false, ""},
-		{"plan override on a plan key", dims(identity.DimTenant, identity.DimPlan), middleware.Override{Plan: "pro"}, false, ""},
-		{"tenant override on a tenant key", dims(identity.DimTenant, identity.DimOperation), middleware.Override{Tenant: "acme"}, false, ""},
-		{"tenant and plan", dims(identity.DimTenant, identity.DimPlan), middleware.Override{Tenant: "acme", Plan: "pro"}, false,
+		{"account of a tenant", dims(limitkey.DimTenant, limitkey.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false, ""},
+		{"plan override on a plan key", dims(limitkey.DimTenant, limitkey.DimPlan), middleware.Override{Plan: "pro"}, false, ""},
+		{"tenant override on a tenant key", dims(limitkey.DimTenant, limitkey.DimOperation), middleware.Override{Tenant: "acme"}, false, ""},
+		{"tenant and plan", dims(limitkey.DimTenant, limitkey.DimPlan), middleware.Override{Tenant: "acme", Plan: "pro"}, false,
 			`policies[0] ("p").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
 	}
 	for _, tc := range tests {
@@ -422,7 +423,7 @@ func TestOverridesMatchKeyDimensions(t *testing.T) {
 // before it still wins for acme's.
 func TestAccountOverrideOfOneTenant(t *testing.T) {
 	per := func(os ...middleware.Override) []middleware.Policy {
-		return []middleware.Policy{{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount},
+		return []middleware.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount},
 			Limit: limit("1/m", 3), Overrides: os}}
 	}
 	acmeVIP := middleware.Override{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 5}}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -41,7 +41,7 @@ func TestEmptyPhase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := middleware.Policy{Name: "per-account", Key: []identity.Dimension{identity.DimAccount}, Limit: limit("1/s", 3)}
+			p := middleware.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("1/s", 3)}
 			if tc.preAuth {
 				p = perNetwork("1/s", 3)
 				p.PreAuth = true

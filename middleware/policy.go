@@ -13,6 +13,7 @@ import (
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // OnMissing is what a policy does with a request that lacks one of its key's
@@ -73,7 +74,7 @@ type Policy struct {
 	Name string
 	// Key lists the dimensions of the key in order, e.g. tenant then account.
 	// An empty list means one bucket for every request the policy applies to.
-	Key []identity.Dimension
+	Key []limitkey.Dimension
 	// Limit is the token-bucket rate, burst (capacity, tokens), delay_after
 	// and max_delay (see [limiter.Limit] for the nginx limit_req mapping),
 	// or the in-flight cap: MaxInFlight and, for a shared store, Lease.
@@ -269,7 +270,7 @@ func (p *Policy) ref(i int) string {
 // for (no request could ever pass), a wait longer than maxWait, and an
 // override whose match the key cannot honour (see [Override];
 // singleTenant is [RateLimitConfig].SingleTenant).
-func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, maxWait time.Duration, singleTenant bool) error {
+func (p *Policy) validate(i int, custom map[limitkey.Dimension]DimensionFunc, maxWait time.Duration, singleTenant bool) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), field, fmt.Sprintf(format, args...)))
@@ -277,20 +278,20 @@ func (p *Policy) validate(i int, custom map[identity.Dimension]DimensionFunc, ma
 	if !policyNameRE.MatchString(p.Name) {
 		fail("name", "%s must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name))
 	}
-	seen := map[identity.Dimension]bool{}
+	seen := map[limitkey.Dimension]bool{}
 	for _, d := range p.Key {
 		if seen[d] {
 			fail("key", "dimension %s listed twice", quote.Value(d))
 		}
 		seen[d] = true
-		if _, err := identity.ParseDimension(string(d)); err != nil {
+		if _, err := limitkey.ParseDimension(string(d)); err != nil {
 			fail("key", "%v", err)
 			continue
 		}
 		if !d.Builtin() && custom[d] == nil {
 			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network, plan)", quote.Value(d))
 		}
-		if p.PreAuth && d != identity.DimNetwork && d != identity.DimOperation {
+		if p.PreAuth && d != limitkey.DimNetwork && d != limitkey.DimOperation {
 			fail("pre_auth", "dimension %s is not known before authentication (network and operation are)", quote.Value(d))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -71,7 +72,7 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SamplePassed: 1, DecisionHeader: true,
 		Policies: []middleware.Policy{
 			perNetwork("1000/s", 1000),
-			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: middleware.OnMissingSkip},
+			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: middleware.OnMissingSkip},
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{
 			perNetwork("1000/s", 1000),
-			{Name: "per-account", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: limit("1000/s", 1000)},
+			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000)},
 		}})
 	if err != nil {
 		t.Fatal(err)

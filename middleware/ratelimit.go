@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -41,7 +41,7 @@ type RateLimitConfig struct {
 	// [RouteOperation] with the root chi router.
 	Operation func(*http.Request) string
 	// Custom supplies the values of custom key dimensions by name.
-	Custom map[identity.Dimension]DimensionFunc
+	Custom map[limitkey.Dimension]DimensionFunc
 	// Logger receives the decision log (see LogEveryDecision); nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -214,7 +214,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	}
 	names := map[string]bool{}
 	for i, p := range cfg.Policies {
-		p.Key = append([]identity.Dimension(nil), p.Key...)
+		p.Key = append([]limitkey.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
 		p.Overrides = slices.Clone(p.Overrides)
 		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
@@ -617,7 +617,7 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		p := problem{Type: ProblemMissingDimension, Policy: missing.Policy,
 			Detail: fmt.Sprintf("policy %s needs a %s: %s", missing.Policy, missing.Missing, missing.SkippedReason)}
 		switch {
-		case missing.Missing == identity.DimNetwork:
+		case missing.Missing == limitkey.DimNetwork:
 			p.Status = http.StatusInternalServerError
 		case !missing.principal:
 			p.Status = http.StatusUnauthorized

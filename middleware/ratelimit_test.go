@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -35,7 +35,7 @@ func decodeProblem(t *testing.T, body string) problemBody {
 }
 
 func perNetwork(rate string, burst int64) middleware.Policy {
-	return middleware.Policy{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit(rate, burst)}
+	return middleware.Policy{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit(rate, burst)}
 }
 
 func TestRejectionResponse(t *testing.T) {
@@ -96,7 +96,7 @@ func TestRetryAfterIsTheLongestWait(t *testing.T) {
 	// Two policies reject; Retry-After covers the longer wait (5 s, not 1 s).
 	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
 		perNetwork("1/s", 1),
-		{Name: "slow", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("12/m", 1), Status: 503},
+		{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("12/m", 1), Status: 503},
 	}})
 	peer := "198.51.100.7:1"
 	s.do(req{path: "/v1/reports/1", peer: peer})
@@ -111,7 +111,7 @@ func TestRetryAfterIsTheLongestWait(t *testing.T) {
 
 func TestPolicyStatus(t *testing.T) {
 	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
-		{Name: "nginx-like", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/s", 1), Status: 503},
+		{Name: "nginx-like", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/s", 1), Status: 503},
 	}})
 	s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 503 || w.Header().Get("Retry-After") != "1" {
@@ -124,7 +124,7 @@ func TestAllOrNothingAcrossPolicies(t *testing.T) {
 	// must not be charged for it (Envoy ratelimit issue 1060).
 	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
 		perNetwork("1/h", 3),
-		{Name: "export", Key: []identity.Dimension{identity.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{"POST /v1/export"}},
+		{Name: "export", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{"POST /v1/export"}},
 	}})
 	peer := "198.51.100.7:1"
 	if w := s.do(req{method: "POST", path: "/v1/export", peer: peer}); w.Code != 200 {
@@ -153,7 +153,7 @@ func TestAllOrNothingAcrossPolicies(t *testing.T) {
 }
 
 func TestMissingDimension(t *testing.T) {
-	account := []identity.Dimension{identity.DimTenant, identity.DimAccount}
+	account := []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}
 	tests := []struct {
 		name      string
 		policy    middleware.Policy
@@ -165,8 +165,8 @@ func TestMissingDimension(t *testing.T) {
 	}{
 		{"anonymous, reject", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5)}, true, false, "", 401, "Bearer"},
 		{"anonymous, skip", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5), OnMissing: middleware.OnMissingSkip}, true, false, "", 200, ""},
-		{"verified, no client_id, reject", middleware.Policy{Name: "cred", Key: []identity.Dimension{identity.DimCredential}, Limit: limit("1/s", 5)}, false, true, "", 403, ""},
-		{"verified, client_id", middleware.Policy{Name: "cred", Key: []identity.Dimension{identity.DimCredential}, Limit: limit("1/s", 5)}, false, true, "app-1", 200, ""},
+		{"verified, no client_id, reject", middleware.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "", 403, ""},
+		{"verified, client_id", middleware.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "app-1", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,7 +193,7 @@ func TestMissingDimension(t *testing.T) {
 
 func TestAccountsDoNotShareBudgets(t *testing.T) {
 	s := newStack(t, stackOptions{policies: []middleware.Policy{
-		{Name: "acct", Key: []identity.Dimension{identity.DimTenant, identity.DimAccount}, Limit: limit("1/h", 2)},
+		{Name: "acct", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1/h", 2)},
 	}})
 	alice, bob := s.token("alice", ""), s.token("bob", "")
 	for i, want := range []int{200, 200, 429} {
@@ -257,7 +257,7 @@ func TestMalformedChainIsRefused(t *testing.T) {
 func TestNewRateLimiterListsEveryError(t *testing.T) {
 	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Policies: []middleware.Policy{
 		{Name: "bad name!", Limit: limit("1/s", 1)},
-		{Name: "x", Key: []identity.Dimension{"colour"}, Limit: limit("1/s", 1), OnMissing: "ignore"},
+		{Name: "x", Key: []limitkey.Dimension{"colour"}, Limit: limit("1/s", 1), OnMissing: "ignore"},
 		{Name: "x", Limit: limit("1/s", 0), Status: 200},
 	}})
 	if err == nil {
@@ -286,7 +286,7 @@ func TestNewRateLimiterRefusesWhatCannotWork(t *testing.T) {
 		l.DelayAfter, l.MaxDelay = delayAfter, maxDelay
 		return l
 	}
-	net := []identity.Dimension{identity.DimNetwork}
+	net := []limitkey.Dimension{limitkey.DimNetwork}
 	for _, c := range []struct {
 		name     string
 		policies []middleware.Policy

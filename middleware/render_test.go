@@ -13,10 +13,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -53,9 +53,9 @@ func (l failingPolicy) Peek(ctx context.Context, dst []limiter.Decision, reqs []
 // RateLimit-Decision field. Each policy keeps its own decision.
 func TestDecisionAcrossPhases(t *testing.T) {
 	r := chi.NewRouter()
-	pre := middleware.Policy{Name: "pre", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 3),
+	pre := middleware.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3),
 		PreAuth: true, OnStoreError: middleware.OnStoreErrorAllow}
-	main := middleware.Policy{Name: "main", Key: []identity.Dimension{identity.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
+	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   failingPolicy{memory.New(memory.Options{Clock: clocktest.NewManualClock()}), "pre"},
@@ -116,7 +116,7 @@ func (l shared) Take(ctx context.Context, dst []limiter.Decision, reqs []limiter
 // request's calls took, both phases together ("round_trips").
 func TestStoreDiagnostics(t *testing.T) {
 	r := chi.NewRouter()
-	op := []identity.Dimension{identity.DimOperation}
+	op := []limitkey.Dimension{limitkey.DimOperation}
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   shared{memory.New(memory.Options{Clock: clocktest.NewManualClock()})},
 		Operation: middleware.RouteOperation(r),

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -62,7 +62,7 @@ func TestReplicasRefused(t *testing.T) {
 	costly.Cost = 4
 	capped := middleware.Policy{Name: "cap", Key: perNetwork("1/s", 1).Key, Limit: limiter.Limit{MaxInFlight: 2}}
 	ovr := perNetwork("10/s", 9)
-	ovr.Key = append(ovr.Key, identity.DimTenant)
+	ovr.Key = append(ovr.Key, limitkey.DimTenant)
 	ovr.Overrides = []middleware.Override{{Tenant: "acme", Limit: limiter.Limit{Burst: 1}}}
 	slow := perNetwork("1/s", 130)
 	slow.Limit.DelayAfter = 100
@@ -94,5 +94,5 @@ func TestReplicasRefused(t *testing.T) {
 // for anonymous requests.
 func perAccountSkip(t *testing.T) middleware.Policy {
 	t.Helper()
-	return middleware.Policy{Name: "per-account", Key: []identity.Dimension{identity.DimAccount}, Limit: limit("10/s", 9), OnMissing: middleware.OnMissingSkip}
+	return middleware.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("10/s", 9), OnMissing: middleware.OnMissingSkip}
 }

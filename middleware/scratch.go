@@ -6,8 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // scratch is one evaluation's working memory: the policy results, limiter
@@ -28,7 +28,7 @@ type scratch struct {
 	reqs     [3]limiter.Request
 	idx      [3]int
 	decs     [3]limiter.Decision
-	parts    [4]identity.Part
+	parts    [4]limitkey.Part
 	b        []byte
 	// slotReqs and slotDecs are the limiter call's requests and Decisions
 	// when it took in-flight slots (slotIdx maps them to the policies),

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // TestReleaseClearsScratch: a scratch goes back to the pool holding
@@ -16,9 +16,9 @@ func TestReleaseClearsScratch(t *testing.T) {
 	var out arena
 	sc := getScratch(&out)
 	start := len(sc.b)
-	sc.b = identity.Key{Policy: "p", Parts: []identity.Part{{Dimension: identity.DimAccount, Value: "alice"}}}.AppendTo(sc.b)
+	sc.b = limitkey.Key{Policy: "p", Parts: []limitkey.Part{{Dimension: limitkey.DimAccount, Value: "alice"}}}.AppendTo(sc.b)
 	key := sc.str(start)
-	sc.parts[0] = identity.Part{Dimension: identity.DimAccount, Value: "alice"}
+	sc.parts[0] = limitkey.Part{Dimension: limitkey.DimAccount, Value: "alice"}
 	sc.policies[0] = PolicyResult{Policy: "p", Key: key, Decision: DecisionPassed, Err: errors.New("x")}
 	sc.reqs[0] = limiter.Request{Key: key, Cost: 1}
 	sc.decs[0] = limiter.Decision{Allowed: true, Remaining: 3}

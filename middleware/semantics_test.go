@@ -3,7 +3,6 @@ package middleware_test
 import (
 	"bytes"
 	"context"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/limitkey"
+
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
@@ -24,7 +25,7 @@ import (
 // argDim keys test policies by the "k" query argument, as the nginx
 // differential test keys its zones by $arg_k. (A client-written value: fine
 // for a test, never for production keys.)
-const argDim identity.Dimension = "arg"
+const argDim limitkey.Dimension = "arg"
 
 // nginxStack is a RateLimiter on a manual clock whose Wait records delays
 // instead of sleeping.
@@ -48,7 +49,7 @@ func newNginxStack(t *testing.T, cfg middleware.RateLimitConfig) *nginxStack {
 	r := chi.NewRouter()
 	cfg.Limiter = s.lim
 	cfg.Operation = middleware.RouteOperation(r)
-	cfg.Custom = map[identity.Dimension]middleware.DimensionFunc{argDim: func(r *http.Request) (string, bool) {
+	cfg.Custom = map[limitkey.Dimension]middleware.DimensionFunc{argDim: func(r *http.Request) (string, bool) {
 		v := r.URL.Query().Get("k")
 		return v, v != ""
 	}}
@@ -109,7 +110,7 @@ func nginxPolicy(name string, burst int64, nodelay bool, delay int64) middleware
 	default:
 		l.DelayAfter = 1
 	}
-	return middleware.Policy{Name: name, Key: []identity.Dimension{argDim}, Limit: l, Status: http.StatusTooManyRequests}
+	return middleware.Policy{Name: name, Key: []limitkey.Dimension{argDim}, Limit: l, Status: http.StatusTooManyRequests}
 }
 
 type outcome struct {
@@ -299,7 +300,7 @@ func TestDecisionHeaderOff(t *testing.T) {
 func TestReload(t *testing.T) {
 	keep := nginxPolicy("keep", 1, true, 0)
 	change := nginxPolicy("change", 1, true, 0)
-	change.Key = []identity.Dimension{argDim}
+	change.Key = []limitkey.Dimension{argDim}
 	st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{keep}})
 	st2Policies := func(ps ...middleware.Policy) middleware.RateLimitConfig {
 		c := st.cfg

@@ -1,12 +1,13 @@
 package middleware_test
 
 import (
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"

@@ -21,11 +21,11 @@ import (
 	"go4.org/netipx"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -443,21 +443,21 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		pc.Key = &[]string{}
 	}
 	for _, k := range *pc.Key {
-		d, err := identity.ParseDimension(k)
+		d, err := limitkey.ParseDimension(k)
 		if err != nil || !d.Builtin() {
 			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
 			continue
 		}
 		switch {
-		case !src.credentials && (d == identity.DimTenant || d == identity.DimAccount || d == identity.DimCredential || d == identity.DimPlan):
+		case !src.credentials && (d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential || d == limitkey.DimPlan):
 			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
-		case !src.plans && d == identity.DimPlan:
+		case !src.plans && d == limitkey.DimPlan:
 			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
 		}
 		p.Key = append(p.Key, d)
 	}
-	if src.tenants && !slices.Contains(p.Key, identity.DimTenant) &&
-		(slices.Contains(p.Key, identity.DimAccount) || slices.Contains(p.Key, identity.DimCredential)) {
+	if src.tenants && !slices.Contains(p.Key, limitkey.DimTenant) &&
+		(slices.Contains(p.Key, limitkey.DimAccount) || slices.Contains(p.Key, limitkey.DimCredential)) {
 		errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key", ref))
 	}
 	if pc.RetryAfter != "" {

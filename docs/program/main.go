@@ -22,6 +22,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/trustedproxy"
@@ -77,10 +78,10 @@ func main() {
 		Policies: []ratekey.Policy{
 			// Before any signature check: a flood of bad tokens is capped
 			// per client network.
-			{Name: "per-network", Key: []identity.Dimension{identity.DimNetwork},
+			{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork},
 				Limit: limiter.Limit{Rate: perMinute(300), Burst: 60}, PreAuth: true},
 			// Per tenant and plan; pro gets ten times as much.
-			{Name: "per-plan", Key: []identity.Dimension{identity.DimTenant, identity.DimPlan},
+			{Name: "per-plan", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan},
 				Limit:        limiter.Limit{Rate: perMinute(600), Burst: 120},
 				OnStoreError: middleware.OnStoreErrorLocal,
 				Overrides:    []middleware.Override{{Plan: "pro", Limit: limiter.Limit{Rate: perMinute(6000), Burst: 1200}}}},

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"io"
 	"log/slog"
 	"math"
@@ -24,9 +23,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/limitkey"
+
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/servertest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -109,9 +110,9 @@ func ratekeyLimit(l limitReq) limiter.Limit {
 func ratekeyConfig(loc location, store limiter.Limiter, op func(*http.Request) string, logger *slog.Logger) middleware.RateLimitConfig {
 	status := cmp.Or(loc.status, http.StatusServiceUnavailable)
 	cfg := middleware.RateLimitConfig{Limiter: store, Operation: op, Logger: logger, DryRun: loc.dryRun, DecisionHeader: true,
-		Custom: map[identity.Dimension]middleware.DimensionFunc{"arg_k": queryArg("k"), "arg_g": queryArg("g")}}
+		Custom: map[limitkey.Dimension]middleware.DimensionFunc{"arg_k": queryArg("k"), "arg_g": queryArg("g")}}
 	for _, l := range loc.limits {
-		cfg.Policies = append(cfg.Policies, middleware.Policy{Name: l.zone.name, Key: []identity.Dimension{identity.Dimension("arg_" + l.zone.arg)},
+		cfg.Policies = append(cfg.Policies, middleware.Policy{Name: l.zone.name, Key: []limitkey.Dimension{limitkey.Dimension("arg_" + l.zone.arg)},
 			Limit: ratekeyLimit(l), Status: status, OnMissing: middleware.OnMissingSkip})
 	}
 	return cfg

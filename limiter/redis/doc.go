@@ -55,7 +55,7 @@
 // The first '{' ends the Prefix and the shape segment is all digits
 // between fixed separators, so the name is injective, and names under two
 // different Prefixes never meet: deployments sharing a Redis share no
-// bucket. Keys come from identity.Key encodings, which never hold a
+// bucket. Keys come from limitkey.Key encodings, which never hold a
 // secret; this package stores them as given.
 //
 // The value is a string: the bucket's theoretical arrival time (TAT) in

@@ -1,4 +1,4 @@
-package identity
+package limitkey
 
 import (
 	"errors"
@@ -99,12 +99,12 @@ func TestKeyString(t *testing.T) {
 					t.Fatalf("byte %#x at %d is not printable ASCII", c, i)
 				}
 			}
-			back, err := ParseKey(tt.want)
+			back, err := Parse(tt.want)
 			if err != nil {
-				t.Fatalf("ParseKey(%q): %v", tt.want, err)
+				t.Fatalf("Parse(%q): %v", tt.want, err)
 			}
 			if !keysEqual(back, tt.key) {
-				t.Fatalf("ParseKey(%q) = %#v, want %#v", tt.want, back, tt.key)
+				t.Fatalf("Parse(%q) = %#v, want %#v", tt.want, back, tt.key)
 			}
 		})
 	}
@@ -168,13 +168,13 @@ func TestParseKeyRejectsNonCanonical(t *testing.T) {
 		"p|" + strings.Repeat("a", 33) + "=x", // dimension too long
 	}
 	for _, s := range bad {
-		k, err := ParseKey(s)
+		k, err := Parse(s)
 		if err == nil {
-			t.Errorf("ParseKey(%q) = %#v, want error", s, k)
+			t.Errorf("Parse(%q) = %#v, want error", s, k)
 			continue
 		}
 		if !errors.Is(err, errKey) {
-			t.Errorf("ParseKey(%q) error %v does not wrap errKey", s, err)
+			t.Errorf("Parse(%q) error %v does not wrap errKey", s, err)
 		}
 	}
 }
@@ -250,7 +250,7 @@ func BenchmarkParseKey(b *testing.B) {
 	s := "per-account|tenant=acme|account=al%7Cce|operation=GET /v1/reports/{id}"
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseKey(s); err != nil {
+		if _, err := Parse(s); err != nil {
 			b.Fatal(err)
 		}
 	}

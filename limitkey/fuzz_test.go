@@ -1,4 +1,4 @@
-package identity
+package limitkey
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ var fuzzDims = [...]Dimension{DimTenant, DimAccount, DimCredential, DimOperation
 
 // FuzzKeyRoundTrip checks, for arbitrary policy and values, that the
 // encoding matches the slow reference encoder, is printable ASCII, and that
-// ParseKey inverts it exactly.
+// Parse inverts it exactly.
 func FuzzKeyRoundTrip(f *testing.F) {
 	f.Add("per-account", "acme", "alice", "GET /v1/reports/{id}", uint8(3), uint8(0))
 	f.Add("p", "a:b", "c", "", uint8(2), uint8(1))
@@ -31,23 +31,23 @@ func FuzzKeyRoundTrip(f *testing.F) {
 				t.Fatalf("non-printable byte %#x in %q", s[i], s)
 			}
 		}
-		back, err := ParseKey(s)
+		back, err := Parse(s)
 		if policy == "" {
 			if err == nil {
-				t.Fatalf("ParseKey(%q) accepted an empty policy", s)
+				t.Fatalf("Parse(%q) accepted an empty policy", s)
 			}
 			return
 		}
 		if err != nil {
-			t.Fatalf("ParseKey(%q): %v", s, err)
+			t.Fatalf("Parse(%q): %v", s, err)
 		}
 		if !keysEqual(back, k) {
-			t.Fatalf("ParseKey(%q) = %#v, want %#v", s, back, k)
+			t.Fatalf("Parse(%q) = %#v, want %#v", s, back, k)
 		}
 	})
 }
 
-// FuzzParseKey checks that ParseKey never panics and accepts only canonical
+// FuzzParseKey checks that Parse never panics and accepts only canonical
 // encodings: anything it accepts re-encodes to exactly the input and is a
 // valid key.
 func FuzzParseKey(f *testing.F) {
@@ -60,19 +60,19 @@ func FuzzParseKey(f *testing.F) {
 	f.Add("%")
 	f.Add("p|tenant=%C3%A9|x=")
 	f.Fuzz(func(t *testing.T, s string) {
-		k, err := ParseKey(s)
+		k, err := Parse(s)
 		if err != nil {
 			return
 		}
 		if got := k.String(); got != s {
-			t.Fatalf("ParseKey(%q) accepted a non-canonical form; re-encodes to %q", s, got)
+			t.Fatalf("Parse(%q) accepted a non-canonical form; re-encodes to %q", s, got)
 		}
 		if k.Policy == "" {
-			t.Fatalf("ParseKey(%q) accepted an empty policy", s)
+			t.Fatalf("Parse(%q) accepted an empty policy", s)
 		}
 		for _, p := range k.Parts {
 			if _, err := ParseDimension(string(p.Dimension)); err != nil {
-				t.Fatalf("ParseKey(%q) accepted dimension %q", s, p.Dimension)
+				t.Fatalf("Parse(%q) accepted dimension %q", s, p.Dimension)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package identity
+package limitkey
 
 import (
 	"errors"
@@ -32,15 +32,15 @@ import (
 // (the ("a:b","c") / ("a","b:c") and ("a|b","c") / ("a","b|c") collisions of
 // joined-string keys cannot happen).
 //
-// Canonical form: ParseKey accepts only what String produces: upper-case hex,
+// Canonical form: Parse accepts only what String produces: upper-case hex,
 // no escape of a byte that needs none, no raw byte that needs one, a
-// non-empty policy and valid dimension names. So ParseKey(s) succeeding
-// implies ParseKey(s).String() == s.
+// non-empty policy and valid dimension names. So Parse(s) succeeding
+// implies Parse(s).String() == s.
 
 const upperHex = "0123456789ABCDEF"
 
-// errKey is wrapped by every error [ParseKey] returns.
-var errKey = errors.New("identity: malformed key")
+// errKey is wrapped by every error [Parse] returns.
+var errKey = errors.New("limitkey: malformed key")
 
 // needsEscape reports whether byte c must be percent-escaped in a key field.
 func needsEscape(c byte) bool {
@@ -117,7 +117,7 @@ func (k Key) AppendTo(b []byte) []byte {
 //
 //	per-account|tenant=acme|account=alice|operation=GET /v1/reports/{id}
 //
-// No two Keys share an encoding, whatever bytes they hold. [ParseKey] is the
+// No two Keys share an encoding, whatever bytes they hold. [Parse] is the
 // inverse for valid keys (non-empty policy, valid dimension names).
 func (k Key) String() string {
 	var stack [256]byte // typical keys encode without a heap buffer
@@ -128,14 +128,14 @@ func (k Key) String() string {
 	return string(k.AppendTo(b))
 }
 
-// ParseKey parses the encoding produced by [Key.String]. It accepts only the
+// Parse parses the encoding produced by [Key.String]. It accepts only the
 // canonical form: a non-empty policy, dimensions matching
 // ^[a-z][a-z0-9_]{0,31}$, escapes written "%XX" with upper-case hex and used
-// exactly for the bytes that need them. Therefore, when ParseKey(s) returns
+// exactly for the bytes that need them. Therefore, when Parse(s) returns
 // k without error, k.String() == s. A key with no parts returns a Key whose
 // Parts is nil. Errors wrap an unexported sentinel, give the byte offset of
 // the problem and never echo the input. Safe for concurrent use.
-func ParseKey(s string) (Key, error) {
+func Parse(s string) (Key, error) {
 	field, rest, more := strings.Cut(s, "|")
 	policy, err := unescapeField(field, 0)
 	if err != nil {

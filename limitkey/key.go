@@ -1,4 +1,4 @@
-package identity
+package limitkey
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ const (
 	// e.g. "203.0.113.7/32" or "2001:db8::/64".
 	DimNetwork Dimension = "network"
 	// DimPlan is the plan vouched for by the verified issuer record or API
-	// key record ([Principal].Plan), e.g. "pro".
+	// key record (identity.Principal.Plan), e.g. "pro".
 	DimPlan Dimension = "plan"
 )
 
@@ -38,7 +38,7 @@ const (
 const maxDimensionLen = 32
 
 // errDimension is wrapped by every error [ParseDimension] returns.
-var errDimension = errors.New("identity: invalid dimension name")
+var errDimension = errors.New("limitkey: invalid dimension name")
 
 // ParseDimension returns the [Dimension] named s: one of the built-ins
 // ("tenant", "account", "credential", "operation", "network", "plan") or a custom
@@ -94,7 +94,7 @@ type Part struct {
 //
 // A Key with zero parts is valid: it is the policy-global bucket. Order is
 // significant: (tenant, account) and (account, tenant) are different keys.
-// A Key is valid for [ParseKey] when Policy is non-empty and every
+// A Key is valid for [Parse] when Policy is non-empty and every
 // Part.Dimension satisfies [ParseDimension]; [Key.String] is injective over
 // all Keys, valid or not.
 //
