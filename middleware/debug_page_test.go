@@ -406,7 +406,7 @@ func TestDebugPageRedisCluster(t *testing.T) {
 // the JSON's principal, the plan included (overrides match it), with the
 // JSON's value, and — for an empty plan or credential id.
 func TestDebugPageShowsPrincipal(t *testing.T) {
-	lim := memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	lim := memory.New(memory.Options{Now: clocktest.NewManualClock().Time})
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})

@@ -57,7 +57,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, clock: clocktest.NewManualClock(), key: priv, now: time.Now()}
-	s.lim = memory.New(memory.Options{Clock: s.clock, MaxKeys: o.maxKeys, Replicas: o.replicas})
+	s.lim = memory.New(memory.Options{Now: s.clock.Time, MaxKeys: o.maxKeys, Replicas: o.replicas})
 	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"127.0.0.1", "10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -518,7 +518,7 @@ func TestRecordAddsThePhasesDelays(t *testing.T) {
 	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter: memory.New(memory.Options{Clock: clocktest.NewManualClock()}), Operation: middleware.RouteOperation(r),
+		Limiter: memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{pre, main},
 		Wait:     func(_ context.Context, d time.Duration) error { waited += d; return nil },
 	})

@@ -49,7 +49,7 @@ func overrideStack(t *testing.T, ps []middleware.Policy) http.Handler {
 func overrideStackOf(t *testing.T, cfg middleware.RateLimitConfig) http.Handler {
 	t.Helper()
 	r := chi.NewRouter()
-	cfg.Limiter = memory.New(memory.Options{Clock: clocktest.NewManualClock()})
+	cfg.Limiter = memory.New(memory.Options{Now: clocktest.NewManualClock().Time})
 	cfg.Operation, cfg.Logger = middleware.RouteOperation(r), slog.New(slog.DiscardHandler)
 	rl, err := middleware.NewRateLimiter(cfg)
 	if err != nil {

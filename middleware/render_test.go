@@ -58,7 +58,7 @@ func TestDecisionAcrossPhases(t *testing.T) {
 	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter:   failingPolicy{memory.New(memory.Options{Clock: clocktest.NewManualClock()}), "pre"},
+		Limiter:   failingPolicy{memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), "pre"},
 		Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{pre, main}, DecisionHeader: true,
 		Wait:   func(context.Context, time.Duration) error { return nil },
 		Logger: slog.New(slog.DiscardHandler),
@@ -118,7 +118,7 @@ func TestStoreDiagnostics(t *testing.T) {
 	r := chi.NewRouter()
 	op := []limitkey.Dimension{limitkey.DimOperation}
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
-		Limiter:   shared{memory.New(memory.Options{Clock: clocktest.NewManualClock()})},
+		Limiter:   shared{memory.New(memory.Options{Now: clocktest.NewManualClock().Time})},
 		Operation: middleware.RouteOperation(r),
 		Policies: []middleware.Policy{{Name: "pre", Key: op, Limit: limit("1/m", 5), PreAuth: true},
 			{Name: "cached", Key: op, Limit: limit("1/m", 1)}},

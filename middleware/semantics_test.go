@@ -45,7 +45,7 @@ type nginxStack struct {
 func newNginxStack(t *testing.T, cfg middleware.RateLimitConfig) *nginxStack {
 	t.Helper()
 	s := &nginxStack{clock: clocktest.NewManualClock()}
-	s.lim = memory.New(memory.Options{Clock: s.clock})
+	s.lim = memory.New(memory.Options{Now: s.clock.Time})
 	r := chi.NewRouter()
 	cfg.Limiter = s.lim
 	cfg.Operation = middleware.RouteOperation(r)

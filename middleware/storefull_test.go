@@ -67,7 +67,7 @@ func TestStoreErrorRetryAfter(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	p := perNetwork("1/s", 60)
 	p.Cost = 60
-	s := newObservedStack(t, memory.New(memory.Options{MaxKeys: 1, Clock: clk}), p)
+	s := newObservedStack(t, memory.New(memory.Options{MaxKeys: 1, Now: clk.Time}), p)
 	if code := s.get("198.51.100.7:1"); code != 200 {
 		t.Fatalf("first network: %d", code)
 	}

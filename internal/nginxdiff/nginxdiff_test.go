@@ -491,7 +491,7 @@ func TestNginxArithmeticIsGCRA(t *testing.T) {
 		}
 		locs := []location{{path: "/e", limits: limits, status: 429}, {path: "/d", limits: limits, dryRun: true}}
 		clock := clocktest.NewManualClock()
-		store := memory.New(memory.Options{Clock: clock})
+		store := memory.New(memory.Options{Now: clock.Time})
 		var waited time.Duration
 		handlers := map[string]http.Handler{}
 		for _, loc := range locs {
@@ -556,7 +556,7 @@ func startNginx(t *testing.T, nginx, dir string) string {
 func startRatekey(t *testing.T, logs io.Writer) (string, *recorder) {
 	t.Helper()
 	rec := &recorder{clock: clocktest.NewManualClock(), base: time.Now(), decided: map[string]decided{}}
-	rec.inner = memory.New(memory.Options{Clock: rec.clock})
+	rec.inner = memory.New(memory.Options{Now: rec.clock.Time})
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -23,9 +23,10 @@
 // that answers errors.ErrUnsupported (as the [limiter.Limiter] contract
 // allows a token-bucket-only store to) fails those subtests.
 //
-// Time is controlled through the [Clock] the [Factory] returns: the suite
-// only moves it forward from 0, in nanoseconds, and never needs a store to
-// observe real time passing.
+// Time is the suite's: it gives the [Factory] the Now function the store
+// must read its time from (as limiter/memory's Options.Now), reading the
+// Unix epoch when the store is made, and only moves it forward from there,
+// in nanoseconds; no store needs to observe real time passing.
 package limitertest
 
 import (
@@ -38,32 +39,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
+
 	"github.com/ratekey/ratekey/limiter"
 )
 
-// Clock sets the time at which the Limiter under test decides. A manual
-// clock given to limiter/memory's Options.Clock (a Now method returning
-// what Set stored) is one; a store that reads its own clock needs a test
-// hook (limiter/redis has one for its tests).
-type Clock interface {
-	// Set moves the clock to read d: nanoseconds since the origin the
-	// Limiter was created at (its clock reads 0 then). The suite never
-	// sets a negative time and never moves a clock backwards. Set must
-	// be safe to call while no call of the Limiter is running.
-	Set(d time.Duration)
-}
-
-// Factory returns a new Limiter with no state (every bucket full) and the
-// Clock it decides at, reading 0. Run calls it once per subtest; Limiters
-// it returns must not share buckets with each other (use a fresh key
-// prefix, database or server). It may skip or fail t, and register
-// cleanups with t.Cleanup.
+// Factory returns a new Limiter with no state (every bucket full) that
+// reads its time from now (a clock the suite moves; it reads the Unix
+// epoch, time.Unix(0, 0), when the Factory is called). Run calls it once
+// per subtest; Limiters it returns must not share buckets with each other
+// (use a fresh key prefix, database or server). It may skip or fail t, and
+// register cleanups with t.Cleanup.
 //
 // Every limit the suite uses has a window (Burst × Interval) of at most 30
 // days, so stores whose arithmetic is narrower than int64 nanoseconds
 // (limiter/redis: windows up to 2^53 ns) can run it; intervals go down to
 // 3ns and time steps up to hours.
-type Factory func(t *testing.T) (limiter.Limiter, Clock)
+type Factory func(t *testing.T, now func() time.Time) limiter.Limiter
 
 // Run runs the conformance suite against the Limiters newLimiter returns,
 // as subtests of t.
@@ -101,8 +93,8 @@ func Run(t *testing.T, newLimiter Factory) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l, clk := newLimiter(t)
-			tc.f(t, &harness{l: diagnosticsCleared{l}, clk: clk})
+			clk := clocktest.NewManualClock()
+			tc.f(t, &harness{l: diagnosticsCleared{newLimiter(t, clk.Time)}, clk: clk})
 		})
 	}
 }
@@ -130,7 +122,7 @@ func clearDiagnostics(ds []limiter.Decision, err error) ([]limiter.Decision, err
 // harness is one subtest's limiter and clock.
 type harness struct {
 	l   limiter.Limiter
-	clk Clock
+	clk *clocktest.ManualClock
 }
 
 // dec is a readable shorthand for limiter.Decision.

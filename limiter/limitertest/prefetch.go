@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
+
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -32,21 +34,21 @@ import (
 //
 // newFleet returns n Limiters that share every bucket (n processes on one
 // store: the same Redis and key prefix; for a store without a shared
-// state, one Limiter n times), fresh (every bucket full), and the Clock
-// they all decide at, reading 0; each call returns a new fleet that shares
-// nothing with earlier ones.
-func RunPrefetch(t *testing.T, k int64, hold time.Duration, newFleet func(t *testing.T, n int) ([]limiter.Limiter, Clock)) {
+// state, one Limiter n times), fresh (every bucket full), all reading
+// their time from now (as for a [Factory]); each call returns a new fleet
+// that shares nothing with earlier ones.
+func RunPrefetch(t *testing.T, k int64, hold time.Duration, newFleet func(t *testing.T, n int, now func() time.Time) []limiter.Limiter) {
 	t.Run("PrefetchFullBucket", func(t *testing.T) {
-		ls, _ := newFleet(t, 1)
-		testPrefetchFullBucket(t, ls[0], k)
+		clk := clocktest.NewManualClock()
+		testPrefetchFullBucket(t, newFleet(t, 1, clk.Time)[0], k)
 	})
 	t.Run("PrefetchBound", func(t *testing.T) {
-		ls, clk := newFleet(t, 3)
-		testPrefetchBound(t, ls, clk, k, hold)
+		clk := clocktest.NewManualClock()
+		testPrefetchBound(t, newFleet(t, 3, clk.Time), clk, k, hold)
 	})
 	t.Run("PrefetchAllOrNothing", func(t *testing.T) {
-		ls, _ := newFleet(t, 1)
-		testPrefetchAllOrNothing(t, ls[0])
+		clk := clocktest.NewManualClock()
+		testPrefetchAllOrNothing(t, newFleet(t, 1, clk.Time)[0])
 	})
 }
 
@@ -96,7 +98,7 @@ type admission struct {
 
 // testPrefetchBound: 3 processes, 3 buckets, 3000 calls over ~6 s of
 // clock, checked against the bounds of RunPrefetch.
-func testPrefetchBound(t *testing.T, ls []limiter.Limiter, clk Clock, k int64, hold time.Duration) {
+func testPrefetchBound(t *testing.T, ls []limiter.Limiter, clk *clocktest.ManualClock, k int64, hold time.Duration) {
 	limits := []limiter.Limit{lim(1000, time.Second, 50), lim(50, time.Second, 10), lim(3, time.Second, 4)}
 	rng := rand.New(rand.NewSource(20261205))
 	got := make([][]admission, len(limits))

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/clocktest"
+
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -16,8 +18,8 @@ import (
 // names. newLimiter returns such a store, as for [Run].
 func RunShares(t *testing.T, n int64, newLimiter Factory) {
 	t.Run("SharesRandom", func(t *testing.T) {
-		l, clk := newLimiter(t)
-		testSharesRandom(t, &harness{l: diagnosticsCleared{l}, clk: clk}, n)
+		clk := clocktest.NewManualClock()
+		testSharesRandom(t, &harness{l: diagnosticsCleared{newLimiter(t, clk.Time)}, clk: clk}, n)
 	})
 }
 

@@ -3,12 +3,13 @@ package memory
 import (
 	"context"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -90,11 +91,11 @@ func BenchmarkTakeParallel(b *testing.B) {
 func BenchmarkTakeTracked(b *testing.B) {
 	li := lim(100, time.Second, 50)
 	for _, c := range []struct {
-		name  string
-		clock Clock
-	}{{"monotonic", nil}, {"manual", clocktest.NewManualClock()}} {
+		name string
+		now  func() time.Time
+	}{{"monotonic", nil}, {"manual", clocktest.NewManualClock().Time}} {
 		b.Run("clock="+c.name, func(b *testing.B) {
-			l := New(Options{Clock: c.clock})
+			l := New(Options{Now: c.now})
 			reqs := []limiter.Request{{Key: "per-account|tenant=acme|account=user-0000001", Limit: li, Cost: 1}}
 			buf := make([]limiter.Decision, 0, 1)
 			ctx := context.Background()
@@ -117,7 +118,7 @@ func BenchmarkTakeTracked(b *testing.B) {
 func BenchmarkTakeNewKeys(b *testing.B) {
 	keys := benchKeys("per-account", 1_000_000)
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 100_000, Clock: clk})
+	l := New(Options{MaxKeys: 100_000, Now: clk.Time})
 	li := lim(1000, time.Second, 1)
 	reqs := make([]limiter.Request, 1)
 	buf := make([]limiter.Decision, 0, 1)
@@ -170,7 +171,7 @@ func TestTakeAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
-	l := New(Options{Clock: clocktest.NewManualClock()})
+	l := New(Options{Now: clocktest.NewManualClock().Time})
 	li := lim(1_000_000, time.Second, 1_000_000)
 	for _, n := range []int{1, 3, smallCall} {
 		reqs := make([]limiter.Request, n)
@@ -197,7 +198,7 @@ func BenchmarkReplicas(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		for _, size := range []int{1, 3} {
 			b.Run(fmt.Sprintf("replicas=%d/requests=%d", n, size), func(b *testing.B) {
-				l := New(Options{Clock: clocktest.NewManualClock(), Replicas: n})
+				l := New(Options{Now: clocktest.NewManualClock().Time, Replicas: n})
 				reqs := make([]limiter.Request, size)
 				for i := range reqs {
 					reqs[i] = limiter.Request{Key: fmt.Sprintf("per-account|tenant=acme|account=user-%07d", i), Limit: li, Cost: 1}

@@ -3,9 +3,10 @@ package memory
 import (
 	"errors"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -27,7 +28,7 @@ func capacityWait(t *testing.T, what string, err error) time.Duration {
 func TestCapacityRetryAfter(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	const maxKeys = 3
-	l := New(Options{MaxKeys: maxKeys, Clock: clk})
+	l := New(Options{MaxKeys: maxKeys, Now: clk.Time})
 	li := lim(1, time.Second, 60) // an empty bucket refills in 60 s
 	for i := range maxKeys {
 		mustTake(t, l, limiter.Request{Key: fmt.Sprintf("k%d", i), Limit: li, Cost: 60}) // TAT 60 s
@@ -61,7 +62,7 @@ func TestCapacityRetryAfter(t *testing.T) {
 // the second earliest.
 func TestCapacityRetryAfterEarliestWins(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 3, Clock: clk})
+	l := New(Options{MaxKeys: 3, Now: clk.Time})
 	li := lim(1, time.Second, 60)
 	take := func(key string, cost int64) {
 		t.Helper()
@@ -109,7 +110,7 @@ func TestCapacityRetryAfterEarliestWins(t *testing.T) {
 func TestCapacityRetryAfterAcrossShards(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
-	l := New(Options{MaxKeys: maxKeys, Clock: clk})
+	l := New(Options{MaxKeys: maxKeys, Now: clk.Time})
 	if len(l.shards) != 4 {
 		t.Fatalf("%d shards; want 4", len(l.shards))
 	}
@@ -142,7 +143,7 @@ func TestCapacityRetryAfterAcrossShards(t *testing.T) {
 func TestCapacityRetryAfterManyNewKeys(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	const maxKeys = 10
-	l := New(Options{MaxKeys: maxKeys, Clock: clk})
+	l := New(Options{MaxKeys: maxKeys, Now: clk.Time})
 	li := lim(1, time.Second, 60)
 	for i := range maxKeys {
 		mustTake(t, l, limiter.Request{Key: fmt.Sprintf("k%d", i), Limit: li, Cost: int64(i + 1)}) // TATs 1..10 s

@@ -3,10 +3,11 @@ package memory
 import (
 	"context"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/limitertest"
@@ -19,7 +20,7 @@ import (
 // clock; run with -race.
 func TestConcurrentEviction(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 4096, Clock: clk})
+	l := New(Options{MaxKeys: 4096, Now: clk.Time})
 	li := lim(10, time.Second, 1)
 	limitertest.Race(8, func(g int) {
 		for i := range 2000 {
@@ -51,9 +52,9 @@ func TestConcurrentEviction(t *testing.T) {
 // charge two buckets must charge both or neither. Run with -race.
 func TestChargesWhileTablesChange(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2048, Clock: clk}) // 2 shards
-	hot := lim(1, time.Hour, 4000)               // no refill within the test
-	churn := lim(1_000_000_000, time.Second, 1)  // full again 1 ns later
+	l := New(Options{MaxKeys: 2048, Now: clk.Time}) // 2 shards
+	hot := lim(1, time.Hour, 4000)                  // no refill within the test
+	churn := lim(1_000_000_000, time.Second, 1)     // full again 1 ns later
 	const nHot = 2
 	key := func(i int) string { return fmt.Sprintf("hot-%d", i) }
 	var admitted [nHot]atomic.Int64

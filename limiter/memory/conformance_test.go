@@ -1,8 +1,8 @@
 package memory_test
 
 import (
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
+	"time"
 
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/limitertest"
@@ -12,9 +12,8 @@ import (
 // TestConformance runs the limiter contract's conformance suite on the
 // memory store with a manual clock.
 func TestConformance(t *testing.T) {
-	limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := clocktest.NewManualClock()
-		return memory.New(memory.Options{Clock: clk}), clk
+	limitertest.Run(t, func(t *testing.T, now func() time.Time) limiter.Limiter {
+		return memory.New(memory.Options{Now: now})
 	})
 }
 
@@ -22,14 +21,12 @@ func TestConformance(t *testing.T) {
 // 3 processes (Options.Replicas 3), and on a WithReplicas(3) view of a
 // store of one.
 func TestConformanceShares(t *testing.T) {
-	limitertest.RunShares(t, 3, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := clocktest.NewManualClock()
-		return memory.New(memory.Options{Clock: clk, Replicas: 3}), clk
+	limitertest.RunShares(t, 3, func(t *testing.T, now func() time.Time) limiter.Limiter {
+		return memory.New(memory.Options{Now: now, Replicas: 3})
 	})
 	t.Run("view", func(t *testing.T) {
-		limitertest.RunShares(t, 3, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-			clk := clocktest.NewManualClock()
-			return memory.New(memory.Options{Clock: clk}).WithReplicas(3), clk
+		limitertest.RunShares(t, 3, func(t *testing.T, now func() time.Time) limiter.Limiter {
+			return memory.New(memory.Options{Now: now}).WithReplicas(3)
 		})
 	})
 }
@@ -38,13 +35,12 @@ func TestConformanceShares(t *testing.T) {
 // store that decides every request where its bucket lives (k 0): a fleet
 // of processes sharing it is one Limiter.
 func TestConformancePrefetch(t *testing.T) {
-	limitertest.RunPrefetch(t, 0, 0, func(t *testing.T, n int) ([]limiter.Limiter, limitertest.Clock) {
-		clk := clocktest.NewManualClock()
-		l := memory.New(memory.Options{Clock: clk})
+	limitertest.RunPrefetch(t, 0, 0, func(t *testing.T, n int, now func() time.Time) []limiter.Limiter {
+		l := memory.New(memory.Options{Now: now})
 		ls := make([]limiter.Limiter, n)
 		for i := range ls {
 			ls[i] = l
 		}
-		return ls, clk
+		return ls
 	})
 }

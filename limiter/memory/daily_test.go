@@ -15,7 +15,7 @@ import (
 // at that instant.
 func TestDailyQuotaExpiry(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 1, Clock: clk})
+	l := New(Options{MaxKeys: 1, Now: clk.Time})
 	day := lim(1000, 24*time.Hour, 1000)
 	if d := mustTake(t, l, limiter.Request{Key: "p|tenant=acme", Limit: day, Cost: 1000})[0]; !d.Allowed || d.ResetAfter != 24*time.Hour {
 		t.Fatalf("spend the quota: %+v", d)

@@ -6,13 +6,14 @@ package memory
 
 import (
 	"context"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -27,7 +28,7 @@ import (
 // returns different ones: it observes a partial charge.
 func TestSeveralBucketsReadAtOneInstant(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 64, Clock: clk})
+	l := New(Options{MaxKeys: 64, Now: clk.Time})
 	li := lim(1, time.Second, 1<<30) // the clock is frozen: no refill
 	pair := func(cost int64) []limiter.Request {
 		return []limiter.Request{{Key: "a", Limit: li, Cost: cost}, {Key: "b", Limit: li, Cost: cost}}
@@ -72,7 +73,7 @@ func TestSeveralBucketsReadAtOneInstant(t *testing.T) {
 // the nanosecond, and a lower reading is read as the floor.
 func TestClockFloor(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 64, Clock: clk})
+	l := New(Options{MaxKeys: 64, Now: clk.Time})
 	li := lim(1_000_000_000, time.Second, 1) // 1 token per ns, burst 1
 	r := limiter.Request{Key: "a", Limit: li, Cost: 1}
 	clk.Set(minTAT)
@@ -107,8 +108,8 @@ type gateClock struct {
 	released chan struct{}
 }
 
-func (c *gateClock) Now() time.Duration {
-	v := c.ManualClock.Now()
+func (c *gateClock) Time() time.Time {
+	v := c.ManualClock.Time()
 	if c.armed.CompareAndSwap(true, false) {
 		c.reached <- struct{}{}
 		<-c.released
@@ -129,7 +130,7 @@ func (c *gateClock) Now() time.Duration {
 // holds the locks.
 func TestStaleClockDoesNotReviveDebt(t *testing.T) {
 	clk := &gateClock{reached: make(chan struct{}), released: make(chan struct{})}
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	li := lim(1, time.Second, 1)
 	req := func(key string, cost int64) limiter.Request { return limiter.Request{Key: key, Limit: li, Cost: cost} }
 
@@ -174,7 +175,7 @@ func TestStaleClockDoesNotReviveDebt(t *testing.T) {
 // ErrCapacity, Peek must too.
 func TestPeekCapacityStaleHint(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 1, Clock: clk})
+	l := New(Options{MaxKeys: 1, Now: clk.Time})
 	li := lim(1, time.Second, 10)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // TAT 1s, hint 1s
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 8}) // TAT 9s, hint still 1s
@@ -193,7 +194,7 @@ func TestPeekCapacityStaleHint(t *testing.T) {
 // that the only evictable state is the call's own.
 func TestPeekCapacityOwnFullState(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 1, Clock: clk})
+	l := New(Options{MaxKeys: 1, Now: clk.Time})
 	li := lim(1, time.Second, 10)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1})
 	clk.Set(time.Second) // a is full again
@@ -219,7 +220,7 @@ func TestSaturationNearMaxClock(t *testing.T) {
 		{time.Second, []bool{true, false, false, false, false}},    // room for one token of debt
 	} {
 		clk := clocktest.NewManualClock()
-		l := New(Options{MaxKeys: 64, Clock: clk})
+		l := New(Options{MaxKeys: 64, Now: clk.Time})
 		clk.Set(math.MaxInt64 - tc.left)
 		var got []bool
 		for range 5 {

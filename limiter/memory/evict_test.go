@@ -3,9 +3,10 @@ package memory
 import (
 	"errors"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -16,7 +17,7 @@ import (
 // key fails with ErrCapacity and nothing is charged.
 func TestEviction(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	li := lim(1, time.Second, 2)
 	take := func(key string, cost int64) (limiter.Decision, error) {
 		d, err := l.Take(t.Context(), nil, []limiter.Request{{Key: key, Limit: li, Cost: cost}})
@@ -68,7 +69,7 @@ func TestEviction(t *testing.T) {
 // none of the call's buckets.
 func TestEvictionAllOrNothing(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
 	d, err := l.Take(t.Context(), nil, []limiter.Request{
@@ -109,7 +110,7 @@ func TestEvictionAllOrNothing(t *testing.T) {
 // call is about to charge; the call then re-inserts it.
 func TestEvictionOfCallKey(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}, limiter.Request{Key: "b", Limit: li, Cost: 1})
 	clk.Set(time.Second) // both full
@@ -128,7 +129,7 @@ func TestEvictionOfCallKey(t *testing.T) {
 func TestMaxKeysBound(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
-	l := New(Options{MaxKeys: maxKeys, Clock: clk})
+	l := New(Options{MaxKeys: maxKeys, Now: clk.Time})
 	if len(l.shards) < 2 {
 		t.Fatalf("want several shards, got %d", len(l.shards))
 	}
@@ -170,7 +171,7 @@ func TestMaxKeysBound(t *testing.T) {
 func TestEvictionAcrossShards(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	const maxKeys = 4096
-	l := New(Options{MaxKeys: maxKeys, Clock: clk})
+	l := New(Options{MaxKeys: maxKeys, Now: clk.Time})
 	if len(l.shards) != 4 {
 		t.Fatalf("%d shards; want 4", len(l.shards))
 	}
@@ -223,7 +224,7 @@ func checkCount(t *testing.T, l *Limiter) {
 // once a state is full and evictable. Peek itself evicts nothing.
 func TestPeekPredictsCapacity(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 1, Clock: clk})
+	l := New(Options{MaxKeys: 1, Now: clk.Time})
 	li := lim(1, time.Second, 2)
 	mustTake(t, l, limiter.Request{Key: "a", Limit: li, Cost: 1}) // in debt until 1s
 	newKey := []limiter.Request{{Key: "b", Limit: li, Cost: 1}}

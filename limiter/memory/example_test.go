@@ -10,11 +10,13 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 )
 
-// manualClock is a [memory.Clock] that moves only when told to: what a test
-// injects to decide at chosen times. Safe for concurrent use.
+// manualClock is a clock that moves only when told to: its Time method is
+// the [memory.Options] Now a test injects to decide at chosen times. Safe
+// for concurrent use.
 type manualClock struct{ ns atomic.Int64 }
 
-func (c *manualClock) Now() time.Duration      { return time.Duration(c.ns.Load()) }
+func (c *manualClock) Time() time.Time         { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) Elapsed() time.Duration  { return time.Duration(c.ns.Load()) }
 func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // A per-account limit of 2 requests per second with a burst of 3 (nginx
@@ -22,7 +24,7 @@ func (c *manualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 // clock. Both are spent together or not at all.
 func ExampleLimiter_Take() {
 	clock := &manualClock{}
-	lim := memory.New(memory.Options{Clock: clock})
+	lim := memory.New(memory.Options{Now: clock.Time})
 	rate, _ := limiter.ParseRate("2r/s")
 	reqs := []limiter.Request{
 		{Key: "per-account|account=alice", Limit: limiter.Limit{Rate: rate, Burst: 3}, Cost: 1},
@@ -39,7 +41,7 @@ func ExampleLimiter_Take() {
 		charged := ds[0].Allowed && ds[1].Allowed
 		a := ds[0]
 		fmt.Printf("t=%v charged=%v account: allowed=%v remaining=%d retry_after=%v reset_after=%v; tenant: allowed=%v remaining=%d\n",
-			clock.Now(), charged, a.Allowed, a.Remaining, a.RetryAfter, a.ResetAfter, ds[1].Allowed, ds[1].Remaining)
+			clock.Elapsed(), charged, a.Allowed, a.Remaining, a.RetryAfter, a.ResetAfter, ds[1].Allowed, ds[1].Remaining)
 	}
 	for range 4 {
 		show()

@@ -49,7 +49,7 @@ func TestInFlightNoAllocs(t *testing.T) {
 // running request ends).
 func TestInFlightEviction(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	ctx := context.Background()
 	slot := func(key string) []limiter.Request {
 		return []limiter.Request{{Key: key, Limit: limiter.Limit{MaxInFlight: 1}, Cost: 1}}
@@ -83,7 +83,7 @@ func TestInFlightEviction(t *testing.T) {
 // refilling (the shard's hint is lowered with it).
 func TestInFlightReleaseLowersHint(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{MaxKeys: 2, Clock: clk})
+	l := New(Options{MaxKeys: 2, Now: clk.Time})
 	ctx := context.Background()
 	debt := []limiter.Request{{Key: "debt", Limit: lim(1, time.Hour, 1), Cost: 1}}
 	mustTake(t, l, debt...)

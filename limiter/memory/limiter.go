@@ -49,7 +49,8 @@ import (
 // A Limiter must be created with [New]. It is safe for concurrent use by
 // multiple goroutines.
 type Limiter struct {
-	clock   Clock
+	clock   func() time.Time // Options.Now, or time.Now
+	epoch   time.Time        // clock's reading at New: time 0 of every TAT
 	seed    maphash.Seed
 	mask    uint64
 	shards  []shard
@@ -83,15 +84,15 @@ func New(opts Options) *Limiter {
 	if maxKeys == 0 {
 		maxKeys = defaultMaxKeys
 	}
-	clock := opts.Clock
+	clock := opts.Now
 	if clock == nil {
-		clock = monotonic{start: time.Now()}
+		clock = time.Now
 	}
 	n := 1
 	for n*2 <= maxShards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	l := &Limiter{clock: clock, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
+	l := &Limiter{clock: clock, epoch: clock(), seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
 	l.replicas, l.count = int64(max(opts.Replicas, 1)), new(atomic.Int64)
 	for i := range l.shards {
 		l.shards[i].init()
@@ -426,7 +427,7 @@ func (l *Limiter) freeAt(k int) (int64, bool) {
 // now reads the clock, raised to minTAT so that a TAT stored at or after
 // it is never a sentinel nor raised by [stored].
 func (l *Limiter) now() int64 {
-	return max(int64(l.clock.Now()), minTAT)
+	return max(int64(l.clock().Sub(l.epoch)), minTAT)
 }
 
 // bucket returns the 64-bit name of r's bucket: the keyed hash of its Key,

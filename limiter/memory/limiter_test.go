@@ -3,10 +3,11 @@ package memory
 import (
 	"context"
 	"errors"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -15,7 +16,7 @@ var _ limiter.Limiter = (*Limiter)(nil)
 
 func TestRejectedConsumesNothing(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{Clock: clk})
+	l := New(Options{Now: clk.Time})
 	li := lim(1, time.Second, 3)
 	mustTake(t, l, limiter.Request{Key: "k", Limit: li, Cost: 2}) // 1 left
 	for range 5 {
@@ -32,7 +33,7 @@ func TestRejectedConsumesNothing(t *testing.T) {
 }
 
 func TestNeverTracksNoKey(t *testing.T) {
-	l := New(Options{Clock: clocktest.NewManualClock()})
+	l := New(Options{Now: clocktest.NewManualClock().Time})
 	d := mustTake(t, l, limiter.Request{Key: "k", Limit: lim(1, time.Second, 2), Cost: 3})[0]
 	if want := (limiter.Decision{Remaining: 2, Never: true}); d != want {
 		t.Errorf("got %+v; want %+v", d, want)
@@ -46,7 +47,7 @@ func TestNeverTracksNoKey(t *testing.T) {
 // charged (nginx across limit_req zones; unlike Envoy RLS issue 1060).
 func TestAllOrNothing(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{Clock: clk})
+	l := New(Options{Now: clk.Time})
 	account := limiter.Request{Key: "account=a", Limit: lim(1, time.Second, 5), Cost: 1}
 	tenant := limiter.Request{Key: "tenant=t", Limit: lim(10, time.Second, 10), Cost: 1}
 	op := limiter.Request{Key: "op=GET /x", Limit: lim(1, time.Minute, 2), Cost: 1}
@@ -127,7 +128,7 @@ func TestSameKeyTwice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(Options{Clock: clk})
+			l := New(Options{Now: clk.Time})
 			var reqs []limiter.Request
 			for _, c := range tc.costs {
 				reqs = append(reqs, limiter.Request{Key: "k", Limit: li, Cost: c})
@@ -155,7 +156,7 @@ func TestSameKeyTwice(t *testing.T) {
 // tracks no key.
 func TestPeekNeverCharges(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{Clock: clk})
+	l := New(Options{Now: clk.Time})
 	a := limiter.Request{Key: "a", Limit: lim(2, time.Second, 3), Cost: 1}
 	b := limiter.Request{Key: "b", Limit: lim(1, time.Second, 1), Cost: 1}
 	for range 10 {
@@ -192,7 +193,7 @@ func TestPeekNeverCharges(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	l := New(Options{Clock: clocktest.NewManualClock()})
+	l := New(Options{Now: clocktest.NewManualClock().Time})
 	ok := lim(1, time.Second, 1)
 	bad := []struct {
 		name string
@@ -265,8 +266,8 @@ func TestNewOptions(t *testing.T) {
 
 func TestDefaultClockIsMonotonic(t *testing.T) {
 	l := New(Options{})
-	a := l.clock.Now()
-	b := l.clock.Now()
+	a := l.now()
+	b := l.now()
 	if a < 0 || b < a {
 		t.Errorf("default clock went %v then %v", a, b)
 	}

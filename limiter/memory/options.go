@@ -1,5 +1,7 @@
 package memory
 
+import "time"
+
 // defaultMaxKeys is the number of tracked keys when [Options.MaxKeys] is 0.
 const defaultMaxKeys = 1_000_000
 
@@ -49,8 +51,14 @@ type Options struct {
 	// decision; more costs a copy of each request and its share
 	// (BenchmarkReplicas).
 	Replicas int
-	// Clock is the time source; nil means the monotonic clock of the
-	// process (time.Since of a fixed start). Tests inject a clock that
-	// moves only when told to.
-	Clock Clock
+	// Now is the time source, as golang-jwt's WithTimeFunc: nil means
+	// time.Now. The store reads time as the duration since Now's reading
+	// at New, so with time.Now it follows the monotonic clock and a
+	// wall-clock jump moves no bucket (go-limiter issue 57). It must be
+	// safe for concurrent use; a reading that goes backwards makes
+	// decisions stricter, never looser. Elapsed readings below
+	// math.MinInt64+3 ns are read as that value (the three lowest int64
+	// values mark table cells). Tests pass a clock that moves only when
+	// told to.
+	Now func() time.Time
 }

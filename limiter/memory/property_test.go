@@ -2,11 +2,12 @@ package memory
 
 import (
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"math/big"
 	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -180,7 +181,7 @@ func TestPropertyRandomTraces(t *testing.T) {
 			limits[k] = li
 		}
 		clk := clocktest.NewManualClock()
-		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
+		l := New(Options{MaxKeys: 64, Now: clk.Time}) // one shard: cheap to create
 		ref := refLimiter{}
 		type event struct{ at, cost int64 }
 		admitted := map[string][]event{}
@@ -252,7 +253,7 @@ func FuzzTrace(f *testing.F) {
 	keys := []string{"a", "b", "c"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		clk := clocktest.NewManualClock()
-		l := New(Options{MaxKeys: 64, Clock: clk}) // one shard: cheap to create
+		l := New(Options{MaxKeys: 64, Now: clk.Time}) // one shard: cheap to create
 		ref := refLimiter{}
 		var now int64
 		for len(data) >= 2 {

@@ -19,7 +19,7 @@ func TestReplicasTogetherWithinLimit(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	var stores [3]*Limiter
 	for i := range stores {
-		stores[i] = New(Options{Clock: clk, Replicas: 3})
+		stores[i] = New(Options{Now: clk.Time, Replicas: 3})
 	}
 	r := limiter.Request{Key: "global", Limit: li, Cost: 1}
 	admitted := [3]int64{}
@@ -55,7 +55,7 @@ func TestReplicasTogetherWithinLimit(t *testing.T) {
 // below one token or slot.
 func TestReplicasDecisions(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{Clock: clk, Replicas: 3})
+	l := New(Options{Now: clk.Time, Replicas: 3})
 	r := limiter.Request{Key: "k", Limit: lim(30, time.Second, 10), Cost: 1}
 	want := []limiter.Decision{
 		{Allowed: true, Remaining: 2, ResetAfter: 100 * ms},
@@ -91,7 +91,7 @@ func TestReplicasDecisions(t *testing.T) {
 // back to 1, it is not refilled either.
 func TestReplicasRescaleKeepsDebt(t *testing.T) {
 	clk := clocktest.NewManualClock()
-	l := New(Options{Clock: clk})
+	l := New(Options{Now: clk.Time})
 	r := limiter.Request{Key: "k", Limit: lim(10, time.Second, 9), Cost: 1}
 	for range 9 {
 		mustTake(t, l, r)

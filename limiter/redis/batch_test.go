@@ -294,7 +294,7 @@ func TestFloodedKeyCalls(t *testing.T) {
 	}
 	flood := func(cache int) run {
 		clk := clocktest.NewManualClock()
-		l, err := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: fmt.Sprintf("flood%d:", -cache), Timeout: testTimeout, DenyCache: cache}, clk.Now)
+		l, err := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: fmt.Sprintf("flood%d:", -cache), Timeout: testTimeout, DenyCache: cache}, clk.Time)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,9 +62,8 @@ func TestConformanceDenyCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var cached atomic.Int64
 			f := testClockFactory(tc.client, "confd%d:", func(o *rkredis.Options) { o.DenyCache = 0 })
-			limitertest.Run(t, func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-				l, clk := f(t)
-				return uncache{l, &cached, t}, clk
+			limitertest.Run(t, func(t *testing.T, now func() time.Time) limiter.Limiter {
+				return uncache{f(t, now), &cached, t}
 			})
 			if cached.Load() == 0 {
 				t.Error("the deny cache answered no call")
@@ -142,17 +140,16 @@ func TestConformanceSentinel(t *testing.T) {
 // it on.
 func testClockFactory(client goredis.UniversalClient, prefix string, opts ...func(*rkredis.Options)) limitertest.Factory {
 	var n atomic.Int64
-	return func(t *testing.T) (limiter.Limiter, limitertest.Clock) {
-		clk := clocktest.NewManualClock()
+	return func(t *testing.T, now func() time.Time) limiter.Limiter {
 		o := rkredis.Options{Prefix: fmt.Sprintf(prefix, n.Add(1)), Timeout: testTimeout, DenyCache: -1}
 		for _, f := range opts {
 			f(&o)
 		}
-		l, err := rkredis.NewWithTestClock(client, o, clk.Now)
+		l, err := rkredis.NewWithTestClock(client, o, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return l, clk
+		return l
 	}
 }
 
@@ -169,18 +166,17 @@ func TestConformancePrefetch(t *testing.T) {
 	}{{"one", newClient(t, srv.Addr)}, {"masters", cc}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var fleets atomic.Int64
-			limitertest.RunPrefetch(t, 8, 50*time.Millisecond, func(t *testing.T, n int) ([]limiter.Limiter, limitertest.Clock) {
-				clk := clocktest.NewManualClock()
+			limitertest.RunPrefetch(t, 8, 50*time.Millisecond, func(t *testing.T, n int, now func() time.Time) []limiter.Limiter {
 				prefix := fmt.Sprintf("confp%d:", fleets.Add(1))
 				ls := make([]limiter.Limiter, n)
 				for i := range ls {
-					l, err := rkredis.NewWithTestClock(tc.client, rkredis.Options{Prefix: prefix, Timeout: testTimeout, Prefetch: 8}, clk.Now)
+					l, err := rkredis.NewWithTestClock(tc.client, rkredis.Options{Prefix: prefix, Timeout: testTimeout, Prefetch: 8}, now)
 					if err != nil {
 						t.Fatal(err)
 					}
 					ls[i] = l
 				}
-				return ls, clk
+				return ls
 			})
 		})
 	}

@@ -15,15 +15,17 @@ import (
 // state decide alike (debt 0), so the slack changes no decision.
 const testTTLSlack = int64(time.Hour / time.Millisecond)
 
-// NewWithTestClock is New with the script's time taken from now (>= 0,
-// nanoseconds on an arbitrary origin) instead of the server's TIME, for the
+// NewWithTestClock is New with the script's time taken from now (its
+// reading as nanoseconds since the Unix epoch, >= 0: a test clock such as
+// clocktest.ManualClock.Time) instead of the server's TIME, for the
 // conformance suite. Only this package's tests can reach it.
-func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() time.Duration) (*Limiter, error) {
+func NewWithTestClock(client goredis.UniversalClient, opts Options, now func() time.Time) (*Limiter, error) {
 	l, err := New(client, opts)
 	if err != nil {
 		return nil, err
 	}
-	l.now, l.ttlSlack = now, testTTLSlack
+	l.now = func() time.Duration { return time.Duration(now().UnixNano()) }
+	l.ttlSlack = testTTLSlack
 	return l, nil
 }
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -359,11 +360,11 @@ func TestTestClockExactAtEdges(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	clk := clocktest.NewManualClock()
-	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout, DenyCache: -1}, clk.Now) // every decision from the script
+	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Timeout: testTimeout, DenyCache: -1}, clk.Time) // every decision from the script
 	if err != nil {
 		t.Fatal(err)
 	}
-	ml := memory.New(memory.Options{Clock: clk})
+	ml := memory.New(memory.Options{Now: clk.Time})
 	edge := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: rkredis.MaxWindow / 4}, Burst: 4}
 	ns := limiter.Limit{Rate: limiter.Rate{Count: 1_000_000_000, Per: time.Second}, Burst: 1 << 20}
 	rounded := limiter.Limit{Rate: limiter.Rate{Count: 7, Per: time.Minute}, Burst: 3, DelayAfter: 1, MaxDelay: 5 * time.Second}

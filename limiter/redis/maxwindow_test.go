@@ -2,8 +2,9 @@ package redis_test
 
 import (
 	"context"
-	"github.com/ratekey/ratekey/internal/clocktest"
 	"testing"
+
+	"github.com/ratekey/ratekey/internal/clocktest"
 
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
@@ -21,11 +22,11 @@ func TestOneRequestScriptAtMaxWindowDebt(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr)
 	clk := clocktest.NewManualClock()
-	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: "adv-maxwin:", Timeout: testTimeout, DenyCache: -1}, clk.Now) // every decision from the script
+	rl, err := rkredis.NewWithTestClock(client, rkredis.Options{Prefix: "adv-maxwin:", Timeout: testTimeout, DenyCache: -1}, clk.Time) // every decision from the script
 	if err != nil {
 		t.Fatal(err)
 	}
-	ml := memory.New(memory.Options{Clock: clk})
+	ml := memory.New(memory.Options{Now: clk.Time})
 	ctx := context.Background()
 	// T = 1ns, Burst = MaxWindow: window = MaxWindow exactly (accepted).
 	li := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1}, Burst: int64(rkredis.MaxWindow)}

@@ -28,12 +28,12 @@ func TestPrefetchMixed(t *testing.T) {
 			ctx := context.Background()
 			clk := clocktest.NewManualClock()
 			o := rkredis.Options{Prefix: "pfx:", Timeout: testTimeout, DenyCache: -1, Prefetch: 4}
-			l, err := rkredis.NewWithTestClock(clients[0], o, clk.Now)
+			l, err := rkredis.NewWithTestClock(clients[0], o, clk.Time)
 			if err != nil {
 				t.Fatal(err)
 			}
 			o.Prefetch = 0
-			direct, _ := rkredis.NewWithTestClock(clients[0], o, clk.Now)
+			direct, _ := rkredis.NewWithTestClock(clients[0], o, clk.Time)
 			lim := limiter.Limit{Rate: limiter.Rate{Count: 10, Per: time.Second}, Burst: 10}
 			one := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 1}
 			a := limiter.Request{Key: "a", Limit: lim, Cost: 1}

@@ -47,12 +47,12 @@ func TestPrefetchTrace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := clocktest.NewManualClock()
 			o := rkredis.Options{Prefix: "pft:", Timeout: testTimeout, DenyCache: -1, Prefetch: 4}
-			l, err := rkredis.NewWithTestClock(clients[0], o, clk.Now)
+			l, err := rkredis.NewWithTestClock(clients[0], o, clk.Time)
 			if err != nil {
 				t.Fatal(err)
 			}
 			o.Prefetch = 0
-			direct, _ := rkredis.NewWithTestClock(clients[0], o, clk.Now)
+			direct, _ := rkredis.NewWithTestClock(clients[0], o, clk.Time)
 			r := limiter.Request{Key: "global", Limit: limiter.Limit{Rate: limiter.Rate{Count: 10, Per: time.Second}, Burst: 10}, Cost: 1}
 			const T = 100 * time.Millisecond
 			fetched := func(rem int64, reset time.Duration) limiter.Decision {
@@ -117,8 +117,8 @@ func TestPrefetchNotServed(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	clk := clocktest.NewManualClock()
-	pre, _ := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: "pfn1:", Timeout: testTimeout, Prefetch: 4, DenyCache: -1}, clk.Now)
-	plain, _ := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: "pfn2:", Timeout: testTimeout, DenyCache: -1}, clk.Now)
+	pre, _ := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: "pfn1:", Timeout: testTimeout, Prefetch: 4, DenyCache: -1}, clk.Time)
+	plain, _ := rkredis.NewWithTestClock(c, rkredis.Options{Prefix: "pfn2:", Timeout: testTimeout, DenyCache: -1}, clk.Time)
 	lim := limiter.Limit{Rate: limiter.Rate{Count: 10, Per: time.Second}, Burst: 10}
 	delayed, capped := lim, lim
 	delayed.DelayAfter = 5
@@ -171,7 +171,7 @@ func flood(t *testing.T, clients []goredis.UniversalClient, prefix string, k int
 		var l *rkredis.Limiter
 		var err error
 		if now != nil {
-			l, err = rkredis.NewWithTestClock(c, o, now)
+			l, err = rkredis.NewWithTestClock(c, o, func() time.Time { return time.Unix(0, int64(now())) })
 		} else {
 			l, err = rkredis.New(c, o)
 		}
@@ -289,7 +289,7 @@ func TestPrefetchFloodFrozen(t *testing.T) {
 			if after.Held != 0 || after.Pending != 0 || after.Expired < sum.Held || after.RefundedNs != after.SentBack*int64(time.Millisecond) {
 				t.Fatalf("after expiry and Flush: %+v; want every held token expired, sent back and refunded in full", after)
 			}
-			peek, _ := rkredis.NewWithTestClock(clients[0], rkredis.Options{Prefix: "pff:", Timeout: testTimeout, DenyCache: -1}, clk.Now)
+			peek, _ := rkredis.NewWithTestClock(clients[0], rkredis.Options{Prefix: "pff:", Timeout: testTimeout, DenyCache: -1}, clk.Time)
 			d, err := peek.Peek(context.Background(), nil, []limiter.Request{r})
 			debt := d[0].ResetAfter
 			if err == nil && d[0].Allowed {
