@@ -56,10 +56,6 @@ type RateLimitConfig struct {
 	// they are to a limit only as much as RateLimit already does, but it is
 	// one more field on every response.
 	DecisionHeader bool
-	// Wait blocks for d or until ctx is done, returning ctx.Err() in the
-	// latter case; the Handler uses it for DELAYED requests. nil means a
-	// timer on the monotonic clock. Tests inject an instant one.
-	Wait func(ctx context.Context, d time.Duration) error
 	// Metrics receives decisions, store latencies and errors, and fail-open
 	// counts (package github.com/ratekey/ratekey/metrics implements it for
 	// Prometheus); nil records nothing.
@@ -203,9 +199,6 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if st.LogInterval <= 0 {
 		st.LogInterval = DefaultLogInterval
 	}
-	if st.Wait == nil {
-		st.Wait = timerWait
-	}
 	if cfg.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("rate limit: MaxWait %v must not be negative", cfg.MaxWait))
 	}
@@ -276,8 +269,10 @@ func storeName(l limiter.Limiter) string {
 	return pkg
 }
 
-// timerWait is the default Wait.
-func timerWait(ctx context.Context, d time.Duration) error {
+// wait blocks a DELAYED request for d on a timer (the monotonic clock; a
+// testing/synctest bubble's in tests), or until ctx is done, returning
+// ctx.Err() then.
+func wait(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -392,7 +387,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			st.countSlots(sc, &ev, +1)
 		}
 		if ev.Delay > 0 {
-			if err := st.Wait(r.Context(), ev.Delay); err != nil {
+			if err := wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
 			}
 		}

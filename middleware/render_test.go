@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/go-chi/chi/v5"
 
@@ -52,6 +52,10 @@ func (l failingPolicy) Peek(ctx context.Context, dst []limiter.Decision, reqs []
 // Evaluation.Decision): in the Record, its JSON, and the
 // RateLimit-Decision field. Each policy keeps its own decision.
 func TestDecisionAcrossPhases(t *testing.T) {
+	synctest.Test(t, testDecisionAcrossPhases) // the 1 s delay passes at once
+}
+
+func testDecisionAcrossPhases(t *testing.T) {
 	r := chi.NewRouter()
 	pre := middleware.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3),
 		PreAuth: true, OnStoreError: middleware.OnStoreErrorAllow}
@@ -60,7 +64,6 @@ func TestDecisionAcrossPhases(t *testing.T) {
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   failingPolicy{memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), "pre"},
 		Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{pre, main}, DecisionHeader: true,
-		Wait:   func(context.Context, time.Duration) error { return nil },
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

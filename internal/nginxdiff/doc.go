@@ -8,7 +8,7 @@
 // limit_req_status 429 or nginx's default 503, limit_req_dry_run, and two
 // zones on one request. On the ratekey side each location is a chi route
 // with its own RateLimiter over one shared memory store on the real clock,
-// with the default Wait (a real timer); each zone is a policy translated by
+// with its real wait (a timer); each zone is a policy translated by
 // the mapping in limiter/doc.go (nginx burst=N is Burst N+1; plain burst=N
 // is DelayAfter 1; delay=D is DelayAfter D+1; nodelay is DelayAfter 0),
 // with the location's status, dry run for the whole location, and

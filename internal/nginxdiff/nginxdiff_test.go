@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekey/ratekey/internal/clocktest"
@@ -468,6 +469,12 @@ func TestTracePredictions(t *testing.T) {
 // ratekey rejects the sixth, 2 ns short; with burst=2 (delayed), the
 // fourth is PASSED by nginx and DELAYED 2 ns by ratekey.
 func TestNginxArithmeticIsGCRA(t *testing.T) {
+	// In a testing/synctest bubble: a DELAYED request's wait (a real timer)
+	// passes at once on the bubble's clock, which tells how long it was.
+	synctest.Test(t, testNginxArithmeticIsGCRA)
+}
+
+func testNginxArithmeticIsGCRA(t *testing.T) {
 	rates := []int64{1, 2, 4, 5, 10}
 	rng := rand.New(rand.NewPCG(20260101, 3))
 	kinds := map[string]int{} // decisions seen: the traces must reach every case
@@ -492,11 +499,9 @@ func TestNginxArithmeticIsGCRA(t *testing.T) {
 		locs := []location{{path: "/e", limits: limits, status: 429}, {path: "/d", limits: limits, dryRun: true}}
 		clock := clocktest.NewManualClock()
 		store := memory.New(memory.Options{Now: clock.Time})
-		var waited time.Duration
 		handlers := map[string]http.Handler{}
 		for _, loc := range locs {
 			cfg := ratekeyConfig(loc, store, func(*http.Request) string { return "GET " + loc.path }, slog.New(slog.DiscardHandler))
-			cfg.Wait = func(_ context.Context, d time.Duration) error { waited = d; return nil }
 			rl, err := middleware.NewRateLimiter(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -520,10 +525,10 @@ func TestNginxArithmeticIsGCRA(t *testing.T) {
 				q.Set("g", g)
 			}
 			want := model.request(now, loc, q).outcome
-			waited = 0
 			w := httptest.NewRecorder()
+			start := time.Now()
 			handlers[loc.path].ServeHTTP(w, httptest.NewRequest(http.MethodGet, loc.path+"?"+q.Encode(), nil))
-			got := outcome{w.Code, w.Header().Get("RateLimit-Decision"), waited}
+			got := outcome{w.Code, w.Header().Get("RateLimit-Decision"), time.Since(start)}
 			history = append(history, fmt.Sprintf("  t=%dms %s?%s: nginx %v, ratekey %v", now, loc.path, q.Encode(), want, got))
 			kinds[got.decision]++
 			if got != want {
@@ -550,7 +555,7 @@ func startNginx(t *testing.T, nginx, dir string) string {
 
 // startRatekey serves every location from one chi router on a real
 // loopback listener: one RateLimiter per location over one memory store,
-// the default Wait (a real timer). The store runs on the process's
+// its real wait (a timer). The store runs on the process's
 // monotonic clock through a recorder, which also tells when each request
 // was decided.
 func startRatekey(t *testing.T, logs io.Writer) (string, *recorder) {
