@@ -213,17 +213,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !replayable || !t.retriesMethod(req.Method) {
 		maxAttempts = 1
 	}
-
 	for attempt := 1; ; attempt++ {
-		r := req.Clone(ctx)
-		if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, fmt.Errorf("retryafter: replaying the request body: %w", err)
-			}
-			r.Body = body
-		}
-		resp, err := base.RoundTrip(r)
+		resp, err := send(base, req, attempt)
 		if err != nil {
 			return nil, err
 		}
@@ -231,44 +222,65 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt >= maxAttempts || !t.retriesStatus(resp.StatusCode) {
 			return resp, nil
 		}
-
-		wait, present, perr := FromHeader(resp.Header, received)
-		if !present || perr != nil {
-			wait = backoff(t.Backoff, attempt, maxWait)
-		}
-		if err := ctx.Err(); err != nil {
-			discard(resp.Body)
-			return nil, err
-		}
-		now := clock.Now()
-		left := max(wait-max(now.Sub(received), 0), 0) // what is left of the wait
-		limit, byDeadline := maxWait, false
-		if dl, ok := ctx.Deadline(); ok {
-			if rem := dl.Sub(now); rem <= maxWait {
-				limit, byDeadline = rem, true
-			}
-		}
-		if (byDeadline && left >= limit) || (!byDeadline && wait > limit) {
-			discard(resp.Body)
-			return nil, &WaitTooLongError{StatusCode: resp.StatusCode, Wait: wait, Remaining: limit, Deadline: byDeadline}
-		}
-		j := t.jitter()
-		if byDeadline && j >= limit-left {
-			j = (limit - left) / 2 // keep the retry short of the deadline
-		}
-		total := wait + j
-		if total < wait {
-			total = maxDelay
-		}
-		discard(resp.Body)
-		if d := received.Add(total).Sub(clock.Now()); d > 0 {
-			if err := clock.Sleep(ctx, d); err != nil {
-				return nil, err
-			}
-		} else if err := ctx.Err(); err != nil {
+		if err := t.waitToRetry(ctx, clock, resp, received, attempt, maxWait); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// send sends attempt n of req through base: a clone of req with its
+// context, and from the second attempt on a fresh body from GetBody.
+func send(base http.RoundTripper, req *http.Request, attempt int) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("retryafter: replaying the request body: %w", err)
+		}
+		r.Body = body
+	}
+	return base.RoundTrip(r)
+}
+
+// waitToRetry waits the delay resp (received at received, the answer to
+// attempt n) asks for before the next attempt, plus jitter, after
+// discarding its body: or returns a *WaitTooLongError at once when the
+// wait is longer than maxWait or does not end before ctx's deadline, or
+// ctx.Err() when ctx is done.
+func (t *Transport) waitToRetry(ctx context.Context, clock clock, resp *http.Response, received time.Time, attempt int, maxWait time.Duration) error {
+	wait, present, perr := FromHeader(resp.Header, received)
+	if !present || perr != nil {
+		wait = backoff(t.Backoff, attempt, maxWait)
+	}
+	if err := ctx.Err(); err != nil {
+		discard(resp.Body)
+		return err
+	}
+	now := clock.Now()
+	left := max(wait-max(now.Sub(received), 0), 0) // what is left of the wait
+	limit, byDeadline := maxWait, false
+	if dl, ok := ctx.Deadline(); ok {
+		if rem := dl.Sub(now); rem <= maxWait {
+			limit, byDeadline = rem, true
+		}
+	}
+	if (byDeadline && left >= limit) || (!byDeadline && wait > limit) {
+		discard(resp.Body)
+		return &WaitTooLongError{StatusCode: resp.StatusCode, Wait: wait, Remaining: limit, Deadline: byDeadline}
+	}
+	j := t.jitter()
+	if byDeadline && j >= limit-left {
+		j = (limit - left) / 2 // keep the retry short of the deadline
+	}
+	total := wait + j
+	if total < wait {
+		total = maxDelay
+	}
+	discard(resp.Body)
+	if d := received.Add(total).Sub(clock.Now()); d > 0 {
+		return clock.Sleep(ctx, d)
+	}
+	return ctx.Err()
 }
 
 // CloseIdleConnections calls CloseIdleConnections on Base (or
