@@ -84,8 +84,10 @@ func (d Dimension) Builtin() bool {
 // has for it. Value may hold any bytes (including '|', '=', '%', control
 // bytes and invalid UTF-8); the encoding escapes what it must.
 type Part struct {
+	// Dimension is where the value comes from.
 	Dimension Dimension
-	Value     string
+	// Value is the request's value for Dimension, any bytes.
+	Value string
 }
 
 // Key names one rate-limit bucket: the policy that owns it and an ordered
@@ -102,6 +104,9 @@ type Part struct {
 // producers put none in it (the identity rules forbid raw tokens or API key
 // secrets as values).
 type Key struct {
+	// Policy is the name of the policy that owns the bucket; not empty
+	// in a valid Key.
 	Policy string
-	Parts  []Part
+	// Parts is the ordered tuple; empty for the policy-global bucket.
+	Parts []Part
 }

@@ -703,22 +703,39 @@ func (l *Limiter) Flush(ctx context.Context) error {
 
 // PrefetchStats is what a Limiter's prefetch ([Options.Prefetch]) has done
 // since New, over all its buckets, in tokens (RefundedNs in ns of the
-// buckets' timelines), for operators' metrics and for checking the books.
-// Fetches: script calls that fetched; Charged: tokens they charged;
-// Admitted: tokens admitted from batches (by the fetch or from a hold;
-// requests decided by Redis per call are not counted); Held: live tokens
-// held now; Pending: expired tokens whose refund is due with the next
-// fetch; Expired: tokens of batches that expired or were pushed out
-// unused; SentBack: tokens whose refund was sent (with a fetch or by
-// Flush); RefundedNs: what Redis gave back for them (a refund is capped:
-// never past a full bucket, so it may give back less than was sent);
-// Lost: tokens of refunds sent in a call that failed (outcome unknown,
-// counted in SentBack too); Dropped: tokens never sent back (a full list
-// of pending refunds, a replaced hold, a tentative take whose batch was
-// flushed meanwhile). When no call is in flight, Charged = Admitted +
-// Held + Pending + SentBack + Dropped, exactly.
+// buckets' timelines), for operators' metrics and for checking the books:
+// when no call is in flight, Charged = Admitted + Held + Pending +
+// SentBack + Dropped, exactly.
 type PrefetchStats struct {
-	Fetches, Charged, Admitted, Held, Pending, Expired, SentBack, RefundedNs, Lost, Dropped int64
+	// Fetches is the script calls that fetched a batch.
+	Fetches int64
+	// Charged is the tokens those fetches charged the shared buckets.
+	Charged int64
+	// Admitted is the tokens admitted from batches (by the fetch or from a
+	// hold); requests decided by Redis per call are not counted.
+	Admitted int64
+	// Held is the live tokens held now.
+	Held int64
+	// Pending is the expired tokens whose refund is due with the next
+	// fetch.
+	Pending int64
+	// Expired is the tokens of batches that expired or were pushed out
+	// unused.
+	Expired int64
+	// SentBack is the tokens whose refund was sent (with a fetch or by
+	// Flush).
+	SentBack int64
+	// RefundedNs is what Redis gave back for them, in ns: a refund is
+	// capped (never past a full bucket), so it may give back less than was
+	// sent.
+	RefundedNs int64
+	// Lost is the tokens of refunds sent in a call that failed (outcome
+	// unknown); they are counted in SentBack too.
+	Lost int64
+	// Dropped is the tokens never sent back (a full list of pending
+	// refunds, a replaced hold, a tentative take whose batch was flushed
+	// meanwhile): an under-admission.
+	Dropped int64
 }
 
 // PrefetchStats returns l's prefetch counters and the tokens it holds
