@@ -32,7 +32,7 @@ const ProbeInterval = time.Second
 
 // errStoreDown is the error of a policy whose store was not asked: it
 // failed within the last ProbeInterval and this call is not the probe.
-var errStoreDown = errors.New("rate limit: the store failed within the last probe interval; it is asked again once per interval (1s)")
+var errStoreDown = errors.New("middleware: the store failed within the last probe interval; it is asked again once per interval (1s)")
 
 // breakers holds the breaker of each store (a pointer) that has a
 // Fallback, so that every RateLimiter on it shares its down state: a

@@ -381,7 +381,7 @@ func TestLogSampleAcrossReload(t *testing.T) {
 func TestLogIntervalValidated(t *testing.T) {
 	cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: func(*http.Request) string { return "" },
 		LogInterval: -time.Second}
-	if _, err := middleware.NewRateLimiter(cfg); err == nil || !strings.Contains(err.Error(), "log interval -1s must not be negative") {
+	if _, err := middleware.NewRateLimiter(cfg); err == nil || !strings.Contains(err.Error(), "log_interval: -1s must not be negative") {
 		t.Errorf("error %v; want the negative log interval named", err)
 	}
 	cfg.LogInterval = 0

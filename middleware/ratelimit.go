@@ -175,10 +175,10 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	var errs []error
 	if cfg.Limiter == nil {
-		errs = append(errs, errors.New("rate limit: no limiter"))
+		errs = append(errs, errors.New("limiter: required"))
 	}
 	if cfg.Operation == nil {
-		errs = append(errs, errors.New("rate limit: no operation function (use RouteOperation with the root router)"))
+		errs = append(errs, errors.New("operation: required (use RouteOperation with the root router)"))
 	}
 	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter),
 		fallbackStore: storeName(cfg.Fallback), fallbackReplicas: replicasOf(cfg.Fallback)}
@@ -188,19 +188,19 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	st.Custom = maps.Clone(cfg.Custom)
 	st.Policies = nil
 	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
-		errs = append(errs, fmt.Errorf("rate limit: sample_passed %v must be between 0 and 1", cfg.SamplePassed))
+		errs = append(errs, fmt.Errorf("sample_passed: %v must be between 0 and 1", cfg.SamplePassed))
 	}
 	if st.Logger == nil {
 		st.Logger = slog.Default()
 	}
 	if cfg.LogInterval < 0 {
-		errs = append(errs, fmt.Errorf("rate limit: log interval %v must not be negative", cfg.LogInterval))
+		errs = append(errs, fmt.Errorf("log_interval: %v must not be negative", cfg.LogInterval))
 	}
 	if st.LogInterval <= 0 {
 		st.LogInterval = DefaultLogInterval
 	}
 	if cfg.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("rate limit: MaxWait %v must not be negative", cfg.MaxWait))
+		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", cfg.MaxWait))
 	}
 	if st.MaxWait <= 0 {
 		st.MaxWait = defaultMaxWait

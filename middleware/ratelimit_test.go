@@ -263,8 +263,8 @@ func TestNewRateLimiterListsEveryError(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	want := "rate limit: no limiter\n" +
-		"rate limit: no operation function (use RouteOperation with the root router)\n" +
+	want := "limiter: required\n" +
+		"operation: required (use RouteOperation with the root router)\n" +
 		"policies[0].name: \"bad name!\" must be 1-64 letters, digits, '.', '_' or '-'\n" +
 		"policies[1] (\"x\").key: unknown dimension \"colour\" (built-in: tenant, account, credential, operation, network, plan)\n" +
 		"policies[1] (\"x\").on_missing: \"ignore\" must be reject or skip\n" +
