@@ -56,21 +56,21 @@ var (
 // itself is never stored, so a leaked store (without the pepper, which
 // lives elsewhere) does not yield usable keys, and a leaked store with the
 // pepper still needs a 190-bit brute force per key.
-//
-//   - ID: the public id, 12 base62 characters; it becomes the
-//     principal's CredentialID.
-//   - Tenant, Account: the principal's tenant and account; non-empty valid
-//     UTF-8 without control characters, at most 256 bytes each.
-//   - Plan: optional, the principal's plan ([Principal].Plan); "" or
-//     text like Tenant's.
-//   - Hash: HMAC-SHA256 keyed with the pepper, over the secret's bytes.
-//   - Created: informational (UTC, second precision); zero if unknown.
 type APIKeyRecord struct {
-	ID      string
-	Tenant  string
+	// ID is the public id, 12 base62 characters; it becomes the principal's
+	// CredentialID.
+	ID string
+	// Tenant is the principal's tenant: non-empty valid UTF-8 without
+	// control characters, at most 256 bytes.
+	Tenant string
+	// Account is the principal's account, text like Tenant's.
 	Account string
-	Plan    string
-	Hash    [sha256.Size]byte
+	// Plan, optional, is the principal's plan ([Principal].Plan): "" or
+	// text like Tenant's.
+	Plan string
+	// Hash is HMAC-SHA256 keyed with the pepper, over the secret's bytes.
+	Hash [sha256.Size]byte
+	// Created is informational (UTC, second precision); zero if unknown.
 	Created time.Time
 }
 
@@ -244,19 +244,18 @@ type APIKeyStore interface {
 
 // APIKeyConfig configures [NewAPIKeyAuthenticator].
 //
-//   - Store: where records are looked up. Required.
-//   - Pepper: the HMAC-SHA256 key of the stored hashes, at least 32
-//     bytes (e.g. 43 random base62 characters); keep it outside the store
-//     (a leaked store without it yields no usable key). Copied.
-//   - Issuer: the Principal.Issuer of API-key principals; "" means
-//     "urn:ratekey:api-key".
-//
 // The errors of [NewAPIKeyAuthenticator] name the field the way a
 // configuration file writes it (Store store, Pepper pepper), with no
 // package prefix: `pepper: 16 bytes, need at least 32`.
 type APIKeyConfig struct {
-	Store  APIKeyStore
+	// Store is where records are looked up. Required.
+	Store APIKeyStore
+	// Pepper is the HMAC-SHA256 key of the stored hashes, at least 32 bytes
+	// (e.g. 43 random base62 characters); keep it outside the store (a leaked
+	// store without it yields no usable key). Copied.
 	Pepper []byte
+	// Issuer is the Principal.Issuer of API-key principals; "" means
+	// "urn:ratekey:api-key".
 	Issuer string
 }
 

@@ -68,32 +68,31 @@ var (
 
 // CombinedConfig configures [NewCombinedAuthenticator].
 //
-//   - JWT: verifies bearer tokens that are not API keys; nil refuses them
-//     (401 invalid_token).
-//   - APIKeys: verifies API keys (`rk_` prefix); nil refuses them and
-//     leaves X-API-Key unread. At least one of JWT and APIKeys is required.
-//     Keep the tenants of API keys apart from the tenants the JWT issuers
-//     vouch for: a key's principal has no issuer, so an account of a
-//     shared tenant would share its (tenant, account) buckets with the
-//     issuer's account of that name. The store is not enumerable here, so
-//     this is the caller's check (the demo makes it when it loads keys).
-//   - Sources: where credentials are read from; nil or empty means
-//     [SourceHeader] only. Each at most once.
-//   - QueryParameter: the parameter of [SourceQuery]; "" means
-//     "access_token". Must be an RFC 9110 token.
-//   - CookieName: the cookie of [SourceCookie]; "" means
-//     "access_token". Must be an RFC 6265 cookie-name (a token).
-//
 // The errors of [NewCombinedAuthenticator] name the field the way a
 // configuration file writes it (the Go field QueryParameter is written
 // query_parameter), list elements by index, with no package prefix:
 // `sources[1]: "query" listed twice`.
 type CombinedConfig struct {
-	JWT            *JWTAuthenticator
-	APIKeys        *APIKeyAuthenticator
-	Sources        []Source
+	// JWT verifies bearer tokens that are not API keys; nil refuses them
+	// (401 invalid_token).
+	JWT *JWTAuthenticator
+	// APIKeys verifies API keys (`rk_` prefix); nil refuses them and leaves
+	// X-API-Key unread. At least one of JWT and APIKeys is required. Keep the
+	// tenants of API keys apart from the tenants the JWT issuers vouch for: a
+	// key's principal has no issuer, so an account of a shared tenant would
+	// share its (tenant, account) buckets with the issuer's account of that
+	// name. The store is not enumerable here, so this is the caller's check
+	// (the demo makes it when it loads keys).
+	APIKeys *APIKeyAuthenticator
+	// Sources is where credentials are read from; nil or empty means
+	// [SourceHeader] only. Each at most once.
+	Sources []Source
+	// QueryParameter is the parameter of [SourceQuery]; "" means
+	// "access_token". Must be an RFC 9110 token.
 	QueryParameter string
-	CookieName     string
+	// CookieName is the cookie of [SourceCookie]; "" means "access_token".
+	// Must be an RFC 6265 cookie-name (a token).
+	CookieName string
 }
 
 // CombinedAuthenticator reads one credential from the configured sources

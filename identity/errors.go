@@ -35,20 +35,20 @@ const (
 )
 
 // AuthError is a credential that was presented but rejected, classified by
-// the RFC 6750 §3.1 error codes.
-//
-// Code is "invalid_request" or "invalid_token". Description is a fixed,
-// safe English phrase chosen by this package (suitable for the
-// `error_description` attribute of a `WWW-Authenticate` challenge and for
-// logs): it never contains the token, any part of it, or any other
-// attacker-supplied bytes. Err, when non-nil, is a sentinel error for
-// errors.Is (for JWTs, one of the golang-jwt jwt.Err* values or an internal
-// sentinel); its text is likewise free of token bytes and is not included in
-// [AuthError.Error].
+// the RFC 6750 §3.1 error codes. No field holds the token, any part of it,
+// or any other attacker-supplied bytes.
 type AuthError struct {
-	Code        string
+	// Code is "invalid_request" (HTTP 400) or "invalid_token" (HTTP 401).
+	Code string
+	// Description is a fixed, safe English phrase chosen by this package,
+	// suitable for the `error_description` attribute of a
+	// `WWW-Authenticate` challenge and for logs.
 	Description string
-	Err         error
+	// Err, when non-nil, is a sentinel error for errors.Is (for JWTs, one
+	// of the golang-jwt jwt.Err* values or an internal sentinel); its text
+	// is likewise free of token bytes and is not included in
+	// [AuthError.Error].
+	Err error
 }
 
 // Error returns "identity: <code>: <description>". It never includes the

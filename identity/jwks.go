@@ -74,14 +74,17 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 // is shared across issuers except the HTTP client.
 //
 // Behaviour (decided; tests pin each rule):
+//
 //   - Nothing is fetched at construction. A record's set is first fetched
 //     when a token names its issuer or when [JWTAuthenticator.Ready] is
 //     called; from then on a background goroutine refreshes it every
 //     Refresh (or the record's JWKSRefresh), and Retry after a failure.
+//
 //   - A failed fetch (network error, non-200 status, body over MaxBytes,
 //     invalid JSON, more than MaxKeys keys, duplicate kids, no usable key)
 //     keeps the last good set, which is used for as long as refreshes fail,
 //     and is reported to JWTConfig.Logger.
+//
 //   - A kid missing from the cached set triggers at most one refresh per
 //     issuer per Cooldown, counted from the previous triggered refresh
 //     whatever the cache holds (an empty cache does not reset it). A token
@@ -90,37 +93,45 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 //     invalid_token (unknown key id). A token arriving while nothing is
 //     cached and no fetch can complete in MissWait gets
 //     [ErrKeySourceUnavailable] (503).
+//
 //   - Tokens without kid use the set's key only if the set has exactly one
 //     usable key.
 //
-// Fields:
-//   - Client: the HTTP client; nil means a client with Timeout as its
-//     timeout that follows no redirects. Whatever the client, each fetch is
-//     bounded by Timeout and its body by MaxBytes.
-//   - Timeout: bound on one fetch; zero means 10 seconds; at most 5
-//     minutes.
-//   - MaxBytes: response size cap in bytes; zero means 256 KiB (real
-//     sets are a few KiB); between 1 KiB and 16 MiB.
-//   - MaxKeys: cap on keys per set; zero means 100.
-//   - Refresh, Retry, Cooldown: see above; zero means 1 hour, 30 seconds
-//     and 5 minutes; each at least 1 second. They are measured with
-//     JWTConfig.Now.
-//   - MissWait: see above; zero means 1 second; at most 30s.
-//     Measured in real time, like Timeout (both bound request latency).
 //   - OnFetch, when set, is called after every fetch attempt with the
 //     issuer and the attempt's error (nil on success), from the fetching
 //     goroutine; it must be safe for concurrent use and must not block
 //     (the metrics package's Metrics.JWKSFetch counts them).
 type JWKSOptions struct {
-	Client   *http.Client
-	Timeout  time.Duration
+	// Client is the HTTP client; nil means a client with Timeout as its
+	// timeout that follows no redirects. Whatever the client, each fetch
+	// is bounded by Timeout and its body by MaxBytes.
+	Client *http.Client
+	// Timeout bounds one fetch; zero means 10 seconds; at most 5 minutes.
+	Timeout time.Duration
+	// MaxBytes caps a response, in bytes; zero means 256 KiB (real sets
+	// are a few KiB); between 1 KiB and 16 MiB.
 	MaxBytes int64
-	MaxKeys  int
-	Refresh  time.Duration
-	Retry    time.Duration
+	// MaxKeys caps the keys of a set; zero means 100.
+	MaxKeys int
+	// Refresh is the background refresh interval; zero means 1 hour; at
+	// least 1 second; measured with JWTConfig.Now.
+	Refresh time.Duration
+	// Retry is the interval of refreshes after a failed fetch; zero means
+	// 30 seconds; at least 1 second; measured with JWTConfig.Now.
+	Retry time.Duration
+	// Cooldown is the least time between two refreshes triggered by
+	// unknown kids, per issuer; zero means 5 minutes; at least 1 second;
+	// measured with JWTConfig.Now.
 	Cooldown time.Duration
+	// MissWait is the longest a token with an unknown kid waits for a
+	// refresh; zero means 1 second; at most 30s. Measured in real time,
+	// like Timeout (both bound request latency).
 	MissWait time.Duration
-	OnFetch  func(issuer string, err error)
+	// OnFetch, when set, is called after every fetch attempt with the
+	// issuer and the attempt's error (nil on success), from the fetching
+	// goroutine; it must be safe for concurrent use and must not block
+	// (the metrics package's Metrics.JWKSFetch counts them).
+	OnFetch func(issuer string, err error)
 }
 
 // jwksOptions is JWKSOptions with defaults applied.

@@ -40,32 +40,30 @@ const (
 
 // VerificationKey is one key an issuer signs tokens with.
 //
-// KID is the JWS "kid" header value that selects this key (RFC 7515
-// §4.1.4); it may be "" only when the issuer record has exactly one key.
-// Key is one of:
-//
-//   - ed25519.PublicKey (32 bytes) for EdDSA;
-//   - *ecdsa.PublicKey on P-256, P-384 or P-521 for ES256, ES384, ES512
-//     respectively (the curve must match the algorithm);
-//   - *rsa.PublicKey of at least 2048 bits for RS* and PS*;
-//   - []byte, an HMAC secret for HS*, at least as long as the hash output
-//     (32, 48, 64 bytes for HS256, HS384, HS512; RFC 7518 §3.2).
-//
-// Alg binds the key to exactly one JWS "alg" (RFC 8725 §3.1: one key,
-// one algorithm). It must be one of the record's Algorithms and compatible
-// with Key. When empty, the key is bound to the only algorithm of the
-// record compatible with it; if several are (an RSA key in a record listing
-// RS256 and PS256, a secret with HS256 and HS384), Alg is required. A
-// token whose alg differs from its key's binding is refused even when its
-// kid names the key.
-//
 // Parse PEM files with [ParsePublicKeyPEM]; never pass PEM or DER bytes as
 // an HMAC secret (that is the RS256→HS256 confusion, refused at start-up).
 // The authenticator copies []byte secrets; public keys must not be mutated
 // after [NewJWTAuthenticator].
 type VerificationKey struct {
+	// KID is the JWS "kid" header value that selects this key (RFC 7515
+	// §4.1.4); it may be "" only when the issuer record has exactly one
+	// key.
 	KID string
+	// Key is one of:
+	//   - ed25519.PublicKey (32 bytes) for EdDSA;
+	//   - *ecdsa.PublicKey on P-256, P-384 or P-521 for ES256, ES384,
+	//     ES512 respectively (the curve must match the algorithm);
+	//   - *rsa.PublicKey of at least 2048 bits for RS* and PS*;
+	//   - []byte, an HMAC secret for HS*, at least as long as the hash
+	//     output (32, 48, 64 bytes for HS256, HS384, HS512; RFC 7518 §3.2).
 	Key any
+	// Alg binds the key to exactly one JWS "alg" (RFC 8725 §3.1: one key,
+	// one algorithm). It must be one of the record's Algorithms and
+	// compatible with Key. When empty, the key is bound to the only
+	// algorithm of the record compatible with it; if several are (an RSA
+	// key in a record listing RS256 and PS256, a secret with HS256 and
+	// HS384), Alg is required. A token whose alg differs from its key's
+	// binding is refused even when its kid names the key.
 	Alg string
 }
 
@@ -73,60 +71,59 @@ type VerificationKey struct {
 // issuer. Keys are never pooled across records: a token is verified only
 // with the keys of the record whose Issuer equals its `iss` claim, so tenant
 // A's key never vouches for an "iss: B" token, with or without a kid.
-//
-// Fields:
-//   - Issuer: the exact `iss` value (RFC 7519 §4.1.1), compared
-//     case-sensitively. Required, unique across records.
-//   - Tenant: the fixed tenant of every principal this record verifies.
-//   - TenantClaim, Tenants: alternatively, the name of a claim that holds
-//     the tenant, and the exact, case-sensitive list of values this record
-//     may vouch for. Exactly one of Tenant and TenantClaim must be set;
-//     Tenants is required with TenantClaim and forbidden with Tenant.
-//   - Plan: optional, the fixed plan of every principal this record
-//     verifies ([Principal].Plan, the plan key dimension and overrides).
-//   - PlanClaim, Plans: alternatively, the name of a claim that holds the
-//     plan, and the exact, case-sensitive list of plans this record may
-//     vouch for: a token whose claim is missing, not a string or outside
-//     Plans is 401 invalid_token, as for tenants. At most one of Plan and
-//     PlanClaim; Plans is required with PlanClaim and forbidden otherwise.
-//   - Audiences: accepted `aud` values (RFC 7519 §4.1.3); a token must name
-//     at least one of them. Required, none empty.
-//   - Algorithms: accepted JWS `alg` values: EdDSA, ES256, ES384, ES512,
-//     RS256, RS384, RS512, PS256, PS384, PS512, HS256, HS384 or HS512
-//     (RFC 7518 §3.1, RFC 8037; exact case; never "none"). Required. With
-//     Keys, each must be usable with at least one key and each key is
-//     bound to exactly one of them (see [VerificationKey]).
-//   - Keys: static verification keys, kids unique within the record.
-//   - JWKSURL: instead of Keys, the URL of the issuer's JWK Set (RFC 7517
-//     §5), fetched with the [JWKSOptions] of the [JWTConfig] into a key set
-//     that belongs to this record alone. https is required, except for
-//     loopback hosts (localhost, 127.0.0.0/8, ::1). Exactly one of Keys and
-//     JWKSURL must be set. Every JWK is bound to one algorithm: its own
-//     "alg" (RFC 7517 §4.4), which must be one of Algorithms, or else the
-//     only one of Algorithms compatible with it; keys that cannot be bound,
-//     symmetric ("oct") keys, keys carrying private parameters, keys whose
-//     "use" is not "sig", RSA keys under 2048 bits and unsupported curves
-//     are ignored. x5c/x5u members are never read.
-//   - JWKSRefresh: the background refresh interval of JWKSURL; zero means
-//     JWKSOptions.Refresh. At least 1s. Only with JWKSURL.
-//   - Typ: when set, the JWS "typ" header the token must carry, compared
-//     case-insensitively with an optional "application/" prefix (RFC 7515
-//     §4.1.9, RFC 8725 §3.11); "at+jwt" requires RFC 9068 access tokens.
-//     When empty, typ is not checked (but must be a string if present).
 type IssuerRecord struct {
-	Issuer      string
-	Tenant      string
+	// Issuer is the exact `iss` value (RFC 7519 §4.1.1), compared
+	// case-sensitively. Required, unique across records.
+	Issuer string
+	// Tenant is the fixed tenant of every principal this record verifies.
+	Tenant string
+	// TenantClaim, instead of Tenant, is the name of a claim that holds
+	// the tenant. Exactly one of Tenant and TenantClaim must be set.
 	TenantClaim string
-	Tenants     []string
-	Plan        string
-	PlanClaim   string
-	Plans       []string
-	Audiences   []string
-	Algorithms  []string
-	Keys        []VerificationKey
-	JWKSURL     string
+	// Tenants is the exact, case-sensitive list of tenants a TenantClaim
+	// may name: required with TenantClaim, forbidden with Tenant.
+	Tenants []string
+	// Plan, optional, is the fixed plan of every principal this record
+	// verifies ([Principal].Plan, the plan key dimension and overrides).
+	Plan string
+	// PlanClaim, instead of Plan, is the name of a claim that holds the
+	// plan: a token whose claim is missing, not a string or outside Plans
+	// is 401 invalid_token, as for tenants. At most one of Plan and
+	// PlanClaim.
+	PlanClaim string
+	// Plans is the exact, case-sensitive list of plans a PlanClaim may
+	// name: required with PlanClaim, forbidden otherwise.
+	Plans []string
+	// Audiences are the accepted `aud` values (RFC 7519 §4.1.3); a token must name
+	// at least one of them. Required, none empty.
+	Audiences []string
+	// Algorithms are the accepted JWS `alg` values: EdDSA, ES256, ES384, ES512,
+	// RS256, RS384, RS512, PS256, PS384, PS512, HS256, HS384 or HS512 (RFC
+	// 7518 §3.1, RFC 8037; exact case; never "none"). Required. With Keys,
+	// each must be usable with at least one key and each key is bound to
+	// exactly one of them (see [VerificationKey]).
+	Algorithms []string
+	// Keys are the static verification keys, kids unique within the record.
+	Keys []VerificationKey
+	// JWKSURL, instead of Keys, is the URL of the issuer's JWK Set (RFC 7517
+	// §5), fetched with the [JWKSOptions] of the [JWTConfig] into a key set
+	// that belongs to this record alone. https is required, except for
+	// loopback hosts (localhost, 127.0.0.0/8, ::1). Exactly one of Keys and
+	// JWKSURL must be set. Every JWK is bound to one algorithm: its own "alg"
+	// (RFC 7517 §4.4), which must be one of Algorithms, or else the only one
+	// of Algorithms compatible with it; keys that cannot be bound, symmetric
+	// ("oct") keys, keys carrying private parameters, keys whose "use" is not
+	// "sig", RSA keys under 2048 bits and unsupported curves are ignored.
+	// x5c/x5u members are never read.
+	JWKSURL string
+	// JWKSRefresh is the background refresh interval of JWKSURL; zero means
+	// JWKSOptions.Refresh. At least 1s. Only with JWKSURL.
 	JWKSRefresh time.Duration
-	Typ         string
+	// Typ, when set, is the JWS "typ" header the token must carry, compared
+	// case-insensitively with an optional "application/" prefix (RFC 7515
+	// §4.1.9, RFC 8725 §3.11); "at+jwt" requires RFC 9068 access tokens. When
+	// empty, typ is not checked (but must be a string if present).
+	Typ string
 }
 
 // JWTConfig configures [NewJWTAuthenticator].
@@ -141,42 +138,43 @@ type IssuerRecord struct {
 // ("k2").alg: "HS384" is not ...`, `leeway: 10m0s exceeds 5m0s`. They carry
 // no package prefix, so a caller prefixes the section of its own
 // configuration (`auth.issuers[0] ...`).
-//
-//   - Issuers: the static issuer records; at least one unless Resolver is
-//     set.
-//   - Leeway: clock-skew allowance applied to exp, nbf and iat
-//     (RFC 7519 §4.1.4, §4.1.5, §4.1.6). Zero means 30s; negative
-//     or above 5m is an error.
-//   - Now: the clock, for tests; nil means time.Now. It also drives the
-//     JWK Set refresh schedule and the unknown-kid cooldown.
-//   - Resolver: optional; consulted for an `iss` that no static record
-//     names (see [IssuerResolver]).
-//   - ResolverTTL: how long a resolved record is reused before the
-//     resolver is asked again; zero means 10 minutes.
-//   - MaxResolvedIssuers: bound on resolved records held at once; zero
-//     means 1000. When full (and none has expired), tokens of further issuers get [ErrKeySourceUnavailable].
-//   - JWKS: how JWK Sets are fetched, for every record with a JWKSURL.
-//   - Logger: receives JWK Set fetch failures and resolver problems
-//     (issuer, redacted URL, error; never a token). nil means slog.Default().
-//   - CacheSize: the most successful verifications the authenticator
-//     remembers (see "Verification cache" on [JWTAuthenticator]); zero
-//     means 10000, a negative value disables the cache; at most 2^26. Memory is bounded by the size: about 220 bytes per entry
-//     plus the entry's subject and client id (2-3 MB at the default).
-//   - CacheTTL: the longest a cached verification is reused, measured
-//     with Now from the verification that filled the entry (the token's
-//     own exp usually ends it sooner); zero means 5
-//     minutes; negative is an error.
 type JWTConfig struct {
-	Issuers            []IssuerRecord
-	Leeway             time.Duration
-	Now                func() time.Time
-	Resolver           IssuerResolver
-	ResolverTTL        time.Duration
+	// Issuers are the static issuer records; at least one unless Resolver is
+	// set.
+	Issuers []IssuerRecord
+	// Leeway is the clock-skew allowance applied to exp, nbf and iat (RFC 7519
+	// §4.1.4, §4.1.5, §4.1.6). Zero means 30s; negative or above 5m is an
+	// error.
+	Leeway time.Duration
+	// Now is the time source (golang-jwt's time function); nil means
+	// time.Now. It also drives the JWK
+	// Set refresh schedule and the unknown-kid cooldown.
+	Now func() time.Time
+	// Resolver, optional, is consulted for an `iss` that no static record names
+	// (see [IssuerResolver]).
+	Resolver IssuerResolver
+	// ResolverTTL is how long a resolved record is reused before the resolver
+	// is asked again; zero means 10 minutes.
+	ResolverTTL time.Duration
+	// MaxResolvedIssuers bounds the resolved records held at once; zero means
+	// 1000. When full (and none has expired), tokens of further issuers get
+	// [ErrKeySourceUnavailable].
 	MaxResolvedIssuers int
-	JWKS               JWKSOptions
-	Logger             *slog.Logger
-	CacheSize          int
-	CacheTTL           time.Duration
+	// JWKS is how JWK Sets are fetched, for every record with a JWKSURL.
+	JWKS JWKSOptions
+	// Logger receives JWK Set fetch failures and resolver problems (issuer,
+	// redacted URL, error; never a token). nil means slog.Default().
+	Logger *slog.Logger
+	// CacheSize is the number of successful verifications the authenticator
+	// remembers (see "Verification cache" on [JWTAuthenticator]); zero means
+	// 10000, a negative value disables the cache; at most 2^26. Memory is
+	// bounded by the size: about 220 bytes per entry plus the entry's subject
+	// and client id (2-3 MB at the default).
+	CacheSize int
+	// CacheTTL is the longest a cached verification is reused, measured with
+	// Now from the verification that filled the entry (the token's own exp
+	// usually ends it sooner); zero means 5 minutes; negative is an error.
+	CacheTTL time.Duration
 
 	clock clock // tests only: a fake clock whose timers can be advanced
 }
