@@ -61,30 +61,64 @@ type app struct {
 // budgets of unchanged policies; the store's own settings cannot change
 // without a restart.
 func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
-	var errs []error
 	a := &app{cfg: cfg}
-
-	// A port that is not a number would reach net.Listen as a service
-	// name, and its error would print it raw (a terminal escape, a fake
-	// log line after a CR LF).
-	if host, port, err := net.SplitHostPort(cfg.Listen); err != nil || !validPort(port) || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		errs = append(errs, fmt.Errorf("listen: %s is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)", shown(cfg.Listen)))
-	}
+	errs := checkListen(cfg.Listen)
 	res, refresh, rerrs := buildResolver(cfg.TrustedProxies, cfg.path)
 	errs = append(errs, rerrs...)
 	a.resolver, a.refresh = res, refresh
+	errs = append(errs, a.buildAnonymous()...)
+	errs = append(errs, a.buildPolicies()...)
+	errs = append(errs, a.attachStore(prev, logger)...)
+	errs = append(errs, a.attachMetrics(prev)...)
+	// After the metrics: key-set fetches are counted.
+	if auth, err := buildAuth(cfg, logger, a.metrics); err != nil {
+		errs = append(errs, err...)
+	} else {
+		a.auth = auth
+	}
+	errs = append(errs, a.buildMetricsEndpoint()...)
+	errs = append(errs, a.buildLog()...)
+	errs = append(errs, a.buildDebugEndpoint()...)
+	errs = append(errs, a.checkAll(logger, len(errs) == 0)...)
+	if err := errors.Join(errs...); err != nil {
+		a.auth.close()
+		if prev == nil && a.store.close != nil {
+			a.store.close()
+		}
+		return nil, err
+	}
+	return a, nil
+}
 
-	switch cfg.Auth.Anonymous {
+// checkListen checks the listen address. A port that is not a number
+// would reach net.Listen as a service name, and its error would print it
+// raw (a terminal escape, a fake log line after a CR LF).
+func checkListen(listen string) []error {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || !validPort(port) || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return []error{fmt.Errorf("listen: %s is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)", shown(listen))}
+	}
+	return nil
+}
+
+// buildAnonymous reads auth.anonymous into the authentication options.
+func (a *app) buildAnonymous() []error {
+	var errs []error
+	switch a.cfg.Auth.Anonymous {
 	case "", "reject":
 	case "allow":
 		a.authOpts.Anonymous = true
 	default:
-		errs = append(errs, fmt.Errorf("auth.anonymous: %s must be allow or reject", shown(cfg.Auth.Anonymous)))
+		errs = append(errs, fmt.Errorf("auth.anonymous: %s must be allow or reject", shown(a.cfg.Auth.Anonymous)))
 	}
-	if cfg.Auth.Anonymous == "reject" && len(cfg.Auth.Issuers) == 0 && cfg.Auth.APIKeys == nil {
+	if a.cfg.Auth.Anonymous == "reject" && len(a.cfg.Auth.Issuers) == 0 && a.cfg.Auth.APIKeys == nil {
 		errs = append(errs, errors.New("auth.anonymous: reject needs auth.issuers or auth.api_keys (without them no credential is checked)"))
 	}
+	return errs
+}
 
+// sourcesOf says what cfg's credentials can vouch for.
+func sourcesOf(cfg *Config) principalSources {
 	src := principalSources{credentials: len(cfg.Auth.Issuers) > 0 || cfg.Auth.APIKeys != nil}
 	// Accounts and credential ids are unique only per tenant. Credentials
 	// span several tenants with several issuers, with API keys (each key
@@ -98,33 +132,54 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	// An API key file may give keys plans; checkOverrides knows once it
 	// is loaded.
 	src.plans = src.plans || cfg.Auth.APIKeys != nil
+	return src
+}
+
+// buildPolicies builds the policies section.
+func (a *app) buildPolicies() []error {
+	var errs []error
+	src := sourcesOf(a.cfg)
 	a.singleTenant = !src.tenants
-	if len(cfg.Policies) == 0 {
+	if len(a.cfg.Policies) == 0 {
 		// An empty file, or one that is only "---", decodes to no policies:
 		// a demo that would limit nothing is a mistake, not a config.
 		errs = append(errs, errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)"))
 	}
-	for i, pc := range cfg.Policies {
+	for i, pc := range a.cfg.Policies {
 		p, perrs := buildPolicy(i, pc, src)
 		errs = append(errs, perrs...)
 		a.policies = append(a.policies, p)
 	}
+	return errs
+}
 
-	switch {
-	case prev != nil && !sameStore(cfg.Limiter, prev.cfg.Limiter):
+// attachStore builds the limiter store, or on a reload (prev not nil)
+// keeps prev's, and so the budgets of unchanged policies, at the new
+// number of replicas; the store's own settings cannot change without a
+// restart.
+func (a *app) attachStore(prev *app, logger *slog.Logger) []error {
+	var errs []error
+	switch lc := a.cfg.Limiter; {
+	case prev != nil && !sameStore(lc, prev.cfg.Limiter):
 		errs = append(errs, errors.New("limiter: the store settings changed; a reload keeps the running store and its budgets, so restart the demo to apply them"))
 	case prev != nil:
-		if err := checkReplicas(cfg.Limiter); err != nil {
+		if err := checkReplicas(lc); err != nil {
 			errs = append(errs, err)
 		}
-		a.store = prev.store.withReplicas(int(cfg.Limiter.Replicas))
+		a.store = prev.store.withReplicas(int(lc.Replicas))
 	default:
-		st, serrs := buildStore(cfg.Limiter, cfg.path, logger)
+		st, serrs := buildStore(lc, a.cfg.path, logger)
 		errs = append(errs, serrs...)
 		a.store = st
 	}
 	a.limiter = a.store.limiter
+	return errs
+}
 
+// attachMetrics makes the Prometheus registry and metrics, or on a reload
+// keeps prev's: they live as long as the process.
+func (a *app) attachMetrics(prev *app) []error {
+	var errs []error
 	if prev != nil {
 		a.registry, a.metrics = prev.registry, prev.metrics
 	} else {
@@ -137,80 +192,93 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		a.metrics = m
 	}
 	a.authOpts.Metrics = a.metrics
-	// After the metrics: key-set fetches are counted.
-	if auth, err := buildAuth(cfg, logger, a.metrics); err != nil {
-		errs = append(errs, err...)
-	} else {
-		a.auth = auth
-	}
+	return errs
+}
 
-	if cfg.Metrics.Enabled {
-		if err := checkDebugPath("metrics.path", cfg.Metrics.Path); err != nil {
-			errs = append(errs, err)
-		}
-		if cfg.Debug.Enabled && cfg.Metrics.Path == cfg.Debug.Path {
-			errs = append(errs, fmt.Errorf("metrics.path: %s is also debug.path", shown(cfg.Metrics.Path)))
-		}
-		set, err := ipSet(cfg.Metrics.Allow)
-		if err != nil {
-			errs = append(errs, prefixErrors("metrics.allow", err)...)
-		}
-		if len(cfg.Metrics.Allow) == 0 {
-			errs = append(errs, errors.New("metrics.allow: list the admin networks that may scrape the metrics"))
-		}
-		a.metricsAllow = set
+// buildMetricsEndpoint checks the metrics section.
+func (a *app) buildMetricsEndpoint() []error {
+	mc := a.cfg.Metrics
+	if !mc.Enabled {
+		return nil
 	}
-	if !validSample(cfg.Log.SamplePassed) {
-		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", cfg.Log.SamplePassed))
+	var errs []error
+	if err := checkDebugPath("metrics.path", mc.Path); err != nil {
+		errs = append(errs, err)
 	}
-	if cfg.Log.Interval != "" {
-		d, err := time.ParseDuration(cfg.Log.Interval)
+	if a.cfg.Debug.Enabled && mc.Path == a.cfg.Debug.Path {
+		errs = append(errs, fmt.Errorf("metrics.path: %s is also debug.path", shown(mc.Path)))
+	}
+	set, err := ipSet(mc.Allow)
+	if err != nil {
+		errs = append(errs, prefixErrors("metrics.allow", err)...)
+	}
+	if len(mc.Allow) == 0 {
+		errs = append(errs, errors.New("metrics.allow: list the admin networks that may scrape the metrics"))
+	}
+	a.metricsAllow = set
+	return errs
+}
+
+// buildLog checks the log section.
+func (a *app) buildLog() []error {
+	var errs []error
+	lc := a.cfg.Log
+	if !validSample(lc.SamplePassed) {
+		errs = append(errs, fmt.Errorf("log.sample_passed: %v must be between 0 and 1", lc.SamplePassed))
+	}
+	if lc.Interval != "" {
+		d, err := time.ParseDuration(lc.Interval)
 		if err != nil || d <= 0 || d > time.Hour {
-			errs = append(errs, fmt.Errorf("log.interval: %s is not a duration from 1ns to 1h such as 1s", shown(cfg.Log.Interval)))
+			errs = append(errs, fmt.Errorf("log.interval: %s is not a duration from 1ns to 1h such as 1s", shown(lc.Interval)))
 		}
 		a.logInterval = max(d, 0)
 	}
+	return errs
+}
 
-	if cfg.Debug.Enabled {
-		if err := checkDebugPath("debug.path", cfg.Debug.Path); err != nil {
-			errs = append(errs, err)
-		}
-		set, err := ipSet(cfg.Debug.Allow)
-		if err != nil {
-			errs = append(errs, prefixErrors("debug.allow", err)...)
-		}
-		if len(cfg.Debug.Allow) == 0 {
-			errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
-		}
-		a.debug = set
+// buildDebugEndpoint checks the debug section.
+func (a *app) buildDebugEndpoint() []error {
+	dc := a.cfg.Debug
+	if !dc.Enabled {
+		return nil
 	}
+	var errs []error
+	if err := checkDebugPath("debug.path", dc.Path); err != nil {
+		errs = append(errs, err)
+	}
+	set, err := ipSet(dc.Allow)
+	if err != nil {
+		errs = append(errs, prefixErrors("debug.allow", err)...)
+	}
+	if len(dc.Allow) == 0 {
+		errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
+	}
+	a.debug = set
+	return errs
+}
 
-	// The library validates the policies (names, statuses, on_missing, ...);
-	// the demo's own router says which operations exist.
+// checkAll runs the checks that need the whole app: the library's own
+// (names, keys, cost against burst and max_delay, waits against the demo's
+// 50 s bound), the operations against the demo's router (only when valid
+// so far: the router needs a valid config), Redis windows, fallbacks and,
+// when nothing else is wrong, overrides against the credentials.
+func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
+	var errs []error
 	if a.limiter == nil { // already reported; stand in so the policies are still checked
 		a.limiter = memory.New(memory.Options{})
 		a.store.fallback = memory.New(memory.Options{}) // (not "local needs a fallback" too)
 	}
-	// The library's own checks: names, keys, cost against burst and
-	// max_delay, waits against the demo's 50 s bound.
 	if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
 		errs = append(errs, splitErrors(err)...)
-	} else if len(errs) == 0 { // the router needs a valid config
+	} else if valid {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
-	errs = append(errs, checkWindows(cfg.Limiter, a.policies)...)
-	errs = append(errs, checkFallback(cfg.Limiter, a.policies)...)
-	if len(errs) == 0 {
-		errs = append(errs, checkOverrides(cfg, a.auth, a.policies)...)
+	errs = append(errs, checkWindows(a.cfg.Limiter, a.policies)...)
+	errs = append(errs, checkFallback(a.cfg.Limiter, a.policies)...)
+	if valid && len(errs) == 0 {
+		errs = append(errs, checkOverrides(a.cfg, a.auth, a.policies)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		a.auth.close()
-		if prev == nil && a.store.close != nil {
-			a.store.close()
-		}
-		return nil, err
-	}
-	return a, nil
+	return errs
 }
 
 // buildResolver maps the trusted_proxies section onto trustedproxy.Config:

@@ -56,22 +56,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if !parseFlags(fs, args) {
 		return 2
 	}
-	if *redisURL != "" {
-		// The parser's error may quote the URL, password included: never show it.
-		if _, err := goredis.ParseURL(*redisURL); err != nil {
-			fmt.Fprintln(stderr, "demo serve: -redis: "+badRedisURL)
-			return 2
-		}
-	}
-	if *clusterURL != "" {
-		if *redisURL != "" {
-			fmt.Fprintln(stderr, "demo serve: -redis and -redis-cluster are exclusive")
-			return 2
-		}
-		if _, err := goredis.ParseClusterURL(*clusterURL); err != nil {
-			fmt.Fprintln(stderr, "demo serve: -redis-cluster: "+badClusterURL)
-			return 2
-		}
+	if msg := checkRedisFlags(*redisURL, *clusterURL); msg != "" {
+		fmt.Fprintln(stderr, "demo serve: "+msg)
+		return 2
 	}
 	logger := newJSONLogger(stderr)
 	cfg, err := loadConfig(*path)
@@ -103,31 +90,10 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(h, logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// SIGHUP reloads the config, as it does for nginx.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-hup:
-				_ = h.reload() // logged; the running config stays on error
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	defer reloadOnHUP(ctx, h)()
 	go func() {
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "ratekey demo shutting down")
@@ -142,4 +108,55 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkRedisFlags returns why -redis or -redis-cluster is refused, or "".
+// A URL's parse error may quote it, password included: never shown.
+func checkRedisFlags(redisURL, clusterURL string) string {
+	if redisURL != "" {
+		if _, err := goredis.ParseURL(redisURL); err != nil {
+			return "-redis: " + badRedisURL
+		}
+	}
+	if clusterURL != "" {
+		if redisURL != "" {
+			return "-redis and -redis-cluster are exclusive"
+		}
+		if _, err := goredis.ParseClusterURL(clusterURL); err != nil {
+			return "-redis-cluster: " + badClusterURL
+		}
+	}
+	return ""
+}
+
+// newHTTPServer is the demo's http.Server for h: bounded reads, writes,
+// idle connections and headers; its own errors logged as warnings.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// reloadOnHUP reloads h's config on every SIGHUP, as nginx does, until ctx
+// is done; the function it returns stops listening for the signal.
+func reloadOnHUP(ctx context.Context, h *server) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_ = h.reload() // logged; the running config stays on error
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
 }
