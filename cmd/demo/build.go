@@ -286,22 +286,8 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 // Rules' file and URL sources are loaded once here (a failed first load is
 // an error) and then every refresh.
 func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedproxy.Resolver, time.Duration, []error) {
-	var errs []error
 	tpc := trustedproxy.Config{IPv4Prefix: int(tp.IPv4Prefix), IPv6Prefix: int(tp.IPv6Prefix), AllowAll: tp.AllowAll}
-	switch tp.MissingHeader {
-	case "", "peer":
-	case "reject":
-		tpc.RejectMissingHeader = true
-	default:
-		errs = append(errs, fmt.Errorf("trusted_proxies: missing_header %s is not \"peer\" or \"reject\"", quote.Value(tp.MissingHeader)))
-	}
-	switch tp.Aliases {
-	case "", "ignore":
-	case "reject":
-		tpc.RejectAliases = true
-	default:
-		errs = append(errs, fmt.Errorf("trusted_proxies: aliases %s is not \"ignore\" or \"reject\"", quote.Value(tp.Aliases)))
-	}
+	errs := resolverModes(tp, &tpc)
 	switch {
 	case (len(tp.CIDRs) > 0 || tp.Header != "") && len(tp.Rules) > 0:
 		errs = append(errs, errors.New("trusted_proxies: rules and the v0 form (cidrs, header) cannot be combined: write the v0 form as one more rule"))
@@ -328,18 +314,9 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 		sources = sources || len(rule.Sources) > 0
 		tpc.Rules = append(tpc.Rules, rule)
 	}
-	var refresh time.Duration
-	if tp.Refresh != "" {
-		d, err := time.ParseDuration(tp.Refresh)
-		if err != nil || d < time.Second {
-			errs = append(errs, fmt.Errorf("trusted_proxies.refresh: %s is not a duration of at least 1s such as 5m", shown(tp.Refresh)))
-		}
-		refresh = d
-	} else if sources {
-		refresh = 5 * time.Minute
-	}
-	if !sources {
-		refresh = 0
+	refresh, err := sourceRefresh(tp.Refresh, sources)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	// trustedproxy names fields as the YAML does (rules[1].from[2], ...),
 	// so its errors are only prefixed with the section. It loads file and
@@ -349,6 +326,46 @@ func buildResolver(tp TrustedProxiesConfig, path func(string) string) (*trustedp
 		errs = append(errs, fieldErrors("trusted_proxies", err)...)
 	}
 	return res, refresh, errs
+}
+
+// resolverModes reads missing_header and aliases into tpc.
+func resolverModes(tp TrustedProxiesConfig, tpc *trustedproxy.Config) []error {
+	var errs []error
+	switch tp.MissingHeader {
+	case "", "peer":
+	case "reject":
+		tpc.RejectMissingHeader = true
+	default:
+		errs = append(errs, fmt.Errorf("trusted_proxies: missing_header %s is not \"peer\" or \"reject\"", quote.Value(tp.MissingHeader)))
+	}
+	switch tp.Aliases {
+	case "", "ignore":
+	case "reject":
+		tpc.RejectAliases = true
+	default:
+		errs = append(errs, fmt.Errorf("trusted_proxies: aliases %s is not \"ignore\" or \"reject\"", quote.Value(tp.Aliases)))
+	}
+	return errs
+}
+
+// sourceRefresh returns how often rules' file and URL sources are re-read:
+// trusted_proxies.refresh, 5 minutes by default, 0 without sources.
+func sourceRefresh(value string, sources bool) (time.Duration, error) {
+	var refresh time.Duration
+	var err error
+	if value != "" {
+		d, perr := time.ParseDuration(value)
+		if perr != nil || d < time.Second {
+			err = fmt.Errorf("trusted_proxies.refresh: %s is not a duration of at least 1s such as 5m", shown(value))
+		}
+		refresh = d
+	} else if sources {
+		refresh = 5 * time.Minute
+	}
+	if !sources {
+		refresh = 0
+	}
+	return refresh, err
 }
 
 // allV4, allV6 are every IPv4 and every IPv6 address.
