@@ -122,16 +122,16 @@ func writeAuthFailure(w http.ResponseWriter, opts AuthOptions, out authOutcome) 
 	switch out.code {
 	case "invalid_request":
 		challenge += sep + `error="invalid_request"`
-		p.Type = ProblemInvalidRequest
+		p.Type = problemInvalidRequest
 	case "invalid_token":
 		challenge += sep + `error="invalid_token"`
-		p.Type = ProblemInvalidToken
+		p.Type = problemInvalidToken
 	default:
 		if out.status == http.StatusServiceUnavailable {
-			p.Type = ProblemKeySourceUnavailable
+			p.Type = problemKeySourceUnavailable
 			w.Header().Set("Retry-After", "5")
 		} else {
-			p.Type = ProblemUnauthenticated
+			p.Type = problemUnauthenticated
 		}
 	}
 	if out.status == http.StatusUnauthorized || out.code != "" {

@@ -776,10 +776,10 @@ func (f *hostile) assert(t *testing.T, tc hostileCase, w *httptest.ResponseRecor
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 		t.Fatalf("problem body: %v: %s", err, w.Body)
 	}
-	wantType := map[string]string{"": middleware.ProblemUnauthenticated, "invalid_request": middleware.ProblemInvalidRequest,
-		"invalid_token": middleware.ProblemInvalidToken}[tc.code]
+	wantType := map[string]string{"": "urn:ratekey:problem:unauthenticated", "invalid_request": "urn:ratekey:problem:invalid-request",
+		"invalid_token": "urn:ratekey:problem:invalid-token"}[tc.code]
 	if tc.status == http.StatusServiceUnavailable {
-		wantType = middleware.ProblemKeySourceUnavailable
+		wantType = "urn:ratekey:problem:key-source-unavailable"
 	}
 	if p.Type != wantType || p.Status != tc.status {
 		t.Fatalf("problem %+v, want type %s", p, wantType)

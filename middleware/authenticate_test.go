@@ -34,13 +34,13 @@ func TestAuthenticateOutcomes(t *testing.T) {
 	}{
 		{"valid", http.Header{"Authorization": {"Bearer " + good}}, 200, "", "", nil},
 		{"lower-case scheme", http.Header{"Authorization": {"bearer " + good}}, 200, "", "", nil},
-		{"no credential", nil, 401, "Bearer", middleware.ProblemUnauthenticated, nil},
-		{"two Authorization lines", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 400, `Bearer error="invalid_request"`, middleware.ProblemInvalidRequest, []string{good}},
-		{"Basic scheme", http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}, 401, "Bearer", middleware.ProblemUnauthenticated, []string{"YWxpY2U6c2VjcmV0"}},
-		{"empty Authorization", http.Header{"Authorization": {""}}, 400, `Bearer error="invalid_request"`, middleware.ProblemInvalidRequest, nil},
-		{"bad signature", http.Header{"Authorization": {"Bearer " + forged}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{forged, parts[1]}},
-		{"expired", http.Header{"Authorization": {"Bearer " + expired}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{expired}},
-		{"garbage token", http.Header{"Authorization": {"Bearer not.a.jwt"}}, 401, `Bearer error="invalid_token"`, middleware.ProblemInvalidToken, []string{"not.a.jwt"}},
+		{"no credential", nil, 401, "Bearer", "urn:ratekey:problem:unauthenticated", nil},
+		{"two Authorization lines", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 400, `Bearer error="invalid_request"`, "urn:ratekey:problem:invalid-request", []string{good}},
+		{"Basic scheme", http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}, 401, "Bearer", "urn:ratekey:problem:unauthenticated", []string{"YWxpY2U6c2VjcmV0"}},
+		{"empty Authorization", http.Header{"Authorization": {""}}, 400, `Bearer error="invalid_request"`, "urn:ratekey:problem:invalid-request", nil},
+		{"bad signature", http.Header{"Authorization": {"Bearer " + forged}}, 401, `Bearer error="invalid_token"`, "urn:ratekey:problem:invalid-token", []string{forged, parts[1]}},
+		{"expired", http.Header{"Authorization": {"Bearer " + expired}}, 401, `Bearer error="invalid_token"`, "urn:ratekey:problem:invalid-token", []string{expired}},
+		{"garbage token", http.Header{"Authorization": {"Bearer not.a.jwt"}}, 401, `Bearer error="invalid_token"`, "urn:ratekey:problem:invalid-token", []string{"not.a.jwt"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestAuthenticateKeySourceUnavailable(t *testing.T) {
 		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || w.Header().Get("WWW-Authenticate") != "" {
 			t.Fatalf("anonymous=%v: %d %v", anon, w.Code, w.Header())
 		}
-		if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemKeySourceUnavailable {
+		if p := decodeProblem(t, w.Body.String()); p.Type != "urn:ratekey:problem:key-source-unavailable" {
 			t.Fatalf("type = %q", p.Type)
 		}
 	}

@@ -23,7 +23,7 @@ type ClientAddressOptions struct {
 // part of the request's [Record], when there is one.
 //
 // A malformed forwarding chain written by a trusted proxy is answered with
-// 400 and an RFC 9457 problem (type [ProblemInvalidForwarding]); the request
+// 400 and an RFC 9457 problem (type urn:ratekey:problem:invalid-forwarding-chain); the request
 // never falls back to the peer address, which would key it by the proxy and
 // let one client exhaust everybody's budget. res is immutable, so the
 // middleware is safe for concurrent use.
@@ -65,7 +65,7 @@ func unixPeer(remoteAddr string) bool {
 // forwardingProblem describes a failed derivation without echoing header
 // bytes (the debug endpoint shows the entry to operators).
 func forwardingProblem(err error, remoteAddr string) problem {
-	p := problem{Type: ProblemInvalidForwarding, Status: http.StatusBadRequest, Title: "Invalid forwarding chain"}
+	p := problem{Type: problemInvalidForwarding, Status: http.StatusBadRequest, Title: "Invalid forwarding chain"}
 	switch {
 	case errors.Is(err, trustedproxy.ErrChainTooLong):
 		p.Detail = fmt.Sprintf("the forwarding chain needs more than %d entries examined", trustedproxy.MaxHops)

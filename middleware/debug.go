@@ -101,7 +101,7 @@ func Debug(cfg DebugConfig) http.Handler {
 		case http.MethodGet, http.MethodHead:
 			var ok bool
 			if target, ok = describedRequest(r); !ok {
-				writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusBadRequest,
+				writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest,
 					Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
 				return
 			}
@@ -113,7 +113,7 @@ func Debug(cfg DebugConfig) http.Handler {
 			}
 		default:
 			w.Header().Set("Allow", "GET, HEAD, POST")
-			writeProblem(w, problem{Type: ProblemInvalidRequest, Status: http.StatusMethodNotAllowed,
+			writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusMethodNotAllowed,
 				Detail: "the debug endpoint answers GET (a live request) and POST (a simulated one)"})
 			return
 		}
@@ -266,7 +266,7 @@ func (hl *headerLines) UnmarshalJSON(b []byte) error {
 // and Host.
 func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *problem) {
 	bad := func(status int, detail string) (*http.Request, *problem) {
-		return nil, &problem{Type: ProblemInvalidRequest, Status: status, Detail: detail}
+		return nil, &problem{Type: problemInvalidRequest, Status: status, Detail: detail}
 	}
 	if mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
 		return bad(http.StatusUnsupportedMediaType, "a simulated request is posted as application/json")

@@ -107,7 +107,7 @@ type PolicyResult struct {
 	SkippedReason string
 	// Err is the limiter error behind DecisionError (or the invalid limit
 	// an [Policy].OverrideFunc returned), or the cost function's failure
-	// behind a REJECTED answered with [ProblemInvalidCost].
+	// behind a REJECTED answered with urn:ratekey:problem:invalid-cost.
 	Err error
 	// Store names the limiter store that decided ("memory", "redis", ...:
 	// the package of the limiter's implementation).

@@ -490,8 +490,8 @@ func TestEndedRequestIsNotAStoreFailure(t *testing.T) {
 	if want := []int{503, 503, 503}; !slices.Equal(codes, want) || served != 0 {
 		t.Errorf("ended requests: statuses %v, handler ran %d times; want %v and 0", codes, served, want)
 	}
-	if ct := last.Header().Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(last.Body.String(), middleware.ProblemDelayAbandoned) {
-		t.Errorf("body %s (%s); want the %s problem", last.Body, ct, middleware.ProblemDelayAbandoned)
+	if ct := last.Header().Get("Content-Type"); ct != "application/problem+json" || !strings.Contains(last.Body.String(), "urn:ratekey:problem:delay-abandoned") {
+		t.Errorf("body %s (%s); want the %s problem", last.Body, ct, "urn:ratekey:problem:delay-abandoned")
 	}
 	for _, name := range []string{"ratekey_store_errors_total", "ratekey_fail_open_total"} {
 		if n := seriesCount(t, s.reg, name); n != 0 {

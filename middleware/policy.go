@@ -94,9 +94,8 @@ type Policy struct {
 	// for concurrent use, and must not consume the request body unless it
 	// restores it. A cost it returns that is below 1, or an error, refuses
 	// the request with 400 and the problem
-	// urn:ratekey:problem:invalid-cost naming the policy ([ProblemInvalidCost];
-	// the error text goes to the log and the debug JSON, never to the
-	// client); a cost above the burst (or beyond max_delay's room) is the
+	// urn:ratekey:problem:invalid-cost naming the policy (the error text
+	// goes to the log and the debug JSON, never to the client); a cost above the burst (or beyond max_delay's room) is the
 	// never-satisfiable answer, 429 without Retry-After, as for a fixed cost.
 	// A dry-run policy reports either as REJECTED_DRY_RUN and lets the
 	// request through. Set Cost or CostFunc, not both.

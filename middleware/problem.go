@@ -8,44 +8,44 @@ import (
 // Problem type URIs (RFC 9457 §3.1.1). They are stable identifiers that
 // clients may compare; they are URNs, so nothing is fetched from them.
 const (
-	// ProblemRateLimited: a policy's bucket has no room for the request's cost now.
-	ProblemRateLimited = "urn:ratekey:problem:rate-limited"
-	// ProblemNeverSatisfiable: the request's cost exceeds a policy's burst
+	// problemRateLimited: a policy's bucket has no room for the request's cost now.
+	problemRateLimited = "urn:ratekey:problem:rate-limited"
+	// problemNeverSatisfiable: the request's cost exceeds a policy's burst
 	// (or, with max_delay, would wait longer than max_delay even from a full
 	// bucket), so no amount of waiting admits it (no Retry-After is sent).
-	ProblemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
-	// ProblemDelayAbandoned: the request's context ended (client gone or
+	problemNeverSatisfiable = "urn:ratekey:problem:cost-exceeds-burst"
+	// problemDelayAbandoned: the request's context ended (client gone or
 	// deadline passed) while it waited out a DELAYED decision, or before
 	// the limiter answered.
-	ProblemDelayAbandoned = "urn:ratekey:problem:delay-abandoned"
-	// ProblemStoreUnavailable: the limiter's store failed and the policy fails closed.
-	ProblemStoreUnavailable = "urn:ratekey:problem:store-unavailable"
-	// ProblemInvalidForwarding: the forwarding chain written by a trusted
+	problemDelayAbandoned = "urn:ratekey:problem:delay-abandoned"
+	// problemStoreUnavailable: the limiter's store failed and the policy fails closed.
+	problemStoreUnavailable = "urn:ratekey:problem:store-unavailable"
+	// problemInvalidForwarding: the forwarding chain written by a trusted
 	// proxy holds a malformed entry; the request is refused rather than keyed
 	// by a weaker identity.
-	ProblemInvalidForwarding = "urn:ratekey:problem:invalid-forwarding-chain"
-	// ProblemInvalidToken: the credential failed verification (RFC 6750 §3.1).
-	ProblemInvalidToken = "urn:ratekey:problem:invalid-token"
-	// ProblemInvalidRequest: the credential was presented in a malformed way (RFC 6750 §3.1).
-	ProblemInvalidRequest = "urn:ratekey:problem:invalid-request"
-	// ProblemUnauthenticated: no credential was presented and anonymous access is off.
-	ProblemUnauthenticated = "urn:ratekey:problem:unauthenticated"
-	// ProblemMissingDimension: a policy needs a dimension (account, credential,
+	problemInvalidForwarding = "urn:ratekey:problem:invalid-forwarding-chain"
+	// problemInvalidToken: the credential failed verification (RFC 6750 §3.1).
+	problemInvalidToken = "urn:ratekey:problem:invalid-token"
+	// problemInvalidRequest: the credential was presented in a malformed way (RFC 6750 §3.1).
+	problemInvalidRequest = "urn:ratekey:problem:invalid-request"
+	// problemUnauthenticated: no credential was presented and anonymous access is off.
+	problemUnauthenticated = "urn:ratekey:problem:unauthenticated"
+	// problemMissingDimension: a policy needs a dimension (account, credential,
 	// ...) that the request does not carry and the policy's on_missing is reject.
-	ProblemMissingDimension = "urn:ratekey:problem:missing-dimension"
-	// ProblemKeySourceUnavailable: credentials could not be checked because a
+	problemMissingDimension = "urn:ratekey:problem:missing-dimension"
+	// problemKeySourceUnavailable: credentials could not be checked because a
 	// key source is unreachable.
-	ProblemKeySourceUnavailable = "urn:ratekey:problem:key-source-unavailable"
-	// ProblemInvalidCost: a policy's cost function ([Policy].CostFunc)
+	problemKeySourceUnavailable = "urn:ratekey:problem:key-source-unavailable"
+	// problemInvalidCost: a policy's cost function ([Policy].CostFunc)
 	// failed for the request or returned a cost below 1; 400, naming the
 	// policy, without Retry-After (the same request fails again).
-	ProblemInvalidCost = "urn:ratekey:problem:invalid-cost"
-	// ProblemConcurrencyLimited: an in-flight policy ([limiter.Limit]
+	problemInvalidCost = "urn:ratekey:problem:invalid-cost"
+	// problemConcurrencyLimited: an in-flight policy ([limiter.Limit]
 	// MaxInFlight, nginx limit_conn) has as many of the key's requests
 	// running as it allows; the problem names the policy. Retry-After is
 	// sent only when the policy sets RetryAfter (nobody can tell when a
 	// running request ends).
-	ProblemConcurrencyLimited = "urn:ratekey:problem:concurrency-limited"
+	problemConcurrencyLimited = "urn:ratekey:problem:concurrency-limited"
 )
 
 // problem is the RFC 9457 body. Detail never contains a key, a token or any

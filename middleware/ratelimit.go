@@ -409,10 +409,10 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		pass := ev.Allowed && !ev.Abandoned
 		switch {
 		case ev.Abandoned && ev.Delay > 0:
-			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
+			writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended while it waited out its rate limit delay"})
 		case ev.Abandoned:
-			writeProblem(w, problem{Type: ProblemDelayAbandoned, Status: http.StatusServiceUnavailable,
+			writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
 				Detail: "the request ended before its rate limit was decided"})
 		case !ev.Allowed:
 			p := rejection(h, &ev)
@@ -609,7 +609,7 @@ func rejection(h http.Header, ev *Evaluation) problem {
 	}
 	switch {
 	case missing != nil:
-		p := problem{Type: ProblemMissingDimension, Policy: missing.Policy,
+		p := problem{Type: problemMissingDimension, Policy: missing.Policy,
 			Detail: fmt.Sprintf("policy %s needs a %s: %s", missing.Policy, missing.Missing, missing.SkippedReason)}
 		switch {
 		case missing.Missing == limitkey.DimNetwork:
@@ -625,21 +625,21 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		// The caller's cost function failed or returned less than 1: the
 		// request is malformed for this policy (a batch without items,
 		// say). Its error stays in the log and the debug JSON.
-		return problem{Type: ProblemInvalidCost, Status: http.StatusBadRequest, Policy: badCost.Policy,
+		return problem{Type: problemInvalidCost, Status: http.StatusBadRequest, Policy: badCost.Policy,
 			Title:  "Request cost cannot be determined",
 			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, at least 1)", badCost.Policy)}
 	case storeErr:
 		h.Set("Retry-After", strconv.FormatInt(storeRetry, 10))
-		return problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable,
+		return problem{Type: problemStoreUnavailable, Status: http.StatusServiceUnavailable,
 			Detail: "the rate limit store cannot decide right now"}
 	case never != nil && never.Cost <= never.Limit.Burst:
 		// It fits the burst, but even a full bucket would make it wait
 		// longer than max_delay (see the decision rule of package limiter).
-		return problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds what max_delay allows",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)}
 	case never != nil:
-		return problem{Type: ProblemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
 	case first.Limit.MaxInFlight != 0:
@@ -650,7 +650,7 @@ func rejection(h http.Header, ev *Evaluation) problem {
 			h.Set("Retry-After", strconv.FormatInt(retry, 10))
 			detail += fmt.Sprintf("; retry in %d s", retry)
 		}
-		return problem{Type: ProblemConcurrencyLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+		return problem{Type: problemConcurrencyLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
 			Title: "Concurrency limit exceeded", Detail: detail}
 	default:
 		secs := retry // no policy here is never satisfiable: each has one
@@ -661,7 +661,7 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		if first.overMaxDelay() {
 			detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, secs)
 		}
-		return problem{Type: ProblemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+		return problem{Type: problemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
 			Title: "Rate limit exceeded", Detail: detail}
 	}
 }

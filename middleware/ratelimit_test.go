@@ -70,7 +70,7 @@ func TestRejectionResponse(t *testing.T) {
 		}
 	}
 	p := decodeProblem(t, w.Body.String())
-	if p.Type != middleware.ProblemRateLimited || p.Status != 429 || p.Policy != "per-network" ||
+	if p.Type != "urn:ratekey:problem:rate-limited" || p.Status != 429 || p.Policy != "per-network" ||
 		len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "per-network" {
 		t.Errorf("problem = %+v", p)
 	}
@@ -183,7 +183,7 @@ func TestMissingDimension(t *testing.T) {
 				t.Errorf("WWW-Authenticate = %q, want %q", got, tt.wantAuthn)
 			}
 			if tt.wantCode != 200 {
-				if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemMissingDimension || p.Policy != tt.policy.Name {
+				if p := decodeProblem(t, w.Body.String()); p.Type != "urn:ratekey:problem:missing-dimension" || p.Policy != tt.policy.Name {
 					t.Errorf("problem = %+v", p)
 				}
 			}
@@ -231,7 +231,7 @@ func TestStoreErrorFailsClosedByDefault(t *testing.T) {
 				t.Fatalf("second network: %d, want %d", w.Code, want)
 			}
 			if want == 503 {
-				if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemStoreUnavailable {
+				if p := decodeProblem(t, w.Body.String()); p.Type != "urn:ratekey:problem:store-unavailable" {
 					t.Errorf("problem = %+v", p)
 				}
 				if w.Header().Get("Retry-After") == "" {
@@ -249,7 +249,7 @@ func TestMalformedChainIsRefused(t *testing.T) {
 	if w.Code != 400 {
 		t.Fatalf("got %d, want 400", w.Code)
 	}
-	if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemInvalidForwarding {
+	if p := decodeProblem(t, w.Body.String()); p.Type != "urn:ratekey:problem:invalid-forwarding-chain" {
 		t.Errorf("problem = %+v", p)
 	}
 }
@@ -321,7 +321,7 @@ func TestChainTooLongIsNamed(t *testing.T) {
 	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1",
 		headers: http.Header{"X-Forwarded-For": {strings.Repeat("10.0.0.1, ", 40) + "10.0.0.1"}}})
 	p := decodeProblem(t, w.Body.String())
-	if w.Code != 400 || p.Type != middleware.ProblemInvalidForwarding || p.Detail != "the forwarding chain needs more than 32 entries examined" {
+	if w.Code != 400 || p.Type != "urn:ratekey:problem:invalid-forwarding-chain" || p.Detail != "the forwarding chain needs more than 32 entries examined" {
 		t.Errorf("got %d %+v", w.Code, p)
 	}
 }

@@ -46,7 +46,7 @@ func TestStoreFullRetryAfter(t *testing.T) {
 		if w.Code != 503 || w.Header().Get("Retry-After") != tc.want {
 			t.Errorf("new network at %v: %d, Retry-After %q; want 503, %s", tc.at, w.Code, w.Header().Get("Retry-After"), tc.want)
 		}
-		if p := decodeProblem(t, w.Body.String()); p.Type != middleware.ProblemStoreUnavailable {
+		if p := decodeProblem(t, w.Body.String()); p.Type != "urn:ratekey:problem:store-unavailable" {
 			t.Errorf("new network at %v: problem %+v", tc.at, p)
 		}
 		// The admin's network is a new key too: the debug view shows the same wait.
