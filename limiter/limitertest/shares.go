@@ -19,6 +19,10 @@ func RunShares(t *testing.T, n int64, newLimiter Factory) {
 		l, clk := newLimiter(t)
 		testSharesRandom(t, &harness{l: diagnosticsCleared{l}, clk: clk}, n)
 	})
+	t.Run("SharesSettle", func(t *testing.T) {
+		l, clk := newLimiter(t)
+		testSharesSettle(t, &harness{l: diagnosticsCleared{l}, clk: clk}, n)
+	})
 }
 
 // sharedLimits are limits whose shares of 3 are distinct shapes (so the

@@ -331,6 +331,9 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 	if charged != enforcingOK(reqs, out) {
 		return nil, rounds, errDisagree
 	}
+	if take {
+		reserveParts(parts, reqs, out, final)
+	}
 	for i := range reqs {
 		if l.shard == bySlot {
 			out[i].HashSlot = int(groups[i]) + 1 // the slot whose master decided
