@@ -399,7 +399,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if len(reqs) == 0 {
 		return dst, 0, nil
 	}
-	if l.pre != nil && !slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.Settle }) {
+	if l.pre != nil && !settles(reqs) {
 		// A call with a settling request is decided by Redis: its
 		// Reservation is the shared bucket's TAT (see Limiter.Settle).
 		if len(reqs) == 1 && l.pre.serves(&reqs[0]) {
@@ -496,12 +496,8 @@ func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []lim
 		}
 	}
 
-	settle := take && slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.Settle })
-	k := headArgs + n + 1 + argsPerReq*n
-	if settle {
-		k++ // the script's time, for the Reservations (see gcraScript)
-	}
-	c := getCall(k)
+	settle := take && settles(reqs) // the script then returns its time (see gcraScript)
+	c := getCall(headArgs + n + 1 + argsPerReq*n + btoi(settle))
 	c.s, c.take, c.deadline = &many, take, deadline
 	if n == 1 {
 		c.s = &one
@@ -529,7 +525,7 @@ func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []lim
 		c.setArgs(i, n, name, charge, ceiling)
 	}
 	if settle {
-		c.args[k-1] = "t"
+		c.args[len(c.args)-1] = "t"
 	}
 
 	var b *batcher
@@ -593,6 +589,19 @@ func (l *Limiter) direct(ctx context.Context, dst []limiter.Decision, reqs []lim
 		l.deny.done(&reqs[0], c.sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)
 	}
 	return dst, 1, nil
+}
+
+// settles reports whether reqs holds a settling request.
+func settles(reqs []limiter.Request) bool {
+	return slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.Settle })
+}
+
+// btoi returns 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // waitProbe waits while another call of r's bucket is its probe (ch, from
