@@ -287,8 +287,8 @@ func TestSettleDebtRetryAfter(t *testing.T) {
 	if got := w.Header().Get("RateLimit"); got != `"llm";r=500;t=1800` {
 		t.Errorf("RateLimit of the reservation: %q; want %q", got, `"llm";r=500;t=1800`)
 	}
-	// 1000 tokens owed beyond the empty bucket... the next 500 fit after
-	// 1500 - 1000 + 500 = 1000 tokens of repayment: 3600 s.
+	// The bucket of 1000 owes 1500 tokens: the next 500 fit once 1000
+	// are repaid, 3600 s.
 	w, _ = g.do()
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3600" {
 		t.Fatalf("after a debt: %d, Retry-After %q; want 429, 3600", w.Code, w.Header().Get("Retry-After"))
@@ -560,4 +560,84 @@ func testSettleExactness(t *testing.T, store limiter.Limiter) {
 		total += want
 	}
 	t.Logf("%d requests, %d buckets, %d tokens settled, each bucket exact", workers*each, len(spent), total)
+}
+
+// plannedAuth is an authenticator whose principals (tenant acme) carry the
+// plan and account the test names in headers: a stand-in for verified
+// credentials.
+type plannedAuth struct{}
+
+func (plannedAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
+	return identity.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: identity.MethodJWT}, nil
+}
+
+// TestSettlePlans: quotas by plan in the units that matter, one settling
+// policy with a plan override: free 100 000 tokens a day, pro 5 000 000.
+// Each plan's bucket spends exactly what its requests settled at, and a
+// free account past its quota is refused with the Retry-After of its
+// debt, while a pro account with the same usage is not.
+func TestSettlePlans(t *testing.T) {
+	daily := func(n int64) limiter.Limit {
+		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 24 * time.Hour}, Burst: n}
+	}
+	p := middleware.Policy{Name: "tokens", Key: []identity.Dimension{identity.DimTenant, identity.DimPlan, identity.DimAccount},
+		Limit: daily(100_000), Cost: 1000, Settle: true, MaxCost: 1_000_000,
+		Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5_000_000)}}}
+	clk := clocktest.NewManualClock()
+	store := memory.New(memory.Options{Clock: clk})
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []middleware.Policy{p},
+		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(middleware.Authenticate(plannedAuth{}, middleware.AuthOptions{}), rl.Handler)
+	r.Post("/v1/complete", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(r.Header.Get("Tokens"), 10, 64)
+		if err := middleware.ReportCost(r.Context(), "tokens", n); err != nil {
+			t.Error(err)
+		}
+	})
+	send := func(plan string, tokens int64) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/complete", nil)
+		req.Header.Set("Plan", plan)
+		req.Header.Set("Account", plan+"-user")
+		req.Header.Set("Tokens", strconv.FormatInt(tokens, 10))
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w
+	}
+	for _, plan := range []string{"free", "pro"} {
+		for _, tokens := range []int64{40_000, 50_000, 30_000} { // 120 000: 20 000 past the free quota
+			if w := send(plan, tokens); w.Code != http.StatusOK {
+				t.Fatalf("%s, %d tokens: %d %s", plan, tokens, w.Code, w.Body)
+			}
+		}
+	}
+	// free owes 20 000 tokens (0.864 s each) and reserves 1000 more:
+	// 21 000 tokens of repayment, 18 144 s.
+	if w := send("free", 10); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "18144" {
+		t.Errorf("free past its quota: %d, Retry-After %q; want 429, 18144", w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := send("pro", 10); w.Code != http.StatusOK {
+		t.Errorf("pro: %d; want 200", w.Code)
+	}
+	for _, c := range []struct {
+		plan  string
+		limit limiter.Limit
+		want  int64 // tokens left
+	}{{"free", daily(100_000), 0}, {"pro", daily(5_000_000), 5_000_000 - 120_000 - 10}} {
+		key := "tokens|tenant=acme|plan=" + c.plan + "|account=" + c.plan + "-user"
+		d, err := store.Peek(context.Background(), nil, []limiter.Request{{Key: key, Limit: c.limit, Cost: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := d[0].Remaining
+		if d[0].Allowed {
+			left++
+		}
+		if left != c.want {
+			t.Errorf("%s: %d tokens left; want %d", c.plan, left, c.want)
+		}
+	}
 }
