@@ -104,10 +104,11 @@ import "context"
 //   - Settle needs a context that outlives the request
 //     (context.WithoutCancel). A non-nil error means the outcome is
 //     unknown; the caller never retries it (a resend would settle twice).
-//     Errors wrap [ErrInvalidRequest] for mismatched slices, a negative
-//     actual, an actual whose charge (actual × interval) exceeds 2^53-1 ns
-//     (about 104 days of the rate), or a Reservation on a malformed,
-//     in-flight or non-settling request (nothing settled).
+//     Errors wrap [ErrInvalidRequest] for mismatched slices and, for an
+//     entry that would change something (a Reservation and an actual other
+//     than Cost), a negative actual, an actual whose charge (actual ×
+//     interval) exceeds 2^53-1 ns (about 104 days of the rate), or a
+//     malformed, in-flight or non-settling request (nothing settled).
 type Limiter interface {
 	// Take decides reqs, appends their Decisions to dst and, if every
 	// decision is Allowed, charges every bucket; see the Limiter contract.

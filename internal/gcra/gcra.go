@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
@@ -50,17 +51,8 @@ func Decide(tat, now int64, l limiter.Limit, cost int64) (limiter.Decision, int6
 // and every store refuses the same settles.
 const MaxSettle = 1<<53 - 1
 
-// SettleDelta returns what a settle of actual tokens changes for a
-// reservation of cost tokens under l's share of n (n <= 1: l itself): (actual
-// - cost) × the share's interval, in ns; positive for a debt, negative for
-// a refund. l must pass [limiter.Limit.Validate] and have a share of n, and
-// actual × interval must not exceed [MaxSettle] (see [ValidateSettle]).
-func SettleDelta(l *limiter.Limit, cost, actual, n int64) int64 {
-	return (actual - cost) * intervalOf(l, n)
-}
-
 // Settle returns the TAT of a bucket whose TAT is tat at now after a settle
-// of delta ns ([SettleDelta]) of a reservation whose charge left the
+// of delta ns (see [ValidateSettle]) of a reservation whose charge left the
 // bucket's TAT at reserved (limiter.Decision.Reservation), and whether it
 // changed. A debt (delta > 0) is charged unconditionally: max(tat, now) +
 // delta, saturating. A refund (delta < 0) moves tat back by r = min(-delta,
@@ -80,33 +72,44 @@ func Settle(tat, now, reserved, delta int64) (int64, bool) {
 }
 
 // ValidateSettle checks the arguments of [limiter.Limiter.Settle] for a
-// store that decides at the share of n: as many Decisions and actual costs
-// as requests, and every request holding a Reservation a valid settling
-// token bucket whose actual is >= 0 and whose actual × interval (at the
-// share) is at most [MaxSettle]. The error wraps
-// [limiter.ErrInvalidRequest] and names the index, never the key.
-func ValidateSettle(reqs []limiter.Request, ds []limiter.Decision, actual []int64, n int64) error {
+// store that decides at the share of n, and sets deltas[i] (deltas holds
+// at least len(reqs)) to what settling reqs[i] changes, in ns: (actual[i]
+// - Cost) × the share's interval, positive for a debt, negative for a
+// refund; 0 for an entry without a Reservation or whose actual equals its
+// Cost, which changes nothing and is not checked further. It checks that
+// there are as many Decisions and actual costs as requests, and that every
+// entry that changes something is a valid settling token bucket whose
+// actual is >= 0 and whose actual × interval (at the share) is at most
+// [MaxSettle]. The error wraps [limiter.ErrInvalidRequest] and names the
+// index, never the key. One pass, no allocation.
+func ValidateSettle(reqs []limiter.Request, ds []limiter.Decision, actual []int64, n int64, deltas []int64) error {
 	if len(reqs) != len(ds) || len(reqs) != len(actual) {
 		return fmt.Errorf("%w: settle of %d requests with %d decisions and %d costs", limiter.ErrInvalidRequest, len(reqs), len(ds), len(actual))
 	}
 	for i := range reqs {
-		if ds[i].Reservation == 0 {
+		deltas[i] = 0
+		r := &reqs[i]
+		if ds[i].Reservation == 0 || actual[i] == r.Cost {
 			continue
 		}
-		r := &reqs[i]
 		err := validate(*r)
+		var t int64
 		switch {
 		case err != nil:
 		case r.Limit.MaxInFlight != 0 || !r.Settle:
 			err = errSettle
 		case actual[i] < 0:
 			err = fmt.Errorf("actual cost %d is negative", actual[i])
-		case actual[i] > MaxSettle/intervalOf(&r.Limit, n):
-			err = fmt.Errorf("actual cost %d at %v exceeds the largest settle (2^53-1 ns of the rate)", actual[i], r.Limit.Rate)
+		default:
+			t = intervalOf(&r.Limit, n)
+			if hi, lo := bits.Mul64(uint64(actual[i]), uint64(t)); hi != 0 || lo > MaxSettle {
+				err = fmt.Errorf("actual cost %d at %v exceeds the largest settle (2^53-1 ns of the rate)", actual[i], r.Limit.Rate)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
 		}
+		deltas[i] = (actual[i] - r.Cost) * t
 	}
 	return nil
 }

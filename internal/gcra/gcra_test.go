@@ -160,9 +160,11 @@ func TestSettle(t *testing.T) {
 	}
 }
 
-// TestValidateSettle: mismatched slices, and a reservation on a request
-// that does not settle, with a negative actual or one beyond MaxSettle, are
-// refused naming the index; entries without a Reservation are not looked at.
+// TestValidateSettle: the change each entry makes, in ns (at a share too);
+// mismatched slices, and a reservation on a request that does not settle,
+// with a negative actual or one beyond MaxSettle, are refused naming the
+// index; entries without a Reservation, or settled at their cost, change
+// nothing and are not looked at.
 func TestValidateSettle(t *testing.T) {
 	perSec := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 5}
 	settling := limiter.Request{Key: "k", Limit: perSec, Cost: 2, Settle: true}
@@ -177,25 +179,32 @@ func TestValidateSettle(t *testing.T) {
 		actual  []int64
 		n       int64
 		wantErr string
+		delta   int64 // deltas[0] when valid
 	}{
-		{"ok", []limiter.Request{settling}, reserved, []int64{7}, 1, ""},
-		{"largest", []limiter.Request{settling}, reserved, []int64{maxActual}, 1, ""},
-		{"no reservation: not checked", []limiter.Request{{}}, []limiter.Decision{{}}, []int64{-1}, 1, ""},
-		{"lengths", []limiter.Request{settling}, reserved, nil, 1, "limiter: invalid request: settle of 1 requests with 1 decisions and 0 costs"},
-		{"not settling", []limiter.Request{plain}, reserved, []int64{1}, 1, "limiter: invalid request: request 0: a reservation for a request that does not settle"},
-		{"negative", []limiter.Request{settling}, reserved, []int64{-1}, 1, "limiter: invalid request: request 0: actual cost -1 is negative"},
-		{"too large", []limiter.Request{settling}, reserved, []int64{maxActual + 1}, 1, "limiter: invalid request: request 0: actual cost 9007200 at 1/s exceeds the largest settle (2^53-1 ns of the rate)"},
-		{"too large at a share", []limiter.Request{settling}, reserved, []int64{maxActual/3 + 1}, 3, "limiter: invalid request: request 0: actual cost 3002400 at 1/s exceeds the largest settle (2^53-1 ns of the rate)"},
-		{"malformed", []limiter.Request{{Key: "", Limit: perSec, Cost: 1, Settle: true}}, reserved, []int64{1}, 1, "limiter: invalid request: request 0: empty key"},
-		{"in-flight", []limiter.Request{{Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1, Settle: true}}, reserved, []int64{1}, 1, "limiter: invalid request: request 0: an in-flight cap cannot settle (settle is for token buckets)"},
+		{"ok", []limiter.Request{settling}, reserved, []int64{7}, 1, "", 5 * int64(time.Second)},
+		{"refund", []limiter.Request{settling}, reserved, []int64{0}, 1, "", -2 * int64(time.Second)},
+		{"refund at a share", []limiter.Request{settling}, reserved, []int64{1}, 3, "", -3 * int64(time.Second)},
+		{"largest", []limiter.Request{settling}, reserved, []int64{maxActual}, 1, "", (maxActual - 2) * int64(time.Second)},
+		{"no reservation: not checked", []limiter.Request{{}}, []limiter.Decision{{}}, []int64{-1}, 1, "", 0},
+		{"at the reservation: not checked", []limiter.Request{{}}, reserved, []int64{0}, 1, "", 0},
+		{"lengths", []limiter.Request{settling}, reserved, nil, 1, "limiter: invalid request: settle of 1 requests with 1 decisions and 0 costs", 0},
+		{"not settling", []limiter.Request{plain}, reserved, []int64{1}, 1, "limiter: invalid request: request 0: a reservation for a request that does not settle", 0},
+		{"negative", []limiter.Request{settling}, reserved, []int64{-1}, 1, "limiter: invalid request: request 0: actual cost -1 is negative", 0},
+		{"too large", []limiter.Request{settling}, reserved, []int64{maxActual + 1}, 1, "limiter: invalid request: request 0: actual cost 9007200 at 1/s exceeds the largest settle (2^53-1 ns of the rate)", 0},
+		{"too large at a share", []limiter.Request{settling}, reserved, []int64{maxActual/3 + 1}, 3, "limiter: invalid request: request 0: actual cost 3002400 at 1/s exceeds the largest settle (2^53-1 ns of the rate)", 0},
+		{"malformed", []limiter.Request{{Key: "", Limit: perSec, Cost: 1, Settle: true}}, reserved, []int64{2}, 1, "limiter: invalid request: request 0: empty key", 0},
+		{"in-flight", []limiter.Request{{Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1, Settle: true}}, reserved, []int64{2}, 1, "limiter: invalid request: request 0: an in-flight cap cannot settle (settle is for token buckets)", 0},
 	}
 	for _, tc := range tests {
-		err := ValidateSettle(tc.reqs, tc.ds, tc.actual, tc.n)
+		deltas := make([]int64, len(tc.reqs))
+		err := ValidateSettle(tc.reqs, tc.ds, tc.actual, tc.n, deltas)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: %v; want nil", tc.name, err)
 		case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !errors.Is(err, limiter.ErrInvalidRequest)):
 			t.Errorf("%s: %v; want %q wrapping ErrInvalidRequest", tc.name, err, tc.wantErr)
+		case err == nil && deltas[0] != tc.delta:
+			t.Errorf("%s: delta %d; want %d", tc.name, deltas[0], tc.delta)
 		}
 	}
 }

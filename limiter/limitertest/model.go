@@ -97,17 +97,20 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 // ds[i] (the model's own Decisions) with a Reservation: gcra.Settle on the
 // bucket's TAT (a full one when untracked).
 func (m *model) settle(reqs []limiter.Request, ds []limiter.Decision, actual []int64, now int64) {
-	for i := range reqs {
-		r := &reqs[i]
-		if ds[i].Reservation == 0 || actual[i] == r.Cost {
+	deltas := make([]int64, len(reqs))
+	if err := gcra.ValidateSettle(reqs, ds, actual, 1, deltas); err != nil {
+		panic(err) // the suite settles valid requests only
+	}
+	for i, delta := range deltas {
+		if delta == 0 {
 			continue
 		}
-		id := idOf(r)
+		id := idOf(&reqs[i])
 		tat, ok := m.tats[id]
 		if !ok {
 			tat = now
 		}
-		if next, changed := gcra.Settle(tat, now, ds[i].Reservation, gcra.SettleDelta(&r.Limit, r.Cost, actual[i], 1)); changed {
+		if next, changed := gcra.Settle(tat, now, ds[i].Reservation, delta); changed {
 			m.tats[id] = next
 		}
 	}

@@ -26,15 +26,19 @@ import (
 // (it was full again and evicted) when the store is full: that debt is
 // lost, and the other requests are settled. Safe for concurrent use.
 func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
-	if err := gcra.ValidateSettle(reqs, ds, actual, l.replicas); err != nil {
+	var buf [smallCall]int64
+	deltas := buf[:]
+	if len(reqs) > smallCall {
+		deltas = make([]int64, len(reqs))
+	}
+	if err := gcra.ValidateSettle(reqs, ds, actual, l.replicas, deltas); err != nil {
 		return err
 	}
 	var err error
-	for i := range reqs {
-		if ds[i].Reservation == 0 || actual[i] == reqs[i].Cost {
+	for i, delta := range deltas[:len(reqs)] {
+		if delta == 0 {
 			continue
 		}
-		delta := gcra.SettleDelta(&reqs[i].Limit, reqs[i].Cost, actual[i], l.replicas)
 		if e := l.settle(&reqs[i], ds[i].Reservation, delta); e != nil && err == nil {
 			err = fmt.Errorf("%w: request %d: a debt of %d tokens could not be charged", e, i, actual[i]-reqs[i].Cost)
 		}
@@ -42,8 +46,8 @@ func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limit
 	return err
 }
 
-// settle applies a settle of delta ns (gcra.SettleDelta) to r's bucket,
-// whose reservation left it at TAT reserved.
+// settle applies a settle of delta ns (see gcra.ValidateSettle) to r's
+// bucket, whose reservation left it at TAT reserved.
 func (l *Limiter) settle(r *limiter.Request, reserved, delta int64) error {
 	h := l.bucket(r)
 	s := &l.shards[h&l.mask]

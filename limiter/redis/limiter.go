@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -746,14 +747,9 @@ func decideOne(cmd *goredis.Cmd, r *limiter.Request, out *limiter.Decision, sett
 	var d, at int64
 	var err error
 	if settle {
-		var vals []int64
-		if vals, err = cmd.Int64Slice(); err == nil && len(vals) != 3 {
-			err = fmt.Errorf("%d values", len(vals))
-		}
-		if err == nil {
-			if d, at = vals[0], replyTime(vals[1], vals[2]); at < 0 {
-				err = fmt.Errorf("time %d %d", vals[1], vals[2])
-			}
+		var txt string
+		if txt, err = cmd.Text(); err == nil {
+			d, at, err = parseTimed(txt)
 		}
 	} else {
 		d, err = cmd.Int64()
@@ -770,6 +766,25 @@ func decideOne(cmd *goredis.Cmd, r *limiter.Request, out *limiter.Decision, sett
 		reserve(r, out, at, d)
 	}
 	return charged, d, nil
+}
+
+// parseTimed parses oneScript's reply to a settling call, "d sec nsec":
+// the integer reply d and the time of the decision (ns since the epoch of
+// the script's clock).
+func parseTimed(reply string) (d, at int64, err error) {
+	var v [3]int64
+	txt := reply
+	for i := range v {
+		f, rest, _ := strings.Cut(txt, " ")
+		if v[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("reply %q", reply)
+		}
+		txt = rest
+	}
+	if at = replyTime(v[1], v[2]); at < 0 || txt != "" {
+		return 0, 0, fmt.Errorf("reply %q", reply)
+	}
+	return v[0], at, nil
 }
 
 // replyTime returns the time of a script's reply, (sec, nsec), in ns since

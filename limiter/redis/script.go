@@ -224,7 +224,8 @@ end
 // against, if the call charges (for a peek: would charge), and -1 - d if it
 // does not: the {charged, debt_1} of gcraScript in one integer; with a
 // fourth argument (a settling request: see gcraScript's ARGV[2n+2]),
-// {that integer, sec, nsec}.
+// "<that integer> <sec> <nsec>", a string (the client parses it without
+// allocating, where an array reply costs it four allocations).
 const oneScript = luaPrelude + `
 local k = KEYS[1]
 
@@ -241,7 +242,7 @@ if not (` + luaFits + `) then
 elseif take then
   store(k, d + charge)
 end
-if ARGV[4] then return {r, sec, nsec} end
+if ARGV[4] then return string.format('%d %d %d', r, sec, nsec) end
 return r
 `
 

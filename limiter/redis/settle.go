@@ -87,18 +87,25 @@ type settling struct {
 // says (nothing sent), ctx.Err(), or [ErrTimeout] (within
 // [Options.Timeout]). Safe for concurrent use.
 func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
-	if err := gcra.ValidateSettle(reqs, ds, actual, 1); err != nil {
+	var dbuf [callReqs]int64
+	deltas := dbuf[:]
+	if len(reqs) > callReqs {
+		deltas = make([]int64, len(reqs))
+	}
+	if err := gcra.ValidateSettle(reqs, ds, actual, 1, deltas); err != nil {
 		return err
 	}
-	var todo []settling
-	for i := range reqs {
-		r := &reqs[i]
-		if ds[i].Reservation == 0 || actual[i] == r.Cost {
+	var buf [callReqs]settling
+	todo := buf[:0]
+	one := true // every bucket in one group: one call
+	for i, x := range deltas[:len(reqs)] {
+		if x == 0 {
 			continue
 		}
+		r := &reqs[i]
 		name, h := l.names.name(r)
-		todo = append(todo, settling{r: r, name: name, group: l.groupOf(h),
-			x: gcra.SettleDelta(&r.Limit, r.Cost, actual[i], 1), tat1: ds[i].Reservation})
+		todo = append(todo, settling{r: r, name: name, group: l.groupOf(h), x: x, tat1: ds[i].Reservation})
+		one = one && todo[len(todo)-1].group == todo[0].group
 	}
 	if len(todo) == 0 {
 		return nil
@@ -106,6 +113,27 @@ func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limit
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var err error
+	if one {
+		err = l.settleGroup(ctx, todo)
+	} else {
+		err = l.settleGroups(ctx, todo)
+	}
+	if l.deny != nil {
+		for _, s := range todo {
+			if s.x < 0 {
+				l.deny.refund(s.r, -s.x)
+			}
+		}
+	}
+	return err
+}
+
+// settleGroups sends the settles of todo, which span several groups
+// (Cluster slots or Ring tags), one settleScript call per group, in
+// parallel (the first on this goroutine), and returns the first error.
+func (l *Limiter) settleGroups(ctx context.Context, todo []settling) error {
+	todo = slices.Clone(todo) // handed to goroutines
 	slices.SortStableFunc(todo, func(a, b settling) int { return int(a.group) - int(b.group) })
 	var groups [][]settling
 	for i := 0; i < len(todo); {
@@ -116,7 +144,6 @@ func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limit
 		groups = append(groups, todo[i:j])
 		i = j
 	}
-	// One call per group, in parallel, the first on this goroutine.
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	for g := 1; g < len(groups); g++ {
@@ -124,11 +151,6 @@ func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limit
 	}
 	errs[0] = l.settleGroup(ctx, groups[0])
 	wg.Wait()
-	for _, s := range todo {
-		if s.x < 0 && l.deny != nil {
-			l.deny.refund(s.r, -s.x)
-		}
-	}
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -153,7 +175,12 @@ func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
 		c.setSettleArgs(j, m, &todo[j])
 	}
 	var b *batcher
-	if l.maxBatch > 1 && l.shard != byTag {
+	switch {
+	case l.maxBatch <= 1 || l.shard == byTag:
+	case l.shard == oneServer:
+		b = &l.single
+	default:
+		// MasterForKey may load the slot map: under the deadline.
 		tctx, cancel := context.WithDeadline(ctx, c.deadline)
 		b = l.batcherFor(tctx, todo[0].name)
 		cancel()
