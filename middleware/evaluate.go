@@ -205,8 +205,10 @@ type Evaluation struct {
 // none is charged; dry-run policies follow the [limiter.Limiter] rule);
 // with charge false nothing is spent (the debug endpoint's would-be
 // decision). An in-flight policy's slot is taken and released again before
-// Check returns: only the Handler holds slots, while the handler runs.
-// Check neither waits nor writes: the Handler does. It reads the
+// Check returns: only the Handler holds slots, while the handler runs; a
+// settling policy's reservation stands as the cost (only the Handler
+// settles, when the handler returns). Check neither waits nor writes: the
+// Handler does. It reads the
 // client address and principal that [ClientAddress] and [Authenticate]
 // stored in r's context, and the configuration current when it starts
 // (see [RateLimiter.Reload]). Safe for concurrent use.

@@ -162,15 +162,18 @@ func settledJSON(t *testing.T, rec *middleware.Record, name string) (reserved, s
 // TestSettleOutcomes is the table of what a request settles at: the cost
 // reported, clamped to max_cost; the reservation when nothing was reported
 // (a panic before the report, a client gone before it); the first of two
-// reports; never a report after the handler returned. Each row starts from
-// a full bucket of 1000 tokens, reserves 500, and checks the handler's
-// report errors, the Record's "reserved" and "settled", the tokens left and
-// the metrics.
+// reports; never a report after the handler returned; a dry-run policy is
+// accounted the same way (TestSettleDryRun: never enforced); a reservation
+// admitted with a delay (nginx delay) settles after its wait. Each row
+// starts from a full bucket of 1000 tokens, reserves 500, and checks the
+// handler's report errors, the Record's "reserved" and "settled", the
+// tokens left and the metrics.
 func TestSettleOutcomes(t *testing.T) {
 	type row struct {
 		name    string
 		serve   func(errs *[]string, late *func()) http.HandlerFunc
-		cancel  bool // the client goes away while the handler runs (before it reports)
+		cancel  bool                     // the client goes away while the handler runs (before it reports)
+		policy  func(*middleware.Policy) // changes llm()
 		settled int64
 		tokens  int64
 		errs    []string
@@ -228,11 +231,19 @@ func TestSettleOutcomes(t *testing.T) {
 			settled: 100, tokens: 900},
 		{name: "client gone, nothing reported", cancel: true, serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm") },
 			settled: 500, tokens: 500},
+		{name: "dry run: accounted", policy: func(p *middleware.Policy) { p.DryRun = true },
+			serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm", 1500) }, settled: 1500, tokens: 0, debts: 1},
+		{name: "delayed admission (nginx delay)", policy: func(p *middleware.Policy) { p.Limit.DelayAfter, p.Limit.MaxDelay = 490, 40*time.Second },
+			serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm", 100) }, settled: 100, tokens: 900},
 	}
 	plain := middleware.Policy{Name: "plain", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 10}}
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newSettleRig(t, llm(), plain)
+			p := llm()
+			if tc.policy != nil {
+				tc.policy(&p)
+			}
+			g := newSettleRig(t, p, plain)
 			var errs []string
 			var late func()
 			serve := tc.serve(&errs, &late)
@@ -261,7 +272,10 @@ func TestSettleOutcomes(t *testing.T) {
 			if reserved, settled := settledJSON(t, rec, "plain"); reserved != "null" || settled != "null" {
 				t.Errorf(`plain: "reserved": %s, "settled": %s; want null, null`, reserved, settled)
 			}
-			if n := g.tokens(llm()); n != tc.tokens {
+			if strings.HasPrefix(tc.name, "delayed") && fmt.Sprint(g.waits) != "[36s]" {
+				t.Errorf("waited %v; want [36s] (10 tokens past delay_after, at 3.6 s)", g.waits)
+			}
+			if n := g.tokens(p); n != tc.tokens {
 				t.Errorf("%d tokens left; want %d", n, tc.tokens)
 			}
 			if got := series(t, g.reg, "ratekey_settled_cost_total", "policy", "llm"); got != float64(tc.settled) {
@@ -639,5 +653,23 @@ func TestSettlePlans(t *testing.T) {
 		if left != c.want {
 			t.Errorf("%s: %d tokens left; want %d", c.plan, left, c.want)
 		}
+	}
+}
+
+// TestSettleCostFunc: with a cost function, its answer is the reservation
+// (300 here, for a request asking for up to 300 tokens), and the report
+// replaces it.
+func TestSettleCostFunc(t *testing.T) {
+	p := llm()
+	p.Cost, p.CostFunc = 0, func(*http.Request) (int64, error) { return 300, nil }
+	g := newSettleRig(t, p)
+	var errs []string
+	g.serve = reports(&errs, "llm", 120)
+	_, rec := g.do()
+	if reserved, settled := settledJSON(t, rec, "llm"); reserved != "300" || settled != "120" || len(errs) > 0 {
+		t.Errorf(`"reserved": %s, "settled": %s, errors %q; want 300, 120`, reserved, settled, errs)
+	}
+	if n := g.tokens(p); n != 880 {
+		t.Errorf("%d tokens; want 880", n)
 	}
 }
