@@ -673,3 +673,41 @@ func TestSettleCostFunc(t *testing.T) {
 		t.Errorf("%d tokens; want 880", n)
 	}
 }
+
+// TestSettleTwoPhases: a pre-auth settling policy and a main one each
+// reserve in their phase; one report for every policy ("") settles both,
+// each when its own phase's handler returns, into its own bucket.
+func TestSettleTwoPhases(t *testing.T) {
+	clk := clocktest.NewManualClock()
+	store := memory.New(memory.Options{Clock: clk})
+	pre, main := llm(), llm()
+	pre.Name, pre.PreAuth, pre.Cost = "pre", true, 200
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []middleware.Policy{pre, main},
+		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	r.Use(rl.PreAuthHandler, rl.Handler)
+	r.Post("/v1/complete", reports(&errs, "", 100))
+	ctx, rec := middleware.WithRecord(context.Background())
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/complete", nil).WithContext(ctx))
+	if w.Code != http.StatusOK || len(errs) > 0 {
+		t.Fatalf("%d, report errors %q", w.Code, errs)
+	}
+	for _, c := range []struct {
+		p                 middleware.Policy
+		reserved, settled string
+		tokens            int64
+	}{{pre, "200", "100", 900}, {main, "500", "100", 900}} {
+		if reserved, settled := settledJSON(t, rec, c.p.Name); reserved != c.reserved || settled != c.settled {
+			t.Errorf("%s: reserved %s, settled %s; want %s, %s", c.p.Name, reserved, settled, c.reserved, c.settled)
+		}
+		d, err := store.Peek(context.Background(), nil, []limiter.Request{{Key: c.p.Name, Limit: c.p.Limit, Cost: 1}})
+		if err != nil || d[0].Remaining+1 != c.tokens {
+			t.Errorf("%s: %+v %v; want %d tokens", c.p.Name, d, err, c.tokens)
+		}
+	}
+}
