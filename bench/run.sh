@@ -37,6 +37,7 @@ groups=(
 	"Loopback      ^BenchmarkLoopback$                   100000x  $COUNT"
 	"Stages        ^BenchmarkLoopbackStages$             50000x   $COUNT"
 	"Redis         ^BenchmarkPeersInterleaved$           20000x   $COUNT"
+	"Settle        ^BenchmarkSettle(Memory|Redis)$       200000x  $COUNT"
 )
 start=$SECONDS
 for g in "${groups[@]}"; do

@@ -77,6 +77,15 @@ type Decision struct {
 	// Never is Cost > MaxInFlight; Delay, RetryAfter and ResetAfter are 0
 	// (no store can tell when a running request will end).
 	Slot uint64
+	// Reservation is non-zero when this Take charged a settling request
+	// ([Request].Settle): the caller may hand this Decision, with its
+	// Request and the actual cost, to [Limiter.Settle], once, when the
+	// work ends. Its value belongs to the store (the memory and Redis
+	// stores put there the bucket's theoretical arrival time right after
+	// the charge, in ns of their clock, which caps a refund); callers only
+	// test it against 0. It is 0 for every other request, for Peek, and
+	// for requests the call did not charge.
+	Reservation int64
 	// InFlight is, for an in-flight cap, the slots held: after this
 	// request if Allowed (its Cost included, whether or not the call
 	// charged it, as for Remaining), now otherwise. It may exceed

@@ -77,6 +77,35 @@
 // nginx mapping: limit_conn zone N is MaxInFlight N (Cost 1);
 // limit_conn_dry_run is a DryRun request.
 //
+// # Reserve, then settle
+//
+// Some costs are known only after the work: the tokens a language model
+// generated, the rows a query scanned, the bytes a download streamed. A
+// settling request ([Request].Settle) reserves its Cost (an estimate) at
+// admission, under the decision rule above, and [Limiter.Settle] replaces
+// the reservation with the actual cost a when the work is done. With c the
+// reserved Cost, T the interval, TAT1 the theoretical arrival time the
+// reservation's charge left and debt the bucket's debt now:
+//
+//   - a > c: the difference is charged unconditionally (the work is done):
+//     the debt becomes debt + (a-c)·T, beyond the window if need be, so the
+//     bucket may be in debt; later requests are rejected (or delayed) until
+//     it is repaid at the rate, and their RetryAfter is exactly the time
+//     the repayment takes (Envoy's apply_on_stream_done, gubernator's
+//     DRAIN_OVER_LIMIT).
+//   - a < c: the difference is refunded, capped: the debt shrinks by
+//     r = min((c-a)·T, TAT1 - now), the part of the reservation not yet
+//     refilled, and never below 0 (a full bucket). So a refund never
+//     fills a bucket past full and never gives back tokens another
+//     request's later charge took (the same rule as the refunds across
+//     Redis Cluster slots, limiter/redis "Refunds and the bounds they
+//     keep"): the bucket is never fuller than had the reservation been a
+//     from the start.
+//   - a = c, or no Settle at all: the reservation stands as the cost.
+//
+// While the bucket does not refill to full between a reservation and its
+// settle, the tokens it spends are exactly the sum of the settled costs.
+//
 // # Several limits per request
 //
 // A [Limiter] decides every [Request] of one call atomically and

@@ -81,6 +81,34 @@ import "context"
 //     errors.ErrUnsupported (and ErrInvalidRequest), before touching its
 //     state. It never sets a Slot, and its Release, given none, frees
 //     nothing and returns nil.
+//
+// A token-bucket request may settle ([Request].Settle): its Cost is a
+// reservation, an estimate charged by Take like any cost, which Settle
+// replaces with the actual cost once the work is done (an LLM's tokens, a
+// query's rows, a download's bytes: costs known only afterwards). See the
+// package documentation ("Reserve, then settle") for the rule:
+//
+//   - A Take that charges a settling request sets its Decision's
+//     Reservation (non-zero, the store's record of the charge; 0 for
+//     every other request, for Peek, and for requests the call did not
+//     charge).
+//   - Settle(ctx, reqs, ds, actual) settles every reqs[i] whose ds[i] has
+//     a non-zero Reservation at actual[i] tokens (>= 0): the requests of
+//     one Take call and the Decisions it returned, whole or in part (the
+//     other entries are ignored), len(ds) == len(reqs) == len(actual). An
+//     actual equal to Cost changes nothing and costs no store call. Each
+//     Decision with a Reservation is settled at most once: a second
+//     Settle of it charges or refunds again (a store cannot tell), so
+//     callers settle once, after the work, and a missing Settle keeps the
+//     reservation as the cost.
+//   - Settle needs a context that outlives the request
+//     (context.WithoutCancel). A non-nil error means the outcome is
+//     unknown; the caller never retries it (a resend would settle twice).
+//     Errors wrap [ErrInvalidRequest] for mismatched slices and, for an
+//     entry that would change something (a Reservation and an actual other
+//     than Cost), a negative actual, an actual whose charge (actual ×
+//     interval) exceeds 2^53-1 ns (about 104 days of the rate), or a
+//     malformed, in-flight or non-settling request (nothing settled).
 type Limiter interface {
 	// Take decides reqs, appends their Decisions to dst and, if every
 	// decision is Allowed, charges every bucket; see the Limiter contract.
@@ -91,4 +119,8 @@ type Limiter interface {
 	// Release frees the in-flight slots that a Take took (the Decisions
 	// with a non-zero Slot); see the Limiter contract.
 	Release(ctx context.Context, reqs []Request, ds []Decision) error
+	// Settle replaces the reservations a Take charged (the Decisions with
+	// a non-zero Reservation) by the actual costs; see the Limiter
+	// contract.
+	Settle(ctx context.Context, reqs []Request, ds []Decision, actual []int64) error
 }

@@ -35,4 +35,12 @@ type Request struct {
 	// see the [Limiter] contract. The caller never rejects or delays on its
 	// Decision.
 	DryRun bool
+	// Settle makes Cost a reservation: an estimate, charged by Take under
+	// the usual rule, that [Limiter.Settle] replaces with the actual cost
+	// once the work is done (a refund below it, a debt above it). A Take
+	// that charges the request sets its Decision's Reservation. A dry-run
+	// request may settle too (its bucket evolves as in enforcing mode).
+	// Token buckets only: Take refuses a settling in-flight request with
+	// [ErrInvalidRequest].
+	Settle bool
 }

@@ -42,6 +42,8 @@ type collectors struct {
 	fallback       *prometheus.CounterVec
 	cached         *prometheus.CounterVec
 	inFlight       *prometheus.GaugeVec
+	settledCost    *prometheus.CounterVec
+	settleDebts    *prometheus.CounterVec
 	proxyAnomalies *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
 	jwksRefreshes  *prometheus.CounterVec
@@ -61,13 +63,17 @@ type collectors struct {
 //	                                                   own decision: PASSED on a request another policy
 //	                                                   rejected still counts as PASSED)
 //	ratekey_store_errors_total{store}                  counter: limiter calls that failed
-//	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek, release)
+//	ratekey_store_duration_seconds{store,operation}    histogram: limiter call latency (take, peek, release, settle)
 //	ratekey_fail_open_total{policy}                    counter: store errors let through (on_store_error: allow)
 //	ratekey_store_fallback_total{policy}               counter: decisions on the local fallback (on_store_error: local)
 //	ratekey_cached_rejections_total{policy}            counter: rejections a store's local deny cache
 //	                                                   answered without a round trip (limiter/redis)
 //	ratekey_in_flight{policy}                          gauge: requests holding a slot of an in-flight
 //	                                                   policy (max_in_flight) in this process now
+//	ratekey_settled_cost_total{policy}                 counter: tokens settling policies (settle) finally
+//	                                                   charged, once each handler returned
+//	ratekey_settle_debts_total{policy}                 counter: settles above the reservation (the
+//	                                                   difference charged unconditionally: a debt)
 //	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
@@ -103,6 +109,14 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Name: "ratekey_in_flight",
 			Help: "Requests holding a slot of an in-flight policy (max_in_flight) in this process now, by policy; dry-run policies' slots count too.",
 		}, []string{"policy"}),
+		settledCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_settled_cost_total",
+			Help: "Tokens that settling policies (settle: true) charged once each request's handler returned: the cost the handler reported (at most max_cost), or the reservation when it reported none, by policy.",
+		}, []string{"policy"}),
+		settleDebts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekey_settle_debts_total",
+			Help: "Requests whose settled cost exceeded their reservation (the difference charged unconditionally, so the bucket may be in debt), by policy.",
+		}, []string{"policy"}),
 		proxyAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_trusted_proxy_anomalies_total",
 			Help: "Client-address derivations that failed or that a trusted proxy should not produce, by reason.",
@@ -116,7 +130,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.settledCost, m.settleDebts, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -155,6 +169,14 @@ func (m *collectors) CachedRejection(policy string) {
 // InFlight implements [middleware.Metrics].
 func (m *collectors) InFlight(policy string, delta int) {
 	m.inFlight.WithLabelValues(policy).Add(float64(delta))
+}
+
+// Settled implements [middleware.Metrics].
+func (m *collectors) Settled(policy string, cost int64, debt bool) {
+	m.settledCost.WithLabelValues(policy).Add(float64(cost))
+	if debt {
+		m.settleDebts.WithLabelValues(policy).Inc()
+	}
 }
 
 // ProxyAnomaly implements [middleware.Metrics].

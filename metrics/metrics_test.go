@@ -35,6 +35,8 @@ func TestNew(t *testing.T) {
 	mm.CachedRejection("p")
 	mm.ProxyAnomaly("malformed_entry")
 	mm.AuthFailure("invalid_token")
+	mm.Settled("llm", 100, false)
+	mm.Settled("llm", 1500, true)
 	m.JWKSFetch("https://issuer.test", nil)
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
@@ -64,6 +66,8 @@ func TestNew(t *testing.T) {
 		"ratekey_fail_open_total{policy=p} 1",
 		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=error} 2",
 		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=ok} 1",
+		"ratekey_settle_debts_total{policy=llm} 1",
+		"ratekey_settled_cost_total{policy=llm} 1600",
 		"ratekey_store_duration_seconds{operation=take,store=memory} 2",
 		"ratekey_store_errors_total{store=memory} 1",
 		"ratekey_trusted_proxy_anomalies_total{reason=malformed_entry} 1",

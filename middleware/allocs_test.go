@@ -89,3 +89,46 @@ func TestChainAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleAllocs: a request whose policy settles (a reservation, the
+// handler's ReportCost, the settle when it returns) allocates no more than
+// the same request with a fixed cost, on the memory store.
+func TestSettleAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	res := proxyResolver(t)
+	req := httptest.NewRequest(http.MethodPost, "/v1/complete", nil)
+	req.RemoteAddr = "198.51.100.7:1234"
+	build := func(settle bool) http.Handler {
+		r := chi.NewRouter()
+		p := perNetwork("1000000/s", 1000000)
+		p.Cost, p.Settle = 500, settle
+		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+			Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), rl.Handler)
+		r.Post("/v1/complete", func(w http.ResponseWriter, r *http.Request) {
+			if settle {
+				if err := middleware.ReportCost(r.Context(), "per-network", 100); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		return r
+	}
+	w := &discardWriter{h: http.Header{}}
+	run := func(h http.Handler) float64 {
+		return testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		})
+	}
+	fixed, settling := run(build(false)), run(build(true))
+	if settling > fixed+raceSlack {
+		t.Errorf("a settling request: %v allocations; a fixed-cost one %v; want no more", settling, fixed)
+	}
+	t.Logf("fixed cost %v allocs, settling %v", fixed, settling)
+}

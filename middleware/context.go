@@ -21,7 +21,7 @@ const stateKey ctxKey = 0
 // node is needed): the client address (with room for the hops of its
 // derivation), the principal, the Record, and the arena that holds the
 // rate limiter's keys and response field values (so that they need no
-// allocation of their own). 888 bytes, since every request that passes
+// allocation of their own). 896 bytes, since every request that passes
 // ClientAddress pays for it (and zeroes it): its fields are ordered so
 // that it fits Go's 896-byte size class (TestRequestStateSize). The rate
 // limiter's working memory is pooled apart from it (see [scratch]). The
@@ -42,11 +42,17 @@ type requestState struct {
 	// phase: both phases need it, and a lookup costs a chi Find.
 	op   string
 	opBy *rateLimitState
-	// mu guards record's rate-limit part, op and opBy: a handler may run
-	// evaluations of the request concurrently.
+	// settle is the innermost phase's reservations open to ReportCost
+	// while its handler runs (settle.go), nil otherwise; settled reports
+	// that a phase has closed its own (its handler returned).
+	settle *settlement
+	// mu guards record's rate-limit part, op, opBy, settle and settled: a
+	// handler may run evaluations of the request concurrently, and report
+	// costs from any goroutine.
 	mu           sync.Mutex
 	hasClient    bool
 	hasPrincipal bool
+	settled      bool
 }
 
 // operation returns r's operation as st names it, asking st once per

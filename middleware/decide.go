@@ -89,11 +89,13 @@ func (st *rateLimitState) fill(sc *scratch, ev *Evaluation, idx []int, reqs []li
 	}
 	ev.Charged = charge && err == nil && allEnforcing
 	if err == nil {
+		// In-flight slots to release, reservations to settle (see held).
 		for j := range decs {
-			if decs[j].Slot != 0 { // in-flight slots to release (see heldSlots)
-				sc.slotReqs, sc.slotDecs, sc.slotIdx, sc.slotStore = reqs, decs, idx, l
-				break
-			}
+			sc.slots = sc.slots || decs[j].Slot != 0
+			sc.reserved = sc.reserved || decs[j].Reservation != 0
+		}
+		if sc.slots || sc.reserved {
+			sc.heldReqs, sc.heldDecs, sc.heldIdx, sc.heldStore = reqs, decs, idx, l
 		}
 	}
 	for j, i := range idx {

@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -134,7 +133,19 @@ type PolicyResult struct {
 	// lowered while they were held (limiter.Decision.InFlight). 0 for a
 	// token bucket.
 	InFlight int64
+	// Settle reports that the policy settles ([Policy].Settle): Cost is
+	// the reservation, charged at admission, which the cost the handler
+	// reports ([ReportCost]) replaces once it returns.
+	Settle bool
+	// Settled is, for a settling policy whose reservation was charged
+	// and whose handler has returned, the tokens the request finally
+	// spent: the cost reported (at most MaxCost) or, with nothing
+	// reported, Cost. 0 otherwise (an Evaluation is complete before the
+	// handler runs; a Record's copy gets it when the handler returns).
+	Settled int64
 
+	settled    bool  // Settled is set (the debug JSON's "settled" is not null)
+	maxCost    int64 // the most a report settles at: MaxCost, or the burst of the limit that applied
 	status     int
 	retryAfter time.Duration // an in-flight policy's RetryAfter
 	onStore    OnStoreError
@@ -195,8 +206,10 @@ type Evaluation struct {
 // none is charged; dry-run policies follow the [limiter.Limiter] rule);
 // with charge false nothing is spent (the debug endpoint's would-be
 // decision). An in-flight policy's slot is taken and released again before
-// Check returns: only the Handler holds slots, while the handler runs.
-// Check neither waits nor writes: the Handler does. It reads the
+// Check returns: only the Handler holds slots, while the handler runs; a
+// settling policy's reservation stands as the cost (only the Handler
+// settles, when the handler returns). Check neither waits nor writes: the
+// Handler does. It reads the
 // client address and principal that [ClientAddress] and [Authenticate]
 // stored in r's context, and the configuration current when it starts
 // (see [RateLimiter.Reload]). Safe for concurrent use.
@@ -301,6 +314,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			}
 		}
 		res.limit = res.Limit
+		res.Settle, res.maxCost = p.Settle, p.maxCost(res.limit)
 		if st.replicas > 1 {
 			res.Limit = st.share(res.Limit)
 		}
@@ -317,7 +331,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 			}
 		}
 		idx = append(idx, len(ev.Policies)-1)
-		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun})
+		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun, Settle: p.Settle})
 	}
 	if missingReject {
 		// The request is refused anyway: charge nothing, but still say what
@@ -493,6 +507,12 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		if res.DryRun {
 			attrs = append(attrs, slog.Bool("dry_run", true))
 		}
+		if res.Settle {
+			attrs = append(attrs, slog.Int64("reserved", res.Cost))
+			if res.settled {
+				attrs = append(attrs, slog.Int64("settled", res.Settled))
+			}
+		}
 		if res.Override != "" {
 			attrs = append(attrs, slog.String("override", res.Override))
 		}
@@ -532,18 +552,19 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	}
 }
 
-// heldSlots reports whether the evaluation in sc took in-flight slots
-// (they must be released: see releaseSlots).
-func (sc *scratch) heldSlots() bool { return sc.slotDecs != nil }
+// held reports whether the evaluation in sc took in-flight slots or
+// reserved tokens (they must be released and settled when the handler
+// returns: see releaseSlots and settle).
+func (sc *scratch) held() bool { return sc.heldDecs != nil }
 
 // countSlots adds delta to the in-flight gauge of each policy whose slot
 // the evaluation in sc holds.
 func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
-	if st.Metrics == nil {
+	if st.Metrics == nil || !sc.slots {
 		return
 	}
-	for j, i := range sc.slotIdx {
-		if sc.slotDecs[j].Slot != 0 {
+	for j, i := range sc.heldIdx {
+		if sc.heldDecs[j].Slot != 0 {
 			st.Metrics.InFlight(ev.Policies[i].Policy, delta)
 		}
 	}
@@ -557,18 +578,18 @@ func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
 // another request holds: see [limiter.Limiter]); a shared store's lease
 // frees it.
 func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluation, counted bool) {
-	if !sc.heldSlots() {
+	if !sc.slots {
 		return
 	}
 	var start time.Time
 	if st.Metrics != nil {
 		start = time.Now()
 	}
-	ctx := context.WithoutCancel(r.Context())
-	err := sc.slotStore.Release(ctx, sc.slotReqs, sc.slotDecs)
+	ctx := sc.detach(r.Context())
+	err := sc.heldStore.Release(ctx, sc.heldReqs, sc.heldDecs)
 	if st.Metrics != nil {
 		name := st.store
-		if sc.slotStore != st.Limiter {
+		if sc.heldStore != st.Limiter {
 			name = st.fallbackStore
 		}
 		st.Metrics.StoreCall(name, "release", time.Since(start), err)
@@ -580,7 +601,7 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 		st.Logger.LogAttrs(ctx, slog.LevelWarn, "ratekey in-flight release failed",
 			slog.String("operation", ev.Operation), slog.String("store", st.store), slog.String("error", err.Error()))
 	}
-	sc.slotReqs, sc.slotDecs, sc.slotIdx, sc.slotStore = nil, nil, nil, nil
+	sc.slots = false
 }
 
 // observe counts ev's decisions, and its fail-open store errors, in the

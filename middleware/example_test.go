@@ -58,3 +58,48 @@ func ExampleRateLimiter_Handler() {
 	// 200 "per-network";r=0;t=120  report 1 for 203.0.113.9
 	// 429 "per-network";r=0;t=120 60 {"type":"urn:ratekey:problem:rate-limited","title":"Rate limit exceeded","status":429,"detail":"policy per-network (burst 2, refill 1/m) has no room for this request; retry in 60 s","policy":"per-network","violated-policies":["per-network"]}
 }
+
+// An LLM proxy limited in the units that matter: 100 000 tokens a day per
+// client network. Each request reserves 500 tokens at admission; the
+// handler reads the usage from the upstream's response and reports it;
+// the reservation is replaced by it when the handler returns (a refund
+// below it, a debt above it). The RateLimit field describes the
+// reservation: it goes out before the body.
+func ExampleReportCost() {
+	rate, _ := limiter.ParseRate("100000/d")
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
+		Limiter: memory.New(memory.Options{}),
+		Policies: []middleware.Policy{{
+			Name:   "llm-tokens",
+			Key:    []limitkey.Dimension{limitkey.DimNetwork},
+			Limit:  limiter.Limit{Rate: rate, Burst: 100000},
+			Cost:   500, // the reservation: an estimate
+			Settle: true,
+		}},
+		Operation: middleware.RouteOperation(r),
+	})
+	if err != nil {
+		panic(err)
+	}
+	resolver, _ := trustedproxy.New(trustedproxy.Config{})
+	r.Use(middleware.ClientAddress(resolver, middleware.ClientAddressOptions{}), rl.Handler)
+	r.Post("/v1/complete", func(w http.ResponseWriter, r *http.Request) {
+		usage := int64(120) // e.g. the upstream's usage.total_tokens
+		if err := middleware.ReportCost(r.Context(), "llm-tokens", usage); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(w, "%d tokens", usage)
+	})
+
+	for range 2 {
+		req := httptest.NewRequest("POST", "/v1/complete", nil)
+		req.RemoteAddr = "198.51.100.7:4000"
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		fmt.Println(w.Code, w.Header().Get("RateLimit"), w.Body.String())
+	}
+	// Output:
+	// 200 "llm-tokens";r=99500;t=432 120 tokens
+	// 200 "llm-tokens";r=99380;t=536 120 tokens
+}

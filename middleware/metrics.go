@@ -21,7 +21,8 @@ type Metrics interface {
 	Decision(policy, decision string)
 	// StoreCall records one limiter call: store names the limiter's
 	// implementation ("memory", "redis"), operation is "take" (charging),
-	// "peek" (the debug endpoint) or "release" (in-flight slots), d its latency, and err its error, nil
+	// "peek" (the debug endpoint), "release" (in-flight slots) or
+	// "settle" (reservations, [Policy].Settle), d its latency, and err its error, nil
 	// on success. A call the request abandoned (its context ended) is
 	// reported with a nil err: the store did not fail.
 	StoreCall(store, operation string, d time.Duration, err error)
@@ -43,6 +44,13 @@ type Metrics interface {
 	// sum is the slots held now, per policy (a gauge; a dry-run policy's
 	// slots count too). Token-bucket policies never call it.
 	InFlight(policy string, delta int)
+	// Settled counts one request's settled cost under a settling policy
+	// ([Policy].Settle), when its handler has returned: cost is the
+	// tokens it finally spent (the cost reported, at most MaxCost, or the
+	// reservation when nothing was reported), and debt reports that it
+	// exceeded the reservation (the difference was charged
+	// unconditionally: a debt the bucket may go into).
+	Settled(policy string, cost int64, debt bool)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
 	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of

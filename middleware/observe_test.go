@@ -42,6 +42,9 @@ func (failingLimiter) Peek(context.Context, []limiter.Decision, []limiter.Reques
 func (failingLimiter) Release(context.Context, []limiter.Request, []limiter.Decision) error {
 	return errStoreDown
 }
+func (failingLimiter) Settle(context.Context, []limiter.Request, []limiter.Decision, []int64) error {
+	return errStoreDown
+}
 
 // observedStack is a chain Recorder → ClientAddress → RateLimiter with
 // metrics on a fresh registry; the handler captures the Record it sees.

@@ -145,6 +145,29 @@ type Policy struct {
 	// credentials are verified, instead of in [RateLimiter.Handler]. Its
 	// key may hold only network and operation: nothing verified exists yet.
 	PreAuth bool
+	// Settle makes the request's cost (Cost, an override's, or CostFunc's
+	// answer: the estimate) a reservation, for costs known only after the
+	// response (an LLM's tokens, a query's rows, a download's bytes): it
+	// is charged at admission as any cost, all-or-nothing with the other
+	// policies, and when the handler returns it is replaced by the cost
+	// the handler reported with [ReportCost] (Envoy's
+	// apply_on_stream_done, Kong's response-ratelimiting). Above the
+	// reservation the difference is charged unconditionally (the bucket
+	// may go into debt: later requests are refused, with a Retry-After,
+	// or delayed until it is repaid at the rate); below it the difference
+	// is refunded, never past a full bucket nor past another request's
+	// charge (package limiter, "Reserve, then settle"); with nothing
+	// reported the reservation stands. Token buckets only. Overrides,
+	// plans and N/d rates apply as to any policy: "free: 100 000 tokens a
+	// day, pro: 5 000 000" is one settling policy with a plan override.
+	Settle bool
+	// MaxCost bounds what one request settles at, in tokens: a reported
+	// cost above it is clamped to it and logged (at Warn) as a defect of
+	// the handler. 0 means the burst of the limit that applied (the
+	// policy's or its override's). Only with Settle; not below a fixed
+	// Cost (the reservation); and MaxCost × the rate's interval at most
+	// 2^53-1 ns (about 104 days of the rate).
+	MaxCost int64
 }
 
 // PolicyChangeKind says how a reload changed a policy.
@@ -159,7 +182,8 @@ const (
 	// shape and start full (the old states are left to expire).
 	PolicyRestarted PolicyChangeKind = "restarted"
 	// PolicyUpdated: other settings changed (key, cost, delay_after,
-	// max_delay, dry_run, status, operations, fail modes, overrides);
+	// max_delay, dry_run, status, operations, fail modes, overrides,
+	// settle, max_cost);
 	// budgets are kept. A changed key list names other buckets: they start
 	// full; so do the buckets of an override whose rate or burst changed
 	// (its tenants, plans or accounts only).
@@ -225,6 +249,8 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		note("operations", o.Operations, n.Operations)
 		note("on_missing", o.OnMissing, n.OnMissing)
 		note("on_store_error", o.OnStoreError, n.OnStoreError)
+		note("settle", o.Settle, n.Settle)
+		note("max_cost", o.MaxCost, n.MaxCost)
 		if len(diffs) > 0 {
 			out = append(out, PolicyChange{Policy: o.Name, Change: kind, Detail: strings.Join(diffs, ", ")})
 		}
@@ -314,8 +340,49 @@ func (p *Policy) validate(i int, custom map[limitkey.Dimension]DimensionFunc, ma
 	}
 	if len(probs) == 0 {
 		errs = append(errs, p.validateOverrides(i, maxWait, singleTenant)...)
+		if len(errs) == 0 {
+			errs = append(errs, p.validateSettle(i)...)
+		}
 	}
 	return errors.Join(append(errs, p.validateModes(i)...)...)
+}
+
+// validateSettle checks the settle fields of p, policy i, a token bucket
+// whose limits (its own and its overrides') are valid: max_cost only with
+// settle, not negative, not below a fixed cost, and within the largest
+// settle (gcra.MaxSettle) for every limit.
+func (p *Policy) validateSettle(i int) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.max_cost: %s", p.ref(i), fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case p.MaxCost < 0:
+		fail("%d must not be negative (0: the burst)", p.MaxCost)
+		return errs
+	case p.MaxCost != 0 && !p.Settle:
+		fail("%d is for settling policies (settle: true)", p.MaxCost)
+		return errs
+	case !p.Settle:
+		return nil
+	}
+	check := func(l limiter.Limit, cost int64, where string) {
+		m := p.MaxCost
+		if m == 0 {
+			m = l.Burst
+		} else if p.CostFunc == nil && cost > m {
+			fail("%d is below the cost %d reserved%s: no request could settle at its own reservation", m, cost, where)
+		}
+		if t := int64(l.Rate.Interval()); m > gcra.MaxSettle/t {
+			fail("%d tokens at %v%s exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost", m, l.Rate, where)
+		}
+	}
+	check(p.Limit, p.Cost, "")
+	for j := range p.Overrides {
+		l, cost := p.complete(&p.Overrides[j])
+		check(l, cost, fmt.Sprintf(" (overrides[%d])", j))
+	}
+	return errs
 }
 
 // validateInFlight checks the fields of an in-flight policy, reporting
@@ -339,6 +406,9 @@ func (p *Policy) validateInFlight(fail func(field, format string, args ...any)) 
 	}
 	if len(p.Overrides) > 0 || p.OverrideFunc != nil {
 		fail("overrides", "overrides are for token-bucket policies")
+	}
+	if p.Settle || p.MaxCost != 0 {
+		fail("settle", "an in-flight policy's request holds one slot: nothing to settle (settle and max_cost are for token buckets)")
 	}
 	if p.RetryAfter < 0 || p.RetryAfter > time.Hour {
 		fail("retry_after", "%v must be 0 (no Retry-After) to 1h", p.RetryAfter)

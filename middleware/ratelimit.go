@@ -334,6 +334,18 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // does not go on (rejected by a later phase, abandoned during its delay)
 // releases them at once.
 //
+// Settling policies ([Policy].Settle): their reservations are charged in
+// the same limiter call, and the handler reports actual costs with
+// [ReportCost] on the request's context. When next.ServeHTTP returns or
+// panics, each reservation is settled once, on a context that outlives
+// the request's (a client that went away still owes what it used): at the
+// cost reported, clamped to MaxCost, or kept when nothing was reported; a
+// report after that is an error. The RateLimit fields, written before the
+// handler runs, describe the reservation; the request's decision log
+// line is written after the settle, with "reserved" and "settled". A
+// request that does not go on keeps its reservation (a DELAYED request
+// abandoned during its wait spent its tokens, as in nginx).
+//
 // Responses: the RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-10) for every enforcing policy that
 // decided; RateLimit-Decision when configured; on rejection the first
@@ -372,9 +384,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			// operation, as it would from that empty evaluation.
 			if rs != nil && rs.record != nil {
 				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true, Replicas: int(st.replicas)}
-				rs.mu.Lock()
-				rs.record.recordEvaluation(&ev)
-				rs.mu.Unlock()
+				st.record(rs, &ev)
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -382,49 +392,25 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		out := claimArena(rs)
 		sc := getScratch(out)
 		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
-		slots := sc.heldSlots()
-		if slots {
-			st.countSlots(sc, &ev, +1)
-		}
+		st.countSlots(sc, &ev, +1)
 		if ev.Delay > 0 {
 			if err := wait(r.Context(), ev.Delay); err != nil {
 				ev.Abandoned = true
 			}
 		}
-		st.log(r, &ev)
-		st.observe(&ev)
-		if rs != nil && rs.record != nil {
-			rs.mu.Lock()
-			rs.record.recordEvaluation(&ev)
-			rs.mu.Unlock()
-		}
-		h := w.Header()
-		setRateLimitFields(h, &ev, sc, out, &st.fields[ph])
-		if st.DecisionHeader && rank(ev.Decision, !ev.Allowed) > rank(Decision(h.Get("RateLimit-Decision")), false) {
-			// After PreAuthHandler, the weightier of the two decisions
-			// (PreAuthHandler's let the request through).
-			delete(h, "Ratelimit-Decision")
-			addField(h, "Ratelimit-Decision", string(ev.Decision), out.field(fieldDecision))
-		}
 		pass := ev.Allowed && !ev.Abandoned
-		switch {
-		case ev.Abandoned && ev.Delay > 0:
-			writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
-				Detail: "the request ended while it waited out its rate limit delay"})
-		case ev.Abandoned:
-			writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
-				Detail: "the request ended before its rate limit was decided"})
-		case !ev.Allowed:
-			p := rejection(h, &ev)
-			if st.Deny == nil {
-				writeProblem(w, p)
-				break
-			}
-			h.Set("Cache-Control", "no-store")
-			deny := ev // a copy: only a refusal pays for handing it to Deny
-			st.Deny(w, r, p.Status, &deny)
+		settles := pass && sc.reserved
+		if settles {
+			// The handler reports costs on r's request state; its
+			// decision line waits for them (see settle).
+			r, rs = openSettle(r, rs, sc, &ev)
+		} else {
+			st.log(r, &ev)
 		}
-		if !slots {
+		st.observe(&ev)
+		base := st.record(rs, &ev)
+		st.respond(w, r, &ev, sc, out, ph)
+		if !sc.held() {
 			sc.release(out)
 			out.release()
 			if pass {
@@ -432,13 +418,18 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			}
 			return
 		}
-		// The request holds in-flight slots: sc keeps the requests naming
-		// them until they are released, once, when the handler returns or
-		// panics (or at once if the request does not go on). The arena
-		// keeps the bytes handed out so far, for a next phase to append to.
+		// The request holds in-flight slots or reservations: sc keeps the
+		// requests naming them until they are released and settled, once,
+		// when the handler returns or panics (or at once if the request
+		// does not go on). The arena keeps the bytes handed out so far,
+		// for a next phase to append to.
 		out.keep(sc.b)
 		out.release()
 		defer func() {
+			if settles {
+				st.settle(r, rs, sc, &ev, base)
+				st.log(r, &ev)
+			}
 			st.releaseSlots(r, sc, &ev, true)
 			sc.drop()
 		}()
@@ -446,6 +437,50 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// record adds ev to the request's Record, if it has one, and returns the
+// index of ev's first policy in the Record's Policies (-1: no Record).
+func (st *rateLimitState) record(rs *requestState, ev *Evaluation) int {
+	if rs == nil || rs.record == nil {
+		return -1
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	base := len(rs.record.Policies)
+	rs.record.recordEvaluation(ev)
+	return base
+}
+
+// respond writes what the response carries of ev, the evaluation in sc:
+// the RateLimit fields and, when configured, RateLimit-Decision; and, for
+// a request that does not go on, the refusal (a problem, or Deny).
+func (st *rateLimitState) respond(w http.ResponseWriter, r *http.Request, ev *Evaluation, sc *scratch, out *arena, ph phase) {
+	h := w.Header()
+	setRateLimitFields(h, ev, sc, out, &st.fields[ph])
+	if st.DecisionHeader && rank(ev.Decision, !ev.Allowed) > rank(Decision(h.Get("RateLimit-Decision")), false) {
+		// After PreAuthHandler, the weightier of the two decisions
+		// (PreAuthHandler's let the request through).
+		delete(h, "Ratelimit-Decision")
+		addField(h, "Ratelimit-Decision", string(ev.Decision), out.field(fieldDecision))
+	}
+	switch {
+	case ev.Abandoned && ev.Delay > 0:
+		writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
+			Detail: "the request ended while it waited out its rate limit delay"})
+	case ev.Abandoned:
+		writeProblem(w, problem{Type: problemDelayAbandoned, Status: http.StatusServiceUnavailable,
+			Detail: "the request ended before its rate limit was decided"})
+	case !ev.Allowed:
+		p := rejection(h, ev)
+		if st.Deny == nil {
+			writeProblem(w, p)
+			break
+		}
+		h.Set("Cache-Control", "no-store")
+		deny := *ev // a copy: only a refusal pays for handing it to Deny
+		st.Deny(w, r, p.Status, &deny)
+	}
 }
 
 // policyField is a RateLimit-Policy value known from the configuration:

@@ -155,6 +155,8 @@ type policyJSON struct {
 	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
 	Fallback          bool     `json:"fallback"`      // decided on the local fallback while the store could not
 	Prefetched        bool     `json:"prefetched"`    // decided from tokens the process prefetched from Redis
+	Reserved          *int64   `json:"reserved"`      // a settling policy's reservation (its cost); null otherwise
+	Settled           *int64   `json:"settled"`       // what it settled at once the handler returned; null otherwise
 }
 
 // held returns the slots of an in-flight policy's key held now: InFlight,
@@ -210,6 +212,12 @@ func (res *PolicyResult) view() policyJSON {
 	}
 	v.Fallback = res.Fallback
 	v.Prefetched = res.Prefetched
+	if res.Settle {
+		v.Reserved = &res.Cost
+		if res.settled {
+			v.Settled = &res.Settled
+		}
+	}
 	return v
 }
 
@@ -218,7 +226,7 @@ func (res *PolicyResult) view() policyJSON {
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
 // "error", "override", "max_in_flight", "in_flight", "cached", "slot",
-// "fallback", "prefetched"},
+// "fallback", "prefetched", "reserved", "settled"},
 // in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
@@ -242,7 +250,13 @@ func (res *PolicyResult) view() policyJSON {
 // fallback's, and rate, burst and max_in_flight are its share);
 // prefetched is true for a decision taken from tokens the process had
 // prefetched from Redis (limiter/redis Prefetch), without its own round
-// trip. The names and
+// trip; reserved is a settling policy's reservation ([Policy].Settle: its
+// cost, charged at admission) and settled the tokens the request finally
+// spent under it once its handler returned (the cost reported, at most
+// max_cost, or the reservation when nothing was), both null for a policy
+// that does not settle, and settled null until the handler has returned
+// (the debug endpoint's would-be decisions, a request not admitted). The
+// names and
 // values are a public contract; no field holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())

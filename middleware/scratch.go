@@ -1,9 +1,12 @@
 package middleware
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ratekey/ratekey/limiter"
@@ -30,15 +33,46 @@ type scratch struct {
 	decs     [3]limiter.Decision
 	parts    [4]limitkey.Part
 	b        []byte
-	// slotReqs and slotDecs are the limiter call's requests and Decisions
-	// when it took in-flight slots (slotIdx maps them to the policies),
-	// nil otherwise: kept until the slots are released (see
-	// rateLimitState.releaseSlots).
-	slotReqs  []limiter.Request
-	slotDecs  []limiter.Decision
-	slotIdx   []int
-	slotStore limiter.Limiter // the store that holds them: Limiter or Fallback
+	// heldReqs and heldDecs are the limiter call's requests and Decisions
+	// when it took in-flight slots (slots) or reserved tokens to settle
+	// (reserved), nil otherwise (heldIdx maps them to the policies): kept
+	// until the handler returns, which releases the slots
+	// (rateLimitState.releaseSlots) and settles the reservations
+	// (rateLimitState.settle).
+	heldReqs        []limiter.Request
+	heldDecs        []limiter.Decision
+	heldIdx         []int
+	heldStore       limiter.Limiter // the store that holds them: Limiter or Fallback
+	slots, reserved bool
+	// settle is what the handler reports of the reservations (see
+	// ReportCost), and actual the costs they settle at.
+	settle settlement
+	actual [3]int64
+	// after is the request's context without its cancellation, for the
+	// store calls made once the handler returns (see detached).
+	after detached
 }
+
+// detached is a context without the cancellation of its parent, whose
+// values it keeps: context.WithoutCancel, which allocates (16 bytes per
+// call), held in the scratch instead. The store calls made when the
+// handler returns (Release, Settle) run on it: the client may be gone,
+// and the slot must be freed, the cost settled, all the same. Nothing
+// keeps it after those calls return (it is never done, so no context
+// derived from it registers with it).
+type detached struct{ parent context.Context }
+
+// detach returns sc's detached view of ctx.
+func (sc *scratch) detach(ctx context.Context) context.Context {
+	sc.after.parent = ctx
+	return &sc.after
+}
+
+func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detached) Done() <-chan struct{}       { return nil }
+func (*detached) Err() error                  { return nil }
+func (d *detached) Value(key any) any         { return d.parent.Value(key) }
+func (d *detached) String() string            { return fmt.Sprint(d.parent) + ".WithoutCancel" }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 

@@ -522,7 +522,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 	ref := policyRef(i, pc.Name)
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
-		DryRun: pc.DryRun, PreAuth: pc.PreAuth}
+		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
 	if pc.Key == nil {
 		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
 		pc.Key = &[]string{}
@@ -866,6 +866,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		v.Get("/reports/{id}", getReport)
 		v.Post("/export", postExport)
 		v.Get("/slow", getSlow)
+		v.Post("/complete", postComplete)
 	})
 	return r, nil
 }

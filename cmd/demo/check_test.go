@@ -35,7 +35,7 @@ func writeConfig(t *testing.T, body string) string {
 func TestCheckEmbeddedDefault(t *testing.T) {
 	t.Chdir("../..") // the embedded default names key files relative to the repository root
 	code, out, errOut := runDemo(t, "check")
-	if code != 0 || out != "configuration embedded default is valid: 4 policies, 1 issuer\n" {
+	if code != 0 || out != "configuration embedded default is valid: 5 policies, 1 issuer\n" {
 		t.Fatalf("check: %d %q %q", code, out, errOut)
 	}
 }

@@ -151,6 +151,13 @@ type PolicyConfig struct {
 	// RetryAfter: a Go duration; the Retry-After of an in-flight cap's
 	// rejections (none by default).
 	RetryAfter string `yaml:"retry_after"`
+	// Settle makes cost a reservation that the handler's reported cost
+	// replaces when it returns (middleware.Policy.Settle): a refund below
+	// it, a debt above it. POST /v1/complete reports its tokens=N.
+	Settle bool `yaml:"settle"`
+	// MaxCost bounds what one request settles at (a report above it is
+	// clamped and logged); omitted means the burst. Only with settle.
+	MaxCost integer `yaml:"max_cost"`
 }
 
 // OverrideConfig is one entry of a policy's overrides: exactly one of

@@ -56,6 +56,44 @@ func getSlow(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"slept_ms": ms, "served": whoami(r)})
 }
 
+// maxTokens is the most tokens POST /v1/complete reports.
+const maxTokens = 100_000
+
+// postComplete serves POST /v1/complete?tokens=N, a stand-in for an LLM
+// proxy: it answers as if the upstream model had used N tokens (0 to
+// 100 000; anything else, or N given twice, is a 400 problem, which
+// reports 0: nothing was used) and reports
+// N to every settling policy of the request (middleware.ReportCost with
+// policy ""), which replace their reservations by it once it returns. A
+// real proxy reads N from the upstream's response (its usage). Without a
+// settling policy on the route, the response says so under "settle".
+func postComplete(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := q.Get("tokens")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxTokens || len(v) > 6 || len(q["tokens"]) != 1 {
+		// No tokens were used: the reservations come back whole.
+		_ = middleware.ReportCost(r.Context(), "", 0)
+		writeBadRequest(w, "tokens must be one whole number of tokens from 0 to 100000")
+		return
+	}
+	out := map[string]any{"usage": map[string]int{"total_tokens": n}, "served": whoami(r)}
+	if err := middleware.ReportCost(r.Context(), "", int64(n)); err != nil {
+		out["settle"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// writeBadRequest answers 400 with an RFC 9457 problem (type about:blank:
+// the status says it all) whose detail is detail.
+func writeBadRequest(w http.ResponseWriter, detail string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Bad Request", "status": http.StatusBadRequest, "detail": detail})
+}
+
 func whoami(r *http.Request) map[string]any {
 	out := map[string]any{}
 	if c, ok := middleware.ClientFrom(r.Context()); ok {

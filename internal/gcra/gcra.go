@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
@@ -44,6 +45,85 @@ func Decide(tat, now int64, l limiter.Limit, cost int64) (limiter.Decision, int6
 	return shapeOf(&l, 1).decide(tat, now, cost)
 }
 
+// MaxSettle is the largest charge, in ns, that a settle may make or
+// refund: actual × interval, and the extra of a debt, at most 2^53-1 (about
+// 104 days), so that limiter/redis's Lua arithmetic (doubles) stays exact
+// and every store refuses the same settles.
+const MaxSettle = 1<<53 - 1
+
+// Settle returns the TAT of a bucket whose TAT is tat at now after a settle
+// of delta ns (see [ValidateSettle]) of a reservation whose charge left the
+// bucket's TAT at reserved (limiter.Decision.Reservation), and whether it
+// changed. A debt (delta > 0) is charged unconditionally: max(tat, now) +
+// delta, saturating. A refund (delta < 0) moves tat back by r = min(-delta,
+// reserved - now), the part of the reservation not yet refilled, and never
+// below now (a full bucket): so a bucket is never left fuller than had the
+// refunded tokens not been charged (see limiter/redis, "Refunds and the
+// bounds they keep"). Pure, safe for concurrent use.
+func Settle(tat, now, reserved, delta int64) (int64, bool) {
+	if delta > 0 {
+		return addSat(max(tat, now), delta), true
+	}
+	r := min(-delta, subSat(reserved, now))
+	if r <= 0 || tat <= now {
+		return tat, false // nothing of the reservation left, or a full bucket
+	}
+	return max(subSat(tat, r), now), true
+}
+
+// ValidateSettle checks the arguments of [limiter.Limiter.Settle] for a
+// store that decides at the share of n, and sets deltas[i] (deltas holds
+// at least len(reqs)) to what settling reqs[i] changes, in ns: (actual[i]
+// - Cost) × the share's interval, positive for a debt, negative for a
+// refund; 0 for an entry without a Reservation or whose actual equals its
+// Cost, which changes nothing and is not checked further. It checks that
+// there are as many Decisions and actual costs as requests, and that every
+// entry that changes something is a valid settling token bucket whose
+// actual is >= 0 and whose actual × interval (at the share) is at most
+// [MaxSettle]. The error wraps [limiter.ErrInvalidRequest] and names the
+// index, never the key. One pass, no allocation.
+func ValidateSettle(reqs []limiter.Request, ds []limiter.Decision, actual []int64, n int64, deltas []int64) error {
+	if len(reqs) != len(ds) || len(reqs) != len(actual) {
+		return fmt.Errorf("%w: settle of %d requests with %d decisions and %d costs", limiter.ErrInvalidRequest, len(reqs), len(ds), len(actual))
+	}
+	for i := range reqs {
+		deltas[i] = 0
+		r := &reqs[i]
+		if ds[i].Reservation == 0 || actual[i] == r.Cost {
+			continue
+		}
+		err := validate(*r)
+		var t int64
+		switch {
+		case err != nil:
+		case r.Limit.MaxInFlight != 0 || !r.Settle:
+			err = errSettle
+		case actual[i] < 0:
+			err = fmt.Errorf("actual cost %d is negative", actual[i])
+		default:
+			t = intervalOf(&r.Limit, n)
+			if hi, lo := bits.Mul64(uint64(actual[i]), uint64(t)); hi != 0 || lo > MaxSettle {
+				err = fmt.Errorf("actual cost %d at %v exceeds the largest settle (2^53-1 ns of the rate)", actual[i], r.Limit.Rate)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
+		}
+		deltas[i] = (actual[i] - r.Cost) * t
+	}
+	return nil
+}
+
+// intervalOf returns the emission interval of l's share of n, in ns: that
+// of the rate Per × n ([limiter.Limit.Share]).
+func intervalOf(l *limiter.Limit, n int64) int64 {
+	r := l.Rate
+	if n > 1 {
+		r.Per *= time.Duration(n)
+	}
+	return int64(r.Interval())
+}
+
 // shape is a token bucket's limit in nanoseconds of theoretical arrival
 // time: the emission interval t, the burst, Free and Ceiling. It is built
 // from a Limit's fields without copying the Limit (see DecideAny).
@@ -54,9 +134,8 @@ type shape struct{ t, burst, free, ceiling int64 }
 // DelayAfter / n but at least 1. l must pass [limiter.Limit.Validate] and
 // have a share of n.
 func shapeOf(l *limiter.Limit, n int64) shape {
-	r, burst, delay := l.Rate, l.Burst, l.DelayAfter
+	burst, delay := l.Burst, l.DelayAfter
 	if n > 1 {
-		r.Per *= time.Duration(n)
 		burst /= n
 		if delay != 0 {
 			delay = max(delay/n, 1)
@@ -65,7 +144,7 @@ func shapeOf(l *limiter.Limit, n int64) shape {
 	if delay == 0 {
 		delay = burst
 	}
-	t := int64(r.Interval())
+	t := intervalOf(l, n)
 	ceiling := burst * t // tau; validated: no overflow
 	if l.MaxDelay > 0 {
 		ceiling = min(ceiling, addSat(delay*t, int64(l.MaxDelay)))
@@ -129,8 +208,10 @@ func Free(l limiter.Limit) time.Duration {
 }
 
 var (
-	errEmptyKey = errors.New("empty key")
-	errCost     = errors.New("cost must be at least 1")
+	errEmptyKey  = errors.New("empty key")
+	errCost      = errors.New("cost must be at least 1")
+	errSettle    = errors.New("a reservation for a request that does not settle")
+	errSettleCap = errors.New("an in-flight cap cannot settle (settle is for token buckets)")
 )
 
 // ValidateAll checks every request: a non-empty Key, Cost >= 1 and a
@@ -236,6 +317,8 @@ func validate(r limiter.Request) error {
 		return errEmptyKey
 	case r.Cost < 1:
 		return errCost
+	case r.Settle && r.Limit.MaxInFlight != 0:
+		return errSettleCap
 	}
 	return r.Limit.Validate()
 }

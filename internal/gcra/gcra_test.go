@@ -127,3 +127,84 @@ func TestDecideAnyShare(t *testing.T) {
 		t.Fatalf("checked %d cases; the table lost its rows", checked)
 	}
 }
+
+// TestSettle pins the settle rule: a debt is charged unconditionally on
+// top of max(TAT, now); a refund moves the TAT back by the part of the
+// reservation not yet refilled (reserved - now), never below now, and
+// changes nothing on a full bucket or once the reservation has refilled.
+func TestSettle(t *testing.T) {
+	const s = int64(time.Second)
+	tests := []struct {
+		name                     string
+		tat, now, reserved, diff int64
+		want                     int64
+		changed                  bool
+	}{
+		{"debt on a bucket in debt", 10 * s, 4 * s, 10 * s, 5 * s, 15 * s, true},
+		{"debt on a full bucket", 2 * s, 4 * s, 3 * s, 5 * s, 9 * s, true},
+		{"debt saturates", math.MaxInt64 - 1, 0, 1, 5, math.MaxInt64, true},
+		{"refund of a reservation not refilled", 10 * s, 4 * s, 10 * s, -3 * s, 7 * s, true},
+		{"refund after another's charge", 12 * s, 4 * s, 10 * s, -3 * s, 9 * s, true},
+		{"refund capped by what refilled", 10 * s, 8 * s, 10 * s, -3 * s, 8 * s, true},
+		{"refund capped, later charge kept", 12 * s, 8 * s, 10 * s, -3 * s, 10 * s, true},
+		{"refund never past full", 10 * s, 9 * s, 12 * s, -3 * s, 9 * s, true},
+		{"reservation refilled: nothing", 12 * s, 10 * s, 10 * s, -3 * s, 12 * s, false},
+		{"full bucket: nothing", 3 * s, 4 * s, 5 * s, -3 * s, 3 * s, false},
+		{"zero: nothing", 10 * s, 4 * s, 10 * s, 0, 10 * s, false},
+	}
+	for _, tc := range tests {
+		got, changed := Settle(tc.tat, tc.now, tc.reserved, tc.diff)
+		if got != tc.want || changed != tc.changed {
+			t.Errorf("%s: Settle(%d, %d, %d, %d) = %d, %v; want %d, %v", tc.name, tc.tat, tc.now, tc.reserved, tc.diff, got, changed, tc.want, tc.changed)
+		}
+	}
+}
+
+// TestValidateSettle: the change each entry makes, in ns (at a share too);
+// mismatched slices, and a reservation on a request that does not settle,
+// with a negative actual or one beyond MaxSettle, are refused naming the
+// index; entries without a Reservation, or settled at their cost, change
+// nothing and are not looked at.
+func TestValidateSettle(t *testing.T) {
+	perSec := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 5}
+	settling := limiter.Request{Key: "k", Limit: perSec, Cost: 2, Settle: true}
+	plain := settling
+	plain.Settle = false
+	reserved := []limiter.Decision{{Allowed: true, Reservation: 1}}
+	maxActual := int64(MaxSettle / int64(time.Second))
+	tests := []struct {
+		name    string
+		reqs    []limiter.Request
+		ds      []limiter.Decision
+		actual  []int64
+		n       int64
+		wantErr string
+		delta   int64 // deltas[0] when valid
+	}{
+		{"ok", []limiter.Request{settling}, reserved, []int64{7}, 1, "", 5 * int64(time.Second)},
+		{"refund", []limiter.Request{settling}, reserved, []int64{0}, 1, "", -2 * int64(time.Second)},
+		{"refund at a share", []limiter.Request{settling}, reserved, []int64{1}, 3, "", -3 * int64(time.Second)},
+		{"largest", []limiter.Request{settling}, reserved, []int64{maxActual}, 1, "", (maxActual - 2) * int64(time.Second)},
+		{"no reservation: not checked", []limiter.Request{{}}, []limiter.Decision{{}}, []int64{-1}, 1, "", 0},
+		{"at the reservation: not checked", []limiter.Request{{}}, reserved, []int64{0}, 1, "", 0},
+		{"lengths", []limiter.Request{settling}, reserved, nil, 1, "limiter: invalid request: settle of 1 requests with 1 decisions and 0 costs", 0},
+		{"not settling", []limiter.Request{plain}, reserved, []int64{1}, 1, "limiter: invalid request: request 0: a reservation for a request that does not settle", 0},
+		{"negative", []limiter.Request{settling}, reserved, []int64{-1}, 1, "limiter: invalid request: request 0: actual cost -1 is negative", 0},
+		{"too large", []limiter.Request{settling}, reserved, []int64{maxActual + 1}, 1, "limiter: invalid request: request 0: actual cost 9007200 at 1/s exceeds the largest settle (2^53-1 ns of the rate)", 0},
+		{"too large at a share", []limiter.Request{settling}, reserved, []int64{maxActual/3 + 1}, 3, "limiter: invalid request: request 0: actual cost 3002400 at 1/s exceeds the largest settle (2^53-1 ns of the rate)", 0},
+		{"malformed", []limiter.Request{{Key: "", Limit: perSec, Cost: 1, Settle: true}}, reserved, []int64{2}, 1, "limiter: invalid request: request 0: empty key", 0},
+		{"in-flight", []limiter.Request{{Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1, Settle: true}}, reserved, []int64{2}, 1, "limiter: invalid request: request 0: an in-flight cap cannot settle (settle is for token buckets)", 0},
+	}
+	for _, tc := range tests {
+		deltas := make([]int64, len(tc.reqs))
+		err := ValidateSettle(tc.reqs, tc.ds, tc.actual, tc.n, deltas)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v; want nil", tc.name, err)
+		case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !errors.Is(err, limiter.ErrInvalidRequest)):
+			t.Errorf("%s: %v; want %q wrapping ErrInvalidRequest", tc.name, err, tc.wantErr)
+		case err == nil && deltas[0] != tc.delta:
+			t.Errorf("%s: delta %d; want %d", tc.name, deltas[0], tc.delta)
+		}
+	}
+}

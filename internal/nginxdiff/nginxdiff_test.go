@@ -644,6 +644,11 @@ func (r *recorder) Release(ctx context.Context, reqs []limiter.Request, ds []lim
 	return r.inner.Release(ctx, reqs, ds)
 }
 
+// Settle passes through: nginxdiff's policies do not settle.
+func (r *recorder) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
+	return r.inner.Settle(ctx, reqs, ds, actual)
+}
+
 // arrivals returns when ratekey decided each request, in ns since base,
 // and the delay it applied.
 func (r *recorder) arrivals(rids []string) []decided {

@@ -13,6 +13,13 @@
 // reference model built on the stores' shared implementation of that rule,
 // plus goroutines racing for one burst.
 //
+// Reserve, then settle (Request.Settle, Limiter.Settle) is pinned the same
+// way: refunds (500 settled at 100: 400 back), capped by what refilled and
+// by later charges; debts and the RetryAfter that repays them; a delayed
+// admission; dry run and the two-pass rule; several settles in one call;
+// invalid settles; random traces against the reference model; and
+// goroutines whose spent tokens equal the sum of their settled costs.
+//
 // In-flight caps (Limit.MaxInFlight) are pinned the same way: slots taken
 // and refused, Never, Peek taking none, all-or-nothing with token buckets
 // in both directions, the dry-run rule, the slots held (Decision.InFlight,
@@ -90,6 +97,14 @@ func Run(t *testing.T, newLimiter Factory) {
 		{"InFlightInvalid", testInFlightInvalid},
 		{"InFlightRandom", testInFlightRandom},
 		{"InFlightConcurrent", testInFlightConcurrent},
+		{"SettleRefund", testSettleRefund},
+		{"SettleDebt", testSettleDebt},
+		{"SettleDelayed", testSettleDelayed},
+		{"SettleDryRun", testSettleDryRun},
+		{"SettleCall", testSettleCall},
+		{"SettleInvalid", testSettleInvalid},
+		{"SettleRandom", testSettleRandom},
+		{"SettleConcurrent", testSettleConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

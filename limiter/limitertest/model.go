@@ -41,9 +41,11 @@ func (m *model) release(r *limiter.Request) {
 }
 
 // call decides reqs at now as Take (charge) or Peek would. Decisions of
-// in-flight requests it charges get Slot 1.
+// in-flight requests it charges get Slot 1, those of settling requests it
+// charges their Reservation: the TAT their charge left.
 func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.Decision {
 	out := make([]limiter.Decision, len(reqs))
+	after := make([]int64, len(reqs)) // the TAT each request leaves, if charged
 	pass := func(in func(i int) bool) (bool, map[bucketID]int64) {
 		work := map[bucketID]int64{}
 		all := true
@@ -60,7 +62,7 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 			}
 			d, next := gcra.DecideAny(tat, now, &reqs[i].Limit, reqs[i].Cost, 1)
 			out[i] = d
-			work[id] = next
+			work[id], after[i] = next, next
 			all = all && d.Allowed
 		}
 		return all, work
@@ -79,10 +81,37 @@ func (m *model) call(reqs []limiter.Request, now int64, charge bool) []limiter.D
 			m.tats[id] = tat
 		}
 		for i := range reqs {
-			if reqs[i].Limit.MaxInFlight != 0 && (!second || !reqs[i].DryRun) {
+			switch {
+			case second && reqs[i].DryRun:
+			case reqs[i].Limit.MaxInFlight != 0:
 				out[i].Slot = 1
+			case reqs[i].Settle:
+				out[i].Reservation = after[i]
 			}
 		}
 	}
 	return out
+}
+
+// settle settles reqs[i] at actual[i] as Settle would at now, for every
+// ds[i] (the model's own Decisions) with a Reservation: gcra.Settle on the
+// bucket's TAT (a full one when untracked).
+func (m *model) settle(reqs []limiter.Request, ds []limiter.Decision, actual []int64, now int64) {
+	deltas := make([]int64, len(reqs))
+	if err := gcra.ValidateSettle(reqs, ds, actual, 1, deltas); err != nil {
+		panic(err) // the suite settles valid requests only
+	}
+	for i, delta := range deltas {
+		if delta == 0 {
+			continue
+		}
+		id := idOf(&reqs[i])
+		tat, ok := m.tats[id]
+		if !ok {
+			tat = now
+		}
+		if next, changed := gcra.Settle(tat, now, ds[i].Reservation, delta); changed {
+			m.tats[id] = next
+		}
+	}
 }

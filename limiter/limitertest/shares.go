@@ -21,6 +21,10 @@ func RunShares(t *testing.T, n int64, newLimiter Factory) {
 		clk := clocktest.NewManualClock()
 		testSharesRandom(t, &harness{l: diagnosticsCleared{newLimiter(t, clk.Time)}, clk: clk}, n)
 	})
+	t.Run("SharesSettle", func(t *testing.T) {
+		clk := clocktest.NewManualClock()
+		testSharesSettle(t, &harness{l: diagnosticsCleared{newLimiter(t, clk.Time)}, clk: clk}, n)
+	})
 }
 
 // sharedLimits are limits whose shares of 3 are distinct shapes (so the

@@ -476,8 +476,12 @@ func (l *Limiter) decideOne(r *limiter.Request, h uint64, out *limiter.Decision,
 		// A rejection charges nothing, nor does an allowed dry-run
 		// request alone: the dry-run rule charges it like an enforced one.
 		if !charge || !d.Allowed || c.CompareAndSwap(v, stored(next)) {
-			if charge && d.Allowed && r.Limit.MaxInFlight != 0 {
-				d.Slot = 1
+			if charge && d.Allowed {
+				if r.Limit.MaxInFlight != 0 {
+					d.Slot = 1
+				} else if r.Settle {
+					d.Reservation = next
+				}
 			}
 			*out = d
 			return true
@@ -551,11 +555,16 @@ func (l *Limiter) decideHeld(reqs []limiter.Request, sl []slot, out []limiter.De
 }
 
 // markSlots sets the Slot of every in-flight request the call charged
-// (those left in the pass) after the call committed its charge.
+// (those left in the pass) after the call committed its charge, and the
+// Reservation of every settling one: the TAT its charge left.
 func markSlots(reqs []limiter.Request, sl []slot, out []limiter.Decision) {
 	for i := range reqs {
-		if sl[i].in && reqs[i].Limit.MaxInFlight != 0 {
+		switch {
+		case !sl[i].in:
+		case reqs[i].Limit.MaxInFlight != 0:
 			out[i].Slot = 1
+		case reqs[i].Settle:
+			out[i].Reservation = sl[i].tat
 		}
 	}
 }

@@ -80,18 +80,17 @@ type call struct {
 	// Storage of args for a call of up to callReqs requests: the key names
 	// and numbers are passed by pointer (go-redis writes *string and
 	// *int64 as their values), so filling args boxes nothing.
-	argBuf [headArgs + 1 + (1+argsPerReq)*callReqs]any
+	argBuf [headArgs + 1 + (1+settleArgsPerKey)*callReqs]any
 	names  [callReqs]string
-	nums   [argsPerReq * callReqs]int64
+	nums   [settleArgsPerKey * callReqs]int64
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// getCall returns a record from callPool whose args has room for the
-// arguments of a call of n requests.
-func getCall(n int) *call {
+// getCall returns a record from callPool whose args holds k arguments.
+func getCall(k int) *call {
 	c := callPool.Get().(*call)
-	if k := headArgs + n + 1 + argsPerReq*n; k <= len(c.argBuf) {
+	if k <= len(c.argBuf) {
 		c.args = c.argBuf[:k]
 	} else {
 		c.args = make([]any, k)
@@ -118,16 +117,8 @@ func (c *call) setArgs(i, n int, name string, charge, ceiling int64) {
 	keys[i], argv[1+argsPerReq*i], argv[2+argsPerReq*i] = &c.names[i], &c.nums[argsPerReq*i], &c.nums[argsPerReq*i+1]
 }
 
-// shaOne and shaMany are the SHAs of one and many as arguments, boxed
-// once.
-var shaOne, shaMany any = one.sha, many.sha
-
-func shaArg(s *script) any {
-	if s == &one {
-		return shaOne
-	}
-	return shaMany
-}
+// shaArg returns s's SHA as an argument, boxed once.
+func shaArg(s *script) any { return s.sha }
 
 // batcher is the queue of one server, with the calls in flight in its
 // senders' pipelines and the watchdog that ends each one's wait at its

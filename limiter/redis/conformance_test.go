@@ -101,6 +101,11 @@ func (u uncache) Peek(ctx context.Context, dst []limiter.Decision, reqs []limite
 	return u.clear(u.l.Peek(ctx, dst, reqs))
 }
 
+// Settle completes uncache's limiter.Limiter: it passes through.
+func (u uncache) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
+	return u.l.Settle(ctx, reqs, ds, actual)
+}
+
 // TestConformanceCluster runs the suite through a ClusterClient on a
 // one-node Redis Cluster (every call is one slot's: one script).
 func TestConformanceCluster(t *testing.T) {

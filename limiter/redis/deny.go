@@ -187,6 +187,21 @@ func (c *denyCache) done(r *limiter.Request, sent, recv int64, dec *limiter.Deci
 	e.late = max(e.late, late)
 }
 
+// refund lowers the bound of r's bucket, if the cache has it, by x ns: a
+// settle gave back at most that much (see Limiter.Settle), so the bound
+// stays a lower bound of the bucket's TAT whether the refund landed or not.
+func (c *denyCache) refund(r *limiter.Request, x int64) {
+	s := c.set(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.e {
+		if e := &s.e[i]; e.is(r) {
+			e.tat -= x
+			e.late -= x
+		}
+	}
+}
+
 // abandon is done for a probe whose caller stopped waiting for it (its
 // context ended): the entry is left as it was, and the next call of the
 // bucket may probe.

@@ -183,6 +183,28 @@
 // lease taken meanwhile is released in vain and expires after its lease
 // period). A Cluster fails over instead, keeping keys in their slots.
 //
+// # Reserve, then settle
+//
+// A settling request ([limiter.Request].Settle) is decided and charged as
+// any other; the call's script also returns the time it decided at (one
+// more argument and two more reply values, only for a Take that holds a
+// settling request), and the request's [limiter.Decision].Reservation is
+// the TAT its charge left on the server's clock (ns since the epoch).
+// [Limiter.Settle] then sends, only for the requests whose actual cost
+// differs from the reservation, one settle script per server (per Cluster
+// slot, in parallel, across slots), batched with the other calls bound for
+// that server: a debt moves the bucket's TAT forward unconditionally (its
+// debt may pass the window, clamped at 2^53-1 ns), a refund moves it back
+// by the part of the reservation not yet refilled (TAT1 - now, the rule of
+// "Refunds and the bounds they keep"), never past full. A settle is sent
+// once: go-redis does not replay it, the batcher resends only what the
+// server answered NOSCRIPT (which ran nothing), and an error leaves the
+// outcome unknown (TestSettleNotResent: a settle whose reply was cut ran
+// once). Prefetch never serves a call with a settling request (its
+// reservation must be the shared bucket's), and a refund lowers the deny
+// cache's bound of the bucket by the refund's most, so the cache stays a
+// lower bound.
+//
 // # Batching
 //
 // Concurrent calls share round trips. A call of one slot (every call on a
@@ -244,7 +266,8 @@
 //
 // What can make the cache stricter than Redis, and by how much: the bound
 // is a lower bound only while the bucket's debt can only grow. Three things
-// shrink it: a refund of the cross-slot protocol (see Refunds), a bucket
+// shrink it (a settle's refund lowers the bound with it, see "Reserve, then
+// settle"): a refund of the cross-slot protocol (see Refunds), a bucket
 // state lost or deleted in Redis (an eviction, FLUSHDB, a failover or
 // restart that lost writes), and a jump forward of the server's clock. Then
 // the process keeps rejecting the bucket's one-request calls until its bound

@@ -375,6 +375,9 @@ func (l *Limiter) capDecisions(dst []limiter.Decision, c *capCall, final int, ta
 	if charged != enforcingOK(reqs, out) {
 		return nil, errDisagree
 	}
+	if take {
+		reserveParts(c.parts, reqs, out, final)
+	}
 	for i := range reqs {
 		if l.shard == bySlot {
 			out[i].HashSlot = int(c.groups[i]) + 1 // the slot whose master decided

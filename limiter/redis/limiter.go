@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,7 +417,9 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 	if len(reqs) == 0 {
 		return dst, 0, nil
 	}
-	if l.pre != nil {
+	if l.pre != nil && !settles(reqs) {
+		// A call with a settling request is decided by Redis: its
+		// Reservation is the shared bucket's TAT (see Limiter.Settle).
 		if len(reqs) == 1 && l.pre.serves(&reqs[0]) {
 			if d, rounds, ok, err := l.prefetched(ctx, &reqs[0], take, nil); ok || err != nil {
 				if err != nil {
@@ -548,7 +551,8 @@ func (l *Limiter) group(reqs []limiter.Request) (names []string, groups []uint32
 // gives the Cluster slot), charges and ceilings, the mode and the count.
 func (l *Limiter) newCall(reqs []limiter.Request, names []string, slot int, take bool, deadline time.Time) (*call, int) {
 	n := len(reqs)
-	c := getCall(n)
+	settle := take && settles(reqs) // the script then returns its time (see gcraScript)
+	c := getCall(headArgs + n + 1 + argsPerReq*n + btoi(settle))
 	c.s, c.take, c.deadline = &many, take, deadline
 	if n == 1 {
 		c.s = &one
@@ -574,6 +578,9 @@ func (l *Limiter) newCall(reqs []limiter.Request, names []string, slot int, take
 		}
 		charge, ceiling := chargeCeiling(r)
 		c.setArgs(i, n, name, charge, ceiling)
+	}
+	if settle {
+		c.args[len(c.args)-1] = "t"
 	}
 	return c, slot
 }
@@ -617,7 +624,7 @@ func (l *Limiter) decided(dst []limiter.Decision, reqs []limiter.Request, cmd *g
 	n0 := len(dst)
 	dst = append(dst, make([]limiter.Decision, len(reqs))...) // no allocation when dst has room
 	out := dst[n0:]
-	charged, debt, err := decide(cmd, reqs, out)
+	charged, debt, err := decide(cmd, reqs, out, take && settles(reqs))
 	if err == nil && charged != enforcingOK(reqs, out) {
 		err = errDisagree
 	}
@@ -636,6 +643,19 @@ func (l *Limiter) decided(dst []limiter.Decision, reqs []limiter.Request, cmd *g
 		l.deny.done(&reqs[0], sent, l.localNow(), &out[0], debt, take && out[0].Allowed, nil, probe)
 	}
 	return dst, 1, nil
+}
+
+// settles reports whether reqs holds a settling request.
+func settles(reqs []limiter.Request) bool {
+	return slices.ContainsFunc(reqs, func(r limiter.Request) bool { return r.Settle })
+}
+
+// btoi returns 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // waitProbe waits while another call of r's bucket is its probe (ch, from
@@ -737,23 +757,29 @@ func chargeCeiling(r *limiter.Request) (charge, ceiling int64) {
 // decide sets out[i] to the Decision of reqs[i] from the debts in the
 // reply of the script (oneScript for one request, gcraScript otherwise)
 // and reports whether the script charged (for a Peek: would charge), and,
-// for one request, the debt it was decided against.
-func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (bool, int64, error) {
+// for one request, the debt it was decided against. With settle, the call
+// asked for the script's time too (see gcraScript), and each settling
+// request the call charged gets its Reservation.
+func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision, settle bool) (bool, int64, error) {
 	if len(reqs) == 1 {
-		d, err := cmd.Int64()
-		if err != nil {
-			return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: %v", err)
-		}
-		charged := d >= 0
-		if !charged {
-			d = -1 - d
-		}
-		out[0], _ = gcra.Decide(d, 0, reqs[0].Limit, reqs[0].Cost)
-		return charged, d, nil
+		return decideOne(cmd, &reqs[0], &out[0], settle)
 	}
 	vals, err := cmd.Slice()
-	if err != nil || len(vals) != len(reqs)+1 {
+	want := len(reqs) + 1
+	if settle {
+		want += 2
+	}
+	if err != nil || len(vals) != want {
 		return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script (%d values for %d requests, %v)", len(vals), len(reqs), err)
+	}
+	charged, _ := vals[0].(int64)
+	var at int64
+	if settle {
+		sec, _ := vals[len(reqs)+1].(int64)
+		nsec, _ := vals[len(reqs)+2].(int64)
+		if at = replyTime(sec, nsec); at < 0 {
+			return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: time %v %v", vals[len(reqs)+1], vals[len(reqs)+2])
+		}
 	}
 	for i := range reqs {
 		debt, ok := vals[i+1].(int64)
@@ -761,9 +787,76 @@ func decide(cmd *goredis.Cmd, reqs []limiter.Request, out []limiter.Decision) (b
 			return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: debt %v", vals[i+1])
 		}
 		out[i], _ = gcra.Decide(debt, 0, reqs[i].Limit, reqs[i].Cost)
+		// Charged: every request (1), or the enforcing ones (2).
+		if settle && (charged == 1 || charged == 2 && !reqs[i].DryRun) {
+			reserve(&reqs[i], &out[i], at, debt)
+		}
 	}
-	charged, _ := vals[0].(int64)
-	return charged == 1, 0, nil
+	return charged >= 1, 0, nil
+}
+
+// decideOne is decide for a call of one request (oneScript's reply).
+func decideOne(cmd *goredis.Cmd, r *limiter.Request, out *limiter.Decision, settle bool) (bool, int64, error) {
+	var d, at int64
+	var err error
+	if settle {
+		var txt string
+		if txt, err = cmd.Text(); err == nil {
+			d, at, err = parseTimed(txt)
+		}
+	} else {
+		d, err = cmd.Int64()
+	}
+	if err != nil {
+		return false, 0, fmt.Errorf("limiter/redis: unexpected reply from the script: %v", err)
+	}
+	charged := d >= 0
+	if !charged {
+		d = -1 - d
+	}
+	*out, _ = gcra.Decide(d, 0, r.Limit, r.Cost)
+	if settle && charged {
+		reserve(r, out, at, d)
+	}
+	return charged, d, nil
+}
+
+// parseTimed parses oneScript's reply to a settling call, "d sec nsec":
+// the integer reply d and the time of the decision (ns since the epoch of
+// the script's clock).
+func parseTimed(reply string) (d, at int64, err error) {
+	var v [3]int64
+	txt := reply
+	for i := range v {
+		f, rest, _ := strings.Cut(txt, " ")
+		if v[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("reply %q", reply)
+		}
+		txt = rest
+	}
+	if at = replyTime(v[1], v[2]); at < 0 || txt != "" {
+		return 0, 0, fmt.Errorf("reply %q", reply)
+	}
+	return v[0], at, nil
+}
+
+// replyTime returns the time of a script's reply, (sec, nsec), in ns since
+// the epoch of the script's clock; -1 for values out of range.
+func replyTime(sec, nsec int64) int64 {
+	if sec < 0 || nsec < 0 || nsec >= 1e9 {
+		return -1
+	}
+	return sec*1e9 + nsec
+}
+
+// reserve sets the Reservation of d, the Decision of r, when r settles and
+// the call charged it (d is Allowed): the TAT its charge left, at + debt +
+// charge, with at the time of the decision and debt the one r was decided
+// against (ns).
+func reserve(r *limiter.Request, d *limiter.Decision, at, debt int64) {
+	if r.Settle && d.Allowed {
+		d.Reservation = at + debt + r.Cost*int64(r.Limit.Rate.Interval())
+	}
 }
 
 // fail turns a go-redis error of a call under tctx (ctx with the

@@ -112,10 +112,16 @@ const luaNotTAT = `redis.error_reply('ratekey: bucket state is not a decimal TAT
 // (Two arguments per request and one per call: every argument is a string
 // the server creates for each call.)
 //
-// It returns {charged, debt_1, ..., debt_n}: charged is 1 if the call
-// charges (for a peek: would charge), and debt_i is the bucket's debt in
-// ns (TAT - now, at least 0) that request i was decided against, in the
-// pass whose Decision the contract reports for it.
+//	ARGV[2n+2]  optional: when present (any value), the reply ends with
+//	            the time the call was decided at (for settling requests,
+//	            whose Reservation is that time + debt + charge)
+//
+// It returns {charged, debt_1, ..., debt_n} (then sec, nsec when asked):
+// charged is 1 if the call charges (for a peek: would charge) every
+// request, 2 if it charges the enforcing requests alone (the dry-run
+// rule's second pass), 0 if nothing, and debt_i is the bucket's debt in ns
+// (TAT - now, at least 0) that request i was decided against, in the pass
+// whose Decision the contract reports for it.
 const gcraScript = luaPrelude + `
 local n, stride, first, cap, held = #KEYS, 2, 0, nil, nil
 ` + luaCalls + `
@@ -123,13 +129,19 @@ local n, stride, first, cap, held = #KEYS, 2, 0, nil, nil
 -- rejected and some are dry runs: the enforcing requests alone.
 local out = {0}
 local w, all, dry = pass(1, out, 1)
+local charged = 1
 if not all and dry then
   w, all = pass(2, out, 1)
+  charged = 2
 end
 
 if all then
-  out[1] = 1
+  out[1] = charged
   if take then save(w) end
+end
+if ARGV[2 * n + 2] then
+  out[n + 2] = sec
+  out[n + 3] = nsec
 end
 return out
 `
@@ -210,7 +222,10 @@ end
 //
 // It returns d, the debt in ns (at least 0) the request was decided
 // against, if the call charges (for a peek: would charge), and -1 - d if it
-// does not: the {charged, debt_1} of gcraScript in one integer.
+// does not: the {charged, debt_1} of gcraScript in one integer; with a
+// fourth argument (a settling request: see gcraScript's ARGV[2n+2]),
+// "<that integer> <sec> <nsec>", a string (the client parses it without
+// allocating, where an array reply costs it four allocations).
 const oneScript = luaPrelude + `
 local k = KEYS[1]
 
@@ -221,14 +236,14 @@ end
 
 local charge = tonumber(ARGV[2])
 local ceiling = tonumber(ARGV[3])
+local r = d
 if not (` + luaFits + `) then
-  if ceiling < 0 then return d end
-  return -1 - d
-end
-if take then
+  if ceiling >= 0 then r = -1 - d end
+elseif take then
   store(k, d + charge)
 end
-return d
+if ARGV[4] then return string.format('%d %d %d', r, sec, nsec) end
+return r
 `
 
 // partScript decides the requests of one call that share a slot, when

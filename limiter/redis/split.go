@@ -76,6 +76,7 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 	defer cancel()
 	rounds := 1
 	var charged bool
+	final := 0 // the level the call charged at (see part)
 	if !take {
 		l.each(parts, func(p *part) { l.decidePart(tctx, reqs, names, p, false, 2) })
 		if err := firstErr(parts); err != nil {
@@ -93,7 +94,7 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 		// The rest in parallel: charged at the level the first part
 		// reached, or only peeked (for their decisions) if it rejected.
 		l.each(rest, func(p *part) { l.decidePart(tctx, reqs, names, p, level > 0, level) })
-		final := level
+		final = level
 		for _, p := range rest {
 			if p.err == nil && level > 0 {
 				final = min(final, p.charged)
@@ -126,10 +127,41 @@ func (l *Limiter) runSplit(ctx context.Context, dst []limiter.Decision, reqs []l
 	if charged != enforcingOK(reqs, out) {
 		return nil, rounds, errDisagree
 	}
+	if take {
+		reserveParts(parts, reqs, out, final)
+	}
 	for i := range reqs {
 		l.learn(&reqs[i], &out[i])
 	}
 	return dst, rounds, nil
+}
+
+// reserveParts sets the Reservation of every settling request that a call
+// across parts charged at level final (2: every request, whose TAT its
+// first-pass debt gives; 1: the enforcing ones, at their second-pass debt;
+// 0: none), from its part's time. A part charged at 2 and refunded to 1
+// keeps a TAT up to its dry-run charges higher than the second pass's:
+// the Reservation is then lower than the TAT the charge left, which only
+// caps a later refund lower (never over-refunds).
+func reserveParts(parts []*part, reqs []limiter.Request, out []limiter.Decision, final int) {
+	if final == 0 {
+		return
+	}
+	for _, p := range parts {
+		at := replyTime(p.sec, p.nsec)
+		for j, i := range p.idx {
+			d := p.d1[j]
+			if final == 1 {
+				if reqs[i].DryRun {
+					continue
+				}
+				d = p.d2[j]
+			}
+			if reqs[i].Limit.MaxInFlight == 0 {
+				reserve(&reqs[i], &out[i], at, d)
+			}
+		}
+	}
 }
 
 // allFit reports whether a call whose parts were all decided would charge:

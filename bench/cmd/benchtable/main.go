@@ -351,6 +351,7 @@ func main() {
 				f(ratio, 2)+"×", fmt.Sprintf("≥ %g×", th), count(verdict(ratio >= th, ratio)))
 		}
 	}
+	settleRows(r, t, count)
 	fmt.Fprintf(w, "\n%d PASS, %d FAIL, %d not run.\n", pass, fail, missing)
 
 	// Absolute numbers.
@@ -457,4 +458,55 @@ func main() {
 		runs = max(runs, len(v))
 	}
 	fmt.Fprintf(w, "\n(%d benchmarks, up to %d runs each.)\n", len(r), runs)
+}
+
+// settleRows adds the targets of issue 27 (reserve, then settle), from
+// BenchmarkSettleMemory and BenchmarkSettleRedis: a settling request's
+// cost over a fixed-cost one in the same run (median of per-run
+// differences; the worst of settling at, below and above the
+// reservation), at the memory store (the verdict: "Memory: a settle
+// allocates nothing, costs at most 150 ns more") and through the HTTP
+// middleware (shown); Redis script calls per request and decisions/s at
+// 64 callers against the fixed-cost ones.
+func settleRows(r results, t *table, count func(string) string) {
+	cases := []string{"settle=equal", "settle=refund", "settle=debt"}
+	over := func(name, unit string) (worst float64, parts []string) {
+		worst = math.NaN()
+		for _, c := range cases {
+			d := median(r.each(name, func(m run) float64 { return get(m, c+unit) - get(m, "fixed"+unit) }))
+			if math.IsNaN(worst) || d > worst {
+				worst = d
+			}
+			parts = append(parts, strings.TrimPrefix(c, "settle=")+" "+f(d, 0))
+		}
+		return worst, parts
+	}
+	st := "SettleMemory/layer=store"
+	sns, sparts := over(st, "-ns/op")
+	sal, _ := over(st, "-allocs/op")
+	t.row("settling request over a fixed-cost one (memory store)", "Take + Settle vs Take, 1024 buckets, 1 goroutine",
+		fmt.Sprintf("+%s ns (%s); %s allocs more; fixed %s", f(sns, 0), strings.Join(sparts, ", "), f(sal, 4), ns(r.med(st, "fixed-ns/op"))),
+		"≤ 150 ns, 0 allocs", count(verdict(sns <= 150 && sal < zeroAllocs, sns)))
+	mw := "SettleMemory/layer=middleware"
+	dns, parts := over(mw, "-ns/op")
+	dcpu, _ := over(mw, "-cpu-ns/op")
+	dal, _ := over(mw, "-allocs/op")
+	v := verdict(dns <= 150 && dal < zeroAllocs, dns)
+	if v != "not run" {
+		v = "(" + v + ")"
+	}
+	t.row("settling HTTP request over a fixed-cost one (memory; shown: the target is the store's)", "ClientAddress + RateLimiter + ReportCost, 1024 networks",
+		fmt.Sprintf("+%s ns/request (%s; CPU +%s); %s allocs more; fixed %s", f(dns, 0), strings.Join(parts, ", "), f(dcpu, 0), f(dal, 3), ns(r.med(mw, "fixed-ns/op"))),
+		"≤ 150 ns, 0 allocs", v)
+	rd := "SettleRedis"
+	eq := median(r.each(rd, func(m run) float64 { return get(m, "settle=equal-redis-calls/op") - get(m, "fixed-redis-calls/op") }))
+	ch := median(r.each(rd, func(m run) float64 { return get(m, "settle=refund-redis-calls/op") - get(m, "fixed-redis-calls/op") }))
+	t.row("Redis script calls a settle adds", "one server, 64 callers: cost equal / different",
+		fmt.Sprintf("+%s / +%s calls/request", f(eq, 3), f(ch, 3)), "0 / ≤ 1", count(verdict(eq <= 0.001 && ch <= 1.001, ch)))
+	for _, c := range []string{"settle=equal", "settle=refund"} {
+		ratio := median(r.each(rd, func(m run) float64 { return get(m, "fixed-ns/op") / get(m, c+"-ns/op") }))
+		cpu := median(r.each(rd, func(m run) float64 { return get(m, "fixed-cpu-ns/op") / get(m, c+"-cpu-ns/op") }))
+		t.row("Redis decisions/s, settling vs fixed cost", "one server, 64 callers, cost "+map[bool]string{true: "equal to", false: "below"}[c == "settle=equal"]+" the reservation",
+			fmt.Sprintf("%s× (by CPU time %s×); fixed %s/decision", f(ratio, 2), f(cpu, 2), ns(r.med(rd, "fixed-ns/op"))), "≥ 0.8×", count(verdict(ratio >= 0.8, ratio)))
+	}
 }

@@ -1,0 +1,222 @@
+package redis
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/ratekey/ratekey/internal/gcra"
+	"github.com/ratekey/ratekey/limiter"
+)
+
+// settleScript settles reservations (see [Limiter.Settle] and the rule of
+// package limiter, "Reserve, then settle"), one bucket after the other, in
+// one atomic step.
+//
+//	KEYS[i]       a bucket to settle
+//	ARGV[1]       the mode, as for gcraScript ("1", or the test clock's)
+//	ARGV[3i-1]    x_i: the change in ns, (actual - reserved) × interval:
+//	              > 0 a debt, < 0 a refund of -x_i
+//	ARGV[3i]      the seconds of the TAT the reservation's charge left
+//	ARGV[3i+1]    its nanoseconds
+//
+// A debt is charged unconditionally: the bucket's debt d (0 for a full or
+// missing bucket) becomes d + x_i, clamped to 2^53-1 ns. A refund moves the
+// debt back by r = min(-x_i, TAT1 - now), the part of the reservation not
+// yet refilled, as refundScript does (the key deleted when that leaves it
+// full); a bucket that is full, gone, or whose debt is the clamp is left
+// alone. It returns the number of buckets it changed.
+const settleScript = luaPrelude + `
+local changed = 0
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local x = tonumber(ARGV[3 * i - 1])
+  local d = debt(k)
+  if not d then
+    return ` + luaNotTAT + `
+  end
+  if x > 0 then
+    store(k, math.min(d + x, 9007199254740991))
+    changed = changed + 1
+  else
+    local r = math.min(-x, (tonumber(ARGV[3 * i]) - sec) * 1e9 + (tonumber(ARGV[3 * i + 1]) - nsec))
+    if r > 0 and d > 0 and d < 9007199254740991 then
+      if d > r then store(k, d - r) else redis.call('DEL', k) end
+      changed = changed + 1
+    end
+  end
+end
+return changed
+`
+
+var settleS = newScript(settleScript)
+
+// settleArgsPerKey is the number of settleScript arguments per bucket.
+const settleArgsPerKey = 3
+
+// settling is one bucket a Settle changes: its request, its Redis key, its
+// group (slot or Ring tag), the change in ns and the Reservation.
+type settling struct {
+	r       *limiter.Request
+	name    string
+	group   uint32
+	x, tat1 int64
+}
+
+// Settle replaces the reservations that Take charged by the actual costs,
+// as the [limiter.Limiter] contract and the rule of package limiter
+// ("Reserve, then settle") say, at the Redis server's time: for every
+// reqs[i] whose ds[i].Reservation is non-zero (the TAT its charge left, on
+// the server's clock) and whose actual[i] differs from its Cost, a debt is
+// charged unconditionally (the bucket's debt may pass its window, up to
+// 2^53-1 ns) or a refund given back, capped by what of the reservation has
+// not refilled, never past a full bucket. Nothing to change costs no round
+// trip; otherwise one script call (batched with the other calls to the
+// server, as Take's are) on one server or within one Cluster slot, and one
+// per slot in parallel across slots.
+//
+// A settle is sent once and never retried: not by go-redis after a failed
+// attempt (the call is marked not to be), not by the batcher (it resends
+// only calls that the server answered NOSCRIPT, which ran nothing), and
+// not by this method, since a resend would charge or refund twice. An
+// error (a timeout, Redis unreachable) means the outcome is unknown: the
+// settle may have been applied or not, and a bucket whose settle is lost
+// keeps its reservation as the cost. A refund lowers the process's deny
+// cache bound for the bucket by the same amount, so that the cache stays
+// a lower bound. Errors wrap [limiter.ErrInvalidRequest] as the contract
+// says (nothing sent), ctx.Err(), or [ErrTimeout] (within
+// [Options.Timeout]). Safe for concurrent use.
+func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
+	var dbuf [callReqs]int64
+	deltas := dbuf[:]
+	if len(reqs) > callReqs {
+		deltas = make([]int64, len(reqs))
+	}
+	if err := gcra.ValidateSettle(reqs, ds, actual, 1, deltas); err != nil {
+		return err
+	}
+	var buf [callReqs]settling
+	todo := buf[:0]
+	one := true // every bucket in one group: one call
+	for i, x := range deltas[:len(reqs)] {
+		if x == 0 {
+			continue
+		}
+		r := &reqs[i]
+		name, h := l.names.name(r)
+		todo = append(todo, settling{r: r, name: name, group: l.groupOf(h), x: x, tat1: ds[i].Reservation})
+		one = one && todo[len(todo)-1].group == todo[0].group
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var err error
+	if one {
+		err = l.settleGroup(ctx, todo)
+	} else {
+		err = l.settleGroups(ctx, todo)
+	}
+	if l.deny != nil {
+		for _, s := range todo {
+			if s.x < 0 {
+				l.deny.refund(s.r, -s.x)
+			}
+		}
+	}
+	return err
+}
+
+// settleGroups sends the settles of todo, which span several groups
+// (Cluster slots or Ring tags), one settleScript call per group, in
+// parallel (the first on this goroutine), and returns the first error.
+func (l *Limiter) settleGroups(ctx context.Context, todo []settling) error {
+	todo = slices.Clone(todo) // handed to goroutines
+	slices.SortStableFunc(todo, func(a, b settling) int { return int(a.group) - int(b.group) })
+	var groups [][]settling
+	for i := 0; i < len(todo); {
+		j := i + 1
+		for j < len(todo) && todo[j].group == todo[i].group {
+			j++
+		}
+		groups = append(groups, todo[i:j])
+		i = j
+	}
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for g := 1; g < len(groups); g++ {
+		wg.Go(func() { errs[g] = l.settleGroup(ctx, groups[g]) })
+	}
+	errs[0] = l.settleGroup(ctx, groups[0])
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleGroup sends the settles of one server, slot or Ring tag as one
+// settleScript call, through the server's batcher when batching is on.
+func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
+	m := len(todo)
+	k := headArgs + m + 1 + settleArgsPerKey*m
+	c := getCall(k)
+	c.s, c.take, c.deadline = &settleS, true, l.deadline(ctx)
+	c.args[2] = int64(m)
+	if l.now != nil {
+		c.sent = l.localNow()
+	}
+	c.args[headArgs+m] = l.mode(true, c.sent)
+	for j := range todo {
+		c.setSettleArgs(j, m, &todo[j])
+	}
+	var b *batcher
+	switch {
+	case l.maxBatch <= 1 || l.shard == byTag:
+	case l.shard == oneServer:
+		b = &l.single
+	default:
+		// MasterForKey may load the slot map: under the deadline.
+		tctx, cancel := context.WithDeadline(ctx, c.deadline)
+		b = l.batcherFor(tctx, todo[0].name)
+		cancel()
+	}
+	var err error
+	reuse := true
+	if b != nil {
+		_, err, reuse = l.submit(ctx, b, c)
+	} else {
+		tctx, cancel := context.WithDeadline(ctx, c.deadline)
+		c.resend(l)
+		if _, err = run(tctx, l.client, c.s, c.args, false); err != nil {
+			err = l.fail(ctx, tctx, err)
+		}
+		cancel()
+	}
+	if reuse {
+		putCall(c)
+	}
+	return err
+}
+
+// setSettleArgs sets c's key and arguments for bucket j of a settle of m
+// buckets (see settleScript).
+func (c *call) setSettleArgs(j, m int, s *settling) {
+	keys, argv := c.args[headArgs:headArgs+m], c.args[headArgs+m+1:]
+	v := [settleArgsPerKey]int64{s.x, s.tat1 / 1e9, s.tat1 % 1e9}
+	a := argv[settleArgsPerKey*j:]
+	if m > callReqs {
+		keys[j], a[0], a[1], a[2] = s.name, v[0], v[1], v[2]
+		return
+	}
+	c.names[j] = s.name
+	keys[j] = &c.names[j]
+	for q := range v {
+		c.nums[settleArgsPerKey*j+q] = v[q]
+		a[q] = &c.nums[settleArgsPerKey*j+q]
+	}
+}
