@@ -82,21 +82,25 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //
 // Clients present the same token on every request until it expires, so
 // successful verifications are remembered: a repeated token costs one
-// SHA-256 of the token and a map lookup instead of steps 1-7 (two orders
-// of magnitude less for ES256 and RS256: BenchmarkVerifyRepeated). JWTConfig.CacheSize bounds the entries
-// (10000 by default; negative disables the cache) and
-// JWTConfig.CacheTTL their age (5m). The cache changes no
-// answer, only its cost:
+// keyed hash of the token (hash/maphash), a map lookup and a comparison
+// with the stored copy instead of steps 1-7 (two orders of magnitude less
+// for ES256 and RS256: BenchmarkVerifyRepeated). JWTConfig.CacheSize
+// bounds the entries (10000 by default; negative disables the cache) and
+// JWTConfig.CacheTTL their age (5m). The cache changes no answer, only its
+// cost:
 //
 //   - Every check above (RFC 8725 §3.1 algorithm, §3.8 issuer, §3.9
 //     audience, §3.10 keys never taken from the token, §3.11 typ, RFC 7515
 //     crit) is a function of the token's bytes and of the issuer record and
-//     key that verified it. The key of an entry is the SHA-256 of the whole
-//     token, so only the identical token finds it (one byte more, less or
-//     different misses, and SHA-256 collisions cannot be found). Entries
-//     are spread over shards by a keyed hash with a per-authenticator
-//     random seed, so tokens cannot be aimed at one shard. The token itself
-//     is never stored, only the 32-byte digest.
+//     key that verified it. An entry is found by a keyed hash of the whole
+//     token (a per-authenticator random seed, so tokens cannot be aimed at
+//     one shard) and answers only a token equal, byte for byte, to the
+//     copy it keeps: only the identical token finds it (one byte more,
+//     less or different misses), and tokens whose hashes collide never
+//     share an entry. The copy is kept in memory only, for the entry's
+//     life, and never printed, logged or returned (it prints as
+//     "[REDACTED]"; its bytes are zeroed when another token takes the
+//     entry over).
 //   - Only successes are stored. A failure is recomputed every time (and
 //     never evicts an entry), so no failing token is ever answered by the
 //     cache and equal tokens get equal answers.
@@ -264,12 +268,12 @@ func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (Princ
 		return p, err
 	}
 	k := c.key(token)
-	if p, ok := c.get(&k, a.env); ok {
+	if p, ok := c.get(k, token, a.env); ok {
 		return p, nil
 	}
 	p, v, err := a.verify(ctx, token)
 	if err == nil {
-		c.put(&k, p, v, a.env)
+		c.put(k, token, p, v, a.env)
 	}
 	return p, err
 }
