@@ -290,7 +290,9 @@ type verified struct {
 }
 
 // verify is verifyToken without the cache (the caller checked the
-// length cap).
+// length cap): the token's shape, its protected header, the issuer record
+// it names and that record's algorithms and type, then golang-jwt's
+// signature and claims checks, then the Principal.
 func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal, verified, error) {
 	if a.onVerify != nil {
 		a.onVerify()
@@ -301,7 +303,6 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	if !ok1 || !ok2 || strings.Contains(sseg, ".") {
 		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
-
 	hdr, aerr := checkHeader(hseg)
 	if aerr != nil {
 		return Principal{}, none, aerr
@@ -310,24 +311,56 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	if !ok {
 		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
+	st, err := a.issuerFor(ctx, iss, hdr)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	claims, gen, err := st.parse(ctx, token, hdr)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	p, err := st.principal(iss, claims)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	v := verified{st: st, gen: gen, exp: claims.ExpiresAt.Time}
+	if claims.NotBefore != nil {
+		v.nbf = claims.NotBefore.Time
+	}
+	if claims.IssuedAt != nil {
+		v.iat = claims.IssuedAt.Time
+	}
+	return p, v, nil
+}
+
+// issuerFor returns the state of the issuer record named by iss (a static
+// record, or one the IssuerResolver provides), once the token's algorithm
+// and type are among those it accepts.
+func (a *JWTAuthenticator) issuerFor(ctx context.Context, iss string, hdr header) (*issuerState, error) {
 	st := a.issuers[iss]
 	if st == nil && a.env.resolver != nil && iss != "" {
 		var err error
 		st, err = a.resolve(ctx, iss)
 		if errors.Is(err, ErrKeySourceUnavailable) {
-			return Principal{}, none, ErrKeySourceUnavailable
+			return nil, ErrKeySourceUnavailable
 		}
 	}
 	if st == nil {
-		return Principal{}, none, invalidToken("token issuer is not accepted", errUnknownIssuer)
+		return nil, invalidToken("token issuer is not accepted", errUnknownIssuer)
 	}
 	if !st.algs[hdr.alg] {
-		return Principal{}, none, invalidToken("algorithm not allowed", errAlgNotAllowed)
+		return nil, invalidToken("algorithm not allowed", errAlgNotAllowed)
 	}
 	if st.typ != "" && (!hdr.hasTyp || !typMatches(hdr.typ, st.typ)) {
-		return Principal{}, none, invalidToken("token type is not accepted", errTyp)
+		return nil, invalidToken("token type is not accepted", errTyp)
 	}
+	return st, nil
+}
 
+// parse runs golang-jwt's signature and claims checks with the record's
+// parser and keys, returning the claims and the generation of the JWK Set
+// snapshot whose key verified the token (0 for static keys).
+func (st *issuerState) parse(ctx context.Context, token string, hdr header) (*tokenClaims, uint64, error) {
 	claims := &tokenClaims{tenantClaim: st.tenantClaim, planClaim: st.planClaim}
 	var gen uint64
 	keyfunc := func(t *jwt.Token) (any, error) {
@@ -337,38 +370,39 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	}
 	if _, err := st.parser.ParseWithClaims(token, claims, keyfunc); err != nil {
 		if errors.Is(err, ErrKeySourceUnavailable) {
-			return Principal{}, none, ErrKeySourceUnavailable
+			return nil, 0, ErrKeySourceUnavailable
 		}
-		return Principal{}, none, classify(err)
+		return nil, 0, classify(err)
 	}
+	return claims, gen, nil
+}
+
+// principal builds the Principal of verified claims: the record's issuer,
+// its tenant and plan (or the claimed ones, when the record vouches for
+// them), the subject as the account, and client_id (else azp) as the
+// credential id.
+func (st *issuerState) principal(iss string, claims *tokenClaims) (Principal, error) {
 	// Defence in depth: golang-jwt compared iss with the record already.
 	if claims.Issuer != st.issuer || iss != st.issuer {
-		return Principal{}, none, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
+		return Principal{}, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
 	}
 	tenant := st.tenant
 	if st.tenantClaim != "" {
 		if _, ok := st.tenants[claims.Tenant]; !claims.tenantOK || !ok {
-			return Principal{}, none, invalidToken("token tenant is not accepted", errTenant)
+			return Principal{}, invalidToken("token tenant is not accepted", errTenant)
 		}
 		tenant = claims.Tenant
 	}
 	plan := st.plan
 	if st.planClaim != "" {
 		if _, ok := st.plans[claims.Plan]; !claims.planOK || !ok {
-			return Principal{}, none, invalidToken("token plan is not accepted", errPlan)
+			return Principal{}, invalidToken("token plan is not accepted", errPlan)
 		}
 		plan = claims.Plan
 	}
 	cred := claims.ClientID
 	if cred == "" {
 		cred = claims.AZP
-	}
-	v := verified{st: st, gen: gen, exp: claims.ExpiresAt.Time}
-	if claims.NotBefore != nil {
-		v.nbf = claims.NotBefore.Time
-	}
-	if claims.IssuedAt != nil {
-		v.iat = claims.IssuedAt.Time
 	}
 	return Principal{
 		Issuer:       st.issuer,
@@ -377,7 +411,7 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 		Account:      claims.Subject,
 		CredentialID: cred,
 		Method:       MethodJWT,
-	}, v, nil
+	}, nil
 }
 
 // header is what checkHeader keeps of a JWS protected header.
