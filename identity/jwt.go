@@ -216,7 +216,9 @@ func (a *JWTAuthenticator) Tenants() (tenants []string, complete bool) {
 
 // Close stops every background JWK Set refresher and waits for them to
 // exit. Cached keys stay usable, but nothing is fetched any more (a token
-// needing a fetch gets [ErrKeySourceUnavailable]). Idempotent; safe for
+// needing a fetch gets [ErrKeySourceUnavailable]). It also empties the
+// verification cache, zeroing the copies of the tokens it held; later
+// verifications are answered as before, in full. Idempotent; safe for
 // concurrent use. It always returns nil.
 func (a *JWTAuthenticator) Close() error {
 	a.env.mu.Lock()
@@ -224,6 +226,9 @@ func (a *JWTAuthenticator) Close() error {
 	a.env.mu.Unlock()
 	a.env.cancel()
 	a.env.wg.Wait()
+	if a.env.cache != nil {
+		a.env.cache.wipe()
+	}
 	return nil
 }
 

@@ -51,9 +51,11 @@ const maxCacheSize = 1 << 26
 // magnitude cheaper and is not collision resistant, so a digest of it
 // would only make a wrong answer improbable. A second independent 64-bit
 // hash would make it improbable enough, never impossible; the comparison
-// makes it impossible. The price is a copy of the token in memory while
-// its entry lives (at most the entry's life: CacheTTL, the token's exp, or
-// its eviction, whichever comes first). That copy is as secret as the
+// makes it impossible. The price is a copy of the token in memory for as
+// long as its slot holds it: until another token takes the slot over (in a
+// full shard, an entry that can no longer be served is evicted as soon as
+// the CLOCK hand reaches it; in a shard with room, nothing is evicted) or
+// JWTAuthenticator.Close wipes the cache. That copy is as secret as the
 // token and is handled so:
 //   - it is kept in a secretBytes, which prints as a fixed redaction on
 //     its own (fmt, encoding/json, log/slog) and as an address inside a
@@ -64,8 +66,9 @@ const maxCacheSize = 1 << 26
 //     presented token (with ==: a comparison only runs once the secret-
 //     seeded 64-bit hashes are equal, which nobody without the seed can
 //     arrange, so its timing tells nothing);
-//   - its bytes are zeroed when the slot is taken over by another token,
-//     so an evicted token does not linger in freed memory.
+//   - its bytes are zeroed when the slot is taken over by another token
+//     and by wipe (Close), so an evicted token does not linger in freed
+//     memory.
 // Memory: each entry holds its token (at most maxTokenBytes, 8 KiB; a
 // typical JWT is 0.3 to 1.5 KiB) beside the Principal, so the default
 // 10 000 entries take a few MB, and at worst CacheSize × 8 KiB.
@@ -295,6 +298,22 @@ func (sh *cacheShard) victim(now int64, env *jwtEnv) int {
 			return i
 		}
 		s.ref.Store(false)
+	}
+}
+
+// wipe zeroes every token copy and empties the cache, which stays usable.
+func (c *verifyCache) wipe() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			sh.slots[j].tok.set("")
+		}
+		clear(sh.slots)
+		sh.slots = sh.slots[:0]
+		clear(sh.index)
+		sh.hand = 0
+		sh.mu.Unlock()
 	}
 }
 

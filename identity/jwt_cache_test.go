@@ -789,6 +789,46 @@ func TestCacheCopyZeroed(t *testing.T) {
 	}
 }
 
+// TestCacheWipedOnClose: Close zeroes every token copy and empties the
+// cache; the authenticator then answers as before, verifying in full.
+func TestCacheWipedOnClose(t *testing.T) {
+	k := getKeys(t)
+	a, calls := newCacheAuth(t, 300, 0, nil)
+	var toks []string
+	var arrays [][]byte
+	for i := range 20 {
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", fmt.Sprint("user-", i)))
+		verifyOK(t, a, tok)
+		c := a.env.cache
+		sh := c.shard(c.key(tok))
+		s := &sh.slots[sh.index[c.key(tok)]]
+		toks, arrays = append(toks, tok), append(arrays, unsafe.Slice(s.tok.p, s.tok.c))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range arrays {
+		if strings.Trim(string(b), "\x00") != "" {
+			t.Fatalf("token %d: its copy was not zeroed", i)
+		}
+	}
+	if n := a.env.cache.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries after Close", n)
+	}
+	for i, tok := range toks {
+		if p := verifyOK(t, a, tok); p.Account != fmt.Sprint("user-", i) {
+			t.Fatalf("after Close: %+v", p)
+		}
+	}
+	if got := calls.Load(); got != 40 {
+		t.Fatalf("%d full verifications, want 40 (20 before Close, 20 after)", got)
+	}
+	verifyOK(t, a, toks[0]) // cached again
+	if calls.Load() != 40 {
+		t.Fatal("the cache does not work after Close")
+	}
+}
+
 // TestCacheConfig: the defaults, disabling, and the errors.
 func TestCacheConfig(t *testing.T) {
 	k := getKeys(t)
