@@ -227,7 +227,14 @@ func serveParallel(h http.Handler, reqs []*http.Request, bad *atomic.Int64) func
 //     the front door must cost no more than;
 //   - ratekey-anon: the front door without a token (anonymous; the account
 //     policy is skipped): ratekey's cost without verification;
-//   - chi: the bare router.
+//   - chi: the bare router;
+//   - peer: the peer stack a user assembles instead of ratekey
+//     (newPeerStack: chi's ClientIPFromXFF, go-chi/jwtauth verifying the
+//     same ES256 token on every request, httprate per network and per
+//     account and operation);
+//   - peer-anon: the peer stack without authentication on the requests
+//     without a token (chi's ClientIPFromXFF and httprate per network), the
+//     counterpart of ratekey-anon.
 //
 // Each runs over GOMAXPROCS goroutines (RunParallel's shape); ns/op is wall
 // time per request. Every request is served once by each before timing
@@ -250,12 +257,15 @@ func BenchmarkChain(b *testing.B) {
 	}
 	authed, anon := mk(true), mk(false)
 	front, hand, frontAnon, bare := newFrontDoor(b, k, false), newChainRouter(b, k, false), newFrontDoor(b, k, true), newBareRouter()
-	var bad [4]atomic.Int64
+	peer, peerAnon := newPeerStack(b, k, chainLimit, false), newPeerStack(b, k, chainLimit, true)
+	var bad [6]atomic.Int64
 	cs := []contender{
 		{"ratekey", serveParallel(front, authed, &bad[0])},
 		{"hand", serveParallel(hand, authed, &bad[1])},
 		{"ratekey-anon", serveParallel(frontAnon, anon, &bad[2])},
 		{"chi", serveParallel(bare, authed, &bad[3])},
+		{"peer", serveParallel(peer, authed, &bad[4])},
+		{"peer-anon", serveParallel(peerAnon, anon, &bad[5])},
 	}
 	for _, c := range cs {
 		c.run(len(in))
@@ -274,6 +284,7 @@ func BenchmarkChain(b *testing.B) {
 	chi := res[3].nsOp
 	b.ReportMetric(res[0].nsOp-chi, "ratekey-overhead-ns/op")
 	b.ReportMetric(res[1].nsOp-chi, "hand-overhead-ns/op")
+	b.ReportMetric(res[4].nsOp-chi, "peer-overhead-ns/op")
 }
 
 // loadConn is one keep-alive HTTP/1.1 connection of the load generator.
@@ -395,20 +406,23 @@ func serve(tb testing.TB, h http.Handler) string {
 // from net/http servers on 127.0.0.1, to an in-process load generator with
 // conns keep-alive connections per server sending raw prebuilt requests:
 // ratekey's front door (as in BenchmarkChain), the same chain composed by
-// hand (hand) and the bare chi router doing the same work minus ratekey, on
-// byte-identical requests, interleaved. Metrics: <name>-req/s, ratekey/chi
-// and hand/chi (throughput ratios) and ratekey/hand. The load generator
+// hand (hand), the bare chi router doing the same work minus ratekey and
+// the peer stack (newPeerStack: chi ClientIPFromXFF, jwtauth, httprate), on
+// byte-identical requests, interleaved. Metrics: <name>-req/s, ratekey/chi,
+// hand/chi and peer/chi (throughput ratios), ratekey/hand and ratekey/peer
+// (the front door over the peer stack). The load generator
 // shares the machine's cores with the servers, so the ratios understate
 // ratekey's share of a dedicated server's CPU.
 func BenchmarkLoopback(b *testing.B) {
 	const conns = 16
 	k := newJWTKey(b, "ES256")
 	raw := loopbackRequests(chainInputs(b, k))
-	names := []string{"ratekey", "hand", "chi"}
+	names := []string{"ratekey", "hand", "chi", "peer"}
 	gens := []*loadGen{
 		newLoadGen(b, serve(b, newFrontDoor(b, k, false)), conns, raw),
 		newLoadGen(b, serve(b, newChainRouter(b, k, false)), conns, raw),
 		newLoadGen(b, serve(b, newBareRouter()), conns, raw),
+		newLoadGen(b, serve(b, newPeerStack(b, k, chainLimit, false)), conns, raw),
 	}
 	cs := make([]contender, len(gens))
 	for i, g := range gens {
@@ -425,13 +439,16 @@ func BenchmarkLoopback(b *testing.B) {
 			b.Errorf("load generator %s: %d answers were not 200", names[i], n)
 		}
 	}
-	rk, hand, chi := 1e9/res[0].nsOp, 1e9/res[1].nsOp, 1e9/res[2].nsOp
+	rk, hand, chi, peer := 1e9/res[0].nsOp, 1e9/res[1].nsOp, 1e9/res[2].nsOp, 1e9/res[3].nsOp
 	b.ReportMetric(rk, "ratekey-req/s")
 	b.ReportMetric(hand, "hand-req/s")
 	b.ReportMetric(chi, "chi-req/s")
+	b.ReportMetric(peer, "peer-req/s")
 	b.ReportMetric(rk/chi, "ratekey/chi")
 	b.ReportMetric(hand/chi, "hand/chi")
+	b.ReportMetric(peer/chi, "peer/chi")
 	b.ReportMetric(rk/hand, "ratekey/hand")
+	b.ReportMetric(rk/peer, "ratekey/peer")
 }
 
 // BenchmarkLoopbackStages splits BenchmarkLoopback's throughput loss by

@@ -19,8 +19,9 @@
 //     own cache, background refresh, last good set kept, unknown-kid
 //     refreshes rate-limited per issuer); issuers may be added at run time by
 //     an [IssuerResolver]. Successful verifications are cached (bounded,
-//     keyed by the token's SHA-256, never past exp or a key rotation), so a
-//     repeated token costs a hash instead of a signature check.
+//     found by a keyed hash of the token and answering only the identical
+//     token, never past exp or a key rotation), so a repeated token costs a
+//     hash and a comparison instead of a signature check.
 //   - [APIKeyAuthenticator]: API keys rk_<id>_<secret><checksum> ([NewAPIKey]),
 //     checked against HMAC-SHA256(pepper, secret) held by an [APIKeyStore]
 //     (your database, or [NewMemoryAPIKeyStore]).

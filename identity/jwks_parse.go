@@ -115,42 +115,62 @@ func parseJWK(raw json.RawMessage, algs []string) (kid string, hasKID bool, bk b
 			return kid, hasKID, boundKey{}, false
 		}
 	}
+	key, alg, ok := jwkPublicKey(raw)
+	if !ok {
+		return kid, hasKID, boundKey{}, false
+	}
+	bk, ok = bindJWK(key, alg, algs)
+	return kid, hasKID, bk, ok
+}
+
+// jwkPublicKey decodes the public key of a JWK holding no private member:
+// a signature key (use and key_ops allow verification) of type RSA, EC or
+// OKP, its X.509 members ignored, that passes jwkey.CheckPublicKey. alg is
+// the JWK's alg member ("" when absent).
+func jwkPublicKey(raw json.RawMessage) (key any, alg string, ok bool) {
 	var m jwkset.JWKMarshal
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
 	if m.USE != "" && m.USE != jwkset.UseSig {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
 	if len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify) {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
 	if m.KTY != jwkset.KtyRSA && m.KTY != jwkset.KtyEC && m.KTY != jwkset.KtyOKP {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
 	m.X5U, m.X5C, m.X5T, m.X5TS256 = "", nil, "", ""
 	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: false}, jwkset.JWKValidateOptions{})
 	if err != nil {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
-	key := jwk.Key()
+	key = jwk.Key()
 	if err := jwkey.CheckPublicKey(key); err != nil || familyOf(key) == familyHMAC {
-		return kid, hasKID, boundKey{}, false
+		return nil, "", false
 	}
+	return key, string(m.ALG), true
+}
+
+// bindJWK binds a JWK's key to the one algorithm of algs it is for: its
+// alg member (which must be usable with the key), or the only algorithm
+// usable with the key.
+func bindJWK(key any, alg string, algs []string) (boundKey, bool) {
 	var usable []string
-	for _, alg := range algs {
-		if compatible(alg, key) {
-			usable = append(usable, alg)
+	for _, a := range algs {
+		if compatible(a, key) {
+			usable = append(usable, a)
 		}
 	}
-	switch alg := string(m.ALG); {
+	switch {
 	case alg != "":
 		if !slices.Contains(usable, alg) {
-			return kid, hasKID, boundKey{}, false
+			return boundKey{}, false
 		}
-		return kid, hasKID, boundKey{key: key, alg: alg}, true
+		return boundKey{key: key, alg: alg}, true
 	case len(usable) == 1:
-		return kid, hasKID, boundKey{key: key, alg: usable[0]}, true
+		return boundKey{key: key, alg: usable[0]}, true
 	}
-	return kid, hasKID, boundKey{}, false
+	return boundKey{}, false
 }

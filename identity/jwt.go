@@ -82,21 +82,25 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 //
 // Clients present the same token on every request until it expires, so
 // successful verifications are remembered: a repeated token costs one
-// SHA-256 of the token and a map lookup instead of steps 1-7 (two orders
-// of magnitude less for ES256 and RS256: BenchmarkVerifyRepeated). JWTConfig.CacheSize bounds the entries
-// (10000 by default; negative disables the cache) and
-// JWTConfig.CacheTTL their age (5m). The cache changes no
-// answer, only its cost:
+// keyed hash of the token (hash/maphash), a map lookup and a comparison
+// with the stored copy instead of steps 1-7 (two orders of magnitude less
+// for ES256 and RS256: BenchmarkVerifyRepeated). JWTConfig.CacheSize
+// bounds the entries (10000 by default; negative disables the cache) and
+// JWTConfig.CacheTTL their age (5m). The cache changes no answer, only its
+// cost:
 //
 //   - Every check above (RFC 8725 §3.1 algorithm, §3.8 issuer, §3.9
 //     audience, §3.10 keys never taken from the token, §3.11 typ, RFC 7515
 //     crit) is a function of the token's bytes and of the issuer record and
-//     key that verified it. The key of an entry is the SHA-256 of the whole
-//     token, so only the identical token finds it (one byte more, less or
-//     different misses, and SHA-256 collisions cannot be found). Entries
-//     are spread over shards by a keyed hash with a per-authenticator
-//     random seed, so tokens cannot be aimed at one shard. The token itself
-//     is never stored, only the 32-byte digest.
+//     key that verified it. An entry is found by a keyed hash of the whole
+//     token (a per-authenticator random seed, so tokens cannot be aimed at
+//     one shard) and answers only a token equal, byte for byte, to the
+//     copy it keeps: only the identical token finds it (one byte more,
+//     less or different misses), and tokens whose hashes collide never
+//     share an entry. The copy is kept in memory only, for the entry's
+//     life, and never printed, logged or returned (it prints as
+//     "[REDACTED]"; its bytes are zeroed when another token takes the
+//     entry over).
 //   - Only successes are stored. A failure is recomputed every time (and
 //     never evicts an entry), so no failing token is ever answered by the
 //     cache and equal tokens get equal answers.
@@ -212,7 +216,9 @@ func (a *JWTAuthenticator) Tenants() (tenants []string, complete bool) {
 
 // Close stops every background JWK Set refresher and waits for them to
 // exit. Cached keys stay usable, but nothing is fetched any more (a token
-// needing a fetch gets [ErrKeySourceUnavailable]). Idempotent; safe for
+// needing a fetch gets [ErrKeySourceUnavailable]). It also empties the
+// verification cache, zeroing the copies of the tokens it held; later
+// verifications are answered as before, in full. Idempotent; safe for
 // concurrent use. It always returns nil.
 func (a *JWTAuthenticator) Close() error {
 	a.env.mu.Lock()
@@ -220,6 +226,9 @@ func (a *JWTAuthenticator) Close() error {
 	a.env.mu.Unlock()
 	a.env.cancel()
 	a.env.wg.Wait()
+	if a.env.cache != nil {
+		a.env.cache.wipe()
+	}
 	return nil
 }
 
@@ -264,12 +273,12 @@ func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (Princ
 		return p, err
 	}
 	k := c.key(token)
-	if p, ok := c.get(&k, a.env); ok {
+	if p, ok := c.get(k, token, a.env); ok {
 		return p, nil
 	}
 	p, v, err := a.verify(ctx, token)
 	if err == nil {
-		c.put(&k, p, v, a.env)
+		c.put(k, token, p, v, a.env)
 	}
 	return p, err
 }
@@ -286,7 +295,9 @@ type verified struct {
 }
 
 // verify is verifyToken without the cache (the caller checked the
-// length cap).
+// length cap): the token's shape, its protected header, the issuer record
+// it names and that record's algorithms and type, then golang-jwt's
+// signature and claims checks, then the Principal.
 func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal, verified, error) {
 	if a.onVerify != nil {
 		a.onVerify()
@@ -297,7 +308,6 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	if !ok1 || !ok2 || strings.Contains(sseg, ".") {
 		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
-
 	hdr, aerr := checkHeader(hseg)
 	if aerr != nil {
 		return Principal{}, none, aerr
@@ -306,24 +316,56 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	if !ok {
 		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
+	st, err := a.issuerFor(ctx, iss, hdr)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	claims, gen, err := st.parse(ctx, token, hdr)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	p, err := st.principal(iss, claims)
+	if err != nil {
+		return Principal{}, none, err
+	}
+	v := verified{st: st, gen: gen, exp: claims.ExpiresAt.Time}
+	if claims.NotBefore != nil {
+		v.nbf = claims.NotBefore.Time
+	}
+	if claims.IssuedAt != nil {
+		v.iat = claims.IssuedAt.Time
+	}
+	return p, v, nil
+}
+
+// issuerFor returns the state of the issuer record named by iss (a static
+// record, or one the IssuerResolver provides), once the token's algorithm
+// and type are among those it accepts.
+func (a *JWTAuthenticator) issuerFor(ctx context.Context, iss string, hdr header) (*issuerState, error) {
 	st := a.issuers[iss]
 	if st == nil && a.env.resolver != nil && iss != "" {
 		var err error
 		st, err = a.resolve(ctx, iss)
 		if errors.Is(err, ErrKeySourceUnavailable) {
-			return Principal{}, none, ErrKeySourceUnavailable
+			return nil, ErrKeySourceUnavailable
 		}
 	}
 	if st == nil {
-		return Principal{}, none, invalidToken("token issuer is not accepted", errUnknownIssuer)
+		return nil, invalidToken("token issuer is not accepted", errUnknownIssuer)
 	}
 	if !st.algs[hdr.alg] {
-		return Principal{}, none, invalidToken("algorithm not allowed", errAlgNotAllowed)
+		return nil, invalidToken("algorithm not allowed", errAlgNotAllowed)
 	}
 	if st.typ != "" && (!hdr.hasTyp || !typMatches(hdr.typ, st.typ)) {
-		return Principal{}, none, invalidToken("token type is not accepted", errTyp)
+		return nil, invalidToken("token type is not accepted", errTyp)
 	}
+	return st, nil
+}
 
+// parse runs golang-jwt's signature and claims checks with the record's
+// parser and keys, returning the claims and the generation of the JWK Set
+// snapshot whose key verified the token (0 for static keys).
+func (st *issuerState) parse(ctx context.Context, token string, hdr header) (*tokenClaims, uint64, error) {
 	claims := &tokenClaims{tenantClaim: st.tenantClaim, planClaim: st.planClaim}
 	var gen uint64
 	keyfunc := func(t *jwt.Token) (any, error) {
@@ -333,38 +375,39 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	}
 	if _, err := st.parser.ParseWithClaims(token, claims, keyfunc); err != nil {
 		if errors.Is(err, ErrKeySourceUnavailable) {
-			return Principal{}, none, ErrKeySourceUnavailable
+			return nil, 0, ErrKeySourceUnavailable
 		}
-		return Principal{}, none, classify(err)
+		return nil, 0, classify(err)
 	}
+	return claims, gen, nil
+}
+
+// principal builds the Principal of verified claims: the record's issuer,
+// its tenant and plan (or the claimed ones, when the record vouches for
+// them), the subject as the account, and client_id (else azp) as the
+// credential id.
+func (st *issuerState) principal(iss string, claims *tokenClaims) (Principal, error) {
 	// Defence in depth: golang-jwt compared iss with the record already.
 	if claims.Issuer != st.issuer || iss != st.issuer {
-		return Principal{}, none, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
+		return Principal{}, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
 	}
 	tenant := st.tenant
 	if st.tenantClaim != "" {
 		if _, ok := st.tenants[claims.Tenant]; !claims.tenantOK || !ok {
-			return Principal{}, none, invalidToken("token tenant is not accepted", errTenant)
+			return Principal{}, invalidToken("token tenant is not accepted", errTenant)
 		}
 		tenant = claims.Tenant
 	}
 	plan := st.plan
 	if st.planClaim != "" {
 		if _, ok := st.plans[claims.Plan]; !claims.planOK || !ok {
-			return Principal{}, none, invalidToken("token plan is not accepted", errPlan)
+			return Principal{}, invalidToken("token plan is not accepted", errPlan)
 		}
 		plan = claims.Plan
 	}
 	cred := claims.ClientID
 	if cred == "" {
 		cred = claims.AZP
-	}
-	v := verified{st: st, gen: gen, exp: claims.ExpiresAt.Time}
-	if claims.NotBefore != nil {
-		v.nbf = claims.NotBefore.Time
-	}
-	if claims.IssuedAt != nil {
-		v.iat = claims.IssuedAt.Time
 	}
 	return Principal{
 		Issuer:       st.issuer,
@@ -373,7 +416,7 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 		Account:      claims.Subject,
 		CredentialID: cred,
 		Method:       MethodJWT,
-	}, v, nil
+	}, nil
 }
 
 // header is what checkHeader keeps of a JWS protected header.

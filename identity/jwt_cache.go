@@ -1,8 +1,9 @@
 package identity
 
 import (
-	"crypto/sha256"
+	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,8 @@ import (
 const (
 	// defaultJWTCacheSize is the number of successful verifications a
 	// [JWTAuthenticator] remembers when JWTConfig.CacheSize is zero (a few
-	// MB at most).
+	// MB for tokens of a typical size; each entry keeps its token, at most
+	// maxTokenBytes).
 	defaultJWTCacheSize = 10000
 	// defaultJWTCacheTTL is the longest a cached verification is reused
 	// when JWTConfig.CacheTTL is zero; the token's exp usually ends an
@@ -30,17 +32,46 @@ const maxCacheSize = 1 << 26
 // signature check, not one per request. Its safety argument is written on
 // JWTAuthenticator ("Verification cache"); the mechanics are here.
 //
-// Key: SHA-256(token). Every byte of the token (header, claims and
-// signature) feeds the key, so a token differing in one byte misses, and
-// SHA-256 is collision resistant, so no other token can be found that
-// shares a key. The shard is chosen by a keyed hash of the key
-// (hash/maphash, seed drawn per authenticator) and Go maps seed their own
-// bucket hashing per map, so nobody can aim tokens at one shard or bucket
-// (a tenant minting tokens for its own issuer cannot evict another
-// tenant's entries any faster than by filling the whole cache). The token
-// itself is never stored: only the 32-byte digest, the Principal (whose
-// strings are fresh copies made by the JSON decoder, not slices of the
-// token) and validity data.
+// Key: a keyed 64-bit hash of the token (hash/maphash, seed drawn per
+// authenticator), then a full comparison. The hash picks the shard and the
+// slot; a hit also requires the presented token to equal, byte for byte,
+// the copy of the token kept in the slot. Every byte of the token (header,
+// claims and signature) takes part, so a token differing in one byte
+// misses, and two tokens whose hashes collide (by chance, or through the
+// forceCollisions test hook) never share an entry: the second one misses,
+// is verified in full and takes the slot over. The seed is secret and Go
+// maps seed their own bucket hashing per map, so nobody can aim tokens at
+// one shard or bucket (a tenant minting tokens for its own issuer cannot
+// evict another tenant's entries any faster than by filling the whole
+// cache).
+//
+// Why the token and not a digest: the previous key, SHA-256 of the token,
+// was collision resistant without keeping the token, but hashing every
+// token with it was 11% of the request path; maphash is an order of
+// magnitude cheaper and is not collision resistant, so a digest of it
+// would only make a wrong answer improbable. A second independent 64-bit
+// hash would make it improbable enough, never impossible; the comparison
+// makes it impossible. The price is a copy of the token in memory for as
+// long as its slot holds it: until another token takes the slot over (in a
+// full shard, an entry that can no longer be served is evicted as soon as
+// the CLOCK hand reaches it; in a shard with room, nothing is evicted) or
+// JWTAuthenticator.Close wipes the cache. That copy is as secret as the
+// token and is handled so:
+//   - it is kept in a secretBytes, which prints as a fixed redaction on
+//     its own (fmt, encoding/json, log/slog) and as an address inside a
+//     slot, a shard or the cache, so not even a careless %v in a future
+//     debug line could show it; nothing in the package prints a slot, an
+//     entry or the cache;
+//   - it is never returned, logged or compared except against the
+//     presented token (with ==: a comparison only runs once the secret-
+//     seeded 64-bit hashes are equal, which nobody without the seed can
+//     arrange, so its timing tells nothing);
+//   - its bytes are zeroed when the slot is taken over by another token
+//     and by wipe (Close), so an evicted token does not linger in freed
+//     memory.
+// Memory: each entry holds its token (at most maxTokenBytes, 8 KiB; a
+// typical JWT is 0.3 to 1.5 KiB) beside the Principal, so the default
+// 10 000 entries take a few MB, and at worst CacheSize × 8 KiB.
 //
 // Value: the Principal and when it may be served (cacheEntry.servable).
 //
@@ -57,16 +88,20 @@ const maxCacheSize = 1 << 26
 // in use. Failed verifications are never inserted, so invalid tokens evict
 // nothing.
 
-// cacheKey is the SHA-256 of one token.
-type cacheKey [sha256.Size]byte
+// cacheKey is the keyed hash of one token (verifyCache.key).
+type cacheKey uint64
 
-// verifyCache is a bounded map from cacheKey to cacheEntry. Safe for
+// verifyCache is a bounded map from a token to its cacheEntry. Safe for
 // concurrent use.
 type verifyCache struct {
-	seed   maphash.Seed // shard selection
+	seed   maphash.Seed // the token hash's key
 	ttl    time.Duration
 	mask   uint64
 	shards []cacheShard
+	// forceCollisions makes every token hash to the same key (tests only:
+	// set before first use). Entries then still answer only their own
+	// token.
+	forceCollisions bool
 }
 
 // cacheShard is one lock's worth of the cache.
@@ -79,11 +114,51 @@ type cacheShard struct {
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
 
-// cacheSlot holds one entry and its CLOCK reference bit.
+// cacheSlot holds one entry, the token it answers for and its CLOCK
+// reference bit.
 type cacheSlot struct {
 	key cacheKey
+	tok secretBytes // a copy of the token; a hit requires equality
 	ent cacheEntry
 	ref atomic.Bool // set by hits under the read lock, cleared by the hand
+}
+
+// secretBytes is a copy of a bearer token kept for comparison. It never
+// prints: the value itself renders as redacted through fmt (String,
+// GoString, Format), encoding/json and log/slog, and inside any struct fmt
+// prints (a slot, a shard, the cache) it is a pointer and two numbers,
+// since fmt shows a nested pointer as its address. The zero value holds
+// nothing.
+type secretBytes struct {
+	p    *byte // first byte of the copy's array, nil for none
+	n, c int   // length and capacity of the copy's array
+}
+
+// redacted is what a secretBytes prints.
+const redacted = "[REDACTED]"
+
+func (secretBytes) String() string               { return redacted }
+func (secretBytes) GoString() string             { return redacted }
+func (secretBytes) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte(redacted)) }
+func (secretBytes) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func (secretBytes) LogValue() slog.Value         { return slog.StringValue(redacted) }
+
+// equal reports whether b holds exactly token's bytes.
+func (b *secretBytes) equal(token string) bool {
+	return b.n == len(token) && unsafe.String(b.p, b.n) == token
+}
+
+// set overwrites b's bytes with zeros and copies token in their place (in
+// the same array when it is large enough).
+func (b *secretBytes) set(token string) {
+	if b.p != nil {
+		clear(unsafe.Slice(b.p, b.c))
+	}
+	if len(token) > b.c {
+		buf := make([]byte, len(token))
+		b.p, b.c = unsafe.SliceData(buf), len(buf)
+	}
+	b.n = copy(unsafe.Slice(b.p, b.c), token)
 }
 
 // cacheEntry is one remembered successful verification.
@@ -117,33 +192,33 @@ func newVerifyCache(size int, ttl time.Duration) *verifyCache {
 
 // key returns the cache key of token.
 func (c *verifyCache) key(token string) cacheKey {
-	// A read-only view of the token's bytes: no copy, nothing retained.
-	return sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))
-}
-
-// shard returns the shard of k, chosen by a keyed hash.
-func (c *verifyCache) shard(k *cacheKey) *cacheShard {
-	if c.mask == 0 {
-		return &c.shards[0]
+	if c.forceCollisions {
+		return 0
 	}
-	return &c.shards[maphash.Bytes(c.seed, k[:])&c.mask]
+	return cacheKey(maphash.String(c.seed, token))
 }
 
-// get returns the Principal cached under k if the entry may be served now.
-func (c *verifyCache) get(k *cacheKey, env *jwtEnv) (Principal, bool) {
+// shard returns the shard of k.
+func (c *verifyCache) shard(k cacheKey) *cacheShard {
+	return &c.shards[uint64(k)&c.mask]
+}
+
+// get returns the Principal cached for token, whose key is k, if the entry
+// may be served now.
+func (c *verifyCache) get(k cacheKey, token string, env *jwtEnv) (Principal, bool) {
 	now, ok := unixNano(env.now())
 	if !ok {
 		return Principal{}, false
 	}
 	sh := c.shard(k)
 	sh.mu.RLock()
-	i, found := sh.index[*k]
+	i, found := sh.index[k]
 	if !found {
 		sh.mu.RUnlock()
 		return Principal{}, false
 	}
 	s := &sh.slots[i]
-	if !s.ent.servable(now, env) {
+	if !s.tok.equal(token) || !s.ent.servable(now, env) {
 		sh.mu.RUnlock()
 		return Principal{}, false
 	}
@@ -155,11 +230,11 @@ func (c *verifyCache) get(k *cacheKey, env *jwtEnv) (Principal, bool) {
 	return p, true
 }
 
-// put remembers a successful verification of the token whose key is k.
-// The entry is served from the later of the verification instant, nbf and
+// put remembers a successful verification of token, whose key is k. The
+// entry is served from the later of the verification instant, nbf and
 // iat, until the earlier of exp and the verification instant plus the TTL;
 // an entry that could never be served is not stored.
-func (c *verifyCache) put(k *cacheKey, p Principal, v verified, env *jwtEnv) {
+func (c *verifyCache) put(k cacheKey, token string, p Principal, v verified, env *jwtEnv) {
 	at := env.now()
 	lo, hi := at, at.Add(c.ttl)
 	if v.nbf.After(lo) {
@@ -182,8 +257,10 @@ func (c *verifyCache) put(k *cacheKey, p Principal, v verified, env *jwtEnv) {
 	sh := c.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if i, found := sh.index[*k]; found { // a concurrent miss got here first
-		sh.slots[i].ent = e
+	if i, found := sh.index[k]; found { // the same token from a concurrent miss, or a collision
+		s := &sh.slots[i]
+		s.tok.set(token)
+		s.ent = e
 		return
 	}
 	var i int
@@ -200,9 +277,10 @@ func (c *verifyCache) put(k *cacheKey, p Principal, v verified, env *jwtEnv) {
 		delete(sh.index, sh.slots[i].key)
 	}
 	s := &sh.slots[i]
-	s.key, s.ent = *k, e
+	s.tok.set(token)
+	s.key, s.ent = k, e
 	s.ref.Store(false)
-	sh.index[*k] = int32(i)
+	sh.index[k] = int32(i)
 }
 
 // victim advances the CLOCK hand to the first slot whose entry can no
@@ -220,6 +298,22 @@ func (sh *cacheShard) victim(now int64, env *jwtEnv) int {
 			return i
 		}
 		s.ref.Store(false)
+	}
+}
+
+// wipe zeroes every token copy and empties the cache, which stays usable.
+func (c *verifyCache) wipe() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			sh.slots[j].tok.set("")
+		}
+		clear(sh.slots)
+		sh.slots = sh.slots[:0]
+		clear(sh.index)
+		sh.hand = 0
+		sh.mu.Unlock()
 	}
 }
 

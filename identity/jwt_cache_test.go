@@ -2,8 +2,10 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -593,27 +595,24 @@ func TestCacheBounded(t *testing.T) {
 	}
 }
 
-// TestCacheDoesNotRetainToken: the cache stores fixed-size keys and
-// principals only; once the caller drops a verified token, its memory is
-// collected while the entry stays usable.
-func TestCacheDoesNotRetainToken(t *testing.T) {
-	// By type: the key is a [32]byte; the only strings in a slot are the
-	// Principal's.
-	if got := reflect.TypeFor[cacheKey](); got.Kind() != reflect.Array || got.Len() != 32 || got.Elem().Kind() != reflect.Uint8 {
-		t.Fatalf("cache key type %v, want [32]byte", got)
-	}
-	if got := reflect.TypeOf(verifyCache{}.shards).Elem().Field(1).Type.Key(); got != reflect.TypeFor[cacheKey]() {
-		t.Fatalf("shard index keyed by %v", got)
+// TestCacheKeepsOwnCopy: the cache keeps its own copy of a verified token
+// (for the comparison on a hit), never the caller's memory: once the caller
+// drops the token, its memory is collected while the entry stays usable.
+func TestCacheKeepsOwnCopy(t *testing.T) {
+	// By type: the key is a uint64 hash; the only variable-size data in a
+	// slot are the Principal's strings and the token copy (a pointer).
+	if got := reflect.TypeFor[cacheKey](); got.Kind() != reflect.Uint64 {
+		t.Fatalf("cache key type %v, want a uint64 hash", got)
 	}
 	var walk func(reflect.Type, string)
 	walk = func(ty reflect.Type, path string) {
 		switch ty.Kind() {
 		case reflect.String, reflect.Slice, reflect.Interface, reflect.Map:
 			if !strings.HasPrefix(path, "cacheSlot.ent.p.") {
-				t.Errorf("%s is a %v: a slot may hold variable-size data only in its Principal", path, ty)
+				t.Errorf("%s is a %v: a slot may hold variable-size data only in its Principal and its token copy", path, ty)
 			}
 		case reflect.Struct:
-			if ty.PkgPath() == "sync/atomic" {
+			if ty.PkgPath() == "sync/atomic" || ty == reflect.TypeFor[secretBytes]() {
 				return
 			}
 			for i := 0; i < ty.NumField(); i++ {
@@ -649,6 +648,184 @@ func TestCacheDoesNotRetainToken(t *testing.T) {
 	// The entry outlived the token's memory and still answers.
 	if p := verifyOK(t, a, tok); p.CredentialID != "cli-9" || calls.Load() != 1 {
 		t.Fatalf("entry lost: %+v after %d full verifications", p, calls.Load())
+	}
+}
+
+// TestCacheTokenNeverPrints: the token copy in a slot shows in no rendering
+// of the copy, the slot, a shard or the whole cache (fmt with every common
+// verb, encoding/json, log/slog), neither as text nor as bytes.
+func TestCacheTokenNeverPrints(t *testing.T) {
+	k := getKeys(t)
+	a, _ := newCacheAuth(t, 10, 0, nil)
+	tok := mint(t, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "cli-1"))
+	verifyOK(t, a, tok)
+	c := a.env.cache
+	sh := c.shard(c.key(tok))
+	slot := &sh.slots[sh.index[c.key(tok)]]
+	if !slot.tok.equal(tok) {
+		t.Fatal("the slot does not hold the token")
+	}
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	forms := []string{tok, sig, sig[:16], fmt.Sprint([]byte(sig[:8])), fmt.Sprintf("%x", sig[:8]), fmt.Sprintf("%X", sig[:8])}
+	for _, v := range []any{slot.tok, &slot.tok, slot, sh, c} {
+		var outs []string
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
+			outs = append(outs, fmt.Sprintf(verb, v))
+		}
+		j, err := json.Marshal(v)
+		if err == nil {
+			outs = append(outs, string(j))
+		}
+		var buf strings.Builder
+		slog.New(slog.NewTextHandler(&buf, nil)).Info("cache", "v", v)
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("cache", "v", v)
+		outs = append(outs, buf.String())
+		for i, out := range outs {
+			for j, f := range forms {
+				if strings.Contains(out, f) { // the message names, never shows, it
+					t.Fatalf("%T printed the token: rendering %d holds form %d", v, i, j)
+				}
+			}
+		}
+	}
+	if got := fmt.Sprintf("%v %s %#v", slot.tok, slot.tok, slot.tok); got != "[REDACTED] [REDACTED] [REDACTED]" {
+		t.Fatalf("the copy prints as %q", got)
+	}
+}
+
+// TestCacheCollision: with every token hashing to the same key (the
+// forceCollisions hook), an entry still answers only its own token: another
+// valid token gets its own Principal (verified in full, taking the slot
+// over), a forged one is refused, and the original, presented again, is
+// verified in full and gets its own Principal back.
+func TestCacheCollision(t *testing.T) {
+	k := getKeys(t)
+	for _, size := range []int{1, 10, 300} { // one shard, one shard with room, 16 shards
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			a, calls := newCacheAuth(t, size, 0, nil)
+			a.env.cache.forceCollisions = true
+			alice := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("client_id", "cli-a"))
+			bob := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", "bob", "client_id", "cli-b"))
+			forged := mint(t, "EdDSA", k.edOther, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", "mallory"))
+			wantA := Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-a", Method: MethodJWT}
+			wantB := Principal{Issuer: issA, Tenant: "acme", Account: "bob", CredentialID: "cli-b", Method: MethodJWT}
+			steps := []struct {
+				name  string
+				tok   string
+				want  Principal
+				desc  string
+				calls int64 // full verifications so far
+			}{
+				{"alice verified and cached", alice, wantA, "", 1},
+				{"alice from the cache", strings.Clone(alice), wantA, "", 1},
+				{"bob collides with alice: verified in full", bob, wantB, "", 2},
+				{"bob from the cache", strings.Clone(bob), wantB, "", 2},
+				{"a forgery colliding with bob is refused", forged, Principal{}, "token signature is invalid", 3},
+				{"alice again: verified in full, her own principal", alice, wantA, "", 4},
+				{"bob's entry was taken over", bob, wantB, "", 5},
+				{"alice's prefix is not alice", alice[:len(alice)-1], Principal{}, "x", 6},
+			}
+			for _, s := range steps {
+				p, err := a.verifyToken(context.Background(), s.tok)
+				switch {
+				case s.desc == "" && (err != nil || p != s.want):
+					t.Fatalf("%s: %+v %v, want %+v", s.name, p, err, s.want)
+				case s.desc != "" && err == nil:
+					t.Fatalf("%s: accepted as %+v", s.name, p)
+				case s.desc != "" && s.desc != "x" && err.(*AuthError).Description != s.desc:
+					t.Fatalf("%s: %v, want %q", s.name, err, s.desc)
+				}
+				if got := calls.Load(); got != s.calls {
+					t.Fatalf("%s: %d full verifications, want %d", s.name, got, s.calls)
+				}
+			}
+			if n := a.env.cache.len(); n != 1 {
+				t.Fatalf("the colliding tokens left %d entries, want 1", n)
+			}
+		})
+	}
+}
+
+// TestCacheCopyZeroed: when another token takes a slot over, the previous
+// token's bytes are overwritten: in place when the new token fits in their
+// array, else with zeros (the array is then left to the collector).
+func TestCacheCopyZeroed(t *testing.T) {
+	k := getKeys(t)
+	short := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))
+	long := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", strings.Repeat("b", 200)))
+	zero := func(b []byte) bool { return strings.Trim(string(b), "\x00") == "" }
+	cases := []struct {
+		name        string
+		first, then string
+		inPlace     bool
+	}{
+		{"shorter token: same array", long, short, true},
+		{"longer token: new array, the old one zeroed", short, long, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := newCacheAuth(t, 1, 0, nil)
+			slot := func() *cacheSlot { return &a.env.cache.shards[0].slots[0] }
+			verifyOK(t, a, c.first)
+			old := unsafe.Slice(slot().tok.p, slot().tok.c)
+			verifyOK(t, a, c.then) // a one-entry cache: the slot is taken over
+			if !slot().tok.equal(c.then) || a.env.cache.len() != 1 {
+				t.Fatal("the slot does not hold the second token")
+			}
+			if inPlace := slot().tok.p == &old[0]; inPlace != c.inPlace {
+				t.Fatalf("same array: %v, want %v", inPlace, c.inPlace)
+			}
+			rest := old
+			if c.inPlace {
+				if string(old[:len(c.then)]) != c.then {
+					t.Fatalf("the array starts with %q", old[:len(c.then)])
+				}
+				rest = old[len(c.then):]
+			}
+			if !zero(rest) {
+				t.Fatalf("the first token's bytes are still there: %q", rest)
+			}
+		})
+	}
+}
+
+// TestCacheWipedOnClose: Close zeroes every token copy and empties the
+// cache; the authenticator then answers as before, verifying in full.
+func TestCacheWipedOnClose(t *testing.T) {
+	k := getKeys(t)
+	a, calls := newCacheAuth(t, 300, 0, nil)
+	var toks []string
+	var arrays [][]byte
+	for i := range 20 {
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", fmt.Sprint("user-", i)))
+		verifyOK(t, a, tok)
+		c := a.env.cache
+		sh := c.shard(c.key(tok))
+		s := &sh.slots[sh.index[c.key(tok)]]
+		toks, arrays = append(toks, tok), append(arrays, unsafe.Slice(s.tok.p, s.tok.c))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range arrays {
+		if strings.Trim(string(b), "\x00") != "" {
+			t.Fatalf("token %d: its copy was not zeroed", i)
+		}
+	}
+	if n := a.env.cache.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries after Close", n)
+	}
+	for i, tok := range toks {
+		if p := verifyOK(t, a, tok); p.Account != fmt.Sprint("user-", i) {
+			t.Fatalf("after Close: %+v", p)
+		}
+	}
+	if got := calls.Load(); got != 40 {
+		t.Fatalf("%d full verifications, want 40 (20 before Close, 20 after)", got)
+	}
+	verifyOK(t, a, toks[0]) // cached again
+	if calls.Load() != 40 {
+		t.Fatal("the cache does not work after Close")
 	}
 }
 
@@ -773,10 +950,13 @@ func TestCacheHitAllocs(t *testing.T) {
 
 // FuzzCacheMatchesUncached: whatever the input, an authenticator whose
 // cache holds every seed's entry answers exactly as one without a cache,
-// on the first and the second presentation.
+// on the first and the second presentation; so does one whose tokens all
+// collide (forceCollisions), whose one entry is some other token's.
 func FuzzCacheMatchesUncached(f *testing.F) {
 	k := getKeys(f)
 	cached, _ := newCacheAuth(f, 0, 0, nil)
+	colliding, _ := newCacheAuth(f, 0, 0, nil)
+	colliding.env.cache.forceCollisions = true
 	uncached, _ := newCacheAuth(f, -1, 0, nil)
 	seeds := []string{
 		mint(f, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "c")),
@@ -786,16 +966,19 @@ func FuzzCacheMatchesUncached(f *testing.F) {
 	}
 	for _, s := range seeds {
 		verifyOK(f, cached, s)
+		verifyOK(f, colliding, s)
 		f.Add(s)
 	}
 	f.Add("")
 	f.Fuzz(func(t *testing.T, tok string) {
 		want := verifyOutcome(uncached, tok)
-		if got := verifyOutcome(cached, tok); got != want {
-			t.Fatalf("cached %+v, uncached %+v", got, want)
-		}
-		if got := verifyOutcome(cached, tok); got != want {
-			t.Fatalf("second presentation: cached %+v, uncached %+v", got, want)
+		for _, a := range []*JWTAuthenticator{cached, colliding} {
+			if got := verifyOutcome(a, tok); got != want {
+				t.Fatalf("cached %+v, uncached %+v (colliding: %v)", got, want, a == colliding)
+			}
+			if got := verifyOutcome(a, tok); got != want {
+				t.Fatalf("second presentation: cached %+v, uncached %+v (colliding: %v)", got, want, a == colliding)
+			}
 		}
 	})
 }

@@ -115,59 +115,17 @@ var consumed = [...]string{"iss", "sub", "aud", "exp", "nbf", "iat", "client_id"
 
 // fill reads the consumed claims from obj.
 func (c *tokenClaims) fill(obj map[string]json.RawMessage) error {
-	for k := range obj {
-		for _, n := range consumed {
-			if k != n && strings.EqualFold(k, n) {
-				return errClaimsMalformed
-			}
-		}
-		if c.tenantClaim != "" && k != c.tenantClaim && strings.EqualFold(k, c.tenantClaim) {
-			return errClaimsMalformed
-		}
-		if c.planClaim != "" && k != c.planClaim && strings.EqualFold(k, c.planClaim) {
-			return errClaimsMalformed
-		}
+	if c.foldedName(obj) {
+		return errClaimsMalformed
 	}
-	str := func(name string, dst *string) bool {
-		raw, ok := obj[name]
-		if !ok || isNull(raw) {
-			return true
-		}
-		*dst, ok = jsonString(raw)
-		return ok
-	}
-	date := func(name string, dst **jwt.NumericDate) bool {
-		raw, ok := obj[name]
-		if !ok || isNull(raw) {
-			return true
-		}
-		*dst, ok = numericDate(raw)
-		return ok
-	}
-	if !str("iss", &c.Issuer) || !str("sub", &c.Subject) ||
-		!str("client_id", &c.ClientID) || !str("azp", &c.AZP) ||
-		!date("exp", &c.ExpiresAt) || !date("nbf", &c.NotBefore) || !date("iat", &c.IssuedAt) {
+	if !strClaim(obj, "iss", &c.Issuer) || !strClaim(obj, "sub", &c.Subject) ||
+		!strClaim(obj, "client_id", &c.ClientID) || !strClaim(obj, "azp", &c.AZP) ||
+		!dateClaim(obj, "exp", &c.ExpiresAt) || !dateClaim(obj, "nbf", &c.NotBefore) || !dateClaim(obj, "iat", &c.IssuedAt) {
 		return errClaimsMalformed
 	}
 	if raw, ok := obj["aud"]; ok && !isNull(raw) {
-		if raw[0] == '"' {
-			s, ok := jsonString(raw)
-			if !ok {
-				return errClaimsMalformed
-			}
-			c.Audience = jwt.ClaimStrings{s}
-		} else {
-			var list []json.RawMessage
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return errClaimsMalformed
-			}
-			for _, r := range list {
-				s, ok := jsonString(r)
-				if !ok {
-					return errClaimsMalformed
-				}
-				c.Audience = append(c.Audience, s)
-			}
+		if c.Audience, ok = audience(raw); !ok {
+			return errClaimsMalformed
 		}
 	}
 	if c.tenantClaim != "" {
@@ -184,6 +142,75 @@ func (c *tokenClaims) fill(obj map[string]json.RawMessage) error {
 		return errBadExp
 	}
 	return nil
+}
+
+// foldedName reports whether obj has a name that differs from a claim
+// this package reads (a consumed one, or the record's tenant or plan claim)
+// only by case: Go's JSON decoding would fold it onto that claim, so such
+// a token is refused rather than read one way here and another elsewhere.
+func (c *tokenClaims) foldedName(obj map[string]json.RawMessage) bool {
+	for k := range obj {
+		for _, n := range consumed {
+			if k != n && strings.EqualFold(k, n) {
+				return true
+			}
+		}
+		if c.tenantClaim != "" && k != c.tenantClaim && strings.EqualFold(k, c.tenantClaim) {
+			return true
+		}
+		if c.planClaim != "" && k != c.planClaim && strings.EqualFold(k, c.planClaim) {
+			return true
+		}
+	}
+	return false
+}
+
+// strClaim reads the string claim name of obj into dst; absent or null
+// leaves dst alone. It reports false for any other JSON value.
+func strClaim(obj map[string]json.RawMessage, name string, dst *string) bool {
+	raw, ok := obj[name]
+	if !ok || isNull(raw) {
+		return true
+	}
+	*dst, ok = jsonString(raw)
+	return ok
+}
+
+// dateClaim reads the NumericDate claim name of obj into dst; absent or
+// null leaves dst alone. It reports false for any other JSON value.
+func dateClaim(obj map[string]json.RawMessage, name string, dst **jwt.NumericDate) bool {
+	raw, ok := obj[name]
+	if !ok || isNull(raw) {
+		return true
+	}
+	*dst, ok = numericDate(raw)
+	return ok
+}
+
+// audience reads an aud claim (not null): one string, or an array of
+// strings (RFC 7519 §4.1.3). ok is false for anything else; an array is
+// then returned up to its first element that is not a string.
+func audience(raw json.RawMessage) (jwt.ClaimStrings, bool) {
+	if raw[0] == '"' {
+		s, ok := jsonString(raw)
+		if !ok {
+			return nil, false
+		}
+		return jwt.ClaimStrings{s}, true
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, false
+	}
+	var aud jwt.ClaimStrings
+	for _, r := range list {
+		s, ok := jsonString(r)
+		if !ok {
+			return aud, false // the strings before it, as golang-jwt's checks see them
+		}
+		aud = append(aud, s)
+	}
+	return aud, true
 }
 
 // Validate implements jwt.ClaimsValidator. golang-jwt calls it after the

@@ -226,6 +226,31 @@ type jwtEnv struct {
 // compile validates cfg and builds the per-issuer state. It reports every
 // problem found, joined, each naming the issuer and, where relevant, the kid.
 func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
+	env, errs := compileEnv(cfg)
+	if len(cfg.Issuers) == 0 && cfg.Resolver == nil {
+		errs = append(errs, errors.New("issuers: at least one issuer record is required (or a resolver)"))
+	}
+	if cfg.Resolver != nil {
+		rc, rerrs := compileResolver(cfg)
+		errs = append(errs, rerrs...)
+		env.resolver = rc
+	}
+	states, tenantOwner, ierrs := compileIssuers(cfg.Issuers, env)
+	errs = append(errs, ierrs...)
+	if env.resolver != nil {
+		env.resolver.staticOwners = tenantOwner
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	env.ctx, env.cancel = context.WithCancel(context.Background())
+	return states, env, nil
+}
+
+// compileEnv validates and builds what every issuer state shares: the
+// leeway, the clocks, the logger, the verification cache and the JWK Set
+// options.
+func compileEnv(cfg JWTConfig) (*jwtEnv, []error) {
 	var errs []error
 	leeway := cfg.Leeway
 	switch {
@@ -247,71 +272,73 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 	if env.logger == nil {
 		env.logger = slog.Default()
 	}
-	switch {
-	case cfg.CacheTTL < 0:
-		errs = append(errs, fmt.Errorf("cache_ttl: %v is negative", cfg.CacheTTL))
-	case cfg.CacheSize > maxCacheSize:
-		errs = append(errs, fmt.Errorf("cache_size: %d exceeds %d", cfg.CacheSize, maxCacheSize))
-	case cfg.CacheSize >= 0:
-		size, ttl := cfg.CacheSize, cfg.CacheTTL
-		if size == 0 {
-			size = defaultJWTCacheSize
-		}
-		if ttl == 0 {
-			ttl = defaultJWTCacheTTL
-		}
-		env.cache = newVerifyCache(size, ttl)
+	cache, err := compileCache(cfg)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	env.cache = cache
 	jo, jerrs := cfg.JWKS.resolve()
 	errs = append(errs, jerrs...)
 	env.jwks = jo
-	if len(cfg.Issuers) == 0 && cfg.Resolver == nil {
-		errs = append(errs, errors.New("issuers: at least one issuer record is required (or a resolver)"))
+	return env, errs
+}
+
+// compileCache validates CacheSize and CacheTTL and builds the
+// verification cache, nil when CacheSize is negative.
+func compileCache(cfg JWTConfig) (*verifyCache, error) {
+	switch {
+	case cfg.CacheTTL < 0:
+		return nil, fmt.Errorf("cache_ttl: %v is negative", cfg.CacheTTL)
+	case cfg.CacheSize > maxCacheSize:
+		return nil, fmt.Errorf("cache_size: %d exceeds %d", cfg.CacheSize, maxCacheSize)
+	case cfg.CacheSize < 0:
+		return nil, nil
 	}
-	if cfg.Resolver != nil {
-		rc := &resolverCache{r: cfg.Resolver, ttl: cfg.ResolverTTL, max: cfg.MaxResolvedIssuers,
-			entries: map[string]*resolvedEntry{}, calls: map[string]*resolveCall{}}
-		if rc.ttl == 0 {
-			rc.ttl = defaultResolverTTL
-		}
-		if rc.max == 0 {
-			rc.max = defaultMaxResolvedIssuers
-		}
-		if rc.ttl < 0 {
-			errs = append(errs, fmt.Errorf("resolver_ttl: %v is negative", rc.ttl))
-		}
-		if rc.max < 0 {
-			errs = append(errs, fmt.Errorf("max_resolved_issuers: %d is negative", rc.max))
-		}
-		env.resolver = rc
+	size, ttl := cfg.CacheSize, cfg.CacheTTL
+	if size == 0 {
+		size = defaultJWTCacheSize
 	}
-	states := make(map[string]*issuerState, len(cfg.Issuers))
+	if ttl == 0 {
+		ttl = defaultJWTCacheTTL
+	}
+	return newVerifyCache(size, ttl), nil
+}
+
+// compileResolver validates ResolverTTL and MaxResolvedIssuers and builds
+// the cache of the records cfg.Resolver (not nil) provides.
+func compileResolver(cfg JWTConfig) (*resolverCache, []error) {
+	var errs []error
+	rc := &resolverCache{r: cfg.Resolver, ttl: cfg.ResolverTTL, max: cfg.MaxResolvedIssuers,
+		entries: map[string]*resolvedEntry{}, calls: map[string]*resolveCall{}}
+	if rc.ttl == 0 {
+		rc.ttl = defaultResolverTTL
+	}
+	if rc.max == 0 {
+		rc.max = defaultMaxResolvedIssuers
+	}
+	if rc.ttl < 0 {
+		errs = append(errs, fmt.Errorf("resolver_ttl: %v is negative", rc.ttl))
+	}
+	if rc.max < 0 {
+		errs = append(errs, fmt.Errorf("max_resolved_issuers: %d is negative", rc.max))
+	}
+	return rc, errs
+}
+
+// compileIssuers validates the static issuer records and builds their
+// states, by issuer (the first record of a duplicated issuer). It also
+// returns which issuer vouches for each tenant (one tenant, one issuer).
+func compileIssuers(issuers []IssuerRecord, env *jwtEnv) (map[string]*issuerState, map[string]string, []error) {
+	var errs []error
+	states := make(map[string]*issuerState, len(issuers))
 	tenantOwner := map[string]string{} // tenant → the issuer that may vouch for it
 	first := map[string]int{}          // issuer → the index of its first record
-	for i, rec := range cfg.Issuers {
-		name := fmt.Sprintf("issuers[%d]", i)
-		if u, err := url.Parse(rec.Issuer); err == nil && u.User != nil {
-			// A password in the issuer would be quoted by every error
-			// naming the record, and compared with every token's iss.
-			errs = append(errs, fmt.Errorf("%s.issuer: carries user information (a password?); an issuer names no credentials", name))
-		} else if rec.Issuer != "" {
-			name += fmt.Sprintf(" (%s)", quote.Value(rec.Issuer))
+	for i, rec := range issuers {
+		name, err := recordName(i, rec)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		// A subject is unique only within its issuer (OpenID Connect Core
-		// §2): if two issuers could vouch for one tenant, "alice" of one
-		// would spend (or lock out) "alice" of the other in every key
-		// built from (tenant, account). One tenant, one issuer.
-		for j, t := range recordTenants(rec) {
-			if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
-				field := ".tenant"
-				if rec.Tenant == "" {
-					field = fmt.Sprintf(".tenants[%d]", j)
-				}
-				errs = append(errs, fmt.Errorf("%s%s: %s is already vouched for by issuer %s (subjects are unique only per issuer, so their accounts would share budgets)", name, field, quote.Value(t), quote.Value(owner)))
-				continue
-			}
-			tenantOwner[t] = rec.Issuer
-		}
+		errs = append(errs, claimTenants(name, rec, tenantOwner)...)
 		if rec.Issuer == "" {
 			errs = append(errs, fmt.Errorf("%s.issuer: required (the exact iss value)", name))
 		} else if j, dup := first[rec.Issuer]; dup {
@@ -325,14 +352,45 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 			states[rec.Issuer] = st
 		}
 	}
-	if env.resolver != nil {
-		env.resolver.staticOwners = tenantOwner
+	return states, tenantOwner, errs
+}
+
+// recordName is the path of record i in messages, with its issuer quoted:
+// `issuers[0] ("https://a.invalid")`. An issuer carrying user information
+// is left out of the name and reported.
+func recordName(i int, rec IssuerRecord) (string, error) {
+	name := fmt.Sprintf("issuers[%d]", i)
+	if u, err := url.Parse(rec.Issuer); err == nil && u.User != nil {
+		// A password in the issuer would be quoted by every error
+		// naming the record, and compared with every token's iss.
+		return name, fmt.Errorf("%s.issuer: carries user information (a password?); an issuer names no credentials", name)
 	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
+	if rec.Issuer != "" {
+		name += fmt.Sprintf(" (%s)", quote.Value(rec.Issuer))
 	}
-	env.ctx, env.cancel = context.WithCancel(context.Background())
-	return states, env, nil
+	return name, nil
+}
+
+// claimTenants records rec's issuer as the one vouching for each of its
+// tenants in tenantOwner, and reports each tenant another issuer vouches
+// for already. A subject is unique only within its issuer (OpenID Connect
+// Core §2): if two issuers could vouch for one tenant, "alice" of one would
+// spend (or lock out) "alice" of the other in every key built from
+// (tenant, account). One tenant, one issuer.
+func claimTenants(name string, rec IssuerRecord, tenantOwner map[string]string) []error {
+	var errs []error
+	for j, t := range recordTenants(rec) {
+		if owner, ok := tenantOwner[t]; ok && owner != rec.Issuer {
+			field := ".tenant"
+			if rec.Tenant == "" {
+				field = fmt.Sprintf(".tenants[%d]", j)
+			}
+			errs = append(errs, fmt.Errorf("%s%s: %s is already vouched for by issuer %s (subjects are unique only per issuer, so their accounts would share budgets)", name, field, quote.Value(t), quote.Value(owner)))
+			continue
+		}
+		tenantOwner[t] = rec.Issuer
+	}
+	return errs
 }
 
 // recordTenants lists the tenants a record may vouch for.
@@ -343,13 +401,25 @@ func recordTenants(rec IssuerRecord) []string {
 	return rec.Tenants
 }
 
+// recordErrs collects the problems of one issuer record, each prefixed
+// with the record's path.
+type recordErrs struct {
+	name string // the record's path, `issuers[0] ("https://a.invalid")`
+	errs []error
+}
+
+// fail reports a problem of field (".tenants", "" for the record).
+func (e *recordErrs) fail(field, format string, args ...any) {
+	e.errs = append(e.errs, fmt.Errorf("%s%s: %s", e.name, field, fmt.Sprintf(format, args...)))
+}
+
 // acceptedValues returns the values a claim may take (a record's tenants
 // or plans, the list at field) as a set, and fails each empty one.
-func acceptedValues(field string, values []string, fail func(field, format string, args ...any)) map[string]struct{} {
+func acceptedValues(field string, values []string, e *recordErrs) map[string]struct{} {
 	set := make(map[string]struct{}, len(values))
 	for j, v := range values {
 		if v == "" {
-			fail(fmt.Sprintf("%s[%d]", field, j), "empty")
+			e.fail(fmt.Sprintf("%s[%d]", field, j), "empty")
 		}
 		set[v] = struct{}{}
 	}
@@ -360,11 +430,7 @@ func acceptedValues(field string, values []string, fail func(field, format strin
 // `issuers[0] ("https://a.invalid")`) and builds its state, including its
 // parser and, for a JWKSURL record, its (not yet started) key set.
 func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []error) {
-	var errs []error
-	// fail reports a problem of field (".tenants", "" for the record).
-	fail := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s%s: %s", name, field, fmt.Sprintf(format, args...)))
-	}
+	e := &recordErrs{name: name}
 	st := &issuerState{
 		issuer:      rec.Issuer,
 		tenant:      rec.Tenant,
@@ -375,104 +441,134 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		byKID:       make(map[string]boundKey, len(rec.Keys)),
 		typ:         rec.Typ,
 	}
+	st.tenants = compileTenant(rec, e)
+	st.plans = compilePlan(rec, e)
+	checkAudiences(rec, e)
+	if rec.Typ != "" && !validTyp(rec.Typ) {
+		e.fail(".typ", "%s is not a media type such as at+jwt", quote.Value(rec.Typ))
+	}
+	algs := compileAlgorithms(rec, st, e)
+	compileKeySource(rec, algs, st, env, e)
+	st.parser = newParser(rec, env)
+	return st, e.errs
+}
 
-	// Tenant.
+// compileTenant validates the record's tenant fields and returns the set
+// of tenants its tenant claim may name (nil without a tenant claim).
+func compileTenant(rec IssuerRecord, e *recordErrs) map[string]struct{} {
 	switch {
 	case rec.Tenant != "" && rec.TenantClaim != "":
-		fail("", "set either tenant or tenant_claim, not both")
+		e.fail("", "set either tenant or tenant_claim, not both")
 	case rec.Tenant == "" && rec.TenantClaim == "":
-		fail("", "one of tenant or tenant_claim is required")
+		e.fail("", "one of tenant or tenant_claim is required")
 	case rec.Tenant != "" && len(rec.Tenants) > 0:
-		fail(".tenants", "only allowed with tenant_claim")
+		e.fail(".tenants", "only allowed with tenant_claim")
 	case rec.TenantClaim != "" && len(rec.Tenants) == 0:
-		fail(".tenant_claim", "%s requires a non-empty tenants list", quote.Value(rec.TenantClaim))
+		e.fail(".tenant_claim", "%s requires a non-empty tenants list", quote.Value(rec.TenantClaim))
 	}
-	if rec.TenantClaim != "" {
-		st.tenants = acceptedValues(".tenants", rec.Tenants, fail)
+	if rec.TenantClaim == "" {
+		return nil
 	}
+	return acceptedValues(".tenants", rec.Tenants, e)
+}
 
-	// Plan: optional.
+// compilePlan validates the record's (optional) plan fields and returns the
+// set of plans its plan claim may name (nil without a plan claim).
+func compilePlan(rec IssuerRecord, e *recordErrs) map[string]struct{} {
 	switch {
 	case rec.Plan != "" && rec.PlanClaim != "":
-		fail("", "set either plan or plan_claim, not both")
+		e.fail("", "set either plan or plan_claim, not both")
 	case rec.PlanClaim == "" && len(rec.Plans) > 0:
-		fail(".plans", "only allowed with plan_claim")
+		e.fail(".plans", "only allowed with plan_claim")
 	case rec.PlanClaim != "" && len(rec.Plans) == 0:
-		fail(".plan_claim", "%s requires a non-empty plans list", quote.Value(rec.PlanClaim))
+		e.fail(".plan_claim", "%s requires a non-empty plans list", quote.Value(rec.PlanClaim))
 	}
-	if rec.PlanClaim != "" {
-		st.plans = acceptedValues(".plans", rec.Plans, fail)
+	if rec.PlanClaim == "" {
+		return nil
 	}
+	return acceptedValues(".plans", rec.Plans, e)
+}
 
-	// Audiences.
+// checkAudiences validates the record's audiences: at least one, none
+// empty.
+func checkAudiences(rec IssuerRecord, e *recordErrs) {
 	if len(rec.Audiences) == 0 {
-		fail(".audiences", "none configured")
+		e.fail(".audiences", "none configured")
 	}
 	for j, aud := range rec.Audiences {
 		if aud == "" {
-			fail(fmt.Sprintf(".audiences[%d]", j), "empty")
+			e.fail(fmt.Sprintf(".audiences[%d]", j), "empty")
 		}
 	}
+}
 
-	// Typ.
-	if rec.Typ != "" && !validTyp(rec.Typ) {
-		fail(".typ", "%s is not a media type such as at+jwt", quote.Value(rec.Typ))
-	}
-
-	// Algorithms, in configuration order (deterministic messages).
+// compileAlgorithms validates the record's algorithms, marks each in
+// st.algs and returns them in configuration order (deterministic
+// messages), without the unknown and repeated ones.
+func compileAlgorithms(rec IssuerRecord, st *issuerState, e *recordErrs) []string {
 	if len(rec.Algorithms) == 0 {
-		fail(".algorithms", "none configured")
+		e.fail(".algorithms", "none configured")
 	}
 	var algs []string
 	listed := rec.Algorithms
 	if len(listed) > len(algorithms) {
 		// Longer than the supported set: duplicates or unknown names, which
 		// would each get a line; one line says so.
-		fail(".algorithms", "%d entries, but there are only %d supported algorithms, each listed at most once", len(listed), len(algorithms))
+		e.fail(".algorithms", "%d entries, but there are only %d supported algorithms, each listed at most once", len(listed), len(algorithms))
 		listed = nil
 	}
 	for j, alg := range listed {
 		field := fmt.Sprintf(".algorithms[%d]", j)
 		if _, ok := algorithms[alg]; !ok {
-			fail(field, "unknown or unsupported algorithm %s", quote.Value(alg))
+			e.fail(field, "unknown or unsupported algorithm %s", quote.Value(alg))
 			continue
 		}
 		if st.algs[alg] {
-			fail(field, "%s listed twice", quote.Value(alg))
+			e.fail(field, "%s listed twice", quote.Value(alg))
 			continue
 		}
 		st.algs[alg] = true
 		algs = append(algs, alg)
 	}
+	return algs
+}
 
-	// Keys: static, or a JWK Set.
+// compileKeySource validates the record's keys, static or a JWK Set, and
+// binds them into st: static keys at once, a JWK Set as a (not yet
+// started) set, built only when the record has no problem so far.
+func compileKeySource(rec IssuerRecord, algs []string, st *issuerState, env *jwtEnv, e *recordErrs) {
 	switch {
 	case rec.JWKSURL != "" && len(rec.Keys) > 0:
-		fail("", "set either keys or jwks_url, not both")
+		e.fail("", "set either keys or jwks_url, not both")
 	case rec.JWKSURL != "":
 		if _, err := checkJWKSURL(rec.JWKSURL); err != nil {
-			fail(".jwks_url", "%v", err)
+			e.fail(".jwks_url", "%v", err)
 		}
 		refresh := rec.JWKSRefresh
 		if refresh == 0 {
 			refresh = env.jwks.refresh
 		}
 		if refresh < minJWKSInterval {
-			fail(".jwks_refresh", "%v is below %v", rec.JWKSRefresh, minJWKSInterval)
+			e.fail(".jwks_refresh", "%v is below %v", rec.JWKSRefresh, minJWKSInterval)
 		}
-		if len(algs) > 0 && len(errs) == 0 {
+		if len(algs) > 0 && len(e.errs) == 0 {
 			st.jwks = newJWKSSet(rec.Issuer, rec.JWKSURL, refresh, algs, env)
 		}
 	case len(rec.Keys) == 0:
-		fail(".keys", "none configured (set keys or jwks_url)")
+		e.fail(".keys", "none configured (set keys or jwks_url)")
 	default:
 		if rec.JWKSRefresh != 0 {
-			fail(".jwks_refresh", "only allowed with jwks_url")
+			e.fail(".jwks_refresh", "only allowed with jwks_url")
 		}
-		errs = append(errs, compileKeys(name, rec, algs, st)...)
+		e.errs = append(e.errs, compileKeys(e.name, rec, algs, st)...)
 	}
+}
 
-	opts := []jwt.ParserOption{
+// newParser returns the golang-jwt parser of a record: its algorithms,
+// issuer and audiences, exp required, iat checked, the authenticator's
+// leeway and clock, strict base64 decoding.
+func newParser(rec IssuerRecord, env *jwtEnv) *jwt.Parser {
+	return jwt.NewParser(
 		jwt.WithValidMethods(slices.Clone(rec.Algorithms)),
 		jwt.WithIssuer(rec.Issuer),
 		jwt.WithAudience(slices.Clone(rec.Audiences)...),
@@ -481,9 +577,7 @@ func compileRecord(name string, rec IssuerRecord, env *jwtEnv) (*issuerState, []
 		jwt.WithLeeway(env.leeway),
 		jwt.WithTimeFunc(env.now),
 		jwt.WithStrictDecoding(),
-	}
-	st.parser = jwt.NewParser(opts...)
-	return st, errs
+	)
 }
 
 // compileKeys validates and binds the static keys of rec into st.
@@ -495,54 +589,19 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 		if vk.KID != "" {
 			kname += fmt.Sprintf(" (%s)", quote.Value(vk.KID))
 		}
-		// kfail reports a problem of field (".kid", "" for the key).
-		kfail := func(field, format string, args ...any) {
-			errs = append(errs, fmt.Errorf("%s%s: %s", kname, field, fmt.Sprintf(format, args...)))
-		}
+		e := &recordErrs{name: kname}
 		if j, dup := seenKID[vk.KID]; vk.KID == "" && len(rec.Keys) > 1 {
-			kfail(".kid", "may be empty only when the issuer has exactly one key")
+			e.fail(".kid", "may be empty only when the issuer has exactly one key")
 		} else if dup {
-			kfail(".kid", "duplicate of keys[%d]", j)
+			e.fail(".kid", "duplicate of keys[%d]", j)
 		} else {
 			seenKID[vk.KID] = k
 		}
-		if err := jwkey.CheckPublicKey(vk.Key); err != nil {
-			kfail("", "%v", err)
+		bk, ok := bindKey(vk, algs, e)
+		errs = append(errs, e.errs...)
+		if !ok {
 			continue
 		}
-		key := vk.Key
-		if b, ok := key.([]byte); ok {
-			key = slices.Clone(b)
-		}
-		var usable []string
-		for _, alg := range algs {
-			if !compatible(alg, key) {
-				continue
-			}
-			usable = append(usable, alg)
-			if n := algorithms[alg].hmacN; n > 0 && len(key.([]byte)) < n {
-				kfail("", "HMAC secret is %d bytes, %s needs at least %d", len(key.([]byte)), alg, n)
-			}
-		}
-		if len(usable) == 0 && len(algs) > 0 {
-			kfail("", "key type %s matches none of the algorithms %s", keyTypeName(key), strings.Join(algs, ", "))
-			continue
-		}
-		var bound string
-		switch {
-		case vk.Alg != "":
-			if !slices.Contains(usable, vk.Alg) {
-				kfail(".alg", "%s is not one of the record's algorithms usable with a %s key %v", quote.Value(vk.Alg), keyTypeName(key), usable)
-				continue
-			}
-			bound = vk.Alg
-		case len(usable) == 1:
-			bound = usable[0]
-		case len(usable) > 1:
-			kfail("", "usable with several algorithms %v: set alg to bind it to one (RFC 8725 §3.1)", usable)
-			continue
-		}
-		bk := boundKey{key: key, alg: bound}
 		if vk.KID != "" {
 			st.byKID[vk.KID] = bk
 		}
@@ -550,6 +609,56 @@ func compileKeys(name string, rec IssuerRecord, algs []string, st *issuerState) 
 			st.only = &bk
 		}
 	}
+	return append(errs, keylessAlgorithms(name, rec, algs)...)
+}
+
+// bindKey validates one static key and binds it to the one algorithm of
+// algs it is for: its alg, or the only one usable with its type. ok is
+// false when it cannot be bound; problems go to e (the key's path).
+func bindKey(vk VerificationKey, algs []string, e *recordErrs) (bk boundKey, ok bool) {
+	if err := jwkey.CheckPublicKey(vk.Key); err != nil {
+		e.fail("", "%v", err)
+		return boundKey{}, false
+	}
+	key := vk.Key
+	if b, ok := key.([]byte); ok {
+		key = slices.Clone(b)
+	}
+	var usable []string
+	for _, alg := range algs {
+		if !compatible(alg, key) {
+			continue
+		}
+		usable = append(usable, alg)
+		if n := algorithms[alg].hmacN; n > 0 && len(key.([]byte)) < n {
+			e.fail("", "HMAC secret is %d bytes, %s needs at least %d", len(key.([]byte)), alg, n)
+		}
+	}
+	if len(usable) == 0 && len(algs) > 0 {
+		e.fail("", "key type %s matches none of the algorithms %s", keyTypeName(key), strings.Join(algs, ", "))
+		return boundKey{}, false
+	}
+	var bound string
+	switch {
+	case vk.Alg != "":
+		if !slices.Contains(usable, vk.Alg) {
+			e.fail(".alg", "%s is not one of the record's algorithms usable with a %s key %v", quote.Value(vk.Alg), keyTypeName(key), usable)
+			return boundKey{}, false
+		}
+		bound = vk.Alg
+	case len(usable) == 1:
+		bound = usable[0]
+	case len(usable) > 1:
+		e.fail("", "usable with several algorithms %v: set alg to bind it to one (RFC 8725 §3.1)", usable)
+		return boundKey{}, false
+	}
+	return boundKey{key: key, alg: bound}, true
+}
+
+// keylessAlgorithms reports each of the record's algorithms that none of
+// its static keys can verify.
+func keylessAlgorithms(name string, rec IssuerRecord, algs []string) []error {
+	var errs []error
 	for _, alg := range algs {
 		ok := false
 		for _, vk := range rec.Keys {

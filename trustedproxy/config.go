@@ -185,37 +185,9 @@ func New(cfg Config) (*Resolver, error) {
 
 // buildRule validates one rule. prefix is its path, "rules[i]".
 func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
-	var errs []error
 	ru := &rule{hops: max(rc.Hops, 1), sources: append([]Source(nil), rc.Sources...)}
-	fromName, headerName := prefix+".from", prefix+".header"
-
-	var b netipx.IPSetBuilder
-	for i, s := range rc.From {
-		if s == shorthandUnix {
-			ru.unix = true
-			continue
-		}
-		ranges, err := parseSetEntry(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d] %s: %v", fromName, i, quote.Value(s), err))
-			continue
-		}
-		if !allowAll && coversFamily(ranges) {
-			errs = append(errs, fmt.Errorf("%s[%d] %s: trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", fromName, i, quote.Value(s)))
-			continue
-		}
-		for _, rg := range ranges {
-			b.AddRange(rg)
-		}
-	}
-	static, err := b.IPSet()
-	if err != nil { // unreachable: every range added is valid
-		errs = append(errs, fmt.Errorf("%s: %v", fromName, err))
-	}
-	if !allowAll && setCoversFamily(static) {
-		errs = append(errs, fmt.Errorf("%s: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", fromName, len(rc.From)))
-	}
-	ru.static = static
+	static, unix, errs := buildFrom(rc.From, prefix+".from", allowAll)
+	ru.static, ru.unix = static, unix
 	ru.label = prefix + ".sources"
 
 	set := static
@@ -234,19 +206,59 @@ func buildRule(rc Rule, prefix string, allowAll bool) (*rule, []error) {
 	}
 
 	if rc.Header != "" {
-		h, kind, err := parseHeaderName(rc.Header, headerName)
+		h, kind, err := parseHeaderName(rc.Header, prefix+".header")
 		if err != nil {
 			errs = append(errs, err)
 		}
 		ru.header, ru.kind = h, kind
 	}
-	switch {
-	case rc.Hops < 0 || rc.Hops > MaxHops:
-		errs = append(errs, fmt.Errorf("%s.hops: %d out of range 0..%d", prefix, rc.Hops, MaxHops))
-	case rc.Hops > 0 && ru.kind != kindXFF && ru.kind != kindForwarded:
-		errs = append(errs, fmt.Errorf("%s.hops: %d needs a list header (%s or %s), not %s", prefix, rc.Hops, headerXForwardedFor, headerForwarded, quote.Value(rc.Header)))
+	if err := checkHops(rc, ru.kind, prefix); err != nil {
+		errs = append(errs, err)
 	}
 	return ru, errs
+}
+
+// buildFrom validates a rule's From (field is its path, "rules[i].from")
+// and returns its static trusted set and whether it lists "unix".
+func buildFrom(from []string, field string, allowAll bool) (static *netipx.IPSet, unix bool, errs []error) {
+	var b netipx.IPSetBuilder
+	for i, s := range from {
+		if s == shorthandUnix {
+			unix = true
+			continue
+		}
+		ranges, err := parseSetEntry(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d] %s: %v", field, i, quote.Value(s), err))
+			continue
+		}
+		if !allowAll && coversFamily(ranges) {
+			errs = append(errs, fmt.Errorf("%s[%d] %s: trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", field, i, quote.Value(s)))
+			continue
+		}
+		for _, rg := range ranges {
+			b.AddRange(rg)
+		}
+	}
+	static, err := b.IPSet()
+	if err != nil { // unreachable: every range added is valid
+		errs = append(errs, fmt.Errorf("%s: %v", field, err))
+	}
+	if !allowAll && setCoversFamily(static) {
+		errs = append(errs, fmt.Errorf("%s: the union of the %d entries trusts every IPv4 or every IPv6 address (anyone could name any client); set allow_all to permit it", field, len(from)))
+	}
+	return static, unix, errs
+}
+
+// checkHops validates a rule's Hops against its header's kind.
+func checkHops(rc Rule, kind headerKind, prefix string) error {
+	switch {
+	case rc.Hops < 0 || rc.Hops > MaxHops:
+		return fmt.Errorf("%s.hops: %d out of range 0..%d", prefix, rc.Hops, MaxHops)
+	case rc.Hops > 0 && kind != kindXFF && kind != kindForwarded:
+		return fmt.Errorf("%s.hops: %d needs a list header (%s or %s), not %s", prefix, rc.Hops, headerXForwardedFor, headerForwarded, quote.Value(rc.Header))
+	}
+	return nil
 }
 
 // parseHeaderName validates and canonicalises a configured header name.

@@ -142,75 +142,16 @@ func forwardedFor(e string) (raw, detail string) {
 			i++
 			continue
 		}
-		j := i
-		for j < len(e) && tchar[e[j]] {
-			j++
-		}
-		if j == i {
-			return "", "syntax error: expected a parameter name"
-		}
-		name := e[i:j]
-		if j == len(e) || e[j] != '=' {
-			return "", "syntax error: expected '=' after a parameter name"
-		}
-		j++
-		k := j
-		if k < len(e) && e[k] == '"' {
-			k++
-			for {
-				if k >= len(e) {
-					return "", "syntax error: unterminated quoted string"
-				}
-				c := e[k]
-				if c == '"' {
-					k++
-					break
-				}
-				if c == '\\' {
-					if k+1 >= len(e) || !quotedPairChar(e[k+1]) {
-						return "", "syntax error: bad quoted-pair"
-					}
-					k += 2
-					continue
-				}
-				if !qdtext(c) {
-					return "", "syntax error: character not allowed in a quoted string"
-				}
-				k++
-			}
-		} else {
-			for k < len(e) && tchar[e[k]] {
-				k++
-			}
-			if k == j {
-				return "", "syntax error: parameter value is neither a token nor a quoted string"
-			}
+		name, j, k, why := scanParam(e, i)
+		if why != "" {
+			return "", why
 		}
 		if k < len(e) && e[k] != ';' {
 			return "", "syntax error: expected ';' or ',' after a parameter value"
 		}
-		bit := 0
-		switch {
-		case strings.EqualFold(name, "for"):
-			bit = paramFor
-		case strings.EqualFold(name, "by"):
-			bit = paramBy
-		case strings.EqualFold(name, "host"):
-			bit = paramHost
-		case strings.EqualFold(name, "proto"):
-			bit = paramProto
-		}
+		bit := paramBit(name)
 		if seen&bit != 0 {
-			switch bit {
-			case paramFor:
-				return "", "parameter for repeated"
-			case paramBy:
-				return "", "parameter by repeated"
-			case paramHost:
-				return "", "parameter host repeated"
-			default:
-				return "", "parameter proto repeated"
-			}
+			return "", repeatedParam(bit)
 		}
 		seen |= bit
 		if bit == paramFor {
@@ -222,6 +163,97 @@ func forwardedFor(e string) (raw, detail string) {
 		return "", "no for parameter"
 	}
 	return raw, ""
+}
+
+// scanParam reads the forwarded-pair starting at e[i], name "=" value,
+// the value being a token or a quoted-string. It returns the name and the
+// value's bounds e[j:k], or what is wrong.
+func scanParam(e string, i int) (name string, j, k int, why string) {
+	j = i
+	for j < len(e) && tchar[e[j]] {
+		j++
+	}
+	if j == i {
+		return "", 0, 0, "syntax error: expected a parameter name"
+	}
+	if j == len(e) || e[j] != '=' {
+		return "", 0, 0, "syntax error: expected '=' after a parameter name"
+	}
+	name, j = e[i:j], j+1
+	if j < len(e) && e[j] == '"' {
+		k, why = scanQuoted(e, j+1)
+		return name, j, k, why
+	}
+	k = j
+	for k < len(e) && tchar[e[k]] {
+		k++
+	}
+	if k == j {
+		return "", 0, 0, "syntax error: parameter value is neither a token nor a quoted string"
+	}
+	return name, j, k, ""
+}
+
+// scanQuoted reads the rest of a quoted-string whose opening quote is
+// e[k-1] and returns the index just past its closing quote, or what is
+// wrong.
+func scanQuoted(e string, k int) (end int, why string) {
+	for {
+		if k >= len(e) {
+			return 0, "syntax error: unterminated quoted string"
+		}
+		switch c := e[k]; {
+		case c == '"':
+			return k + 1, ""
+		case c == '\\':
+			if k+1 >= len(e) || !quotedPairChar(e[k+1]) {
+				return 0, "syntax error: bad quoted-pair"
+			}
+			k += 2
+		case !qdtext(c):
+			return 0, "syntax error: character not allowed in a quoted string"
+		default:
+			k++
+		}
+	}
+}
+
+// paramBit returns the bit of a registered parameter name (any case), 0
+// for an extension parameter. Names are tchar, so ASCII: a name of another
+// length cannot fold to a registered one.
+func paramBit(name string) int {
+	switch len(name) {
+	case 3:
+		if strings.EqualFold(name, "for") {
+			return paramFor
+		}
+	case 2:
+		if strings.EqualFold(name, "by") {
+			return paramBy
+		}
+	case 4:
+		if strings.EqualFold(name, "host") {
+			return paramHost
+		}
+	case 5:
+		if strings.EqualFold(name, "proto") {
+			return paramProto
+		}
+	}
+	return 0
+}
+
+// repeatedParam is the detail for a registered parameter seen twice.
+func repeatedParam(bit int) string {
+	switch bit {
+	case paramFor:
+		return "parameter for repeated"
+	case paramBy:
+		return "parameter by repeated"
+	case paramHost:
+		return "parameter host repeated"
+	}
+	return "parameter proto repeated"
 }
 
 // maxNodeLen bounds a node decoded from a quoted-string with quoted-pairs:

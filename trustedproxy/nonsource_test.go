@@ -234,3 +234,36 @@ func TestNonSource(t *testing.T) {
 		}
 	}
 }
+
+// TestNonSourceFastPath: nonSource's IPv4 fast path answers as its general
+// rules (netip's IsUnspecified and IsMulticast, the limited broadcast) for
+// every first byte, with the other bytes at their extremes and in between.
+func TestNonSourceFastPath(t *testing.T) {
+	slow := func(a netip.Addr) string {
+		switch {
+		case a.IsUnspecified():
+			return "unspecified address"
+		case a.IsMulticast():
+			return "multicast address"
+		case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return "limited broadcast address"
+		}
+		return ""
+	}
+	n := 0
+	for first := 0; first < 256; first++ {
+		for _, rest := range [][3]byte{{0, 0, 0}, {255, 255, 255}, {0, 0, 1}, {168, 1, 7}} {
+			a := netip.AddrFrom4([4]byte{byte(first), rest[0], rest[1], rest[2]})
+			if got, want := nonSource(a), slow(a); got != want {
+				t.Errorf("nonSource(%v) = %q, want %q", a, got, want)
+			}
+			if nonSource(a) != "" {
+				n++
+			}
+		}
+	}
+	// 0.0.0.0, 16 multicast /8s of 4 spellings each, 255.255.255.255.
+	if n != 1+16*4+1 {
+		t.Fatalf("%d non-source addresses among those checked, want %d", n, 1+16*4+1)
+	}
+}

@@ -470,7 +470,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 		}
 	}
 	budget := ru.hops
-	k, examined := 0, 0
+	k := 0 // elements examined so far
 	for li := len(lines) - 1; li >= 0; li-- {
 		rest := trimOWS(lines[li])
 		if rest == "" {
@@ -481,21 +481,12 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 			if fwd {
 				elem, rest, more = lastForwardedElem(rest)
 			} else {
-				comma := strings.LastIndexByte(rest, ',')
-				elem, more = rest[comma+1:], comma >= 0
-				if more {
-					rest = rest[:comma]
-				}
+				elem, rest, more = lastXFFElem(rest)
 			}
 			elem = trimOWS(elem)
-			if examined == MaxHops {
-				if total < 0 {
-					total = countElems(lines, fwd)
-				}
-				return fail(d, reasonChainTooLong, &ChainError{Header: d.Header, Position: total - 1 - k, Value: truncate(elem), Err: ErrChainTooLong})
+			if k == MaxHops {
+				return fail(d, reasonChainTooLong, &ChainError{Header: d.Header, Position: position(total, lines, fwd, k), Value: truncate(elem), Err: ErrChainTooLong})
 			}
-			examined++
-
 			value, detail := elem, ""
 			var (
 				a    netip.Addr
@@ -503,47 +494,14 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 				kind nodeKind
 			)
 			if fwd {
-				raw, det := forwardedFor(elem)
-				switch {
-				case det != "":
-					detail = det
-				default:
-					value = raw
-					if node, ok := unquoteNode(raw); ok {
-						a, text, kind = parseNode(node)
-					} else {
-						detail = "node too long"
-					}
-				}
+				value, a, text, kind, detail = classifyForwarded(elem)
 			} else {
 				a, text, kind = classifyXFF(elem)
 			}
-			sentinel := ErrMalformedEntry
-			if kind == nodeAddr {
-				// Before the trusted set: no proxy, listed or not, can
-				// have received the request from such an address.
-				if why := nonSource(a); why != "" {
-					kind, detail, sentinel = nodeMalformed, why, errNonSourceEntry
-				}
-			}
+			kind, detail, sentinel := checkSource(a, kind, detail)
 			if kind != nodeAddr {
-				// Fail closed: skipping the entry would let whoever wrote
-				// it choose the next one as the client, and falling back
-				// to the peer would key every client of the proxy alike.
-				if total < 0 {
-					total = countElems(lines, fwd)
-				}
-				pos := total - 1 - k
-				verdict, reason := verdictMalformed, reasonMalformedEntry
-				if kind == nodeUnknown {
-					verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
-				}
-				if explain {
-					d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(value), Verdict: verdict})
-				}
-				return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(value), Detail: detail, Err: sentinel})
+				return refuse(d, position(total, lines, fwd, k), value, detail, kind, sentinel, explain)
 			}
-
 			verdict := verdictTrusted
 			if !rs.tab.contains(a) { // a is canonical
 				budget--
@@ -556,14 +514,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 				d.Hops = append(d.Hops, Hop{Position: total - 1 - k, Value: truncate(value), Address: addrText(a, text), Verdict: verdict})
 			}
 			if verdict == verdictClient {
-				if explain {
-					d.Chosen = len(d.Hops) - 1
-				}
-				d.Reason = ReasonFirstUntrustedHop
-				if ru.hops > 1 {
-					d.Reason = ReasonHopCount
-				}
-				return a, nil
+				return choose(ru, a, d, explain), nil
 			}
 		}
 	}
@@ -571,6 +522,89 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 	// documented choice is the peer, never the leftmost entry.
 	d.Reason = ReasonAllHopsTrusted
 	return usePeer(peer, unix, d)
+}
+
+// lastXFFElem splits the rightmost element off one X-Forwarded-For line
+// (OWS not trimmed): elem is the text right of the last comma, rest the
+// text left of it, more whether there was a comma. (lastForwardedElem is
+// its Forwarded counterpart.)
+func lastXFFElem(line string) (elem, rest string, more bool) {
+	comma := strings.LastIndexByte(line, ',')
+	if comma < 0 {
+		return line, "", false
+	}
+	return line[comma+1:], line[:comma], true
+}
+
+// position is the position, counted from the left, of the element k places
+// from the right of lines; total is their number of elements, or -1 when
+// not counted yet (a resolution without Explain counts them only on
+// failure).
+func position(total int, lines []string, fwd bool, k int) int {
+	if total < 0 {
+		total = countElems(lines, fwd)
+	}
+	return total - 1 - k
+}
+
+// classifyForwarded reads one Forwarded element (OWS trimmed). value is
+// what the Derivation shows: the raw value of the element's for parameter,
+// or the whole element when it breaks the grammar. detail says what is
+// wrong, when more can be said than "malformed".
+func classifyForwarded(elem string) (value string, a netip.Addr, text string, kind nodeKind, detail string) {
+	raw, detail := forwardedFor(elem)
+	if detail != "" {
+		return elem, netip.Addr{}, "", nodeMalformed, detail
+	}
+	node, ok := unquoteNode(raw)
+	if !ok {
+		return raw, netip.Addr{}, "", nodeMalformed, "node too long"
+	}
+	a, text, kind = parseNode(node)
+	return raw, a, text, kind, ""
+}
+
+// checkSource makes an address no connection can come from (unspecified,
+// multicast, broadcast) a malformed entry, before any trust check: no
+// proxy, listed or not, can have received the request from it. It returns
+// the entry's kind and detail, and the sentinel its error wraps if it is
+// refused.
+func checkSource(a netip.Addr, kind nodeKind, detail string) (nodeKind, string, error) {
+	if kind == nodeAddr {
+		if why := nonSource(a); why != "" {
+			return nodeMalformed, why, errNonSourceEntry
+		}
+	}
+	return kind, detail, ErrMalformedEntry
+}
+
+// refuse fails the resolution on an entry that is not an address (kind
+// nodeMalformed or nodeUnknown) at position pos, recording it as a hop
+// when explaining. Fail closed: skipping the entry would let whoever wrote
+// it choose the next one as the client, and falling back to the peer would
+// key every client of the proxy alike.
+func refuse(d *Derivation, pos int, value, detail string, kind nodeKind, sentinel error, explain bool) (netip.Addr, error) {
+	verdict, reason := verdictMalformed, reasonMalformedEntry
+	if kind == nodeUnknown {
+		verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
+	}
+	if explain {
+		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(value), Verdict: verdict})
+	}
+	return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(value), Detail: detail, Err: sentinel})
+}
+
+// choose records the hop just appended (when explaining) as the client of
+// a list header and the reason, and returns a.
+func choose(ru *rule, a netip.Addr, d *Derivation, explain bool) netip.Addr {
+	if explain {
+		d.Chosen = len(d.Hops) - 1
+	}
+	d.Reason = ReasonFirstUntrustedHop
+	if ru.hops > 1 {
+		d.Reason = ReasonHopCount
+	}
+	return a
 }
 
 // single resolves a single-address header sent by a trusted peer: the last
@@ -587,21 +621,9 @@ func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivat
 	if strings.IndexByte(raw, ',') < 0 { // a list here is malformed, even via a zone
 		a, text, kind = classifyXFF(raw)
 	}
-	sentinel, detail := ErrMalformedEntry, ""
-	if kind == nodeAddr {
-		if why := nonSource(a); why != "" {
-			kind, detail, sentinel = nodeMalformed, why, errNonSourceEntry
-		}
-	}
+	kind, detail, sentinel := checkSource(a, kind, "")
 	if kind != nodeAddr {
-		verdict, reason := verdictMalformed, reasonMalformedEntry
-		if kind == nodeUnknown {
-			verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
-		}
-		if explain {
-			d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Verdict: verdict})
-		}
-		return fail(d, reason, &ChainError{Header: d.Header, Position: pos, Value: truncate(raw), Detail: detail, Err: sentinel})
+		return refuse(d, pos, raw, detail, kind, sentinel, explain)
 	}
 	if explain {
 		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: verdictClient})

@@ -326,6 +326,22 @@ func main() {
 	lfh := median(lfhs)
 	t.row("front door vs the chain composed by hand, loopback HTTP", "throughput, front door / hand",
 		fmt.Sprintf("%s× (runs %s)", f(lfh, 3), span(lfhs, 2)), "≥ 0.95× (1.0× − noise)", count(verdict(lfh >= 0.95, lfh)))
+	// The front door against the peer stack (issue 26): chi's
+	// ClientIPFromXFF, go-chi/jwtauth and httprate doing the same work on
+	// the same requests in the same run.
+	lps := r.each("Loopback", func(m run) float64 { return get(m, "ratekey/peer") })
+	lp := median(lps)
+	t.row("front door vs the peer stack (chi ClientIPFromXFF + jwtauth + httprate), loopback HTTP", "throughput, front door / peer stack",
+		fmt.Sprintf("%s× (runs %s); peer stack / bare chi %s×", f(lp, 3), span(lps, 2), f(median(r.each("Loopback", func(m run) float64 { return get(m, "peer/chi") })), 3)),
+		"≥ 1.0×", count(verdict(lp >= 1.0, lp)))
+	peerOver := median(r.each("Chain", func(m run) float64 { return get(m, "peer-ns/op") - get(m, "chi-ns/op") }))
+	peerAllocs := median(r.each("Chain", func(m run) float64 { return get(m, "peer-allocs/op") - get(m, "chi-allocs/op") }))
+	fvp := median(r.each("Chain", func(m run) float64 {
+		return (get(m, "ratekey-ns/op") - get(m, "chi-ns/op")) / (get(m, "peer-ns/op") - get(m, "chi-ns/op"))
+	}))
+	t.row("front door vs the peer stack, in process (shown)", "cost over bare chi, front door / peer stack",
+		fmt.Sprintf("%s×; %s and %s allocs against %s and %s allocs over chi", f(fvp, 3), ns(overNs), f(overAllocs, 2), ns(peerOver), f(peerAllocs, 2)),
+		"–", "(shown)")
 
 	// JWT.
 	for _, alg := range []string{"ES256", "RS256"} {
@@ -409,12 +425,14 @@ func main() {
 		{"hand", "composed by hand"},
 		{"ratekey-anon", "front door, anonymous"},
 		{"chi", "bare chi"},
+		{"peer", "peer stack (chi ClientIPFromXFF + jwtauth + httprate)"},
+		{"peer-anon", "peer stack, anonymous (ClientIPFromXFF + httprate per network)"},
 	}
 	for _, c := range contenders {
 		t.row("in process (httptest, parallel)", c.label, ns(r.med("Chain", c.name+"-ns/op")), ns(r.med("Chain", c.name+"-cpu-ns/op")), f(r.med("Chain", c.name+"-allocs/op"), 1))
 	}
 	for _, c := range contenders {
-		if c.name == "ratekey-anon" {
+		if strings.HasSuffix(c.name, "-anon") {
 			continue
 		}
 		t.row("loopback HTTP (16 conns)", c.label, fmt.Sprintf("%s (%s req/s)", ns(r.med("Loopback", c.name+"-ns/op")), f(r.med("Loopback", c.name+"-req/s"), 0)),
