@@ -19,22 +19,6 @@ type Decision struct {
 	// enough are missing that Delay <= MaxDelay). For a dry-run request it
 	// says what enforcing mode would decide.
 	Allowed bool
-	// Delay is, when Allowed, how long the request must wait before it
-	// proceeds because it dips below the DelayAfter part of the burst
-	// (nginx limit_req without nodelay); 0 otherwise. The bucket is charged
-	// at once; the caller does the waiting (or, for dry run, does not).
-	Delay time.Duration
-	// Remaining is the number of whole tokens in the bucket after this
-	// request (if Allowed; the current request is counted), or now (if
-	// rejected). 0 <= Remaining <= Burst.
-	Remaining int64
-	// RetryAfter is, when rejected, the time until Cost tokens will be in
-	// the bucket (assuming nothing else spends them). It is 0 when Allowed,
-	// and 0 when Never is set.
-	RetryAfter time.Duration
-	// ResetAfter is the time until the bucket is full again: after charging
-	// this request if Allowed, from the current state if rejected. >= 0.
-	ResetAfter time.Duration
 	// Never reports that Cost exceeds Burst, or that Cost × interval
 	// exceeds the ceiling of the package's decision rule (a MaxDelay too
 	// short for this cost even from a full bucket): the request can never be admitted, so no
@@ -62,6 +46,22 @@ type Decision struct {
 	// or have spent some since). Delay and RetryAfter are 0. The memory
 	// store never sets it.
 	Prefetched bool
+	// Delay is, when Allowed, how long the request must wait before it
+	// proceeds because it dips below the DelayAfter part of the burst
+	// (nginx limit_req without nodelay); 0 otherwise. The bucket is charged
+	// at once; the caller does the waiting (or, for dry run, does not).
+	Delay time.Duration
+	// Remaining is the number of whole tokens in the bucket after this
+	// request (if Allowed; the current request is counted), or now (if
+	// rejected). 0 <= Remaining <= Burst.
+	Remaining int64
+	// RetryAfter is, when rejected, the time until Cost tokens will be in
+	// the bucket (assuming nothing else spends them). It is 0 when Allowed,
+	// and 0 when Never is set.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the bucket is full again: after charging
+	// this request if Allowed, from the current state if rejected. >= 0.
+	ResetAfter time.Duration
 	// Slot is non-zero when this Take took in-flight slots for the request
 	// (its Limit has MaxInFlight, and the call charged it): the caller
 	// holds them until it hands this Decision, with its Request, to

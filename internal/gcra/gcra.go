@@ -96,7 +96,9 @@ func ValidateSettle(reqs []limiter.Request, ds []limiter.Decision, actual []int6
 		var t int64
 		switch {
 		case err != nil:
-		case r.Limit.MaxInFlight != 0 || !r.Settle:
+		case r.Limit.MaxInFlight != 0:
+			err = errSettleCap
+		case !r.Settle:
 			err = errSettle
 		case actual[i] < 0:
 			err = fmt.Errorf("actual cost %d is negative", actual[i])
@@ -214,14 +216,19 @@ var (
 	errSettleCap = errors.New("an in-flight cap cannot settle (settle is for token buckets)")
 )
 
-// ValidateAll checks every request: a non-empty Key, Cost >= 1 and a
-// Limit that passes [limiter.Limit.Validate] (a token bucket or an
-// in-flight cap: every store of this module implements both). The error
+// ValidateAll checks every request: a non-empty Key, Cost >= 1, a Limit
+// that passes [limiter.Limit.Validate] (a token bucket or an in-flight
+// cap: every store of this module implements both), and Settle on token
+// buckets only. The error
 // for the first bad request wraps [limiter.ErrInvalidRequest] and names
 // its index (not its key). It is the check every store runs first.
 func ValidateAll(reqs []limiter.Request) error {
 	for i := range reqs {
-		if err := validate(reqs[i]); err != nil {
+		err := validate(reqs[i]) // inlined: keep validate under the budget
+		if err == nil && reqs[i].Settle && reqs[i].Limit.MaxInFlight != 0 {
+			err = errSettleCap
+		}
+		if err != nil {
 			return fmt.Errorf("%w: request %d: %w", limiter.ErrInvalidRequest, i, err)
 		}
 	}
@@ -317,8 +324,6 @@ func validate(r limiter.Request) error {
 		return errEmptyKey
 	case r.Cost < 1:
 		return errCost
-	case r.Settle && r.Limit.MaxInFlight != 0:
-		return errSettleCap
 	}
 	return r.Limit.Validate()
 }

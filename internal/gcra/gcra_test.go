@@ -55,6 +55,7 @@ func TestValidateAll(t *testing.T) {
 		{[]limiter.Request{{Key: "k", Limit: limiter.Limit{}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: rate count 0, want >= 1"},
 		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1}, {Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1}}, ""},
 		{[]limiter.Request{{Key: "k", Limit: limiter.Limit{MaxInFlight: 2, Lease: time.Millisecond}, Cost: 1}}, "limiter: invalid request: request 0: limiter: invalid limit: lease 1ms, want 0 (60s) or 1s to 1h0m0s"},
+		{[]limiter.Request{{Key: "k", Limit: ok, Cost: 1, Settle: true}, {Key: "k", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 1, Settle: true}}, "limiter: invalid request: request 1: an in-flight cap cannot settle (settle is for token buckets)"},
 	}
 	for _, tc := range tests {
 		err := ValidateAll(tc.reqs)
