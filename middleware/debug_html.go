@@ -125,10 +125,12 @@ form { margin: 1rem 0; } input { font: inherit; }
 <th title="an in-flight cap's slots">max in flight</th><th title="the slots the key's requests hold now (more than max in flight after a reload lowered it)">in flight</th><th>store</th>
 <th title="answered by the store's local deny cache, without a round trip">cached</th><th title="the Redis Cluster hash slot whose master decided">slot</th>
 <th title="decided on the local fallback store while the shared store could not">fallback</th>
-<th title="decided from tokens this process prefetched from Redis, without a round trip">prefetched</th></tr>
+<th title="decided from tokens this process prefetched from Redis, without a round trip">prefetched</th>
+<th title="an adaptive cap's limit now (max_in_flight: auto)">adaptive limit</th><th title="the request's class under an adaptive cap">class</th></tr>
 {{range .Views}}<tr class="{{.Decision}}">
 <td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td>{{with .Override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.Cost}}</td><td>{{str .Rate}}</td><td>{{num .Burst}}</td><td>{{num .DelayAfter}}</td>
 <td>{{num .MaxInFlight}}</td><td>{{num .InFlight}}</td><td>{{.Store}}</td><td>{{.Cached}}</td><td>{{num .Slot}}</td><td>{{.Fallback}}</td><td>{{.Prefetched}}</td>
+<td>{{num .AdaptiveLimit}}</td><td>{{with .Class}}{{.}}{{else}}—{{end}}</td>
 </tr>
 {{end}}</table>
 {{else}}<p>No policy applies{{if not .Limited}}: the rate limiter does not run for this route{{end}}.</p>{{end}}

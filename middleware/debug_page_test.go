@@ -146,7 +146,8 @@ func checkCells(t *testing.T, what string, got, want map[string]string) {
 var pageColumns = map[string]string{"name": "policy", "key": "key", "decision": "decision", "cost": "cost",
 	"rate": "rate", "burst": "burst", "remaining": "remaining", "retry_after_seconds": "retry after",
 	"store": "store", "delay_after": "delay after", "delay_seconds": "delay", "override": "override",
-	"max_in_flight": "max in flight", "in_flight": "in flight", "cached": "cached", "slot": "slot", "fallback": "fallback", "prefetched": "prefetched"}
+	"max_in_flight": "max in flight", "in_flight": "in flight", "cached": "cached", "slot": "slot", "fallback": "fallback", "prefetched": "prefetched",
+	"adaptive_limit": "adaptive limit", "class": "class"}
 
 // checkPageMatchesJSON checks that the page shows what the debug JSON
 // body of the same request says: each policy field in its column (null as

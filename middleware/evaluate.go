@@ -133,6 +133,9 @@ type PolicyResult struct {
 	// lowered while they were held (limiter.Decision.InFlight). 0 for a
 	// token bucket.
 	InFlight int64
+	// Class is, for an adaptive cap, the request's priority class (see
+	// [Priority]); "" for other policies.
+	Class Class
 
 	status     int
 	retryAfter time.Duration // an in-flight policy's RetryAfter
@@ -289,6 +292,10 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		start := len(sc.b)
 		sc.b = key.AppendTo(sc.b)
 		res.Key = sc.str(start)
+		if ap := st.adaptive[i]; ap != nil { // decided below, in the process
+			sc.classify(res, len(ev.Policies)-1, ap, p, &principal, op)
+			continue
+		}
 		if authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
 			if err := st.override(i, res, &principal); err != nil {
 				// An invalid limit from the caller's function: no silent
@@ -323,6 +330,10 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		// the other policies would decide.
 		charge = false
 	}
+	if len(sc.caps) > 0 {
+		charge = st.decideAdaptive(sc, &ev, charge)
+		ev.Charged = charge // the caps took their slots; the store says for the others
+	}
 	if len(reqs) > 0 {
 		st.decideAll(r, sc, &ev, idx, reqs, charge)
 	}
@@ -333,6 +344,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 	if !ev.Allowed {
 		ev.Delay = 0
 		ev.Charged = false
+		st.releaseAdaptive(nil, sc, &ev) // a store refused: the caps' slots go back
 	}
 	return ev
 }
@@ -495,6 +507,9 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		if res.Override != "" {
 			attrs = append(attrs, slog.String("override", res.Override))
 		}
+		if res.Class != "" {
+			attrs = append(attrs, slog.String("class", string(res.Class)), slog.Int64("adaptive_limit", res.Limit.MaxInFlight))
+		}
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
 			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
@@ -531,9 +546,19 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	}
 }
 
-// heldSlots reports whether the evaluation in sc took in-flight slots
-// (they must be released: see releaseSlots).
-func (sc *scratch) heldSlots() bool { return sc.slotDecs != nil }
+// heldSlots reports whether the evaluation in sc took in-flight slots, of
+// a store or of an adaptive cap (they must be released: see releaseSlots).
+func (sc *scratch) heldSlots() bool {
+	if sc.slotDecs != nil {
+		return true
+	}
+	for j := range sc.caps {
+		if sc.caps[j].taken {
+			return true
+		}
+	}
+	return false
+}
 
 // countSlots adds delta to the in-flight gauge of each policy whose slot
 // the evaluation in sc holds.
@@ -544,6 +569,11 @@ func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
 	for j, i := range sc.slotIdx {
 		if sc.slotDecs[j].Slot != 0 {
 			st.Metrics.InFlight(ev.Policies[i].Policy, delta)
+		}
+	}
+	for j := range sc.caps {
+		if sc.caps[j].taken {
+			st.Metrics.InFlight(ev.Policies[sc.caps[j].idx].Policy, delta)
 		}
 	}
 }
@@ -559,6 +589,13 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 	if !sc.heldSlots() {
 		return
 	}
+	if counted {
+		st.countSlots(sc, ev, -1)
+	}
+	st.releaseAdaptive(r, sc, ev)
+	if sc.slotDecs == nil {
+		return
+	}
 	var start time.Time
 	if st.Metrics != nil {
 		start = time.Now()
@@ -571,9 +608,6 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 			name = st.fallbackStore
 		}
 		st.Metrics.StoreCall(name, "release", time.Since(start), err)
-	}
-	if counted {
-		st.countSlots(sc, ev, -1)
 	}
 	if err != nil {
 		st.Logger.LogAttrs(ctx, slog.LevelWarn, "ratekey in-flight release failed",

@@ -38,6 +38,11 @@ type scratch struct {
 	slotDecs  []limiter.Decision
 	slotIdx   []int
 	slotStore limiter.Limiter // the store that holds them: Limiter or Fallback
+	// caps are the evaluation's adaptive caps (see decideAdaptive), in
+	// capBuf while they are few; those taken are released with the
+	// store's slots (releaseSlots).
+	caps   []heldCap
+	capBuf [2]heldCap
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -47,6 +52,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 func getScratch(out *arena) *scratch {
 	sc := scratchPool.Get().(*scratch)
 	sc.b = out.bytes()
+	sc.caps = sc.capBuf[:0]
 	return sc
 }
 
@@ -75,6 +81,7 @@ func newScratch() *scratch {
 		out arena
 	}{}
 	m.sc.b = m.out.bytes()
+	m.sc.caps = m.sc.capBuf[:0]
 	return &m.sc
 }
 
