@@ -46,13 +46,14 @@ func (g *gauge) get(m map[string]int, k string) int {
 	defer g.mu.Unlock()
 	return m[k]
 }
-func (*gauge) StoreCall(string, string, time.Duration, error) {}
-func (*gauge) FailOpen(string)                                {}
-func (*gauge) Settled(string, int64, bool)                    {}
-func (*gauge) CachedRejection(string)                         {}
-func (*gauge) Fallback(string)                                {}
-func (*gauge) ProxyAnomaly(string)                            {}
-func (*gauge) AuthFailure(string)                             {}
+func (*gauge) StoreCall(string, string, time.Duration, error)               {}
+func (*gauge) FailOpen(string)                                              {}
+func (*gauge) Settled(string, int64, bool)                                  {}
+func (*gauge) CachedRejection(string)                                       {}
+func (*gauge) Fallback(string)                                              {}
+func (*gauge) ProxyAnomaly(string)                                          {}
+func (*gauge) AuthFailure(string)                                           {}
+func (*gauge) Adaptive(string, string, int64, time.Duration, time.Duration) {}
 
 // slowRig is the front door on a chi router with GET /slow, whose handler
 // the test supplies, one concurrency policy (and optionally more), over a

@@ -29,7 +29,8 @@ func malformedOperations(router http.Handler, policies []Policy) []error {
 	_, mux := router.(*http.ServeMux)
 	var errs []error
 	for i := range policies {
-		for j, op := range policies[i].Operations {
+		for _, f := range operationFields(&policies[i]) {
+			op := f.op
 			if op == middleware.UnmatchedOperation {
 				continue
 			}
@@ -50,10 +51,28 @@ func malformedOperations(router http.Handler, policies []Policy) []error {
 			default:
 				continue
 			}
-			errs = append(errs, fmt.Errorf("%s.operations[%d]: %s is not an operation: %s%s", policyRef(i, policies[i].Name), j, quote.Value(op), why, operationHint))
+			errs = append(errs, fmt.Errorf("%s.%s: %s is not an operation: %s%s", policyRef(i, policies[i].Name), f.field, quote.Value(op), why, operationHint))
 		}
 	}
 	return errs
+}
+
+// operationField is an operation a policy names, and its field:
+// operations[j], or priorities[j].operation.
+type operationField struct{ field, op string }
+
+// operationFields returns the operations policy p names.
+func operationFields(p *Policy) []operationField {
+	var fs []operationField
+	for j, op := range p.Operations {
+		fs = append(fs, operationField{fmt.Sprintf("operations[%d]", j), op})
+	}
+	for j, pr := range p.Priorities {
+		if pr.Operation != "" {
+			fs = append(fs, operationField{fmt.Sprintf("priorities[%d].operation", j), pr.Operation})
+		}
+	}
+	return fs
 }
 
 // token reports whether s is an HTTP token (RFC 9110 §5.6.2), as a
@@ -101,10 +120,11 @@ type operationCheck struct {
 	once     sync.Once
 }
 
-// namedOperations are a policy's name and operations, copied from Config.
+// namedOperations are a policy's name and the operations it names,
+// copied from Config.
 type namedOperations struct {
 	name string
-	ops  []string
+	ops  []operationField
 }
 
 // newOperationCheck returns the check of cfg's policies' operations, or
@@ -113,8 +133,9 @@ func newOperationCheck(cfg Config) *operationCheck {
 	c := &operationCheck{router: cfg.Router, logger: cfg.Logger}
 	some := false
 	for _, p := range cfg.Policies {
-		c.policies = append(c.policies, namedOperations{p.Name, slices.Clone(p.Operations)})
-		some = some || slices.ContainsFunc(p.Operations, func(op string) bool { return op != middleware.UnmatchedOperation })
+		ops := operationFields(&p)
+		c.policies = append(c.policies, namedOperations{p.Name, ops})
+		some = some || slices.ContainsFunc(ops, func(f operationField) bool { return f.op != middleware.UnmatchedOperation })
 	}
 	if !some {
 		return nil
@@ -145,12 +166,16 @@ func (c *operationCheck) run(r *http.Request) {
 		logger = slog.Default()
 	}
 	for i, p := range c.policies {
-		for j, op := range p.ops {
-			if middleware.ServesOperation(root, op) {
+		for _, f := range p.ops {
+			if middleware.ServesOperation(root, f.op) {
 				continue
 			}
-			err := fmt.Errorf("%s.operations[%d]: %s is served by no route of the router: the policy never applies to it%s", policyRef(i, p.name), j, quote.Value(op), operationHint)
-			logger.ErrorContext(r.Context(), "ratekey operation served by no route", "policy", p.name, "operation", op, "error", err.Error())
+			what := "the policy never applies to it"
+			if strings.HasPrefix(f.field, "priorities") {
+				what = "the entry never matches"
+			}
+			err := fmt.Errorf("%s.%s: %s is served by no route of the router: %s%s", policyRef(i, p.name), f.field, quote.Value(f.op), what, operationHint)
+			logger.ErrorContext(r.Context(), "ratekey operation served by no route", "policy", p.name, "operation", f.op, "error", err.Error())
 		}
 	}
 }

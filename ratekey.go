@@ -21,8 +21,9 @@ import (
 )
 
 // Policy is one named limit: its key dimensions, token bucket (rate and
-// burst) or in-flight cap (max_in_flight), and corner cases. See
-// [middleware.Policy] for every field.
+// burst), in-flight cap (max_in_flight) or adaptive cap (max_in_flight:
+// auto, with priorities), and corner cases. See [middleware.Policy] for
+// every field.
 type Policy = middleware.Policy
 
 // Config configures [New]. Only Router and Policies are required; the zero
@@ -60,7 +61,8 @@ type Config struct {
 	Policies []Policy
 	// Limiter stores the buckets. nil means an in-memory store bounded to
 	// 1 000 000 tracked keys (limiter/memory); use limiter/redis to share
-	// budgets between processes.
+	// budgets between processes. Adaptive caps never use it: each process
+	// decides its own, from its own latency.
 	Limiter limiter.Limiter
 	// Fallback is the store of this process that policies with
 	// OnStoreError "local" decide on while Limiter cannot (see
@@ -107,11 +109,15 @@ type Middleware struct {
 // ...". It refuses what can only be a mistake: no router or no policy, a
 // policy keyed by a verified dimension without an Authenticator, a cost
 // above the burst, a wait longer than the policy allows (see
-// [middleware.Policy]), an override matching on a dimension its policy's
+// [middleware.Policy]), an adaptive cap (max_in_flight: auto) keyed on
+// anything but the operation (it moves with this process's latency, which
+// every client shares), a priority on a tenant or plan without an
+// Authenticator, an override matching on a dimension its policy's
 // key lacks, an account override without its tenant unless the
 // Authenticator lists exactly one tenant (see [middleware.Override]), an
 // untrusted-everyone proxy range, an operation the router can never name
-// ("/v1/reports/{id}" without its method). Whether a route serves each
+// ("/v1/reports/{id}" without its method) in a policy's operations or its
+// priorities. Whether a route serves each
 // operation a policy names is known only once the routes are registered
 // (with chi, after New): the first request through Handler checks it
 // ([middleware.ServesOperation]) and logs an error per operation no route
@@ -136,6 +142,11 @@ func New(cfg Config) (*Middleware, error) {
 			for _, d := range p.Key {
 				if d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential {
 					errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
+				}
+			}
+			for j, pr := range p.Priorities {
+				if pr.Tenant != "" || pr.Plan != "" {
+					errs = append(errs, fmt.Errorf("policies[%d].priorities[%d]: a tenant or plan comes from a verified credential, but no Authenticator is configured", i, j))
 				}
 			}
 		}

@@ -20,6 +20,12 @@ import (
 // zero. The zero Limit is invalid; see [Limit.Validate]. Limit is a plain
 // value, safe to copy and to share between goroutines. It travels with
 // every [Request], so stores keep no per-key configuration.
+//
+// A third kind is a policy's, never a store's: an adaptive in-flight cap
+// (MaxInFlightCeiling > 0; the demo's max_in_flight: auto), whose limit
+// the process moves between MinInFlight and MaxInFlightCeiling from the
+// latency of the requests it admits (package middleware decides it, in
+// the process: latency is a local fact). Stores refuse it.
 type Limit struct {
 	// Rate is how fast the bucket refills.
 	Rate Rate
@@ -57,6 +63,20 @@ type Limit struct {
 	// 1 h. The memory store ignores it (a process that dies takes its
 	// slots with it). Zero for a token bucket.
 	Lease time.Duration
+	// MaxInFlightCeiling, when > 0, makes the Limit an adaptive in-flight
+	// cap (the demo's max_in_flight: auto): the most requests the process
+	// runs at once, whatever latency says, 1 to 1 000 000. The cap's limit
+	// starts at MinInFlight and moves between the two with the latency of
+	// the requests it admits (see package middleware, "Adaptive caps").
+	// MaxInFlight is then 0 in a policy, and the limit in force in a
+	// middleware.PolicyResult; every other field is zero. No store
+	// decides it: [Limit.Validate] refuses it.
+	MaxInFlightCeiling int64
+	// MinInFlight is, for an adaptive cap, the least its limit may fall
+	// to, 1 to MaxInFlightCeiling; 0 means 1. It is also where the cap
+	// starts, so its first latency window runs with few requests at once:
+	// set it no higher than the concurrency the service surely takes.
+	MinInFlight int64
 }
 
 // MaxInFlight bounds and the Lease range: see [Limit].
@@ -76,7 +96,13 @@ const (
 // For an in-flight cap (MaxInFlight != 0) it reports instead whether
 // 1 <= MaxInFlight <= 1 000 000 000, Lease is 0 or between 1 s and 1 h,
 // and Rate, Burst, DelayAfter and MaxDelay are zero.
+//
+// An adaptive cap (MaxInFlightCeiling or MinInFlight set) is always
+// refused: the process decides it, never a store.
 func (l Limit) Validate() error {
+	if l.MaxInFlightCeiling != 0 || l.MinInFlight != 0 {
+		return errors.New("limiter: invalid limit: an adaptive in-flight cap (max_in_flight_ceiling, min_in_flight) is decided in the process by package middleware, never by a store")
+	}
 	if l.MaxInFlight != 0 {
 		return l.validateInFlight()
 	}
@@ -142,12 +168,15 @@ func (l Limit) Window() time.Duration {
 //   - an in-flight cap: MaxInFlight divided by n rounded down; Lease
 //     unchanged. The n processes hold at most MaxInFlight slots together.
 //
+// An adaptive cap (MaxInFlightCeiling set) is returned unchanged: each
+// process caps itself from its own latency.
+//
 // n <= 1 returns l unchanged. Share fails, wrapping no sentinel, when a
 // share rounds below one token (Burst < n) or one slot (MaxInFlight < n),
 // or the period Per × n overflows; the error gives the numbers. It does
 // not validate l otherwise (see [Limit.Validate]).
 func (l Limit) Share(n int64) (Limit, error) {
-	if n <= 1 {
+	if n <= 1 || l.MaxInFlightCeiling != 0 {
 		return l, nil
 	}
 	if l.MaxInFlight != 0 {

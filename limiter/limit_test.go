@@ -30,6 +30,10 @@ func TestLimitValidate(t *testing.T) {
 		{Limit{Rate: perSec, Burst: 3, DelayAfter: 4}, "limiter: invalid limit: delay_after 4, want 0 (= burst) to burst 3"},
 		{Limit{Rate: perSec, Burst: 3, DelayAfter: -1}, "limiter: invalid limit: delay_after -1, want 0 (= burst) to burst 3"},
 		{Limit{Rate: perSec, Burst: 3, MaxDelay: -1}, "limiter: invalid limit: max_delay -1ns, want >= 0"},
+		// An adaptive cap is the process's, never a store's.
+		{Limit{MaxInFlightCeiling: 64}, "limiter: invalid limit: an adaptive in-flight cap (max_in_flight_ceiling, min_in_flight) is decided in the process by package middleware, never by a store"},
+		{Limit{MaxInFlight: 8, MinInFlight: 2, MaxInFlightCeiling: 64}, "limiter: invalid limit: an adaptive in-flight cap (max_in_flight_ceiling, min_in_flight) is decided in the process by package middleware, never by a store"},
+		{Limit{MaxInFlight: 8, MinInFlight: 2}, "limiter: invalid limit: an adaptive in-flight cap (max_in_flight_ceiling, min_in_flight) is decided in the process by package middleware, never by a store"},
 	}
 	for _, tc := range tests {
 		err := tc.l.Validate()
@@ -87,6 +91,7 @@ func TestLimitShare(t *testing.T) {
 		{"period overflows", Limit{Rate: Rate{1, math.MaxInt64 / 2}, Burst: 3}, 3, Limit{}, "limiter: rate 1/1281023h53m38.427387903s shared by 3 replicas: the period overflows"},
 		{"cap", Limit{MaxInFlight: 10, Lease: time.Minute}, 3, Limit{MaxInFlight: 3, Lease: time.Minute}, ""},
 		{"cap below one slot", Limit{MaxInFlight: 2}, 3, Limit{}, "limiter: max_in_flight 2 shared by 3 replicas is below one slot per replica"},
+		{"adaptive cap: per process", Limit{MinInFlight: 2, MaxInFlightCeiling: 64}, 3, Limit{MinInFlight: 2, MaxInFlightCeiling: 64}, ""},
 	}
 	for _, tt := range tests {
 		got, err := tt.l.Share(tt.n)

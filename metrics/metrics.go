@@ -44,6 +44,8 @@ type collectors struct {
 	inFlight       *prometheus.GaugeVec
 	settledCost    *prometheus.CounterVec
 	settleDebts    *prometheus.CounterVec
+	adaptiveLimit  *prometheus.GaugeVec
+	adaptiveLat    *prometheus.GaugeVec
 	proxyAnomalies *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
 	jwksRefreshes  *prometheus.CounterVec
@@ -74,6 +76,11 @@ type collectors struct {
 //	                                                   charged, once each handler returned
 //	ratekey_settle_debts_total{policy}                 counter: settles above the reservation (the
 //	                                                   difference charged unconditionally: a debt)
+//	ratekey_adaptive_limit{policy,operation}           gauge: an adaptive cap's limit (max_in_flight: auto);
+//	                                                   operation is "" unless the policy is keyed on it
+//	ratekey_adaptive_latency_seconds{policy,operation,estimate}
+//	                                                   gauge: its latency estimates, estimate "baseline"
+//	                                                   (without a queue) or "recent" (the last window's median)
 //	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
@@ -117,6 +124,14 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Name: "ratekey_settle_debts_total",
 			Help: "Requests whose settled cost exceeded their reservation (the difference charged unconditionally, so the bucket may be in debt), by policy.",
 		}, []string{"policy"}),
+		adaptiveLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekey_adaptive_limit",
+			Help: "The limit of an adaptive cap (max_in_flight: auto) in this process: the requests it lets run at once, by policy, and by operation when the policy is keyed on it (empty otherwise).",
+		}, []string{"policy", "operation"}),
+		adaptiveLat: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekey_adaptive_latency_seconds",
+			Help: "The latency estimates of an adaptive cap, in seconds: estimate baseline (without a queue) and recent (the median of its last window), by policy and operation (empty unless the policy is keyed on it).",
+		}, []string{"policy", "operation", "estimate"}),
 		proxyAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_trusted_proxy_anomalies_total",
 			Help: "Client-address derivations that failed or that a trusted proxy should not produce, by reason.",
@@ -130,7 +145,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.settledCost, m.settleDebts, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.settledCost, m.settleDebts, m.adaptiveLimit, m.adaptiveLat, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -177,6 +192,13 @@ func (m *collectors) Settled(policy string, cost int64, debt bool) {
 	if debt {
 		m.settleDebts.WithLabelValues(policy).Inc()
 	}
+}
+
+// Adaptive implements [middleware.Metrics].
+func (m *collectors) Adaptive(policy, operation string, limit int64, baseline, latency time.Duration) {
+	m.adaptiveLimit.WithLabelValues(policy, operation).Set(float64(limit))
+	m.adaptiveLat.WithLabelValues(policy, operation, "baseline").Set(baseline.Seconds())
+	m.adaptiveLat.WithLabelValues(policy, operation, "recent").Set(latency.Seconds())
 }
 
 // ProxyAnomaly implements [middleware.Metrics].

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -37,6 +38,9 @@ func TestNew(t *testing.T) {
 	mm.AuthFailure("invalid_token")
 	mm.Settled("llm", 100, false)
 	mm.Settled("llm", 1500, true)
+	mm.Adaptive("protect", "", 12, 20*time.Millisecond, 25*time.Millisecond)
+	mm.Adaptive("protect", "", 9, 20*time.Millisecond, 30*time.Millisecond) // gauges: the last report
+	mm.Adaptive("per-route", "GET /v1/work", 4, time.Second, 2*time.Second)
 	m.JWKSFetch("https://issuer.test", nil)
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
@@ -53,6 +57,9 @@ func TestNew(t *testing.T) {
 				labels = append(labels, l.GetName()+"="+l.GetValue())
 			}
 			v := s.GetCounter().GetValue()
+			if g := s.GetGauge(); g != nil {
+				v = g.GetValue()
+			}
 			if h := s.GetHistogram(); h != nil {
 				v = float64(h.GetSampleCount())
 			}
@@ -60,6 +67,12 @@ func TestNew(t *testing.T) {
 		}
 	}
 	want := []string{
+		"ratekey_adaptive_latency_seconds{estimate=baseline,operation=,policy=protect} 0.02",
+		"ratekey_adaptive_latency_seconds{estimate=baseline,operation=GET /v1/work,policy=per-route} 1",
+		"ratekey_adaptive_latency_seconds{estimate=recent,operation=,policy=protect} 0.03",
+		"ratekey_adaptive_latency_seconds{estimate=recent,operation=GET /v1/work,policy=per-route} 2",
+		"ratekey_adaptive_limit{operation=,policy=protect} 9",
+		"ratekey_adaptive_limit{operation=GET /v1/work,policy=per-route} 4",
 		"ratekey_authentication_failures_total{reason=invalid_token} 1",
 		"ratekey_cached_rejections_total{policy=p} 2",
 		"ratekey_decisions_total{decision=PASSED,policy=p} 1",

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
@@ -131,4 +132,43 @@ func TestSettleAllocs(t *testing.T) {
 		t.Errorf("a settling request: %v allocations; a fixed-cost one %v; want no more", settling, fixed)
 	}
 	t.Logf("fixed cost %v allocs, settling %v", fixed, settling)
+}
+
+// TestAdaptiveAllocs: an adaptive cap keyed on operation, beside a token
+// bucket, costs the chain no allocation per request: the cap is found by
+// operation without allocating once it exists, its slot is one
+// compare-and-swap, and its result lives in the pooled working memory.
+// (The chain is ClientAddress and the RateLimiter on a chi router.)
+func TestAdaptiveAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	ok := func(w http.ResponseWriter, r *http.Request) {}
+	req := httptest.NewRequest(http.MethodGet, "/v1/reports/7", nil)
+	req.RemoteAddr = "10.0.0.1:1234"
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	run := func(p ...middleware.Policy) float64 {
+		r := chi.NewRouter()
+		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+			Operation: middleware.RouteOperation(r), Policies: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Use(middleware.ClientAddress(proxyResolver(t), middleware.ClientAddressOptions{}), rl.Handler)
+		r.Get("/v1/reports/{id}", ok)
+		w := &discardWriter{h: http.Header{}}
+		r.ServeHTTP(w, req) // the cap of the operation exists from now on
+		return testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			r.ServeHTTP(w, req)
+		})
+	}
+	bucket := perNetwork("1000000/s", 1000000)
+	capped := middleware.Policy{Name: "protect", Key: []limitkey.Dimension{limitkey.DimOperation},
+		Limit: limiter.Limit{MinInFlight: 64, MaxInFlightCeiling: 64}}
+	base, with := run(bucket), run(bucket, capped)
+	if with > base+raceSlack {
+		t.Errorf("an adaptive cap costs %v allocations per request over the bucket alone (%v); want none", with-base, base)
+	}
+	t.Logf("bucket %v allocs, with the cap %v", base, with)
 }

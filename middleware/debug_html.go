@@ -127,11 +127,13 @@ form { margin: 1rem 0; } input { font: inherit; }
 <th title="decided on the local fallback store while the shared store could not">fallback</th>
 <th title="decided from tokens this process prefetched from Redis, without a round trip">prefetched</th>
 <th title="a settling policy's reservation, charged at admission">reserved</th>
-<th title="what the request settled at once its handler returned (never, for a would-be decision)">settled</th></tr>
+<th title="what the request settled at once its handler returned (never, for a would-be decision)">settled</th>
+<th title="an adaptive cap's limit now (max_in_flight: auto)">adaptive limit</th><th title="the request's class under an adaptive cap">class</th></tr>
 {{range .Views}}<tr class="{{.Decision}}">
 <td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td>{{with .Override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.Cost}}</td><td>{{str .Rate}}</td><td>{{num .Burst}}</td><td>{{num .DelayAfter}}</td>
 <td>{{num .MaxInFlight}}</td><td>{{num .InFlight}}</td><td>{{.Store}}</td><td>{{.Cached}}</td><td>{{num .Slot}}</td><td>{{.Fallback}}</td><td>{{.Prefetched}}</td>
 <td>{{num .Reserved}}</td><td>{{num .Settled}}</td>
+<td>{{num .AdaptiveLimit}}</td><td>{{with .Class}}{{.}}{{else}}—{{end}}</td>
 </tr>
 {{end}}</table>
 {{else}}<p>No policy applies{{if not .Limited}}: the rate limiter does not run for this route{{end}}.</p>{{end}}

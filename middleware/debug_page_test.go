@@ -148,7 +148,8 @@ var pageColumns = map[string]string{"name": "policy", "key": "key", "decision": 
 	"rate": "rate", "burst": "burst", "remaining": "remaining", "retry_after_seconds": "retry after",
 	"store": "store", "delay_after": "delay after", "delay_seconds": "delay", "override": "override",
 	"max_in_flight": "max in flight", "in_flight": "in flight", "cached": "cached", "slot": "slot", "fallback": "fallback", "prefetched": "prefetched",
-	"reserved": "reserved", "settled": "settled"}
+	"reserved": "reserved", "settled": "settled",
+	"adaptive_limit": "adaptive limit", "class": "class"}
 
 // checkPageMatchesJSON checks that the page shows what the debug JSON
 // body of the same request says: each policy field in its column (null as

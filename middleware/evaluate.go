@@ -143,6 +143,9 @@ type PolicyResult struct {
 	// reported, Cost. 0 otherwise (an Evaluation is complete before the
 	// handler runs; a Record's copy gets it when the handler returns).
 	Settled int64
+	// Class is, for an adaptive cap, the request's priority class (see
+	// [Priority]); "" for other policies.
+	Class Class
 
 	settled    bool  // Settled is set (the debug JSON's "settled" is not null)
 	maxCost    int64 // the most a report settles at: MaxCost, or the burst of the limit that applied
@@ -303,6 +306,10 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		start := len(sc.b)
 		sc.b = key.AppendTo(sc.b)
 		res.Key = sc.str(start)
+		if ap := st.adaptive[i]; ap != nil { // decided below, in the process
+			sc.classify(res, len(ev.Policies)-1, ap, p, &principal, op)
+			continue
+		}
 		if authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
 			if err := st.override(i, res, &principal); err != nil {
 				// An invalid limit from the caller's function: no silent
@@ -338,6 +345,10 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		// the other policies would decide.
 		charge = false
 	}
+	if len(sc.caps) > 0 {
+		charge = st.decideAdaptive(sc, &ev, charge)
+		ev.Charged = charge // the caps took their slots; the store says for the others
+	}
 	if len(reqs) > 0 {
 		st.decideAll(r, sc, &ev, idx, reqs, charge)
 	}
@@ -348,6 +359,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 	if !ev.Allowed {
 		ev.Delay = 0
 		ev.Charged = false
+		st.releaseAdaptive(nil, sc, &ev) // a store refused: the caps' slots go back
 	}
 	return ev
 }
@@ -516,6 +528,9 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 		if res.Override != "" {
 			attrs = append(attrs, slog.String("override", res.Override))
 		}
+		if res.Class != "" {
+			attrs = append(attrs, slog.String("class", string(res.Class)), slog.Int64("adaptive_limit", res.Limit.MaxInFlight))
+		}
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
 			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
@@ -552,20 +567,36 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	}
 }
 
-// held reports whether the evaluation in sc took in-flight slots or
-// reserved tokens (they must be released and settled when the handler
-// returns: see releaseSlots and settle).
-func (sc *scratch) held() bool { return sc.heldDecs != nil }
+// held reports whether the evaluation in sc took in-flight slots (of a
+// store or of an adaptive cap) or reserved tokens (they must be released
+// and settled when the handler returns: see releaseSlots and settle).
+func (sc *scratch) held() bool { return sc.heldDecs != nil || sc.capsTaken() }
+
+// capsTaken reports whether the evaluation in sc took a slot of an
+// adaptive cap.
+func (sc *scratch) capsTaken() bool {
+	for j := range sc.caps {
+		if sc.caps[j].taken {
+			return true
+		}
+	}
+	return false
+}
 
 // countSlots adds delta to the in-flight gauge of each policy whose slot
 // the evaluation in sc holds.
 func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
-	if st.Metrics == nil || !sc.slots {
+	if st.Metrics == nil {
 		return
 	}
 	for j, i := range sc.heldIdx {
-		if sc.heldDecs[j].Slot != 0 {
+		if sc.slots && sc.heldDecs[j].Slot != 0 {
 			st.Metrics.InFlight(ev.Policies[i].Policy, delta)
+		}
+	}
+	for j := range sc.caps {
+		if sc.caps[j].taken {
+			st.Metrics.InFlight(ev.Policies[sc.caps[j].idx].Policy, delta)
 		}
 	}
 }
@@ -578,6 +609,13 @@ func (st *rateLimitState) countSlots(sc *scratch, ev *Evaluation, delta int) {
 // another request holds: see [limiter.Limiter]); a shared store's lease
 // frees it.
 func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluation, counted bool) {
+	if !sc.slots && !sc.capsTaken() {
+		return
+	}
+	if counted {
+		st.countSlots(sc, ev, -1)
+	}
+	st.releaseAdaptive(r, sc, ev)
 	if !sc.slots {
 		return
 	}
@@ -593,9 +631,6 @@ func (st *rateLimitState) releaseSlots(r *http.Request, sc *scratch, ev *Evaluat
 			name = st.fallbackStore
 		}
 		st.Metrics.StoreCall(name, "release", time.Since(start), err)
-	}
-	if counted {
-		st.countSlots(sc, ev, -1)
 	}
 	if err != nil {
 		st.Logger.LogAttrs(ctx, slog.LevelWarn, "ratekey in-flight release failed",

@@ -51,6 +51,14 @@ type Metrics interface {
 	// exceeded the reservation (the difference was charged
 	// unconditionally: a debt the bucket may go into).
 	Settled(policy string, cost int64, debt bool)
+	// Adaptive reports an adaptive cap's limit and latency estimates each
+	// time a window of its closes (a few times a second per cap under
+	// load; see [Policy], "Adaptive caps"): policy is its name, operation
+	// the operation it caps when the policy is keyed on operation ("" when
+	// it is keyed on nothing; operations are route templates, a bounded
+	// set), limit the requests it lets run at once from now on, baseline
+	// its latency without a queue and latency the window's median. Gauges.
+	Adaptive(policy, operation string, limit int64, baseline, latency time.Duration)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
 	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of

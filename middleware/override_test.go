@@ -179,7 +179,7 @@ func TestOverrides(t *testing.T) {
 	}
 	// Anonymous requests (no verified principal) skip a tenant policy; a
 	// policy without a tenant in its key still takes the policy's limit.
-	if w := post(h, "", 0); w.Code != http.StatusOK || w.Header().Get("X-Record") != `[{"name":"per-tenant","key":null,"decision":"SKIPPED","dry_run":false,"cost":1,"rate":"1/m","burst":3,"remaining":0,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":"no verified principal carries a tenant","error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null}]` {
+	if w := post(h, "", 0); w.Code != http.StatusOK || w.Header().Get("X-Record") != `[{"name":"per-tenant","key":null,"decision":"SKIPPED","dry_run":false,"cost":1,"rate":"1/m","burst":3,"remaining":0,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":"no verified principal carries a tenant","error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}]` {
 		t.Errorf("anonymous: %d %s", w.Code, w.Header().Get("X-Record"))
 	}
 }

@@ -34,10 +34,10 @@ func TestEmptyPhase(t *testing.T) {
 			rec + `"","delay_seconds":null,"policies":[],"round_trips":0,"replicas":1}`},
 		{"pre-auth phase empty, admitted", false, "acme:free:alice", http.StatusOK,
 			`["per-account";r=2;t=1] [PASSED]`,
-			rec + `"PASSED","delay_seconds":null,"policies":[{"name":"per-account","key":"per-account|account=alice","decision":"PASSED","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":2,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null}],"round_trips":0,"replicas":1}`},
+			rec + `"PASSED","delay_seconds":null,"policies":[{"name":"per-account","key":"per-account|account=alice","decision":"PASSED","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":2,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}],"round_trips":0,"replicas":1}`},
 		{"main phase empty, admitted", true, "acme:free:alice", http.StatusOK,
 			`["per-network";r=2;t=1] [PASSED]`,
-			rec + `"PASSED","delay_seconds":null,"policies":[{"name":"per-network","key":"per-network|network=198.51.100.7/32","decision":"PASSED","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":2,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null}],"round_trips":0,"replicas":1}`},
+			rec + `"PASSED","delay_seconds":null,"policies":[{"name":"per-network","key":"per-network|network=198.51.100.7/32","decision":"PASSED","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":2,"retry_after_seconds":null,"store":"memory","fail_mode":null,"delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}],"round_trips":0,"replicas":1}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,9 +56,10 @@ const (
 // buckets refill (or how many of its requests may run at once), and what
 // it does in the corner cases.
 //
-// A policy is of one of two kinds, chosen by its Limit (see
-// [limiter.Limit]): a token bucket (Rate and Burst: nginx limit_req) or an
-// in-flight cap (MaxInFlight: nginx limit_conn). An in-flight policy's
+// A policy is of one of three kinds, chosen by its Limit (see
+// [limiter.Limit]): a token bucket (Rate and Burst: nginx limit_req), an
+// in-flight cap (MaxInFlight: nginx limit_conn), or an adaptive cap
+// (MaxInFlightCeiling; below). An in-flight policy's
 // request holds a slot from the moment the policy admits it, before the
 // handler runs, until the handler returns, panics, or gives up because the
 // client went away ([RateLimiter.Handler]); its decisions are PASSED,
@@ -68,6 +69,33 @@ const (
 // or OverrideFunc. The policies of one phase (PreAuth or not) are decided
 // together, all-or-nothing across both kinds: a request a token bucket
 // rejects takes no slot, and a request refused a slot spends no tokens.
+//
+// # Adaptive caps
+//
+// An adaptive cap (Limit.MaxInFlightCeiling > 0, and MinInFlight; the
+// demo's max_in_flight: auto) protects the service itself: it caps the
+// requests this process runs at once, and moves that limit between
+// MinInFlight and MaxInFlightCeiling with the latency of the requests it
+// admits: a latency gradient in windows of at least 100 ms, a baseline
+// measured from the traffic without pinning it, cuts of at most a quarter
+// per window, growth by a sixteenth (see docs/operating.md, "Adaptive
+// caps", for the algorithm and its measurements). Its acquire is one
+// compare-and-swap of the limit and the counts together, so no limit
+// update lets a request pass the limit it was decided against. It is
+// decided in the process, never by the store (with Redis, each process
+// caps itself: latency is a local fact, and the store is not asked), and
+// keys on nothing (one cap for the policy's requests) or on operation (a
+// cap per route) only: NewRateLimiter refuses other keys. Its requests
+// are sorted into classes by Priorities, with Reserved kept for critical
+// ones. A refusal is 503 (Status) with Retry-After (RetryAfter, 1 s by
+// default) and the problem [problemOverloaded]: the service is saturated,
+// not the client over its budget. Its decisions are PASSED, REJECTED and
+// REJECTED_DRY_RUN; its results carry the limit in force
+// (Limit.MaxInFlight), the slots held (InFlight) and the Class. It takes
+// Key, Operations, Status, RetryAfter, DryRun and PreAuth; not Cost,
+// CostFunc, Overrides, OverrideFunc, or an OnStoreError other than deny.
+// A fixed cap of this process that sheds by class is an adaptive one with
+// MinInFlight = MaxInFlightCeiling.
 type Policy struct {
 	// Name identifies the policy in keys, headers, logs and problem bodies.
 	// Letters, digits, '.', '_' and '-' only, at most 64 bytes.
@@ -81,10 +109,30 @@ type Policy struct {
 	Limit limiter.Limit
 	// RetryAfter is, for an in-flight policy, the Retry-After its
 	// rejections send (rounded up to whole seconds, at least 1); 0 sends
-	// none, since nobody can tell when a running request ends. Only for
-	// in-flight policies (a token bucket's Retry-After is computed);
-	// >= 0, at most 1 h.
+	// none, since nobody can tell when a running request ends (an adaptive
+	// cap's 0 is 1 s: an overloaded service recovers within its latency
+	// windows). Only for in-flight policies (a token bucket's Retry-After
+	// is computed); >= 0, at most 1 h.
 	RetryAfter time.Duration
+	// Priorities sort an adaptive cap's requests into classes by verified
+	// tenant or plan, or operation: the first entry that matches gives
+	// the class; the others are [ClassSheddable] (see [Priority]).
+	// Sheddable requests are refused first: they may hold the limit less
+	// Reserved less what critical work needed lately; a critical request
+	// is refused only when the whole limit is held. Only for adaptive
+	// caps.
+	Priorities []Priority
+	// Reserved is the share of an adaptive cap's limit kept for critical
+	// requests beyond what they held lately (0.2 is the demo's 20%),
+	// rounded to the nearest slot; 0 to 0.99. It needs a Priorities entry
+	// of class critical.
+	Reserved float64
+	// LimitLogFactor: an adaptive cap logs a line ("ratekey adaptive
+	// limit moved", at Warn when falling) when its limit has moved by
+	// more than this factor, up or down, since the last line (at first,
+	// since MinInFlight, where it starts). Above 1, at most 1000; 0 means
+	// 2. Only for adaptive caps.
+	LimitLogFactor float64
 	// Cost is the tokens one request spends, >= 1; 0 means 1 (or, with
 	// CostFunc, that the function decides).
 	Cost int64
@@ -229,6 +277,11 @@ func DiffPolicies(old, new []Policy) []PolicyChange {
 		note("burst", o.Limit.Burst, n.Limit.Burst)
 		note("max_in_flight", o.Limit.MaxInFlight, n.Limit.MaxInFlight)
 		note("lease", o.Limit.Lease, n.Limit.Lease)
+		note("min_in_flight", o.Limit.MinInFlight, n.Limit.MinInFlight)
+		note("max_in_flight_ceiling", o.Limit.MaxInFlightCeiling, n.Limit.MaxInFlightCeiling)
+		note("priorities", o.Priorities, n.Priorities)
+		note("reserved", o.Reserved, n.Reserved)
+		note("limit_log_factor", o.LimitLogFactor, n.LimitLogFactor)
 		note("retry_after", o.RetryAfter, n.RetryAfter)
 		kind := PolicyUpdated
 		if o.Limit.Rate.Interval() != n.Limit.Rate.Interval() || o.Limit.Burst != n.Limit.Burst {
@@ -322,6 +375,14 @@ func (p *Policy) validate(i int, custom map[limitkey.Dimension]DimensionFunc, ma
 	}
 	if p.CostFunc != nil && p.Cost != 0 {
 		fail("cost", "%d is fixed, but the policy has a cost function: set one or the other", p.Cost)
+	}
+	if p.Limit.MaxInFlightCeiling != 0 || p.Limit.MinInFlight != 0 {
+		p.validateAdaptive(fail)
+		p.fillDefaults()
+		return errors.Join(append(errs, p.validateModes(i)...)...)
+	}
+	if len(p.Priorities) > 0 || p.Reserved != 0 || p.LimitLogFactor != 0 {
+		fail("priorities", "priorities, reserved and limit_log_factor are for adaptive caps (max_in_flight: auto); a fixed cap of this process that sheds by class is one with min_in_flight = max_in_flight_ceiling")
 	}
 	if p.Limit.MaxInFlight != 0 {
 		p.validateInFlight(fail)
@@ -452,7 +513,7 @@ func (p *Policy) longestWait() time.Duration {
 // ceiling less its delay_after part; 0 in dry run, which never delays. l
 // must be valid.
 func longestWait(l limiter.Limit, dryRun bool) time.Duration {
-	if dryRun || l.MaxInFlight != 0 { // an in-flight cap never delays
+	if dryRun || l.MaxInFlight != 0 || l.MaxInFlightCeiling != 0 { // an in-flight cap never delays
 		return 0
 	}
 	return gcra.Ceiling(l) - gcra.Free(l)
@@ -493,10 +554,25 @@ func withDefaults(ps []Policy) []Policy {
 }
 
 // fillDefaults sets unset fields to the values they run with: cost 1,
-// status 429, on_missing reject, on_store_error deny.
+// status 429, on_missing reject, on_store_error deny; for an adaptive cap,
+// min_in_flight 1, status 503, retry_after 1 s and limit_log_factor 2.
 func (p *Policy) fillDefaults() {
 	if p.Cost == 0 {
 		p.Cost = 1
+	}
+	if p.Limit.MaxInFlightCeiling != 0 {
+		// An adaptive cap: the service is saturated, 503 with a
+		// Retry-After; it starts at 1 slot unless told otherwise.
+		p.Limit.MinInFlight = max(p.Limit.MinInFlight, 1)
+		if p.Status == 0 {
+			p.Status = http.StatusServiceUnavailable
+		}
+		if p.RetryAfter == 0 {
+			p.RetryAfter = time.Second
+		}
+		if p.LimitLogFactor == 0 {
+			p.LimitLogFactor = defaultLimitLogFactor
+		}
 	}
 	if p.Status == 0 {
 		p.Status = http.StatusTooManyRequests

@@ -46,6 +46,13 @@ const (
 	// sent only when the policy sets RetryAfter (nobody can tell when a
 	// running request ends).
 	problemConcurrencyLimited = "urn:ratekey:problem:concurrency-limited"
+	// problemOverloaded: an adaptive cap ([limiter.Limit]
+	// MaxInFlightCeiling: max_in_flight: auto) has as many requests
+	// running as the service's latency says it takes now: the service is
+	// saturated, not the client over its budget. 503 by default, with
+	// Retry-After (the policy's RetryAfter, 1 s by default); the problem
+	// names the policy.
+	problemOverloaded = "urn:ratekey:problem:overloaded"
 )
 
 // problem is the RFC 9457 body. Detail never contains a key, a token or any

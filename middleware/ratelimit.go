@@ -154,6 +154,10 @@ type rateLimitState struct {
 	// that every token bucket of the phase decided with its own limit.
 	fields [phaseMain + 1]policyField
 
+	// adaptive holds, per policy, how an adaptive one runs (its caps, in
+	// the store's registry: see capsOf); nil for the others.
+	adaptive []*adaptivePolicy
+
 	// logs is the RateLimiter's decision-log sampler, shared across Reload.
 	logs *logSampler
 }
@@ -212,7 +216,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		p.Overrides = slices.Clone(p.Overrides)
 		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
 			errs = append(errs, err)
-		} else {
+		} else if p.Limit.MaxInFlightCeiling == 0 { // an adaptive cap is this process's: no share
 			errs = append(errs, st.sharesErrors(i, &p, st.replicas)...)
 			if p.OnStoreError == OnStoreErrorLocal {
 				st.localPolicies = append(st.localPolicies, p.Name)
@@ -232,7 +236,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 			st.has[ph] = st.has[ph] || phase(ph).covers(&p)
 		}
 		item := ""
-		if p.Limit.MaxInFlight == 0 { // draft-10 fields cover quotas only
+		if p.Limit.MaxInFlight == 0 && p.Limit.MaxInFlightCeiling == 0 { // draft-10 fields cover quotas only
 			item = policyItem(p.Name, st.share(p.Limit))
 		}
 		st.items = append(st.items, item)
@@ -240,8 +244,18 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	var caps *capRegistry
 	for i := range st.Policies {
-		st.ovr = append(st.ovr, compileOverrides(&st.Policies[i], st.share))
+		p := &st.Policies[i]
+		st.ovr = append(st.ovr, compileOverrides(p, st.share))
+		var ap *adaptivePolicy
+		if p.Limit.MaxInFlightCeiling != 0 {
+			if caps == nil {
+				caps = capsOf(cfg.Limiter)
+			}
+			ap = newAdaptivePolicy(caps, p)
+		}
+		st.adaptive = append(st.adaptive, ap)
 	}
 	for ph := range st.fields {
 		f := &st.fields[ph]
@@ -434,6 +448,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			sc.drop()
 		}()
 		if pass {
+			sc.startAdaptive() // an adaptive cap times the handler, not the wait
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -677,6 +692,17 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds the burst",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
+	case first.Limit.MaxInFlightCeiling != 0:
+		// The service is saturated, not the client over its budget: an
+		// adaptive cap always has a Retry-After (its retry_after, 1 s by
+		// default), unless a fixed cap refused too without one.
+		detail := fmt.Sprintf("policy %s: the service runs as many requests as it can take now (adaptive limit %d)", first.Policy, first.Limit.MaxInFlight)
+		if honest {
+			h.Set("Retry-After", strconv.FormatInt(retry, 10))
+			detail += fmt.Sprintf("; retry in %d s", retry)
+		}
+		return problem{Type: problemOverloaded, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
+			Title: "Service overloaded", Detail: detail}
 	case first.Limit.MaxInFlight != 0:
 		// No honest Retry-After unless every rejecting policy has one: an
 		// in-flight cap's comes from its retry_after, if set.

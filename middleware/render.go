@@ -148,15 +148,17 @@ type policyJSON struct {
 	DelaySeconds      *float64 `json:"delay_seconds"`
 	SkippedReason     *string  `json:"skipped_reason"`
 	Error             *string  `json:"error"`
-	Override          *string  `json:"override"`      // null when the policy's own limit applied
-	MaxInFlight       *int64   `json:"max_in_flight"` // null for a token bucket
-	InFlight          *int64   `json:"in_flight"`     // null for a token bucket
-	Cached            bool     `json:"cached"`        // answered by the store's local deny cache
-	Slot              *int     `json:"slot"`          // the Redis Cluster slot that decided; null for other stores
-	Fallback          bool     `json:"fallback"`      // decided on the local fallback while the store could not
-	Prefetched        bool     `json:"prefetched"`    // decided from tokens the process prefetched from Redis
-	Reserved          *int64   `json:"reserved"`      // a settling policy's reservation (its cost); null otherwise
-	Settled           *int64   `json:"settled"`       // what it settled at once the handler returned; null otherwise
+	Override          *string  `json:"override"`       // null when the policy's own limit applied
+	MaxInFlight       *int64   `json:"max_in_flight"`  // null for a token bucket
+	InFlight          *int64   `json:"in_flight"`      // null for a token bucket
+	Cached            bool     `json:"cached"`         // answered by the store's local deny cache
+	Slot              *int     `json:"slot"`           // the Redis Cluster slot that decided; null for other stores
+	Fallback          bool     `json:"fallback"`       // decided on the local fallback while the store could not
+	Prefetched        bool     `json:"prefetched"`     // decided from tokens the process prefetched from Redis
+	Reserved          *int64   `json:"reserved"`       // a settling policy's reservation (its cost); null otherwise
+	Settled           *int64   `json:"settled"`        // what it settled at once the handler returned; null otherwise
+	AdaptiveLimit     *int64   `json:"adaptive_limit"` // an adaptive cap's limit in force; null for other policies
+	Class             *Class   `json:"class"`          // the request's class under an adaptive cap; null for other policies
 }
 
 // held returns the slots of an in-flight policy's key held now: InFlight,
@@ -218,6 +220,9 @@ func (res *PolicyResult) view() policyJSON {
 			v.Settled = &res.Settled
 		}
 	}
+	if res.Limit.MaxInFlightCeiling != 0 {
+		v.AdaptiveLimit, v.Class = v.MaxInFlight, &res.Class
+	}
 	return v
 }
 
@@ -226,7 +231,7 @@ func (res *PolicyResult) view() policyJSON {
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
 // "error", "override", "max_in_flight", "in_flight", "cached", "slot",
-// "fallback", "prefetched", "reserved", "settled"},
+// "fallback", "prefetched", "reserved", "settled", "adaptive_limit", "class"},
 // in that order. For a
 // token bucket, max_in_flight and in_flight are null; for an in-flight
 // policy, rate, burst and delay_after are null, max_in_flight is its cap,
@@ -255,8 +260,11 @@ func (res *PolicyResult) view() policyJSON {
 // spent under it once its handler returned (the cost reported, at most
 // max_cost, or the reservation when nothing was), both null for a policy
 // that does not settle, and settled null until the handler has returned
-// (the debug endpoint's would-be decisions, a request not admitted). The
-// names and
+// (the debug endpoint's would-be decisions, a request not admitted);
+// adaptive_limit is, for an adaptive cap (max_in_flight: auto), the
+// limit it decided against (max_in_flight too), and class the request's
+// class under it ("critical" or "sheddable"), both null for other
+// policies (whose store is then "process": no store decides it). The names and
 // values are a public contract; no field holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())

@@ -89,8 +89,8 @@ func testDecisionAcrossPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"limited":true,"decision":"DELAYED","delay_seconds":1,"policies":[`,
-		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null}`,
-		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null}`} {
+		`{"name":"pre","key":"pre|operation=GET /a","decision":"ERROR","dry_run":false,"cost":1,"rate":"1/s","burst":3,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":"allow","delay_after":3,"delay_seconds":null,"skipped_reason":null,"error":"store down","override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}`,
+		`{"name":"main","key":"main|operation=GET /a","decision":"DELAYED","dry_run":false,"cost":2,"rate":"1/s","burst":2,"remaining":0,"retry_after_seconds":null,"store":"middleware_test","fail_mode":null,"delay_after":1,"delay_seconds":1,"skipped_reason":null,"error":null,"override":null,"max_in_flight":null,"in_flight":null,"cached":false,"slot":null,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("record JSON lacks\n%s\n%s", want, b)
 		}
@@ -136,7 +136,7 @@ func TestStoreDiagnostics(t *testing.T) {
 		status int
 		json   []string
 	}{
-		{200, []string{`"round_trips":4,"replicas":1}`, `"name":"pre"`, `"cached":false,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null}`, `"name":"cached"`, `"cached":false,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null}`}},
+		{200, []string{`"round_trips":4,"replicas":1}`, `"name":"pre"`, `"cached":false,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}`, `"name":"cached"`, `"cached":false,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}`}},
 		{429, nil},
 	} {
 		w := httptest.NewRecorder()
@@ -150,7 +150,7 @@ func TestStoreDiagnostics(t *testing.T) {
 		if i == 1 {
 			// The main phase's rejection came from the deny cache: no
 			// round trip; the pre-auth phase took 2.
-			want.json = []string{`"round_trips":2,"replicas":1}`, `"name":"cached","key":"cached|operation=GET /a","decision":"REJECTED"`, `"in_flight":null,"cached":true,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null}`}
+			want.json = []string{`"round_trips":2,"replicas":1}`, `"name":"cached","key":"cached|operation=GET /a","decision":"REJECTED"`, `"in_flight":null,"cached":true,"slot":99,"fallback":false,"prefetched":false,"reserved":null,"settled":null,"adaptive_limit":null,"class":null}`}
 		}
 		for _, s := range want.json {
 			if !strings.Contains(string(b), s) {

@@ -51,6 +51,10 @@ type scratch struct {
 	// after is the request's context without its cancellation, for the
 	// store calls made once the handler returns (see detached).
 	after detached
+	// capBuf while they are few; those taken are released with the
+	// store's slots (releaseSlots).
+	caps   []heldCap
+	capBuf [2]heldCap
 }
 
 // detached is a context without the cancellation of its parent, whose
@@ -81,6 +85,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 func getScratch(out *arena) *scratch {
 	sc := scratchPool.Get().(*scratch)
 	sc.b = out.bytes()
+	sc.caps = sc.capBuf[:0]
 	return sc
 }
 
@@ -109,6 +114,7 @@ func newScratch() *scratch {
 		out arena
 	}{}
 	m.sc.b = m.out.bytes()
+	m.sc.caps = m.sc.capBuf[:0]
 	return &m.sc
 }
 

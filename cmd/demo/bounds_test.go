@@ -181,7 +181,7 @@ func TestCheckLineEndsAndBOM(t *testing.T) {
 	} {
 		path := writeConfig(t, config)
 		code, out, errOut := runDemo(t, "check", "-config", path)
-		if want := "configuration " + path + " is valid: 5 policies, 1 issuer\n"; code != 0 || out != want {
+		if want := "configuration " + path + " is valid: 6 policies, 1 issuer\n" + defaultAdaptive; code != 0 || out != want {
 			t.Errorf("%s: exit %d, %q %q; want 0 and %q", name, code, out, errOut, want)
 		}
 	}

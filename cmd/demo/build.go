@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/internal/quote"
+	"github.com/ratekey/ratekey/internal/workload"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
@@ -54,6 +55,9 @@ type app struct {
 	// registry and metrics live as long as the process: a reload keeps them.
 	registry *prometheus.Registry
 	metrics  metrics.Metrics
+	// work is GET /v1/work's simulated resource; a reload keeps it (and
+	// the requests it serves).
+	work *workload.Resource
 }
 
 // build validates cfg and returns the wired app, or every error found. When
@@ -181,8 +185,9 @@ func (a *app) attachStore(prev *app, logger *slog.Logger) []error {
 func (a *app) attachMetrics(prev *app) []error {
 	var errs []error
 	if prev != nil {
-		a.registry, a.metrics = prev.registry, prev.metrics
+		a.registry, a.metrics, a.work = prev.registry, prev.metrics, prev.work
 	} else {
+		a.work = workload.NewResource(workCapacity, workCapacity, workUnit, workQueue)
 		a.registry = prometheus.NewRegistry()
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		m, err := metrics.New(a.registry)
@@ -415,15 +420,30 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 	}
 	var errs []error
 	for i, p := range a.policies {
-		for j, op := range p.Operations {
-			_, path, _ := strings.Cut(op, " ")
-			limited := op == middleware.UnmatchedOperation || path == "/v1" || strings.HasPrefix(path, "/v1/")
-			if !limited || !middleware.ServesOperation(h, op) {
-				errs = append(errs, fmt.Errorf("%s.operations[%d]: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), j, shown(op), middleware.UnmatchedOperation))
+		for _, f := range policyOperations(p) {
+			_, path, _ := strings.Cut(f.op, " ")
+			limited := f.op == middleware.UnmatchedOperation || path == "/v1" || strings.HasPrefix(path, "/v1/")
+			if !limited || !middleware.ServesOperation(h, f.op) {
+				errs = append(errs, fmt.Errorf("%s.%s: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), f.field, shown(f.op), middleware.UnmatchedOperation))
 			}
 		}
 	}
 	return errs
+}
+
+// policyOperations returns the operations policy p names, with their
+// fields: operations[j], and priorities[j].operation.
+func policyOperations(p middleware.Policy) []struct{ field, op string } {
+	var fs []struct{ field, op string }
+	for j, op := range p.Operations {
+		fs = append(fs, struct{ field, op string }{fmt.Sprintf("operations[%d]", j), op})
+	}
+	for j, pr := range p.Priorities {
+		if pr.Operation != "" {
+			fs = append(fs, struct{ field, op string }{fmt.Sprintf("priorities[%d].operation", j), pr.Operation})
+		}
+	}
+	return fs
 }
 
 // validPort reports whether p is a decimal port number, 0 to 65535.
@@ -552,6 +572,23 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		}
 		p.RetryAfter = max(d, 0)
 	}
+	if pc.MaxInFlight != nil && pc.MaxInFlight.auto {
+		return p, append(errs, buildAdaptive(ref, pc, &p, src)...)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"min_in_flight", pc.MinInFlight != 0}, {"max_in_flight_ceiling", pc.MaxInFlightCeiling != 0}} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("%s.%s: bounds an adaptive cap: set max_in_flight: auto", ref, f.name))
+		}
+	}
+	// priorities, reserved and limit_log_factor: passed on, and refused by
+	// the rate limiter on anything but an adaptive cap, naming the field.
+	p.Priorities, p.LimitLogFactor = priorities(pc.Priorities), pc.LimitLogFactor
+	if pc.Reserved != nil {
+		p.Reserved = float64(*pc.Reserved)
+	}
 	if pc.MaxInFlight != nil {
 		return p, append(errs, buildInFlight(ref, pc, &p)...)
 	}
@@ -593,8 +630,8 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 // bucket's fields beside them.
 func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 	var errs []error
-	if *pc.MaxInFlight < 1 {
-		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, *pc.MaxInFlight))
+	if pc.MaxInFlight.n < 1 {
+		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, pc.MaxInFlight.n))
 	}
 	for _, f := range []struct {
 		name string
@@ -614,13 +651,61 @@ func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 		}
 	}
 	p.Cost = 0
-	p.Limit = limiter.Limit{MaxInFlight: max(int64(*pc.MaxInFlight), 1), Lease: lease}
+	p.Limit = limiter.Limit{MaxInFlight: max(int64(pc.MaxInFlight.n), 1), Lease: lease}
 	for j, oc := range pc.Overrides {
 		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
 		errs = append(errs, oerrs...)
 		p.Overrides = append(p.Overrides, o) // refused by the rate limiter, naming the field
 	}
 	return errs
+}
+
+// buildAdaptive completes p, policy ref, as an adaptive cap (max_in_flight:
+// auto): max_in_flight_ceiling (required), min_in_flight, priorities,
+// reserved and limit_log_factor, and none of a token bucket's fields or a
+// lease (it is this process's: no store keeps it). A priority on a tenant
+// or a plan needs credentials. The rate limiter checks the rest (the key,
+// the bounds, the classes), naming the fields.
+func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy, src principalSources) []error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"rate", pc.Rate != ""}, {"burst", pc.Burst != 0}, {"cost", pc.Cost != 0}, {"delay_after", pc.DelayAfter != nil}, {"max_delay", pc.MaxDelay != ""}, {"lease", pc.Lease != ""}} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("%s.%s: an adaptive cap (max_in_flight: auto) caps this process's requests running at once and has no %s", ref, f.name, f.name))
+		}
+	}
+	if pc.MaxInFlightCeiling == 0 {
+		errs = append(errs, fmt.Errorf("%s.max_in_flight_ceiling: required with max_in_flight: auto (the most requests this process runs at once, whatever latency says; 1 to 1000000)", ref))
+		pc.MaxInFlightCeiling = max(pc.MinInFlight, 1) // reported; the rest is still checked
+	}
+	p.Cost = 0
+	p.Limit = limiter.Limit{MinInFlight: int64(pc.MinInFlight), MaxInFlightCeiling: int64(pc.MaxInFlightCeiling)}
+	p.Priorities, p.LimitLogFactor = priorities(pc.Priorities), pc.LimitLogFactor
+	if pc.Reserved != nil {
+		p.Reserved = float64(*pc.Reserved)
+	}
+	for j, pr := range pc.Priorities {
+		if !src.credentials && (pr.Tenant != "" || pr.Plan != "") {
+			errs = append(errs, fmt.Errorf("%s.priorities[%d]: tenant and plan come from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, j))
+		}
+	}
+	for j, oc := range pc.Overrides {
+		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
+		errs = append(errs, oerrs...)
+		p.Overrides = append(p.Overrides, o) // refused by the rate limiter, naming the field
+	}
+	return errs
+}
+
+// priorities returns the entries of a config's priorities.
+func priorities(pcs []PriorityConfig) []middleware.Priority {
+	var ps []middleware.Priority
+	for _, pc := range pcs {
+		ps = append(ps, middleware.Priority{Tenant: pc.Tenant, Plan: pc.Plan, Operation: pc.Operation, Class: middleware.Class(pc.Class)})
+	}
+	return ps
 }
 
 // buildOverride parses what YAML writes as text in one override (where is
@@ -653,10 +738,10 @@ func buildOverride(where string, oc OverrideConfig) (middleware.Override, []erro
 	return o, errs
 }
 
-// checkOverrides refuses overrides no credential can ever match: a tenant
-// or plan that no issuer record vouches for and no API key carries (the
-// config names them all: the demo resolves no issuers at run time), an
-// account when no credential is checked. It runs once everything else is
+// checkOverrides refuses overrides and priorities no credential can ever
+// match: a tenant or plan that no issuer record vouches for and no API key
+// carries (the config names them all: the demo resolves no issuers at run
+// time), an account when no credential is checked. It runs once everything else is
 // valid (the API key file is loaded). With a Redis store, an override's
 // window must fit it as a policy's must.
 func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) []error {
@@ -678,6 +763,15 @@ func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) [
 	credentials := len(cfg.Auth.Issuers) > 0 || cfg.Auth.APIKeys != nil
 	var errs []error
 	for i, p := range policies {
+		for j, pr := range p.Priorities {
+			where := fmt.Sprintf("%s.priorities[%d]", policyRef(i, p.Name), j)
+			switch {
+			case pr.Tenant != "" && !tenants[pr.Tenant]:
+				errs = append(errs, fmt.Errorf("%s.tenant: %s is not a tenant of any issuer (tenant, tenants) or API key, so it never matches", where, quote.Value(pr.Tenant)))
+			case pr.Plan != "" && !plans[pr.Plan]:
+				errs = append(errs, fmt.Errorf("%s.plan: %s is not a plan of any issuer (plan, plans) or API key, so it never matches", where, quote.Value(pr.Plan)))
+			}
+		}
 		for j, o := range p.Overrides {
 			where := fmt.Sprintf("%s.overrides[%d]", policyRef(i, p.Name), j)
 			switch {
@@ -867,6 +961,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		v.Post("/export", postExport)
 		v.Get("/slow", getSlow)
 		v.Post("/complete", postComplete)
+		v.Get("/work", a.getWork)
 	})
 	return r, nil
 }

@@ -32,10 +32,14 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
+// defaultAdaptive is what check says of the embedded default's adaptive
+// cap.
+const defaultAdaptive = "adaptive caps, each this process's own (moved by its latency; never shared, never in the store):\n  work: one cap, 2 to 64 requests at once (starts at 2); 1 priority, 20% reserved for critical requests\n"
+
 func TestCheckEmbeddedDefault(t *testing.T) {
 	t.Chdir("../..") // the embedded default names key files relative to the repository root
 	code, out, errOut := runDemo(t, "check")
-	if code != 0 || out != "configuration embedded default is valid: 5 policies, 1 issuer\n" {
+	if code != 0 || out != "configuration embedded default is valid: 6 policies, 1 issuer\n"+defaultAdaptive {
 		t.Fatalf("check: %d %q %q", code, out, errOut)
 	}
 }

@@ -143,8 +143,23 @@ type PolicyConfig struct {
 	// MaxInFlight makes the policy an in-flight cap (nginx limit_conn)
 	// instead of a token bucket: at most this many requests of one key
 	// run at once. >= 1; no rate, burst, cost, delay_after or max_delay
-	// beside it.
-	MaxInFlight *integer `yaml:"max_in_flight"`
+	// beside it. "auto" makes it an adaptive cap of this process, between
+	// min_in_flight and max_in_flight_ceiling, moved by latency.
+	MaxInFlight *inFlight `yaml:"max_in_flight"`
+	// MinInFlight and MaxInFlightCeiling bound an adaptive cap
+	// (max_in_flight: auto): the ceiling is required (1 to 1000000),
+	// min_in_flight defaults to 1.
+	MinInFlight        integer `yaml:"min_in_flight"`
+	MaxInFlightCeiling integer `yaml:"max_in_flight_ceiling"`
+	// Priorities sort an adaptive cap's requests into classes, the first
+	// entry that matches wins; the others are sheddable.
+	Priorities []PriorityConfig `yaml:"priorities"`
+	// Reserved is the share of an adaptive cap kept for critical requests,
+	// a percentage such as 20%.
+	Reserved *percent `yaml:"reserved"`
+	// LimitLogFactor: a log line when an adaptive cap's limit moved by
+	// more than this factor (default 2).
+	LimitLogFactor float64 `yaml:"limit_log_factor"`
 	// Lease: a Go duration, 1s to 1h (default 60s): how long a shared
 	// store keeps the slot of a process that died mid-request.
 	Lease string `yaml:"lease"`
@@ -172,6 +187,16 @@ type OverrideConfig struct {
 	Cost       integer  `yaml:"cost"`
 	DelayAfter *integer `yaml:"delay_after"`
 	MaxDelay   string   `yaml:"max_delay"`
+}
+
+// PriorityConfig is one entry of an adaptive cap's priorities: any of
+// tenant, plan (verified attributes) and operation to match, and the
+// class (critical or sheddable) of the requests it matches.
+type PriorityConfig struct {
+	Tenant    string `yaml:"tenant"`
+	Plan      string `yaml:"plan"`
+	Operation string `yaml:"operation"`
+	Class     string `yaml:"class"`
 }
 
 // DebugConfig configures the debug endpoint.
@@ -263,6 +288,49 @@ func (n *integer) UnmarshalYAML(node ast.Node) error {
 		return fmt.Errorf("%s (line %d): %s is not a decimal integer", field, line, shownValue(node))
 	}
 	*n = integer(v)
+	return nil
+}
+
+// inFlight is max_in_flight: a decimal integer (a fixed cap), or auto (an
+// adaptive one).
+type inFlight struct {
+	n    integer
+	auto bool
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler: "auto", else an integer
+// (whose errors name the field and line).
+func (f *inFlight) UnmarshalYAML(node ast.Node) error {
+	if node.Type() == ast.StringType && strings.TrimSpace(node.String()) == "auto" {
+		f.auto = true
+		return nil
+	}
+	if err := f.n.UnmarshalYAML(node); err != nil {
+		return fmt.Errorf("%w (or auto, for an adaptive cap)", err)
+	}
+	return nil
+}
+
+// percent is a percentage written as such ("20%", "12.5%"), 0 to 99%,
+// kept as a fraction (0.2). A bare number is refused: 0.2 could mean 20%
+// or 0.2%.
+type percent float64
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler; errors name the field and
+// line.
+func (p *percent) UnmarshalYAML(node ast.Node) error {
+	s := strings.TrimSpace(node.String())
+	num, ok := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || v < 0 || v > 99 || strings.ContainsAny(num, "eExXpP_+") {
+		field := strings.TrimPrefix(node.GetPath(), "$.")
+		line := 0
+		if tok := node.GetToken(); tok != nil && tok.Position != nil {
+			line = tok.Position.Line
+		}
+		return fmt.Errorf("%s (line %d): %s is not a percentage from 0%% to 99%% such as 20%%", field, line, shownValue(node))
+	}
+	*p = percent(v / 100)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/workload"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -92,6 +94,41 @@ func writeBadRequest(w http.ResponseWriter, detail string) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusBadRequest)
 	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Bad Request", "status": http.StatusBadRequest, "detail": detail})
+}
+
+// GET /v1/work's resource: 8 requests served at once, 20 ms per unit of
+// work, first come first served, with a queue of at most 1000.
+const (
+	workCapacity = 8
+	workUnit     = 20 * time.Millisecond
+	workQueue    = 1000
+	maxUnits     = 100
+)
+
+// getWork serves GET /v1/work?units=N (1 to 100, default 1): it runs N
+// units of work on the demo's resource of fixed capacity (workCapacity at
+// once; beyond that, requests queue and their latency grows) and answers
+// 200, or 503 when the resource's own queue is full (the default config's
+// adaptive cap, work, keeps requests from queueing that far).
+func (a *app) getWork(w http.ResponseWriter, r *http.Request) {
+	units := 1
+	if v := r.URL.Query().Get("units"); v != "" || r.URL.Query().Has("units") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxUnits || len(v) > 3 || len(r.URL.Query()["units"]) > 1 {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "units must be one whole number from 1 to 100"})
+			return
+		}
+		units = n
+	}
+	start := time.Now()
+	switch err := a.work.Work(r.Context(), units); {
+	case errors.Is(err, workload.ErrQueueFull):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "the resource's queue is full"})
+	case err != nil:
+		return // the client went away
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"units": units, "ms": time.Since(start).Milliseconds(), "served": whoami(r)})
+	}
 }
 
 func whoami(r *http.Request) map[string]any {

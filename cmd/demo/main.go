@@ -105,7 +105,37 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", configName(*path), plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
 	printShares(stdout, cfg.Limiter, a.policies)
+	printAdaptive(stdout, cfg.Limiter, a.policies)
 	return 0
+}
+
+// printAdaptive lists the adaptive caps (max_in_flight: auto): each is
+// this process's (its latency is), whatever the store: with Redis, or
+// limiter.replicas, every process runs its own, and the store is never
+// asked.
+func printAdaptive(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
+	header := "adaptive caps, each this process's own (moved by its latency; never shared, never in the store):\n"
+	if lc.Store == "redis" {
+		header = "adaptive caps, each this process's own (moved by its latency): with Redis too, every process runs its own and Redis is not asked:\n"
+	}
+	for i := range policies {
+		p := &policies[i]
+		l := p.Limit
+		if l.MaxInFlightCeiling == 0 {
+			continue
+		}
+		fmt.Fprint(w, header)
+		header = ""
+		per := "one cap"
+		if len(p.Key) > 0 {
+			per = "a cap per operation"
+		}
+		fmt.Fprintf(w, "  %s: %s, %d to %d requests at once (starts at %d)", p.Name, per, max(l.MinInFlight, 1), l.MaxInFlightCeiling, max(l.MinInFlight, 1))
+		if len(p.Priorities) > 0 {
+			fmt.Fprintf(w, "; %s, %g%% reserved for critical requests", plural(len(p.Priorities), "priority", "priorities"), p.Reserved*100)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // printShares lists, when n > 1 processes share every budget
@@ -145,11 +175,14 @@ func printShares(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
 }
 
 // shareText describes l's share of n: "rate 10 per 3s, burst 6 (of 10/s,
-// burst 20)" or "max_in_flight 3 (of 10)".
+// burst 20)", "max_in_flight 3 (of 10)", or "adaptive: not shared".
 func shareText(l limiter.Limit, n int64) string {
 	s, err := l.Share(n)
 	if err != nil {
 		return err.Error()
+	}
+	if l.MaxInFlightCeiling != 0 {
+		return "adaptive: not shared (each process caps itself from its own latency)"
 	}
 	if l.MaxInFlight != 0 {
 		return fmt.Sprintf("max_in_flight %d (of %d)", s.MaxInFlight, l.MaxInFlight)

@@ -1,0 +1,288 @@
+package middleware
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"net/http"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/adaptive"
+	"github.com/ratekey/ratekey/internal/quote"
+	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
+)
+
+// Adaptive caps (a Limit with MaxInFlightCeiling: the demo's max_in_flight:
+// auto) are decided here, in the process, never by a store: their limit
+// moves with the latency this process observes (package
+// internal/adaptive has the algorithm), and latency is a local fact. With
+// a Redis store, each process caps itself. A policy's caps live in the
+// registry of its store (see capsOf), by policy name and operation, so a
+// reload, even one that builds a new RateLimiter on the same store (the
+// demo does), keeps their limits, estimates and slots held.
+
+// storeProcess is the Store of an adaptive cap's results: the process
+// decided, no store did.
+const storeProcess = "process"
+
+// defaultLimitLogFactor is a Policy's LimitLogFactor when 0.
+const defaultLimitLogFactor = 2
+
+// adaptiveCaps holds the caps of each store with adaptive policies, so
+// that every RateLimiter on it shares them. It holds the store weakly: an
+// entry goes when its store is collected (a program that builds a new
+// ratekey.New, and with it a new memory store, on every configuration
+// change leaks neither).
+var adaptiveCaps sync.Map // weak.Pointer[byte] to the store -> *capRegistry
+
+// capRegistry is a store's adaptive caps, by policy name.
+type capRegistry struct {
+	mu       sync.Mutex
+	byPolicy map[string]*policyCaps
+}
+
+// capsOf returns store l's registry: shared when l is a pointer to a
+// value of some size (every store of this module is), else one of its
+// own.
+func capsOf(l limiter.Limiter) *capRegistry {
+	v := reflect.ValueOf(l)
+	if l == nil || v.Kind() != reflect.Pointer || v.IsNil() || v.Type().Elem().Size() == 0 {
+		return &capRegistry{}
+	}
+	p := (*byte)(v.UnsafePointer())
+	key := weak.Make(p)
+	r, loaded := adaptiveCaps.LoadOrStore(key, &capRegistry{})
+	if !loaded {
+		runtime.AddCleanup(p, func(k weak.Pointer[byte]) { adaptiveCaps.Delete(k) }, key)
+	}
+	return r.(*capRegistry)
+}
+
+// policy returns the caps of the adaptive policy named name.
+func (r *capRegistry) policy(name string) *policyCaps {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byPolicy == nil {
+		r.byPolicy = map[string]*policyCaps{}
+	}
+	pc := r.byPolicy[name]
+	if pc == nil {
+		pc = &policyCaps{single: newCapEntry()}
+		r.byPolicy[name] = pc
+	}
+	return pc
+}
+
+// policyCaps is one adaptive policy's caps: one when it is keyed on
+// nothing, one per operation when it is keyed on operation (operations
+// are the router's route templates and UNMATCHED: a bounded set).
+type policyCaps struct {
+	single *capEntry
+	byOp   sync.Map // operation -> *capEntry
+}
+
+// capEntry is one cap and the limit its log line last reported.
+type capEntry struct {
+	cap    *adaptive.Cap
+	logged atomic.Int64 // 0: none yet (the cap started at min_in_flight)
+}
+
+func newCapEntry() *capEntry { return &capEntry{cap: adaptive.New()} }
+
+// adaptivePolicy is an adaptive policy as a configuration runs it.
+type adaptivePolicy struct {
+	caps      *policyCaps
+	set       adaptive.Settings
+	byOp      bool // keyed on operation: a cap per operation
+	logFactor float64
+}
+
+// newAdaptivePolicy returns how the state runs adaptive policy p (valid,
+// defaults filled) with the caps of registry r.
+func newAdaptivePolicy(r *capRegistry, p *Policy) *adaptivePolicy {
+	return &adaptivePolicy{caps: r.policy(p.Name), byOp: len(p.Key) > 0, logFactor: p.LimitLogFactor,
+		set: adaptive.Settings{Min: p.Limit.MinInFlight, Ceiling: p.Limit.MaxInFlightCeiling, Reserve: int64(math.Round(p.Reserved * 1000))}}
+}
+
+// entry returns the cap of a request of operation op.
+func (ap *adaptivePolicy) entry(op string) *capEntry {
+	if !ap.byOp {
+		return ap.caps.single
+	}
+	if e, ok := ap.caps.byOp.Load(op); ok {
+		return e.(*capEntry)
+	}
+	e, _ := ap.caps.byOp.LoadOrStore(strings.Clone(op), newCapEntry()) // op may live in an arena
+	return e.(*capEntry)
+}
+
+// heldCap is an adaptive policy's cap in one evaluation: which result it
+// fills, whether it took a slot (to release, once), and the request's
+// timing sample.
+type heldCap struct {
+	e        *capEntry
+	ap       *adaptivePolicy
+	idx      int // into Evaluation.Policies
+	critical bool
+	taken    bool
+	sample   bool  // the request is timed (adaptive.Cap.Sample)
+	start    int64 // when its handler started (cap.Now), 0 before
+}
+
+// validateAdaptive checks the fields of an adaptive policy, reporting each
+// problem to fail(field, format, args...).
+func (p *Policy) validateAdaptive(fail func(field, format string, args ...any)) {
+	l := p.Limit
+	switch {
+	case l.MaxInFlightCeiling < 1 || l.MaxInFlightCeiling > adaptive.MaxCeiling:
+		fail("max_in_flight_ceiling", "%d must be 1 to %d (the most requests this process runs at once, whatever latency says)", l.MaxInFlightCeiling, adaptive.MaxCeiling)
+	case l.MinInFlight < 0 || l.MinInFlight > l.MaxInFlightCeiling:
+		fail("min_in_flight", "%d must be 1 to max_in_flight_ceiling %d (0: 1)", l.MinInFlight, l.MaxInFlightCeiling)
+	}
+	if l.MaxInFlight != 0 {
+		fail("max_in_flight", "%d is a fixed cap; an adaptive one (max_in_flight: auto) moves between min_in_flight and max_in_flight_ceiling", l.MaxInFlight)
+	}
+	if l.Rate != (limiter.Rate{}) || l.Burst != 0 || l.DelayAfter != 0 || l.MaxDelay != 0 || l.Lease != 0 {
+		fail("max_in_flight", "an adaptive cap has no rate, burst, delay_after, max_delay or lease (it is this process's, never a store's)")
+	}
+	if p.Cost > 1 || p.CostFunc != nil {
+		fail("cost", "an in-flight policy's request holds one slot: no cost or cost function")
+	}
+	if len(p.Overrides) > 0 || p.OverrideFunc != nil {
+		fail("overrides", "overrides are for token-bucket policies (an adaptive cap sorts requests with priorities)")
+	}
+	for _, d := range p.Key {
+		if d != limitkey.DimOperation {
+			fail("key", "an adaptive cap moves with this process's latency, which every client's requests share: key it on nothing ([]) or on operation (a cap per route); %s would split one protection into many that each see the same latency (a per-client cap is a fixed max_in_flight)", quote.Value(d))
+		}
+	}
+	if p.RetryAfter < 0 || p.RetryAfter > time.Hour {
+		fail("retry_after", "%v must be 0 (1s) to 1h", p.RetryAfter)
+	}
+	if p.OnStoreError != "" && p.OnStoreError != OnStoreErrorDeny {
+		fail("on_store_error", "%s: an adaptive cap is decided in this process and never asks a store", quote.Value(p.OnStoreError))
+	}
+	if f := p.LimitLogFactor; f != 0 && (f <= 1 || f > 1000 || f != f) {
+		fail("limit_log_factor", "%v must be above 1 and at most 1000 (0: 2): the log reports a limit that moved by more than this factor", f)
+	}
+	p.validatePriorities(fail)
+}
+
+// classify fills the result res of adaptive policy ap for a request of
+// principal p (the zero Principal when it has none) and operation op, and
+// notes its cap in sc, for decideAdaptive.
+func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *Policy, p *identity.Principal, op string) {
+	res.Class = classify(pol.Priorities, p, op)
+	res.Store = storeProcess
+	sc.caps = append(sc.caps, heldCap{e: ap.entry(op), ap: ap, idx: idx, critical: res.Class == ClassCritical})
+}
+
+// decideAdaptive decides the adaptive caps sc noted, taking their slots
+// when charge (else peeking), and returns whether the store may still
+// charge the other policies: not when an enforcing cap refused (the
+// request is refused: all-or-nothing), and then no cap keeps a slot.
+func (st *rateLimitState) decideAdaptive(sc *scratch, ev *Evaluation, charge bool) bool {
+	refused := false
+	for j := range sc.caps {
+		h := &sc.caps[j]
+		res := &ev.Policies[h.idx]
+		var ok bool
+		var held, lim int64
+		if charge {
+			ok, held, lim = h.e.cap.Acquire(&h.ap.set, h.critical)
+			h.taken, res.Charged = ok, ok
+			h.sample = ok && h.e.cap.Sample()
+		} else if ok, held, lim = h.e.cap.Peek(&h.ap.set, h.critical); ok {
+			held++ // as if admitted (see PolicyResult.InFlight)
+		}
+		res.Limit.MaxInFlight, res.InFlight, res.Remaining = lim, held, max(lim-held, 0)
+		switch {
+		case ok:
+			res.Decision = DecisionPassed
+		case res.DryRun:
+			res.Decision = DecisionRejectedDryRun
+		default:
+			res.Decision, refused = DecisionRejected, true
+		}
+	}
+	if refused {
+		st.releaseAdaptive(nil, sc, ev)
+	}
+	return charge && !refused
+}
+
+// startAdaptive starts the timing of the request whose slots sc holds:
+// its handler runs from now.
+func (sc *scratch) startAdaptive() {
+	for j := range sc.caps {
+		if h := &sc.caps[j]; h.taken && h.sample {
+			h.start = max(h.e.cap.Now(), 1)
+		}
+	}
+}
+
+// releaseAdaptive releases the adaptive slots sc holds, once, offering
+// the latency of each timed request whose handler ran (startAdaptive); a
+// window that closes reports its limit (metrics, log). r is the request;
+// nil when it was refused after its caps had admitted it (by a store, or
+// another cap): their results are then no longer Charged.
+func (st *rateLimitState) releaseAdaptive(r *http.Request, sc *scratch, ev *Evaluation) {
+	for j := range sc.caps {
+		h := &sc.caps[j]
+		if !h.taken {
+			continue
+		}
+		h.taken = false
+		timed := r != nil && h.start != 0
+		var now int64
+		if timed {
+			now = h.e.cap.Now()
+		}
+		u, closed := h.e.cap.Release(&h.ap.set, h.critical, timed, h.start, now)
+		if r == nil {
+			ev.Policies[h.idx].Charged = false // refused after all: the slot went back
+		}
+		if closed {
+			st.reportAdaptive(r, h, ev.Policies[h.idx].Policy, ev.Operation, u)
+		}
+	}
+}
+
+// reportAdaptive reports a window's update of a cap: its limit and
+// estimates to the metrics, and a log line when the limit has moved by
+// more than the policy's factor since the last line (or since the start,
+// at min_in_flight).
+func (st *rateLimitState) reportAdaptive(r *http.Request, h *heldCap, policy, op string, u adaptive.Update) {
+	if !h.ap.byOp {
+		op = ""
+	}
+	if st.Metrics != nil {
+		st.Metrics.Adaptive(policy, op, u.Limit, u.Baseline, u.Latency)
+	}
+	last := h.e.logged.Load()
+	if last == 0 {
+		last = h.ap.set.Min
+	}
+	ratio := float64(u.Limit) / float64(last)
+	if ratio <= h.ap.logFactor && 1/ratio <= h.ap.logFactor || !h.e.logged.CompareAndSwap(h.e.logged.Load(), u.Limit) {
+		return
+	}
+	level := slog.LevelInfo
+	if ratio < 1 {
+		level = slog.LevelWarn // falling: the service slows down or loses capacity
+	}
+	attrs := []slog.Attr{slog.String("policy", policy), slog.Int64("limit", u.Limit), slog.Int64("previous", last),
+		slog.Float64("baseline_seconds", u.Baseline.Seconds()), slog.Float64("latency_seconds", u.Latency.Seconds())}
+	if op != "" {
+		attrs = append(attrs, slog.String("operation", op))
+	}
+	st.Logger.LogAttrs(context.WithoutCancel(r.Context()), level, "ratekey adaptive limit moved", attrs...)
+}
