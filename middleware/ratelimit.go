@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -621,110 +622,136 @@ func windowSeconds(l limiter.Limit) int64 {
 	return ceilSeconds(time.Duration(min(ns, math.MaxInt64)))
 }
 
+// refusal is what the policies of a refused request say, gathered for its
+// problem: the first policy of each kind of refusal, the rejecting
+// policies, and their Retry-After in seconds.
+type refusal struct {
+	violated         []string
+	first, never     *PolicyResult
+	missing, badCost *PolicyResult
+	retry            int64 // the Retry-After of the rejecting policies
+	honest           bool  // every rejecting policy has one (an in-flight cap may not)
+	storeErr         bool
+	storeRetry       int64
+}
+
+// refusalOf gathers ev's refusal.
+func refusalOf(ev *Evaluation) refusal {
+	f := refusal{honest: true}
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		secs, ok := res.retryAfterSeconds()
+		switch {
+		case res.Decision == DecisionRejected && res.badCost:
+			f.badCost = cmp.Or(f.badCost, res)
+		case res.failMode() == string(OnStoreErrorDeny):
+			f.storeErr, f.storeRetry = true, max(f.storeRetry, secs)
+		case res.Decision == DecisionRejected && res.Missing != "":
+			f.missing = cmp.Or(f.missing, res)
+		case res.Decision == DecisionRejected:
+			f.violated = append(f.violated, res.Policy)
+			f.first = cmp.Or(f.first, res)
+			if res.Never {
+				f.never = cmp.Or(f.never, res)
+			}
+			f.retry = max(f.retry, secs)
+			f.honest = f.honest && (ok || res.Never)
+		}
+	}
+	return f
+}
+
 // rejection returns the RFC 9457 problem answering ev, a refused request,
 // and sets its Retry-After (or WWW-Authenticate) field on h.
 func rejection(h http.Header, ev *Evaluation) problem {
-	var violated []string
-	var first, never *PolicyResult
-	retry := int64(0) // the Retry-After of the rejecting policies, in seconds
-	honest := true    // every rejecting policy has one (an in-flight cap may not)
-	storeErr, storeRetry := false, int64(0)
-	var missing, badCost *PolicyResult
-	for i := range ev.Policies {
-		res := &ev.Policies[i]
-		secs, _ := res.retryAfterSeconds()
-		switch {
-		case res.Decision == DecisionRejected && res.badCost:
-			if badCost == nil {
-				badCost = res
-			}
-		case res.failMode() == string(OnStoreErrorDeny):
-			storeErr, storeRetry = true, max(storeRetry, secs)
-		case res.Decision == DecisionRejected && res.Missing != "":
-			if missing == nil {
-				missing = res
-			}
-		case res.Decision == DecisionRejected:
-			violated = append(violated, res.Policy)
-			if first == nil {
-				first = res
-			}
-			if res.Never && never == nil {
-				never = res
-			}
-			retry = max(retry, secs)
-			_, ok := res.retryAfterSeconds()
-			honest = honest && (ok || res.Never)
-		}
-	}
+	f := refusalOf(ev)
 	switch {
-	case missing != nil:
-		p := problem{Type: problemMissingDimension, Policy: missing.Policy,
-			Detail: fmt.Sprintf("policy %s needs a %s: %s", missing.Policy, missing.Missing, missing.SkippedReason)}
-		switch {
-		case missing.Missing == limitkey.DimNetwork:
-			p.Status = http.StatusInternalServerError
-		case !missing.principal:
-			p.Status = http.StatusUnauthorized
-			h.Set("WWW-Authenticate", "Bearer")
-		default:
-			p.Status = http.StatusForbidden
-		}
-		return p
-	case badCost != nil:
+	case f.missing != nil:
+		return missingProblem(h, f.missing)
+	case f.badCost != nil:
 		// The caller's cost function failed or returned less than 1: the
 		// request is malformed for this policy (a batch without items,
 		// say). Its error stays in the log and the debug JSON.
-		return problem{Type: problemInvalidCost, Status: http.StatusBadRequest, Policy: badCost.Policy,
+		return problem{Type: problemInvalidCost, Status: http.StatusBadRequest, Policy: f.badCost.Policy,
 			Title:  "Request cost cannot be determined",
-			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, at least 1)", badCost.Policy)}
-	case storeErr:
-		h.Set("Retry-After", strconv.FormatInt(storeRetry, 10))
+			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, at least 1)", f.badCost.Policy)}
+	case f.storeErr:
+		h.Set("Retry-After", strconv.FormatInt(f.storeRetry, 10))
 		return problem{Type: problemStoreUnavailable, Status: http.StatusServiceUnavailable,
 			Detail: "the rate limit store cannot decide right now"}
-	case never != nil && never.Cost <= never.Limit.Burst:
+	case f.never != nil:
+		return neverProblem(f.never, f.violated)
+	}
+	return limitedProblem(h, &f)
+}
+
+// missingProblem is the problem of a request without a dimension that
+// policy res needs: 401 (with a Bearer challenge) without a principal,
+// 403 with one, 500 without a network (a server fault).
+func missingProblem(h http.Header, res *PolicyResult) problem {
+	p := problem{Type: problemMissingDimension, Policy: res.Policy,
+		Detail: fmt.Sprintf("policy %s needs a %s: %s", res.Policy, res.Missing, res.SkippedReason)}
+	switch {
+	case res.Missing == limitkey.DimNetwork:
+		p.Status = http.StatusInternalServerError
+	case !res.principal:
+		p.Status = http.StatusUnauthorized
+		h.Set("WWW-Authenticate", "Bearer")
+	default:
+		p.Status = http.StatusForbidden
+	}
+	return p
+}
+
+// neverProblem is the problem of a cost that policy never can never
+// admit (no Retry-After: no wait helps).
+func neverProblem(never *PolicyResult, violated []string) problem {
+	if never.Cost <= never.Limit.Burst {
 		// It fits the burst, but even a full bucket would make it wait
 		// longer than max_delay (see the decision rule of package limiter).
 		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds what max_delay allows",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)}
-	case never != nil:
-		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
-			Title:  "Request cost exceeds the burst",
-			Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
+	}
+	return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		Title:  "Request cost exceeds the burst",
+		Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
+}
+
+// limitedProblem is the problem of a request its first rejecting policy
+// refused for now: an adaptive cap (overloaded), an in-flight cap or a
+// token bucket; Retry-After only when every rejecting policy has one.
+func limitedProblem(h http.Header, f *refusal) problem {
+	first, retry := f.first, f.retry
+	p := problem{Status: first.status, Policy: first.Policy, ViolatedPolicies: f.violated}
+	switch {
 	case first.Limit.MaxInFlightCeiling != 0:
 		// The service is saturated, not the client over its budget: an
 		// adaptive cap always has a Retry-After (its retry_after, 1 s by
 		// default), unless a fixed cap refused too without one.
-		detail := fmt.Sprintf("policy %s: the service runs as many requests as it can take now (adaptive limit %d)", first.Policy, first.Limit.MaxInFlight)
-		if honest {
-			h.Set("Retry-After", strconv.FormatInt(retry, 10))
-			detail += fmt.Sprintf("; retry in %d s", retry)
-		}
-		return problem{Type: problemOverloaded, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
-			Title: "Service overloaded", Detail: detail}
+		p.Type, p.Title = problemOverloaded, "Service overloaded"
+		p.Detail = fmt.Sprintf("policy %s: the service runs as many requests as it can take now (adaptive limit %d)", first.Policy, first.Limit.MaxInFlight)
 	case first.Limit.MaxInFlight != 0:
-		// No honest Retry-After unless every rejecting policy has one: an
-		// in-flight cap's comes from its retry_after, if set.
-		detail := fmt.Sprintf("policy %s (max_in_flight %d) has as many requests running as it allows", first.Policy, first.Limit.MaxInFlight)
-		if honest {
-			h.Set("Retry-After", strconv.FormatInt(retry, 10))
-			detail += fmt.Sprintf("; retry in %d s", retry)
-		}
-		return problem{Type: problemConcurrencyLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
-			Title: "Concurrency limit exceeded", Detail: detail}
+		// An in-flight cap's Retry-After comes from its retry_after, if set.
+		p.Type, p.Title = problemConcurrencyLimited, "Concurrency limit exceeded"
+		p.Detail = fmt.Sprintf("policy %s (max_in_flight %d) has as many requests running as it allows", first.Policy, first.Limit.MaxInFlight)
 	default:
-		secs := retry // no policy here is never satisfiable: each has one
-		if honest {
-			h.Set("Retry-After", strconv.FormatInt(secs, 10))
-		}
-		detail := fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, secs)
+		// No policy here is never satisfiable: each has a Retry-After.
+		p.Type, p.Title = problemRateLimited, "Rate limit exceeded"
+		p.Detail = fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, retry)
 		if first.overMaxDelay() {
-			detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, secs)
+			p.Detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, retry)
 		}
-		return problem{Type: problemRateLimited, Status: first.status, Policy: first.Policy, ViolatedPolicies: violated,
-			Title: "Rate limit exceeded", Detail: detail}
+		if f.honest {
+			h.Set("Retry-After", strconv.FormatInt(retry, 10))
+		}
+		return p
 	}
+	if f.honest {
+		h.Set("Retry-After", strconv.FormatInt(retry, 10))
+		p.Detail += fmt.Sprintf("; retry in %d s", retry)
+	}
+	return p
 }
 
 // ceilSeconds rounds d up to whole seconds (a client told to come back

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -41,9 +42,9 @@ const maxSlow = 10_000
 func getSlow(w http.ResponseWriter, r *http.Request) {
 	ms := 0
 	if v := r.URL.Query().Get("ms"); v != "" || r.URL.Query().Has("ms") {
-		n, err := strconv.Atoi(v)
+		n, err := digits(v)
 		if err != nil || n < 0 || n > maxSlow || len(v) > 5 || len(r.URL.Query()["ms"]) > 1 {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "ms must be one whole number of milliseconds from 0 to 10000"})
+			writeBadRequest(w, "ms must be one whole number of milliseconds from 0 to 10000")
 			return
 		}
 		ms = n
@@ -72,7 +73,7 @@ const maxTokens = 100_000
 func postComplete(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := q.Get("tokens")
-	n, err := strconv.Atoi(v)
+	n, err := digits(v)
 	if err != nil || n < 0 || n > maxTokens || len(v) > 6 || len(q["tokens"]) != 1 {
 		// No tokens were used: the reservations come back whole.
 		_ = middleware.ReportCost(r.Context(), "", 0)
@@ -113,9 +114,9 @@ const (
 func (a *app) getWork(w http.ResponseWriter, r *http.Request) {
 	units := 1
 	if v := r.URL.Query().Get("units"); v != "" || r.URL.Query().Has("units") {
-		n, err := strconv.Atoi(v)
+		n, err := digits(v)
 		if err != nil || n < 1 || n > maxUnits || len(v) > 3 || len(r.URL.Query()["units"]) > 1 {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "units must be one whole number from 1 to 100"})
+			writeBadRequest(w, "units must be one whole number from 1 to 100")
 			return
 		}
 		units = n
@@ -146,4 +147,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// digits parses v as a whole number written in ASCII digits only (no sign,
+// no spaces; strconv.Atoi alone also takes "+7" and "-0"), at most 9 of
+// them.
+func digits(v string) (int, error) {
+	if v == "" || len(v) > 9 || strings.ContainsFunc(v, func(r rune) bool { return r < '0' || r > '9' }) {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.Atoi(v)
 }
