@@ -178,13 +178,6 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 }
 
 func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
-	var errs []error
-	if cfg.Limiter == nil {
-		errs = append(errs, errors.New("limiter: required"))
-	}
-	if cfg.Operation == nil {
-		errs = append(errs, errors.New("operation: required (use RouteOperation with the root router)"))
-	}
 	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter),
 		fallbackStore: storeName(cfg.Fallback), fallbackReplicas: replicasOf(cfg.Fallback)}
 	if cfg.Fallback != nil {
@@ -192,42 +185,59 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	}
 	st.Custom = maps.Clone(cfg.Custom)
 	st.Policies = nil
-	if cfg.SamplePassed < 0 || cfg.SamplePassed > 1 || math.IsNaN(cfg.SamplePassed) {
-		errs = append(errs, fmt.Errorf("sample_passed: %v must be between 0 and 1", cfg.SamplePassed))
+	errs := st.settings()
+	errs = append(errs, st.addPolicies(cfg.Policies)...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	st.compile()
+	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// settings checks st's settings other than its policies and fills in
+// their defaults.
+func (st *rateLimitState) settings() []error {
+	var errs []error
+	if st.Limiter == nil {
+		errs = append(errs, errors.New("limiter: required"))
+	}
+	if st.Operation == nil {
+		errs = append(errs, errors.New("operation: required (use RouteOperation with the root router)"))
+	}
+	if st.SamplePassed < 0 || st.SamplePassed > 1 || math.IsNaN(st.SamplePassed) {
+		errs = append(errs, fmt.Errorf("sample_passed: %v must be between 0 and 1", st.SamplePassed))
 	}
 	if st.Logger == nil {
 		st.Logger = slog.Default()
 	}
-	if cfg.LogInterval < 0 {
-		errs = append(errs, fmt.Errorf("log_interval: %v must not be negative", cfg.LogInterval))
+	if st.LogInterval < 0 {
+		errs = append(errs, fmt.Errorf("log_interval: %v must not be negative", st.LogInterval))
 	}
 	if st.LogInterval <= 0 {
 		st.LogInterval = DefaultLogInterval
 	}
-	if cfg.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", cfg.MaxWait))
+	if st.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", st.MaxWait))
 	}
 	if st.MaxWait <= 0 {
 		st.MaxWait = defaultMaxWait
 	}
+	return errs
+}
+
+// addPolicies validates copies of policies into st, with their
+// RateLimit-Policy items and the phases they run in.
+func (st *rateLimitState) addPolicies(policies []Policy) []error {
+	var errs []error
 	names := map[string]bool{}
-	for i, p := range cfg.Policies {
+	for i, p := range policies {
 		p.Key = append([]limitkey.Dimension(nil), p.Key...)
 		p.Operations = append([]string(nil), p.Operations...)
 		p.Overrides = slices.Clone(p.Overrides)
-		if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
-			errs = append(errs, err)
-		} else if p.Limit.MaxInFlightCeiling == 0 { // an adaptive cap is this process's: no share
-			errs = append(errs, st.sharesErrors(i, &p, st.replicas)...)
-			if p.OnStoreError == OnStoreErrorLocal {
-				st.localPolicies = append(st.localPolicies, p.Name)
-				if cfg.Fallback == nil {
-					errs = append(errs, fmt.Errorf("%s.on_store_error: local needs a fallback store (RateLimitConfig.Fallback: a memory store of this process)", p.ref(i)))
-				} else {
-					errs = append(errs, st.sharesErrors(i, &p, st.fallbackReplicas)...)
-				}
-			}
-		}
+		errs = append(errs, st.policyErrors(i, &p)...)
 		if names[p.Name] {
 			errs = append(errs, fmt.Errorf("%s.name: defined twice", p.ref(i)))
 		}
@@ -242,9 +252,33 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		st.items = append(st.items, item)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return errs
+}
+
+// policyErrors checks policy i, p, and its shares of the store and of the
+// local fallback.
+func (st *rateLimitState) policyErrors(i int, p *Policy) []error {
+	if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
+		return []error{err}
 	}
+	if p.Limit.MaxInFlightCeiling != 0 { // an adaptive cap is this process's: no share
+		return nil
+	}
+	errs := st.sharesErrors(i, p, st.replicas)
+	if p.OnStoreError == OnStoreErrorLocal {
+		st.localPolicies = append(st.localPolicies, p.Name)
+		if st.Fallback == nil {
+			errs = append(errs, fmt.Errorf("%s.on_store_error: local needs a fallback store (RateLimitConfig.Fallback: a memory store of this process)", p.ref(i)))
+		} else {
+			errs = append(errs, st.sharesErrors(i, p, st.fallbackReplicas)...)
+		}
+	}
+	return errs
+}
+
+// compile builds what valid policies need to decide: their override
+// tables, adaptive caps and each phase's RateLimit-Policy field.
+func (st *rateLimitState) compile() {
 	var caps *capRegistry
 	for i := range st.Policies {
 		p := &st.Policies[i]
@@ -252,7 +286,7 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		var ap *adaptivePolicy
 		if p.Limit.MaxInFlightCeiling != 0 {
 			if caps == nil {
-				caps = capsOf(cfg.Limiter)
+				caps = capsOf(st.Limiter)
 			}
 			ap = newAdaptivePolicy(caps, p)
 		}
@@ -267,10 +301,6 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		}
 		f.value = strings.Join(f.items, ", ")
 	}
-	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // storeName names a limiter store after its implementation's package
