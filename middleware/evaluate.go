@@ -255,17 +255,7 @@ func (ph phase) covers(p *Policy) bool {
 // results live.
 func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string, charge bool, ph phase, sc *scratch) Evaluation {
 	ev := Evaluation{Operation: op, Allowed: true, Policies: sc.policies[:0], Replicas: int(st.replicas)}
-	var principal identity.Principal
-	var client *trustedproxy.Result
-	hasPrincipal := false
-	if rs != nil {
-		principal, hasPrincipal = rs.principal, rs.hasPrincipal
-		if rs.hasClient {
-			client = &rs.client
-		}
-	}
-	authenticated := hasPrincipal && principal.Method != identity.MethodAnonymous
-
+	who := subjectOf(rs)
 	reqs := sc.reqs[:0]
 	idx := sc.idx[:0] // index into ev.Policies for each request
 	missingReject := false
@@ -277,68 +267,13 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		// The policy's result, filled in place: every path below leaves
 		// it in ev.Policies (no 320-byte copy).
 		ev.Policies = append(ev.Policies, PolicyResult{})
-		res := &ev.Policies[len(ev.Policies)-1]
-		res.Policy, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
-		res.status, res.retryAfter, res.onStore, res.principal, res.item = p.Status, p.RetryAfter, p.OnStoreError, authenticated, st.items[i]
-		key := limitkey.Key{Policy: p.Name, Parts: sc.parts[:0]}
-		for _, d := range p.Key {
-			v, ok := st.dimension(r, sc, d, op, &principal, client)
-			if !ok {
-				res.Missing = d
-				break
-			}
-			key.Parts = append(key.Parts, limitkey.Part{Dimension: d, Value: v})
+		j := len(ev.Policies) - 1
+		req, asks, refuses := st.prepare(r, sc, i, &ev.Policies[j], j, &who, op)
+		missingReject = missingReject || refuses
+		if asks {
+			idx = append(idx, j)
+			reqs = append(reqs, req)
 		}
-		if res.Missing != "" {
-			res.Limit = st.share(res.Limit) // the limit this process states
-			res.SkippedReason = missingReason(res.Missing, authenticated)
-			switch {
-			case p.OnMissing == OnMissingSkip:
-				res.Decision = DecisionSkipped
-			case res.DryRun:
-				res.Decision = DecisionRejectedDryRun
-			default:
-				res.Decision = DecisionRejected
-				missingReject = true
-			}
-			continue
-		}
-		start := len(sc.b)
-		sc.b = key.AppendTo(sc.b)
-		res.Key = sc.str(start)
-		if ap := st.adaptive[i]; ap != nil { // decided below, in the process
-			sc.classify(res, len(ev.Policies)-1, ap, p, &principal, op)
-			continue
-		}
-		if authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
-			if err := st.override(i, res, &principal); err != nil {
-				// An invalid limit from the caller's function: no silent
-				// fallback; the policy's fail mode decides.
-				res.Decision, res.Err = DecisionError, err
-				res.Limit = st.share(res.Limit)
-				missingReject = missingReject || res.refuses()
-				continue
-			}
-		}
-		res.limit = res.Limit
-		res.Settle, res.maxCost = p.Settle, p.maxCost(res.limit)
-		if st.replicas > 1 {
-			res.Limit = st.share(res.Limit)
-		}
-		if p.CostFunc != nil {
-			if res.Cost, res.Err = costOf(p, r); res.Err != nil {
-				res.badCost = true
-				res.Decision = DecisionRejected
-				if res.DryRun {
-					res.Decision = DecisionRejectedDryRun
-				} else {
-					missingReject = true
-				}
-				continue
-			}
-		}
-		idx = append(idx, len(ev.Policies)-1)
-		reqs = append(reqs, limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun, Settle: p.Settle})
 	}
 	if missingReject {
 		// The request is refused anyway: charge nothing, but still say what
@@ -362,6 +297,103 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 		st.releaseAdaptive(nil, sc, &ev) // a store refused: the caps' slots go back
 	}
 	return ev
+}
+
+// subject is who a request is, from its request state: the principal and
+// the client address, when known.
+type subject struct {
+	principal     identity.Principal
+	client        *trustedproxy.Result
+	authenticated bool // a principal that is not anonymous
+}
+
+// subjectOf returns rs's subject (rs may be nil).
+func subjectOf(rs *requestState) subject {
+	var who subject
+	hasPrincipal := false
+	if rs != nil {
+		who.principal, hasPrincipal = rs.principal, rs.hasPrincipal
+		if rs.hasClient {
+			who.client = &rs.client
+		}
+	}
+	who.authenticated = hasPrincipal && who.principal.Method != identity.MethodAnonymous
+	return who
+}
+
+// prepare fills res, the result of policy i (ev.Policies[j]) for r, up to
+// its limiter request: asks reports that the store must decide req;
+// refuses, that res already refuses the request (a missing dimension, an
+// invalid override or cost). A policy without its key, an adaptive cap
+// (decided in the process) and a failed override or cost are decided here.
+func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *PolicyResult, j int, who *subject, op string) (req limiter.Request, asks, refuses bool) {
+	p := &st.Policies[i]
+	res.Policy, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
+	res.status, res.retryAfter, res.onStore, res.principal, res.item = p.Status, p.RetryAfter, p.OnStoreError, who.authenticated, st.items[i]
+	if !st.keyOf(r, sc, p, res, who, op) {
+		return req, false, res.Decision == DecisionRejected
+	}
+	if ap := st.adaptive[i]; ap != nil { // decided later, in the process
+		sc.classify(res, j, ap, p, &who.principal, op)
+		return req, false, false
+	}
+	if who.authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
+		if err := st.override(i, res, &who.principal); err != nil {
+			// An invalid limit from the caller's function: no silent
+			// fallback; the policy's fail mode decides.
+			res.Decision, res.Err = DecisionError, err
+			res.Limit = st.share(res.Limit)
+			return req, false, res.refuses()
+		}
+	}
+	res.limit = res.Limit
+	res.Settle, res.maxCost = p.Settle, p.maxCost(res.limit)
+	if st.replicas > 1 {
+		res.Limit = st.share(res.Limit)
+	}
+	if p.CostFunc != nil {
+		if res.Cost, res.Err = costOf(p, r); res.Err != nil {
+			res.badCost = true
+			res.Decision = DecisionRejected
+			if res.DryRun {
+				res.Decision = DecisionRejectedDryRun
+			}
+			return req, false, !res.DryRun
+		}
+	}
+	return limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun, Settle: p.Settle}, true, false
+}
+
+// keyOf derives policy p's key for r into res.Key and reports true, or,
+// when r lacks one of its dimensions, decides res by the policy's
+// on_missing and reports false.
+func (st *rateLimitState) keyOf(r *http.Request, sc *scratch, p *Policy, res *PolicyResult, who *subject, op string) bool {
+	key := limitkey.Key{Policy: p.Name, Parts: sc.parts[:0]}
+	for _, d := range p.Key {
+		v, ok := st.dimension(r, sc, d, op, &who.principal, who.client)
+		if !ok {
+			res.Missing = d
+			break
+		}
+		key.Parts = append(key.Parts, limitkey.Part{Dimension: d, Value: v})
+	}
+	if res.Missing == "" {
+		start := len(sc.b)
+		sc.b = key.AppendTo(sc.b)
+		res.Key = sc.str(start)
+		return true
+	}
+	res.Limit = st.share(res.Limit) // the limit this process states
+	res.SkippedReason = missingReason(res.Missing, who.authenticated)
+	switch {
+	case p.OnMissing == OnMissingSkip:
+		res.Decision = DecisionSkipped
+	case res.DryRun:
+		res.Decision = DecisionRejectedDryRun
+	default:
+		res.Decision = DecisionRejected
+	}
+	return false
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and
