@@ -523,20 +523,8 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 	sampled := st.SamplePassed > 0 && rand.Float64() < st.SamplePassed
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		level := slog.LevelInfo
-		switch {
-		case res.Decision == DecisionPassed:
-			if !sampled {
-				continue
-			}
-		case res.Decision == DecisionSkipped:
-			level = slog.LevelDebug
-		case res.Decision == DecisionError && !ev.Abandoned:
-			level = slog.LevelWarn
-		case res.Missing == limitkey.DimNetwork:
-			level = slog.LevelError // ClientAddress is not mounted in front: a wiring bug
-		}
-		if !st.Logger.Enabled(r.Context(), level) || !st.logLine(res, level) {
+		level, logged := logLevel(res, ev, sampled)
+		if !logged || !st.Logger.Enabled(r.Context(), level) || !st.logLine(res, level) {
 			continue
 		}
 		attrs := []slog.Attr{
@@ -548,55 +536,87 @@ func (st *rateLimitState) log(r *http.Request, ev *Evaluation) {
 			slog.Int64("remaining", res.remaining()),
 			slog.String("store", res.Store),
 		}
-		if res.DryRun {
-			attrs = append(attrs, slog.Bool("dry_run", true))
-		}
-		if res.Settle {
-			attrs = append(attrs, slog.Int64("reserved", res.Cost))
-			if res.settled {
-				attrs = append(attrs, slog.Int64("settled", res.Settled))
-			}
-		}
-		if res.Override != "" {
-			attrs = append(attrs, slog.String("override", res.Override))
-		}
-		if res.Class != "" {
-			attrs = append(attrs, slog.String("class", string(res.Class)), slog.Int64("adaptive_limit", res.Limit.MaxInFlight))
-		}
+		attrs = res.shapeAttrs(attrs)
 		if c, ok := ClientFrom(r.Context()); ok && c.Network.IsValid() {
 			attrs = append(attrs, slog.String("client", c.Client.String()), slog.String("network", c.Network.String()))
 		}
-		retry, hasRetry := res.retryAfterSeconds() // as in the debug JSON and the response's Retry-After
-		switch delay, delayed := res.delaySeconds(); {
-		case res.SkippedReason != "":
-			attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
-		case res.badCost:
-			attrs = append(attrs, slog.String("error", res.errorText()))
-		case res.Err != nil && ev.Abandoned:
-			// No fail mode applies: the request ended, the store did not fail.
-			attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", outcomeClientTimeout))
-		case res.Err != nil:
-			attrs = append(attrs, slog.String("error", res.errorText()), slog.String("fail_mode", res.failMode()))
-			if hasRetry {
-				attrs = append(attrs, slog.Int64("retry_after_seconds", retry)) // failing closed: the 503's
-			}
-		case res.Never && res.Cost <= res.Limit.Burst:
-			attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
-		case res.Never:
-			attrs = append(attrs, slog.String("error", "cost exceeds burst"))
-		case hasRetry: // REJECTED or REJECTED_DRY_RUN by the limit
-			attrs = append(attrs, slog.Int64("retry_after_seconds", retry))
-			if res.overMaxDelay() {
-				attrs = append(attrs, slog.String("error", "the wait would exceed max_delay"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
-			}
-		case delayed:
-			attrs = append(attrs, slog.Float64("delay_seconds", delay))
-			if res.Decision == DecisionDelayed && ev.Abandoned {
-				attrs = append(attrs, slog.String("outcome", outcomeClientTimeout))
-			}
-		}
+		attrs = res.outcomeAttrs(attrs, ev.Abandoned)
 		st.Logger.LogAttrs(r.Context(), level, "ratekey decision", attrs...)
 	}
+}
+
+// logLevel returns the level of res's decision line, and whether it is
+// written at all (a PASSED line only when sampled).
+func logLevel(res *PolicyResult, ev *Evaluation, sampled bool) (slog.Level, bool) {
+	switch {
+	case res.Decision == DecisionPassed:
+		return slog.LevelInfo, sampled
+	case res.Decision == DecisionSkipped:
+		return slog.LevelDebug, true
+	case res.Decision == DecisionError && !ev.Abandoned:
+		return slog.LevelWarn, true
+	case res.Missing == limitkey.DimNetwork:
+		return slog.LevelError, true // ClientAddress is not mounted in front: a wiring bug
+	}
+	return slog.LevelInfo, true
+}
+
+// shapeAttrs appends what res's policy is beyond a bucket: dry run,
+// reservation and settlement, override, adaptive class and limit.
+func (res *PolicyResult) shapeAttrs(attrs []slog.Attr) []slog.Attr {
+	if res.DryRun {
+		attrs = append(attrs, slog.Bool("dry_run", true))
+	}
+	if res.Settle {
+		attrs = append(attrs, slog.Int64("reserved", res.Cost))
+		if res.settled {
+			attrs = append(attrs, slog.Int64("settled", res.Settled))
+		}
+	}
+	if res.Override != "" {
+		attrs = append(attrs, slog.String("override", res.Override))
+	}
+	if res.Class != "" {
+		attrs = append(attrs, slog.String("class", string(res.Class)), slog.Int64("adaptive_limit", res.Limit.MaxInFlight))
+	}
+	return attrs
+}
+
+// outcomeAttrs appends why res decided as it did: the skipped reason, the
+// error and fail mode, the Retry-After (as in the debug JSON and the
+// response), the delay, or the client's timeout (abandoned: the request
+// ended first).
+func (res *PolicyResult) outcomeAttrs(attrs []slog.Attr, abandoned bool) []slog.Attr {
+	retry, hasRetry := res.retryAfterSeconds()
+	switch delay, delayed := res.delaySeconds(); {
+	case res.SkippedReason != "":
+		attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
+	case res.badCost:
+		attrs = append(attrs, slog.String("error", res.errorText()))
+	case res.Err != nil && abandoned:
+		// No fail mode applies: the request ended, the store did not fail.
+		attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", outcomeClientTimeout))
+	case res.Err != nil:
+		attrs = append(attrs, slog.String("error", res.errorText()), slog.String("fail_mode", res.failMode()))
+		if hasRetry {
+			attrs = append(attrs, slog.Int64("retry_after_seconds", retry)) // failing closed: the 503's
+		}
+	case res.Never && res.Cost <= res.Limit.Burst:
+		attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
+	case res.Never:
+		attrs = append(attrs, slog.String("error", "cost exceeds burst"))
+	case hasRetry: // REJECTED or REJECTED_DRY_RUN by the limit
+		attrs = append(attrs, slog.Int64("retry_after_seconds", retry))
+		if res.overMaxDelay() {
+			attrs = append(attrs, slog.String("error", "the wait would exceed max_delay"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
+		}
+	case delayed:
+		attrs = append(attrs, slog.Float64("delay_seconds", delay))
+		if res.Decision == DecisionDelayed && abandoned {
+			attrs = append(attrs, slog.String("outcome", outcomeClientTimeout))
+		}
+	}
+	return attrs
 }
 
 // held reports whether the evaluation in sc took in-flight slots (of a
