@@ -153,6 +153,14 @@ func (p *Policy) validateAdaptive(fail func(field, format string, args ...any)) 
 	if l.Rate != (limiter.Rate{}) || l.Burst != 0 || l.DelayAfter != 0 || l.MaxDelay != 0 || l.Lease != 0 {
 		fail("max_in_flight", "an adaptive cap has no rate, burst, delay_after, max_delay or lease (it is this process's, never a store's)")
 	}
+	p.validateAdaptiveUse(fail)
+	p.validatePriorities(fail)
+}
+
+// validateAdaptiveUse checks what an adaptive cap p does not take (a cost,
+// overrides, a key other than operation, a store fail mode) and the
+// ranges of its retry_after and limit_log_factor.
+func (p *Policy) validateAdaptiveUse(fail func(field, format string, args ...any)) {
 	if p.Cost > 1 || p.CostFunc != nil {
 		fail("cost", "an in-flight policy's request holds one slot: no cost or cost function")
 	}
@@ -173,7 +181,6 @@ func (p *Policy) validateAdaptive(fail func(field, format string, args ...any)) 
 	if f := p.LimitLogFactor; f != 0 && (f <= 1 || f > 1000 || f != f) {
 		fail("limit_log_factor", "%v must be above 1 and at most 1000 (0: 2): the log reports a limit that moved by more than this factor", f)
 	}
-	p.validatePriorities(fail)
 }
 
 // classify fills the result res of adaptive policy ap for a request of

@@ -356,23 +356,7 @@ func (p *Policy) validate(i int, custom map[limitkey.Dimension]DimensionFunc, ma
 	if !policyNameRE.MatchString(p.Name) {
 		fail("name", "%s must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name))
 	}
-	seen := map[limitkey.Dimension]bool{}
-	for _, d := range p.Key {
-		if seen[d] {
-			fail("key", "dimension %s listed twice", quote.Value(d))
-		}
-		seen[d] = true
-		if _, err := limitkey.ParseDimension(string(d)); err != nil {
-			fail("key", "%v", err)
-			continue
-		}
-		if !d.Builtin() && custom[d] == nil {
-			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network, plan)", quote.Value(d))
-		}
-		if p.PreAuth && d != limitkey.DimNetwork && d != limitkey.DimOperation {
-			fail("pre_auth", "dimension %s is not known before authentication (network and operation are)", quote.Value(d))
-		}
-	}
+	p.validateKey(custom, fail)
 	if p.CostFunc != nil && p.Cost != 0 {
 		fail("cost", "%d is fixed, but the policy has a cost function: set one or the other", p.Cost)
 	}
@@ -406,6 +390,28 @@ func (p *Policy) validate(i int, custom map[limitkey.Dimension]DimensionFunc, ma
 		}
 	}
 	return errors.Join(append(errs, p.validateModes(i)...)...)
+}
+
+// validateKey checks p's key: each dimension once, a valid name, built in
+// or custom, and known before authentication for a pre_auth policy.
+func (p *Policy) validateKey(custom map[limitkey.Dimension]DimensionFunc, fail func(field, format string, args ...any)) {
+	seen := map[limitkey.Dimension]bool{}
+	for _, d := range p.Key {
+		if seen[d] {
+			fail("key", "dimension %s listed twice", quote.Value(d))
+		}
+		seen[d] = true
+		if _, err := limitkey.ParseDimension(string(d)); err != nil {
+			fail("key", "%v", err)
+			continue
+		}
+		if !d.Builtin() && custom[d] == nil {
+			fail("key", "unknown dimension %s (built-in: tenant, account, credential, operation, network, plan)", quote.Value(d))
+		}
+		if p.PreAuth && d != limitkey.DimNetwork && d != limitkey.DimOperation {
+			fail("pre_auth", "dimension %s is not known before authentication (network and operation are)", quote.Value(d))
+		}
+	}
 }
 
 // validateSettle checks the settle fields of p, policy i, a token bucket
