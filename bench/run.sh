@@ -2,7 +2,7 @@
 # Runs the whole peer benchmark suite and prints the ratio table of
 # BENCHMARKS.md. From the repository root or from bench/:
 #
-#   bench/run.sh                 # COUNT=5 runs of everything (10 to 14 minutes on 2 cores)
+#   bench/run.sh                 # COUNT=5 runs of everything (12 to 16 minutes on 2 cores)
 #   COUNT=1 bench/run.sh         # one run of everything, a quick look
 #   ONLY='Keyed|MemoryPerKey' bench/run.sh   # a subset (regexp on groups)
 #
