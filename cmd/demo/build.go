@@ -538,33 +538,11 @@ type principalSources struct {
 // else (name, burst, cost, waits) the rate limiter checks itself; its
 // errors name the field the same way: policies[i] ("name").field.
 func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Policy, []error) {
-	var errs []error
 	ref := policyRef(i, pc.Name)
 	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
 		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
-	if pc.Key == nil {
-		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
-		pc.Key = &[]string{}
-	}
-	for _, k := range *pc.Key {
-		d, err := limitkey.ParseDimension(k)
-		if err != nil || !d.Builtin() {
-			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
-			continue
-		}
-		switch {
-		case !src.credentials && (d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential || d == limitkey.DimPlan):
-			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
-		case !src.plans && d == limitkey.DimPlan:
-			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
-		}
-		p.Key = append(p.Key, d)
-	}
-	if src.tenants && !slices.Contains(p.Key, limitkey.DimTenant) &&
-		(slices.Contains(p.Key, limitkey.DimAccount) || slices.Contains(p.Key, limitkey.DimCredential)) {
-		errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key", ref))
-	}
+	errs := buildKey(ref, &pc, &p, src)
 	if pc.RetryAfter != "" {
 		d, err := time.ParseDuration(pc.RetryAfter)
 		if err != nil || d <= 0 {
@@ -592,6 +570,43 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 	if pc.MaxInFlight != nil {
 		return p, append(errs, buildInFlight(ref, pc, &p)...)
 	}
+	return p, append(errs, buildBucket(ref, pc, &p)...)
+}
+
+// buildKey reads policy ref's key into p: built-in dimensions only, those
+// of a credential only when credentials are configured, and tenant beside
+// account or credential when several tenants exist.
+func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalSources) []error {
+	var errs []error
+	if pc.Key == nil {
+		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
+		pc.Key = &[]string{}
+	}
+	for _, k := range *pc.Key {
+		d, err := limitkey.ParseDimension(k)
+		if err != nil || !d.Builtin() {
+			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
+			continue
+		}
+		switch {
+		case !src.credentials && (d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential || d == limitkey.DimPlan):
+			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
+		case !src.plans && d == limitkey.DimPlan:
+			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
+		}
+		p.Key = append(p.Key, d)
+	}
+	if src.tenants && !slices.Contains(p.Key, limitkey.DimTenant) &&
+		(slices.Contains(p.Key, limitkey.DimAccount) || slices.Contains(p.Key, limitkey.DimCredential)) {
+		errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the configured credentials name several tenants (several issuers, API keys, or a tenant_claim): add tenant to the key", ref))
+	}
+	return errs
+}
+
+// buildBucket completes p, policy ref, as a token bucket: rate, burst,
+// delay_after, max_delay and overrides.
+func buildBucket(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+	var errs []error
 	if pc.Lease != "" {
 		// A token bucket with a lease: one error, and the bucket is still
 		// built and checked as written.
@@ -622,7 +637,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		errs = append(errs, oerrs...)
 		p.Overrides = append(p.Overrides, o)
 	}
-	return p, errs
+	return errs
 }
 
 // buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
@@ -765,39 +780,47 @@ func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) [
 	for i, p := range policies {
 		for j, pr := range p.Priorities {
 			where := fmt.Sprintf("%s.priorities[%d]", policyRef(i, p.Name), j)
-			switch {
-			case pr.Tenant != "" && !tenants[pr.Tenant]:
-				errs = append(errs, fmt.Errorf("%s.tenant: %s is not a tenant of any issuer (tenant, tenants) or API key, so it never matches", where, quote.Value(pr.Tenant)))
-			case pr.Plan != "" && !plans[pr.Plan]:
-				errs = append(errs, fmt.Errorf("%s.plan: %s is not a plan of any issuer (plan, plans) or API key, so it never matches", where, quote.Value(pr.Plan)))
-			}
+			errs = append(errs, neverMatches(where, pr.Tenant, pr.Plan, "", tenants, plans, true)...)
 		}
 		for j, o := range p.Overrides {
 			where := fmt.Sprintf("%s.overrides[%d]", policyRef(i, p.Name), j)
-			switch {
-			case o.Tenant != "" && !tenants[o.Tenant]:
-				errs = append(errs, fmt.Errorf("%s.tenant: %s is not a tenant of any issuer (tenant, tenants) or API key, so it never matches", where, quote.Value(o.Tenant)))
-			case o.Plan != "" && !plans[o.Plan]:
-				errs = append(errs, fmt.Errorf("%s.plan: %s is not a plan of any issuer (plan, plans) or API key, so it never matches", where, quote.Value(o.Plan)))
-			case o.Account != "" && !credentials:
-				errs = append(errs, fmt.Errorf("%s.account: no credential is checked (neither auth.issuers nor auth.api_keys is configured), so it never matches", where))
-			}
-			if cfg.Limiter.Store != "redis" {
-				continue
-			}
-			l := o.Limit
-			if l.Rate.Count == 0 {
-				l.Rate = p.Limit.Rate
-			}
-			if l.Burst == 0 {
-				l.Burst = p.Limit.Burst
-			}
-			if w := l.Window(); w > rkredis.MaxWindow {
-				errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
+			errs = append(errs, neverMatches(where, o.Tenant, o.Plan, o.Account, tenants, plans, credentials)...)
+			if cfg.Limiter.Store == "redis" {
+				errs = append(errs, overrideWindow(where, p.Limit, o.Limit)...)
 			}
 		}
 	}
 	return errs
+}
+
+// neverMatches reports a priority's or an override's tenant or plan that
+// no credential vouches for, or an account when no credential is checked.
+func neverMatches(where, tenant, plan, account string, tenants, plans map[string]bool, credentials bool) []error {
+	switch {
+	case tenant != "" && !tenants[tenant]:
+		return []error{fmt.Errorf("%s.tenant: %s is not a tenant of any issuer (tenant, tenants) or API key, so it never matches", where, quote.Value(tenant))}
+	case plan != "" && !plans[plan]:
+		return []error{fmt.Errorf("%s.plan: %s is not a plan of any issuer (plan, plans) or API key, so it never matches", where, quote.Value(plan))}
+	case account != "" && !credentials:
+		return []error{fmt.Errorf("%s.account: no credential is checked (neither auth.issuers nor auth.api_keys is configured), so it never matches", where)}
+	}
+	return nil
+}
+
+// overrideWindow reports an override whose bucket (its limit completed
+// by the policy's) refills slower than the Redis store allows.
+func overrideWindow(where string, policy, override limiter.Limit) []error {
+	l := override
+	if l.Rate.Count == 0 {
+		l.Rate = policy.Rate
+	}
+	if l.Burst == 0 {
+		l.Burst = policy.Burst
+	}
+	if w := l.Window(); w > rkredis.MaxWindow {
+		return []error{fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour))}
+	}
+	return nil
 }
 
 // policyRef names policy i of the config in an error as the rate limiter
