@@ -138,18 +138,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	errs = append(errs, tenantlessKeys(cfg.Authenticator, cfg.Policies)...)
 	if cfg.Authenticator == nil {
-		for i, p := range cfg.Policies {
-			for _, d := range p.Key {
-				if d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential {
-					errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
-				}
-			}
-			for j, pr := range p.Priorities {
-				if pr.Tenant != "" || pr.Plan != "" {
-					errs = append(errs, fmt.Errorf("policies[%d].priorities[%d]: a tenant or plan comes from a verified credential, but no Authenticator is configured", i, j))
-				}
-			}
-		}
+		errs = append(errs, unauthenticatedKeys(cfg.Policies)...)
 	}
 	if len(cfg.Policies) == 0 {
 		errs = append(errs, errors.New("policies: at least one policy is required"))
@@ -193,6 +182,25 @@ func New(cfg Config) (*Middleware, error) {
 	m.ops = newOperationCheck(cfg)
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
+}
+
+// unauthenticatedKeys reports, for a chain without an Authenticator, the
+// policies whose key or priorities need a verified credential.
+func unauthenticatedKeys(policies []Policy) []error {
+	var errs []error
+	for i, p := range policies {
+		for _, d := range p.Key {
+			if d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential {
+				errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
+			}
+		}
+		for j, pr := range p.Priorities {
+			if pr.Tenant != "" || pr.Plan != "" {
+				errs = append(errs, fmt.Errorf("policies[%d].priorities[%d]: a tenant or plan comes from a verified credential, but no Authenticator is configured", i, j))
+			}
+		}
+	}
+	return errs
 }
 
 // tenantLister is implemented by the authenticators that can list every
