@@ -44,9 +44,9 @@
 //   - 1.05 b < m <= 1.15 b (the tolerance): a queue of a twentieth to a
 //     seventh of the work in flight; L holds.
 //   - m > 1.15 b: too long a queue. L becomes L × 1.15 b / m, the
-//     gradient (where the latency would be back at 1.15 b were it proportional to
-//     the concurrency, as a queue's is), but at least 3/4 L: a single
-//     slow window cuts a quarter at most.
+//     gradient (where the latency would be back at 1.15 b were it
+//     proportional to the concurrency, as a queue's is), but at least
+//     3/4 L: a single slow window cuts a quarter at most.
 //
 // Against a resource of capacity C, the limit settles where the latency
 // is 1.05 to 1.15 b: about 1.1 C (8 to 10 for 8 workers, 35 for 32),
