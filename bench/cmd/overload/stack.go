@@ -135,3 +135,7 @@ func (*limitLog) CachedRejection(string)                         {}
 func (*limitLog) InFlight(string, int)                           {}
 func (*limitLog) ProxyAnomaly(string)                            {}
 func (*limitLog) AuthFailure(string)                             {}
+
+// Settled counts the settled costs of reserve-then-settle policies (issue
+// 27); no policy of this bench settles.
+func (*limitLog) Settled(string, int64, bool) {}
