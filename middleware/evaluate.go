@@ -71,7 +71,9 @@ type PolicyResult struct {
 	// Limit is the limit that applied: the policy's, or the override's
 	// named by Override; when the store is shared by several processes
 	// without a shared store (the memory store's Replicas), this
-	// process's share of it ([limiter.Limit.Share]).
+	// process's share of it ([limiter.Limit.Share]). For an adaptive cap,
+	// the policy's bounds with MaxInFlight the limit the request was
+	// decided against.
 	Limit limiter.Limit
 	// limit is the configured limit, the one the store is given (it
 	// names the bucket; a shared store decides at its share, Limit).
@@ -109,7 +111,8 @@ type PolicyResult struct {
 	// behind a REJECTED answered with urn:ratekey:problem:invalid-cost.
 	Err error
 	// Store names the limiter store that decided ("memory", "redis", ...:
-	// the package of the limiter's implementation).
+	// the package of the limiter's implementation), or "process" for an
+	// adaptive cap, which the process decides itself.
 	Store string
 	// Fallback reports that the policy was decided on
 	// [RateLimitConfig].Fallback while the store could not decide

@@ -38,7 +38,8 @@ type Metrics interface {
 	// round trip; Decision counts it too.
 	CachedRejection(policy string)
 	// InFlight adds delta (+1 or -1) to the requests of an in-flight
-	// policy ([limiter.Limit].MaxInFlight) that hold a slot in this
+	// policy ([limiter.Limit].MaxInFlight, or an adaptive cap's
+	// MaxInFlightCeiling) that hold a slot in this
 	// process: +1 when [RateLimiter.Handler] takes a request's slot, -1
 	// when it releases it (when the handler returns or panics), so the
 	// sum is the slots held now, per policy (a gauge; a dry-run policy's

@@ -368,7 +368,9 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // with chi's r.Use or r.With after [ClientAddress] and [Authenticate].
 //
 // In-flight policies: the request's slots are taken in the same limiter
-// call that spends its tokens, before the handler runs, and released when
+// call that spends its tokens (an adaptive cap's, in the process, just
+// before it: a cap that refuses leaves the store uncharged, a store that
+// refuses gives the cap's slot back), before the handler runs, and released when
 // next.ServeHTTP returns or panics (the panic goes on), on a context that
 // outlives the request's. A client that goes away ends the slot when the
 // handler notices its cancelled context and returns: a handler that keeps
@@ -377,7 +379,9 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // taking them after the wait would need a second limiter call, which
 // could refuse the request after its tokens were spent. A request that
 // does not go on (rejected by a later phase, abandoned during its delay)
-// releases them at once.
+// releases them at once. An adaptive cap times the handler, from when it
+// starts (after any delay) to when it returns: that latency moves its
+// limit.
 //
 // Settling policies ([Policy].Settle): their reservations are charged in
 // the same limiter call, and the handler reports actual costs with

@@ -230,3 +230,34 @@ func TestDefaultWorkClasses(t *testing.T) {
 		t.Errorf("an anonymous caller: %v; want class sheddable", pol)
 	}
 }
+
+// TestReloadKeepsAdaptiveCap: a reload keeps the adaptive cap's state (it
+// belongs to the store the demo keeps, whose view a reload with the same
+// limiter.replicas does not replace): the limit 1 s of overload raised
+// from min_in_flight is still in force after a reload.
+func TestReloadKeepsAdaptiveCap(t *testing.T) {
+	s, _, _ := reloadServer(t, workConfig)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range 24 {
+		wg.Go(func() {
+			peer := fmt.Sprintf("192.0.2.%d:1000", 10+c)
+			for time.Since(start) < time.Second {
+				if w := call(s, peer, "/v1/work", nil); w.Code != http.StatusOK {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	before := workPolicy(t, s, nil)["adaptive_limit"].(float64)
+	if before <= 2 {
+		t.Fatalf("limit %v after 1 s of overload, want above min_in_flight 2", before)
+	}
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if after := workPolicy(t, s, nil)["adaptive_limit"].(float64); after != before {
+		t.Errorf("limit %v after the reload, want %v (kept)", after, before)
+	}
+}

@@ -78,12 +78,14 @@ func checkReplicas(lc LimiterConfig) error {
 // store (or, with Redis, its local fallback) replaced by a view of the
 // same buckets at that share (memory.Limiter.WithReplicas), s itself
 // untouched, so that a reload changes the share only when its
-// configuration is swapped in.
+// configuration is swapped in. An unchanged count keeps the view itself:
+// the adaptive caps of the rate limiter belong to the store it is given
+// (one pointer), and a reload keeps them only on the same one.
 func (s store) withReplicas(n int) store {
-	if m, ok := s.limiter.(*memory.Limiter); ok {
+	if m, ok := s.limiter.(*memory.Limiter); ok && m.Replicas() != max(n, 1) {
 		s.limiter = m.WithReplicas(n)
 	}
-	if m, ok := s.fallback.(*memory.Limiter); ok {
+	if m, ok := s.fallback.(*memory.Limiter); ok && m.Replicas() != max(n, 1) {
 		s.fallback = m.WithReplicas(n)
 	}
 	return s

@@ -16,9 +16,12 @@ const (
 	// minWindow is the shortest a window lasts; it lasts at least twice
 	// the last window's median latency too (a probe window, four times).
 	minWindow = 100 * time.Millisecond
-	// tolerance: a window whose median is at most tolerance × the
-	// baseline shows no queue.
-	tolerance = 1.2
+	// tolerance: a window whose median is above tolerance × the baseline
+	// shows a queue, and cuts the limit; one at most growBelow × the
+	// baseline shows none, and lets the limit grow; in between, the limit
+	// holds.
+	tolerance = 1.15
+	growBelow = 1.05
 	// maxCut: one window lowers the limit by at most a quarter.
 	maxCut = 0.75
 	// growth: once cut, one window raises the limit by limit/growth (at
@@ -62,6 +65,7 @@ type controller struct {
 	baseline int64
 	recent   int64 // the last window's median (ns)
 	cut      bool  // a window has cut the limit: growth is additive from then on
+	calm     int   // windows within tolerance since the last step up or cut
 	// decline is the limit where the current run of windows above
 	// tolerance started (0 when the last window was within it), and how
 	// many of them found the limit at its floor.
@@ -69,8 +73,8 @@ type controller struct {
 		limit int64
 		low   int
 	}
-	// probeIn counts the windows until the next probe; probing is true
-	// during a probe window.
+	// probeIn counts the windows until the next probe is due (0: due);
+	// probing is true during a probe window.
 	probeIn int
 	probing bool
 	rng     uint64 // xorshift state: the reservoir, the probes' jitter
@@ -128,11 +132,20 @@ func (k *controller) close(c *Cap, s *Settings, now int64) Update {
 	var buf [maxSamples]int64
 	m := median(buf[:copy(buf[:], k.samples[:k.n])])
 	prev := c.Limit(s)
-	k.settle(m)
 	next, probe := prev, false
-	if !k.probing { // a probe window's median serves settle only
+	if k.probing {
+		// The probe window's median is the latency without a queue (it
+		// serves nothing else): one clearly lower is the baseline, one
+		// lower within the noise takes it half way there.
+		if tolerance*float64(m) < float64(k.baseline) {
+			k.baseline = m
+		} else {
+			k.baseline -= max((k.baseline-m)/2, 0)
+		}
+	} else {
+		k.settle(m)
 		next = k.next(s, prev, m)
-		probe = k.probe(s, prev, next)
+		probe = k.probe(prev, next)
 	}
 	if next != prev || probe != k.probing {
 		c.setLimit(next, probe)
@@ -158,14 +171,17 @@ func median(v []int64) int64 {
 
 // settle lowers the baseline by a window whose median m is below it: the
 // first window's median is the baseline; one below the baseline by more
-// than the tolerance (a service clearly faster) becomes it at once; one
-// below it within the tolerance (noise, most likely) lowers it by
-// 1/fall of the difference. The baseline rises only when a decline
-// re-anchors it (see next).
+// than the tolerance (a service clearly faster) becomes it at once, and a
+// probe is due (the window may have held a queue all the same); one below
+// it within the tolerance (noise, most likely) lowers it by 1/fall of the
+// difference. The baseline rises only when a decline re-anchors it (see
+// next).
 func (k *controller) settle(m int64) {
 	switch {
-	case k.baseline == 0 || tolerance*float64(m) < float64(k.baseline):
-		k.baseline = m
+	case k.baseline == 0:
+		k.baseline, k.probeIn = m, k.probeGap()
+	case tolerance*float64(m) < float64(k.baseline):
+		k.baseline, k.probeIn = m, 0 // a probe confirms it soon
 	case m < k.baseline:
 		k.baseline -= max((k.baseline-m)/fall, 1)
 	}
@@ -173,29 +189,40 @@ func (k *controller) settle(m int64) {
 
 // probe reports whether the window to come is a probe window, in which
 // sheddable requests may hold at most half the limit (less what critical
-// work needs: see Cap.admits). A probe runs every probeEvery windows or
-// so (jittered, so that processes started together drift apart), after a
-// window that used at least half the limit lim with latency within
-// tolerance (next, its new limit, is not lower): half the limit then lets
-// the queue of the equilibrium (up to tolerance × the baseline) drain,
-// and the probe window's median is the latency without one, which lowers
-// a baseline that a re-anchoring or a faster service left too high.
-func (k *controller) probe(s *Settings, lim, next int64) bool {
-	if k.probeIn == 0 {
-		k.probeIn = probeEvery/2 + k.random(probeEvery+1)
-	}
-	if k.probeIn--; k.probeIn > 0 || next < lim || 2*k.maxHeld < lim || lim < 2 {
+// work needs: see Cap.admits). A probe is due every probeEvery windows or
+// so (jittered, so that processes started together drift apart), and at
+// once when the baseline fell at once or was re-anchored (its new value
+// may hold a queue); a due probe runs after a window that used at least
+// half the limit lim with latency within tolerance (next, its new limit,
+// is not lower). Half the limit then lets the queue of the equilibrium
+// (up to tolerance × the baseline) drain, and the probe window's median
+// is the latency without one, which lowers a baseline left too high.
+func (k *controller) probe(lim, next int64) bool {
+	if k.probeIn > 0 {
+		k.probeIn--
 		return false
 	}
+	if next < lim || 2*k.maxHeld < lim || lim < 2 {
+		return false // due: it waits for a calm, busy window
+	}
+	k.probeIn = k.probeGap()
 	return true
 }
+
+// probeGap returns the windows until the next probe: probeEvery/2 to
+// 3·probeEvery/2, at random.
+func (k *controller) probeGap() int { return probeEvery/2 + k.random(probeEvery+1) }
 
 // next returns the limit after a window whose median was m, from limit
 // lim:
 //
-//   - m within tolerance of the baseline: no queue. The limit grows when
+//   - m at most growBelow × the baseline: no queue. The limit grows when
 //     the window used at least half of it (else latency says nothing of
-//     it): doubling until the first cut, then by lim/growth (at least 1).
+//     it): doubling until the first cut, then by lim/growth (at least 1)
+//     every other such window (the one between shows whether the step
+//     built a queue).
+//   - m above that, at most tolerance × the baseline: a small queue; the
+//     limit holds.
 //   - m above: a queue. The limit becomes lim × tolerance × baseline / m
 //     (the gradient: where the latency would be within tolerance, were
 //     it proportional to the concurrency), but at least maxCut × lim, and
@@ -203,25 +230,31 @@ func (k *controller) probe(s *Settings, lim, next int64) bool {
 //     of windows above tolerance started, or Min. At the floor, the
 //     limit stays; probeWindows windows there still above tolerance show
 //     that the latency is not a queue (a quarter of the concurrency would
-//     have emptied one): their last median becomes the baseline.
+//     have emptied one): their last median becomes the baseline, and a
+//     probe is due.
 func (k *controller) next(s *Settings, lim, m int64) int64 {
 	if float64(m) <= tolerance*float64(k.baseline) {
 		k.decline.limit, k.decline.low = 0, 0
 		switch {
-		case 2*k.maxHeld < lim:
+		case 2*k.maxHeld < lim || float64(m) > growBelow*float64(k.baseline):
 			return lim
 		case !k.cut:
 			return s.clamp(2 * lim)
 		}
+		if k.calm++; k.calm < 2 {
+			return lim // the next window shows whether the last step built a queue
+		}
+		k.calm = 0
 		return s.clamp(lim + max(1, lim/growth))
 	}
+	k.calm = 0
 	if k.decline.limit == 0 {
 		k.decline.limit = lim
 	}
 	floor := s.clamp(k.decline.limit / probeFloor)
 	if lim <= floor {
 		if k.decline.low++; k.decline.low >= probeWindows {
-			k.baseline = m
+			k.baseline, k.probeIn = m, 0
 			k.decline.limit, k.decline.low = 0, 0
 		}
 		return lim

@@ -34,19 +34,28 @@
 // The baseline b is the latency without a queue. Each window then sets
 // the limit L:
 //
-//   - m <= 1.2 b (the tolerance): no queue to speak of. If the window held
-//     at least L/2 at once (otherwise latency says nothing of L), L grows:
-//     it doubles until the first cut (the cap starts at min_in_flight, so
-//     its first window measures the baseline with few requests running),
-//     then grows by L/16, at least 1.
-//   - m > 1.2 b: a queue. L becomes L × 1.2 b / m, the gradient (where the
-//     latency would be within tolerance were it proportional to the
-//     concurrency, as a queue's is), but at least 3/4 L: a single slow
-//     window cuts a quarter at most.
+//   - m <= 1.05 b: no queue. If the window held at least L/2 at once
+//     (otherwise latency says nothing of L), L grows: it doubles each
+//     window until the first cut (the cap starts at min_in_flight, so its
+//     first window measures the baseline with few requests running), then
+//     grows by L/16, at least 1, every other such window (the window in
+//     between shows whether the last step built a queue: a window's
+//     latency lags its limit).
+//   - 1.05 b < m <= 1.15 b (the tolerance): a queue of a twentieth to a
+//     seventh of the work in flight; L holds.
+//   - m > 1.15 b: too long a queue. L becomes L × 1.15 b / m, the
+//     gradient (where the latency would be back at 1.15 b were it
+//     proportional to the concurrency, as a queue's is), but at least
+//     3/4 L: a single slow window cuts a quarter at most.
 //
 // Against a resource of capacity C, the limit settles where the latency
-// is about 1.2 b: about 1.2 C, holding a queue of about C/5; a loss of
-// capacity is followed by a few cuts of at most a quarter each.
+// is 1.05 to 1.15 b: about 1.1 C (8 to 10 for 8 workers, 35 for 32),
+// holding a queue of about C/10. A loss of capacity is followed within a
+// few windows (cuts of a quarter at most each), a gain by L/16 every
+// other window. The band is narrow so that the queue stays short (the
+// latency of what is admitted, within 15% of the baseline); a service
+// whose window medians wander by more than 15% without load sees its
+// limit cut needlessly, and grow back by a sixteenth every other window.
 //
 // # The baseline, without Envoy's pitfalls
 //
@@ -60,27 +69,29 @@
 //   - The first window's median is the baseline: the cap starts at
 //     min_in_flight, with few requests running.
 //   - A window whose median is below the baseline lowers it: at once when
-//     by more than the tolerance (a service clearly faster), by an eighth
-//     of the difference otherwise (noise, most likely: one lucky window
-//     does not drag it down).
+//     by more than the tolerance (a service clearly faster; its window may
+//     still have held the old queue, so a probe is due at once), by an
+//     eighth of the difference otherwise (noise, most likely: one lucky
+//     window does not drag it down).
 //   - A probe window, about every 50 windows (each gap drawn between 25
 //     and 75, from a seed that differs per cap, so processes drift apart),
 //     lets sheddable requests hold half the limit; critical ones keep it
-//     all, nothing is pinned, and it follows only a window within
-//     tolerance that used at least half the limit. The queue the
-//     equilibrium holds drains, and its median lowers a baseline left too
-//     high.
+//     all, nothing is pinned, and it follows only a window that used at
+//     least half the limit without cutting it. The queue the equilibrium
+//     holds drains, and the probe window's median (the latency without a
+//     queue, used for nothing else) lowers the baseline: at once when
+//     clearly lower, half way otherwise.
 //   - The baseline rises only when the latency does not respond to the
 //     concurrency: a run of windows above tolerance cuts the limit to a
 //     quarter of where it started (or to min_in_flight) and holds it
 //     there; three windows there still above tolerance (a quarter of the
 //     concurrency would have emptied a queue) re-anchor the baseline at
-//     their median. A slower service (a deploy, a slower database) is
-//     thus learnt in a few windows without pinning to a constant; the
-//     price is a dip to a quarter meanwhile. A capacity lost by more than
-//     four times at once reads as a slower service the same way; the cap
-//     then holds the latency within 1.2 of that reading, until a faster
-//     window lowers it.
+//     their median, and a probe is due at once. A slower service (a
+//     deploy, a slower database) is thus learnt in a few windows without
+//     pinning to a constant; the price is a dip to a quarter meanwhile. A
+//     capacity lost by more than four times at once reads as a slower
+//     service the same way, until the probe (half the limit for sheddable
+//     work) finds the latency without a queue.
 //
 // # Priorities
 //

@@ -1,5 +1,0 @@
-package adaptive
-
-import "runtime"
-
-func testingProcs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,120 @@
+package adaptive
+
+import (
+	"testing"
+	"time"
+)
+
+// script drives a cap's controller with scripted latencies on a clock of
+// its own (nanoseconds the test advances): no sim, no sleep.
+type script struct {
+	t   *testing.T
+	c   *Cap
+	s   Settings
+	now int64
+}
+
+func newScript(t *testing.T, limit int64) *script {
+	c := &Cap{}
+	c.setLimit(limit, false)
+	return &script{t: t, c: c, s: Settings{Min: 1, Ceiling: 64}}
+}
+
+// window releases n requests of latency lat, started evenly over the
+// window from the clock's reading (the last ends when the window is due),
+// while held slots are held (and acquired first), and returns the update
+// of the window they close (failing if none closes).
+func (sc *script) window(n int, lat time.Duration, held int) Update {
+	sc.t.Helper()
+	for range held {
+		sc.c.Acquire(&sc.s, true)
+	}
+	var u Update
+	closed := false
+	start := sc.now
+	// The last one ends when even a probe window (four times the last
+	// median) is due.
+	span := max(int64(minWindow), 4*sc.c.ctl.recent) + int64(lat)
+	for i := range n {
+		begin := start + int64(i)*span/int64(n-1)
+		end := begin + int64(lat)
+		sc.now = max(sc.now, end)
+		if got, ok := sc.c.Release(&sc.s, true, true, begin, end); ok {
+			u, closed = got, true
+		}
+		sc.c.Acquire(&sc.s, true)
+	}
+	for range held {
+		sc.c.Release(&sc.s, true, false, 0, 0)
+	}
+	if !closed {
+		sc.t.Fatalf("%d samples of %v closed no window", n, lat)
+	}
+	sc.now++
+	return u
+}
+
+// TestSamplesOfEarlierWindows: a request admitted before a window began
+// is not its sample (Envoy's issue 11579: samples of an earlier epoch
+// skewed its minimum). After a window of 20 ms at a limit of 10, half of
+// the next window's releases are of requests that started before it and
+// took 500 ms: its median is the others' 20 ms, and the limit is not cut.
+func TestSamplesOfEarlierWindows(t *testing.T) {
+	sc := newScript(t, 10)
+	sc.window(16, 20*time.Millisecond, 9)
+	winStart := sc.now - 1
+	for i := range 16 { // started before the window, released in it
+		begin := winStart - int64(time.Millisecond)*int64(i+1)
+		sc.c.Acquire(&sc.s, true)
+		if _, ok := sc.c.Release(&sc.s, true, true, begin, begin+int64(500*time.Millisecond)); ok {
+			t.Fatal("samples of an earlier window closed this one")
+		}
+	}
+	u := sc.window(16, 20*time.Millisecond, 9)
+	if u.Latency != 20*time.Millisecond || u.Limit < u.Previous {
+		t.Errorf("window: median %v, limit %d from %d; want 20ms and no cut", u.Latency, u.Limit, u.Previous)
+	}
+}
+
+// TestProbeWindowMedian: a probe window's median is the latency without a
+// queue: one clearly below the baseline (more than the tolerance) is the
+// baseline at once; one below it within the tolerance takes it half way.
+func TestProbeWindowMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		probe     time.Duration
+		wantBasis time.Duration
+	}{
+		{"clearly lower", 10 * time.Millisecond, 10 * time.Millisecond},
+		{"within the tolerance", 36 * time.Millisecond, 38 * time.Millisecond},
+		{"higher", 44 * time.Millisecond, 40 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScript(t, 10)
+			sc.window(16, 40*time.Millisecond, 9) // the baseline: 40 ms
+			sc.c.ctl.probing = true
+			if u := sc.window(16, tc.probe, 4); u.Baseline != tc.wantBasis || u.Limit != u.Previous {
+				t.Errorf("after a probe window of %v: baseline %v, limit %d from %d; want %v, unchanged", tc.probe, u.Baseline, u.Limit, u.Previous, tc.wantBasis)
+			}
+		})
+	}
+}
+
+// TestIdleLimitDoesNotGrow: a window that held fewer than half the limit
+// says nothing of it, however fast its requests were: the limit stays
+// (else a quiet hour would raise it to the ceiling, and the next burst
+// would meet no cap). One that held half grows it.
+func TestIdleLimitDoesNotGrow(t *testing.T) {
+	sc := newScript(t, 10)
+	sc.window(16, 20*time.Millisecond, 8) // the baseline, and the first doubling
+	sc.c.ctl.cut = true                   // past slow start: growth is by a step
+	for i := range 4 {
+		if u := sc.window(16, 20*time.Millisecond, 3); u.Limit != u.Previous {
+			t.Fatalf("idle window %d: limit %d from %d; want unchanged", i, u.Limit, u.Previous)
+		}
+	}
+	sc.window(16, 20*time.Millisecond, 12)
+	if u := sc.window(16, 20*time.Millisecond, 12); u.Limit <= u.Previous {
+		t.Errorf("busy windows: limit %d from %d; want it to grow", u.Limit, u.Previous)
+	}
+}
