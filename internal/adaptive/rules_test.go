@@ -131,7 +131,7 @@ func TestLateStartersLeftOut(t *testing.T) {
 	sc.window(16, 20*time.Millisecond, 9) // the baseline and the last median: 20 ms
 	start := sc.now
 	end := start + int64(minWindow) // the window is due here; its cut-off is end - 2 x 20 ms
-	for i := range 16 { // 30 ms each, started over the window's first 30 ms
+	for i := range 16 {             // 30 ms each, started over the window's first 30 ms
 		begin := start + int64(i)*int64(2*time.Millisecond)
 		sc.c.Acquire(&sc.s, true)
 		sc.c.Release(&sc.s, true, true, begin, begin+int64(30*time.Millisecond))
