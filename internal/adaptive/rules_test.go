@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -147,5 +148,22 @@ func TestLateStartersLeftOut(t *testing.T) {
 	u, closed := sc.c.Release(&sc.s, true, true, end-int64(time.Millisecond), end)
 	if !closed || u.Latency != 30*time.Millisecond || u.Limit >= u.Previous {
 		t.Errorf("closed %v: median %v, limit %d from %d; want 30ms and a cut", closed, u.Latency, u.Limit, u.Previous)
+	}
+}
+
+// TestGrowthEveryOtherWindow: past the first cut, a limit grows by a step
+// every other window without a queue, not every one: a window's latency
+// lags its limit (the queue a step builds takes time to show), and the
+// window between shows whether the last step built one.
+func TestGrowthEveryOtherWindow(t *testing.T) {
+	sc := newScript(t, 10)
+	sc.window(16, 20*time.Millisecond, 9) // the baseline; slow start doubles to 20
+	sc.c.ctl.cut = true
+	var limits []int64
+	for range 4 {
+		limits = append(limits, sc.window(16, 20*time.Millisecond, int(sc.c.Limit(&sc.s))-1).Limit)
+	}
+	if want := []int64{20, 21, 21, 22}; !slices.Equal(limits, want) {
+		t.Errorf("limits %v over four windows without a queue, want %v", limits, want)
 	}
 }
