@@ -13,8 +13,10 @@ const (
 	// maxSamples is the most a window keeps (a uniform reservoir of them
 	// when more arrive).
 	maxSamples = 64
-	// minWindow is the shortest a window lasts; it lasts at least twice
-	// the last window's median latency too (a probe window, four times).
+	// minWindow is the shortest a window lasts; it lasts at least four
+	// times the last window's median latency too (a probe window, eight
+	// times). Its samples are those of requests started at least twice
+	// that median before it closes (see close).
 	minWindow = 100 * time.Millisecond
 	// tolerance: a window whose median is above tolerance × the baseline
 	// shows a queue, and cuts the limit; one at most growBelow × the
@@ -58,7 +60,7 @@ type Update struct {
 type controller struct {
 	start   int64 // the window's start: samples of requests started earlier are not its
 	n, seen int   // samples kept, and offered (for the reservoir)
-	samples [maxSamples]int64
+	samples [maxSamples]sample
 	maxHeld int64 // the most slots held at a sampled release in the window
 	// baseline is the latency without a queue (ns): see settle. 0 before
 	// the first window.
@@ -90,8 +92,8 @@ func (k *controller) observe(c *Cap, s *Settings, start, now, held int64) (Updat
 		return Update{}, false
 	}
 	k.maxHeld = max(k.maxHeld, held)
-	k.add(now - start)
-	span := 2 * k.recent
+	k.add(sample{start, now - start})
+	span := 4 * k.recent
 	if k.probing {
 		span *= 2 // the queue of the window before must drain
 	}
@@ -101,18 +103,44 @@ func (k *controller) observe(c *Cap, s *Settings, start, now, held int64) (Updat
 	return k.close(c, s, now), true
 }
 
-// add keeps latency d in the window's reservoir: every sample offered has
+// sample is one request's start and latency, in nanoseconds.
+type sample struct{ start, latency int64 }
+
+// add keeps sample x in the window's reservoir: every sample offered has
 // the same chance to be among the kept ones.
-func (k *controller) add(d int64) {
+func (k *controller) add(x sample) {
 	k.seen++
 	if k.n < maxSamples {
-		k.samples[k.n] = d
+		k.samples[k.n] = x
 		k.n++
 		return
 	}
 	if j := k.random(k.seen); j < maxSamples {
-		k.samples[j] = d
+		k.samples[j] = x
 	}
+}
+
+// settledLatencies copies into buf the latencies of the window's samples
+// of requests started at least twice the last median before now, and
+// returns them: a request started later has finished only if it was fast,
+// so the window's last stretch would bias its median low (at a limit past
+// the capacity, toward the requests that did not queue). When too few
+// are that old (the first window, a sudden slowdown), it returns them all.
+func (k *controller) settledLatencies(buf *[maxSamples]int64, now int64) []int64 {
+	n := 0
+	for _, x := range k.samples[:k.n] {
+		if x.start <= now-2*k.recent {
+			buf[n] = x.latency
+			n++
+		}
+	}
+	if n >= minSamples/2 {
+		return buf[:n]
+	}
+	for i, x := range k.samples[:k.n] {
+		buf[i] = x.latency
+	}
+	return buf[:k.n]
 }
 
 // random returns a pseudo-random number in [0, n).
@@ -130,7 +158,7 @@ func (k *controller) random(n int) int {
 // calls for, publishes the estimates and starts the next window.
 func (k *controller) close(c *Cap, s *Settings, now int64) Update {
 	var buf [maxSamples]int64
-	m := median(buf[:copy(buf[:], k.samples[:k.n])])
+	m := median(k.settledLatencies(&buf, now))
 	prev := c.Limit(s)
 	next, probe := prev, false
 	if k.probing {

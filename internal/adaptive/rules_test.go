@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -32,9 +33,9 @@ func (sc *script) window(n int, lat time.Duration, held int) Update {
 	var u Update
 	closed := false
 	start := sc.now
-	// The last one ends when even a probe window (four times the last
+	// The last one ends when even a probe window (eight times the last
 	// median) is due.
-	span := max(int64(minWindow), 4*sc.c.ctl.recent) + int64(lat)
+	span := max(int64(minWindow), 8*sc.c.ctl.recent) + int64(lat)
 	for i := range n {
 		begin := start + int64(i)*span/int64(n-1)
 		end := begin + int64(lat)
@@ -116,5 +117,53 @@ func TestIdleLimitDoesNotGrow(t *testing.T) {
 	sc.window(16, 20*time.Millisecond, 12)
 	if u := sc.window(16, 20*time.Millisecond, 12); u.Limit <= u.Previous {
 		t.Errorf("busy windows: limit %d from %d; want it to grow", u.Limit, u.Previous)
+	}
+}
+
+// TestLateStartersLeftOut: a window's median counts only requests started
+// at least twice the last median before it closes. A request started
+// later has finished only if it was fast, so counting it would bias the
+// median low: at a limit past the capacity, toward the requests that did
+// not queue. Here the requests started early in the window took 30 ms (a
+// queue), and 25 fast ones started in its last stretch: the window reads
+// 30 ms, above the tolerance of a 20 ms baseline, and cuts the limit.
+func TestLateStartersLeftOut(t *testing.T) {
+	sc := newScript(t, 10)
+	sc.window(16, 20*time.Millisecond, 9) // the baseline and the last median: 20 ms
+	start := sc.now
+	end := start + int64(minWindow) // the window is due here; its cut-off is end - 2 x 20 ms
+	for i := range 16 {             // 30 ms each, started over the window's first 30 ms
+		begin := start + int64(i)*int64(2*time.Millisecond)
+		sc.c.Acquire(&sc.s, true)
+		sc.c.Release(&sc.s, true, true, begin, begin+int64(30*time.Millisecond))
+	}
+	for i := range 24 { // 1 ms each, started in its last 38 ms
+		begin := end - int64(38*time.Millisecond) + int64(i)*int64(1500*time.Microsecond)
+		sc.c.Acquire(&sc.s, true)
+		if _, ok := sc.c.Release(&sc.s, true, true, begin, begin+int64(time.Millisecond)); ok {
+			t.Fatal("the window closed early")
+		}
+	}
+	sc.c.Acquire(&sc.s, true) // one more, 1 ms, closes the window
+	u, closed := sc.c.Release(&sc.s, true, true, end-int64(time.Millisecond), end)
+	if !closed || u.Latency != 30*time.Millisecond || u.Limit >= u.Previous {
+		t.Errorf("closed %v: median %v, limit %d from %d; want 30ms and a cut", closed, u.Latency, u.Limit, u.Previous)
+	}
+}
+
+// TestGrowthEveryOtherWindow: past the first cut, a limit grows by a step
+// every other window without a queue, not every one: a window's latency
+// lags its limit (the queue a step builds takes time to show), and the
+// window between shows whether the last step built one.
+func TestGrowthEveryOtherWindow(t *testing.T) {
+	sc := newScript(t, 10)
+	sc.window(16, 20*time.Millisecond, 9) // the baseline; slow start doubles to 20
+	sc.c.ctl.cut = true
+	var limits []int64
+	for range 4 {
+		limits = append(limits, sc.window(16, 20*time.Millisecond, int(sc.c.Limit(&sc.s))-1).Limit)
+	}
+	if want := []int64{20, 21, 21, 22}; !slices.Equal(limits, want) {
+		t.Errorf("limits %v over four windows without a queue, want %v", limits, want)
 	}
 }
