@@ -160,16 +160,7 @@ func fleetBooks(t *testing.T, lims []*rkredis.Limiter, flushed bool) (sum rkredi
 		if flushed && (s.Held != 0 || s.Pending != 0 || s.Charged-s.SentBack-s.Dropped != s.Admitted) {
 			t.Errorf("server %d after Flush: %+v; want nothing held, charged - sent back - dropped = admitted", i, s)
 		}
-		sum.Fetches += s.Fetches
-		sum.Charged += s.Charged
-		sum.Admitted += s.Admitted
-		sum.Held += s.Held
-		sum.Pending += s.Pending
-		sum.Expired += s.Expired
-		sum.SentBack += s.SentBack
-		sum.RefundedNs += s.RefundedNs
-		sum.Lost += s.Lost
-		sum.Dropped += s.Dropped
+		sum = redistest.AddPrefetch(sum, s)
 	}
 	return sum
 }

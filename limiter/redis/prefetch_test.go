@@ -241,14 +241,7 @@ func checkBooks(t *testing.T, ls []*rkredis.Limiter) (sum rkredis.PrefetchStats)
 			t.Errorf("limiter %d: charged %d != admitted %d + held %d + pending %d + sent back %d + dropped %d (lost %d)",
 				i, s.Charged, s.Admitted, s.Held, s.Pending, s.SentBack, s.Dropped, s.Lost)
 		}
-		sum.Fetches += s.Fetches
-		sum.Charged += s.Charged
-		sum.Admitted += s.Admitted
-		sum.Held += s.Held
-		sum.Pending += s.Pending
-		sum.Expired += s.Expired
-		sum.SentBack += s.SentBack
-		sum.RefundedNs += s.RefundedNs
+		sum = redistest.AddPrefetch(sum, s)
 	}
 	return sum
 }
