@@ -79,11 +79,17 @@ func request(plan string) *http.Request {
 }
 
 // hold starts a request of the plan and waits until its handler runs (it
-// was admitted).
+// was admitted), failing the test if it is answered instead.
 func (g *holdRig) hold(plan string) {
 	g.t.Helper()
-	g.wg.Go(func() { g.h.ServeHTTP(httptest.NewRecorder(), request(plan)) })
-	<-g.entered
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	g.wg.Go(func() { g.h.ServeHTTP(w, request(plan)); close(done) })
+	select {
+	case <-g.entered:
+	case <-done:
+		g.t.Fatalf("a %q request was refused: %d %s", plan, w.Code, w.Body)
+	}
 }
 
 // try sends a request of the plan that the test expects refused (an
@@ -215,9 +221,10 @@ func TestAdaptiveDebugJSON(t *testing.T) {
 }
 
 // TestAdaptiveAllOrNothing: a request a token bucket refuses gives back
-// the cap's slot it took (the cap still shows only the request it holds),
-// and a request the cap refuses spends no token (the bucket of 2 still
-// admits one more after the refusal).
+// the cap's slot it took (the cap still shows only the request it holds,
+// and Check, which charges, reports the cap's result not charged), and a
+// request the cap refuses spends no token (the bucket of 2 still admits
+// one more after the refusal).
 func TestAdaptiveAllOrNothing(t *testing.T) {
 	g := newHoldRig(t, memory.New(memory.Options{}), adaptiveCap("protect", 1), middleware.Policy{Name: "bucket", Limit: limit("1/h", 2)})
 	g.hold("")
@@ -239,6 +246,10 @@ func TestAdaptiveAllOrNothing(t *testing.T) {
 	ev := g.check("")
 	if res := ev.Policies[0]; res.InFlight != 1 || res.Decision != middleware.DecisionPassed {
 		t.Errorf("the cap after the bucket's refusal: %+v; want PASSED with 1 in flight (this request only): its slot went back", res)
+	}
+	if ev := g.rl.Check(request(""), true); ev.Allowed || ev.Charged || ev.Policies[0].Charged || ev.Policies[0].Decision != middleware.DecisionPassed {
+		t.Errorf("Check charging, the bucket empty: allowed %v, charged %v, cap %s charged %v; want refused, nothing charged, the cap PASSED but not charged",
+			ev.Allowed, ev.Charged, ev.Policies[0].Decision, ev.Policies[0].Charged)
 	}
 }
 

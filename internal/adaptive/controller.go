@@ -247,10 +247,10 @@ func (k *controller) probeGap() int { return probeEvery/2 + k.random(probeEvery+
 //   - m at most growBelow × the baseline: no queue. The limit grows when
 //     the window used at least half of it (else latency says nothing of
 //     it): doubling until the first cut, then by lim/growth (at least 1)
-//     every other such window (the one between shows whether the step
+//     after two such windows in a row (the second shows whether the step
 //     built a queue).
 //   - m above that, at most tolerance × the baseline: a small queue; the
-//     limit holds.
+//     limit holds, and the count of windows without one starts again.
 //   - m above: a queue. The limit becomes lim × tolerance × baseline / m
 //     (the gradient: where the latency would be within tolerance, were
 //     it proportional to the concurrency), but at least maxCut × lim, and
@@ -264,7 +264,10 @@ func (k *controller) next(s *Settings, lim, m int64) int64 {
 	if float64(m) <= tolerance*float64(k.baseline) {
 		k.decline.limit, k.decline.low = 0, 0
 		switch {
-		case 2*k.maxHeld < lim || float64(m) > growBelow*float64(k.baseline):
+		case 2*k.maxHeld < lim:
+			return lim
+		case float64(m) > growBelow*float64(k.baseline):
+			k.calm = 0 // a short queue: growing takes two windows without one
 			return lim
 		case !k.cut:
 			return s.clamp(2 * lim)

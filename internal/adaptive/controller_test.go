@@ -77,7 +77,8 @@ func TestRisingLatencyLowersLimit(t *testing.T) {
 }
 
 // TestRecoveryRaisesLimit: the resource runs on 4 workers, then gets its
-// 8 back at 20 s; within 2 s the limit is back within 8 to 10.
+// 8 back at 20 s; within 4 s the limit is back within 8 to 10 (it grows by
+// one slot after two windows without a queue).
 func TestRecoveryRaisesLimit(t *testing.T) {
 	m := newSim(Settings{Min: 1, Ceiling: 64}, 8, 20*ms, 4)
 	m.jitter = 0.2
@@ -91,8 +92,8 @@ func TestRecoveryRaisesLimit(t *testing.T) {
 	if lo, hi := m.limitRange(10*time.Second, 20*time.Second); lo < 4 || hi > 5 {
 		t.Errorf("limit %d..%d on 4 workers, want 4..5", lo, hi)
 	}
-	if lo, hi := m.limitRange(22*time.Second, 40*time.Second); lo < settledLo || hi > settledHi {
-		t.Errorf("limit %d..%d from 2s after the recovery, want %d..%d", lo, hi, settledLo, settledHi)
+	if lo, hi := m.limitRange(24*time.Second, 40*time.Second); lo < settledLo || hi > settledHi {
+		t.Errorf("limit %d..%d from 4s after the recovery, want %d..%d", lo, hi, settledLo, settledHi)
 	}
 }
 
@@ -145,10 +146,11 @@ func TestSlowOutlierDoesNotCollapse(t *testing.T) {
 // (a slower database; the capacity in workers is unchanged). Latency
 // stays high however the limit falls, so the baseline re-anchors at the
 // new latency: the limit falls to a quarter of where the decline started,
-// not to Min, and from 10 s after it is back within ±25% of the workers
+// not to Min, and from 18 s after it is back within ±25% of the workers
 // (8: where it was, one slot more at times: a re-anchored baseline is one
 // window's median, a little noisier than one the traffic lowered; 32: it
-// grows back by a sixteenth every other window of 160 ms), the baseline
+// grows back by a sixteenth after every two windows of 160 ms without a
+// queue), the baseline
 // reading 40 ms ± 10%.
 func TestSlowerServiceReanchors(t *testing.T) {
 	for _, tc := range []struct {
@@ -166,15 +168,15 @@ func TestSlowerServiceReanchors(t *testing.T) {
 			}
 			return 20 * ms
 		}
-		m.run(40 * time.Second)
+		m.run(45 * time.Second)
 		if lo, hi := m.limitRange(10*time.Second, 20*time.Second); lo < tc.lo || hi > tc.hi {
 			t.Errorf("%d workers: limit %d..%d before the slowdown, want %d..%d", tc.workers, lo, hi, tc.lo, tc.hi)
 		}
 		if lo, _ := m.limitRange(20*time.Second, 26*time.Second); lo < tc.floor {
 			t.Errorf("%d workers: limit down to %d after the slowdown, want at least %d (a quarter)", tc.workers, lo, tc.floor)
 		}
-		if lo, hi := m.limitRange(30*time.Second, 40*time.Second); lo < tc.loThen || hi > tc.hiThen {
-			t.Errorf("%d workers: limit %d..%d from 10s after the slowdown, want %d..%d", tc.workers, lo, hi, tc.loThen, tc.hiThen)
+		if lo, hi := m.limitRange(38*time.Second, 45*time.Second); lo < tc.loThen || hi > tc.hiThen {
+			t.Errorf("%d workers: limit %d..%d from 18s after the slowdown, want %d..%d", tc.workers, lo, hi, tc.loThen, tc.hiThen)
 		}
 		if b := m.limits[len(m.limits)-1].base; b < 36*ms || b > 44*ms {
 			t.Errorf("%d workers: baseline %v, want 40ms ± 4ms", tc.workers, b)

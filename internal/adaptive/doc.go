@@ -42,11 +42,12 @@
 //     (otherwise latency says nothing of L), L grows: it doubles each
 //     window until the first cut (the cap starts at min_in_flight, so its
 //     first window measures the baseline with few requests running), then
-//     grows by L/16, at least 1, every other such window (the window in
-//     between shows whether the last step built a queue: a window's
+//     grows by L/16, at least 1, after two such windows in a row (the
+//     second shows whether the last step built a queue: a window's
 //     latency lags its limit).
 //   - 1.05 b < m <= 1.15 b (the tolerance): a queue of a twentieth to a
-//     seventh of the work in flight; L holds.
+//     seventh of the work in flight; L holds, and the count of windows
+//     without a queue starts again.
 //   - m > 1.15 b: too long a queue. L becomes L × 1.15 b / m, the
 //     gradient (where the latency would be back at 1.15 b were it
 //     proportional to the concurrency, as a queue's is), but at least
@@ -55,11 +56,11 @@
 // Against a resource of capacity C, the limit settles where the latency
 // is 1.05 to 1.15 b: about 1.1 C (8 to 10 for 8 workers, 35 for 32),
 // holding a queue of about C/10. A loss of capacity is followed within a
-// few windows (cuts of a quarter at most each), a gain by L/16 every
-// other window. The band is narrow so that the queue stays short (the
+// few windows (cuts of a quarter at most each), a gain by L/16 every two
+// windows without a queue. The band is narrow so that the queue stays short (the
 // latency of what is admitted, within 15% of the baseline); a service
 // whose window medians wander by more than 15% without load sees its
-// limit cut needlessly, and grow back by a sixteenth every other window.
+// limit cut needlessly, and grow back by a sixteenth every two windows.
 //
 // # The baseline, without Envoy's pitfalls
 //

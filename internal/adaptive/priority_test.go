@@ -63,8 +63,8 @@ func TestCriticalBeyondCapacityTakesTheCap(t *testing.T) {
 
 // TestNoClassStarves: sheddable work keeps what critical work leaves. With
 // critical requests 10% of four times the capacity (0.4 of it), critical
-// ones still get 99%, and sheddable ones at least 0.35 of the capacity
-// (most of the 0.6 left: the rest covers the critical swings); with no
+// ones still get 99%, and sheddable ones at least 0.3 of the capacity
+// (half the 0.6 left: the rest covers the critical swings); with no
 // critical traffic at all, the reserve does not idle: sheddable goodput is
 // at least 95% of the capacity (the limit grows over the reserve).
 func TestNoClassStarves(t *testing.T) {
@@ -72,8 +72,8 @@ func TestNoClassStarves(t *testing.T) {
 	if s := m.success(critical); s < 0.99 {
 		t.Errorf("with 10%% critical: critical success %.4f, want at least 0.99", s)
 	}
-	if g := m.goodput(sheddable); g < 0.35 {
-		t.Errorf("with 10%% critical: sheddable goodput %.3f of capacity, want at least 0.35", g)
+	if g := m.goodput(sheddable); g < 0.3 {
+		t.Errorf("with 10%% critical: sheddable goodput %.3f of capacity, want at least 0.3", g)
 	}
 	m = prioritySim(4, 0)
 	if g := m.goodput(sheddable); g < 0.95 {

@@ -59,6 +59,17 @@ func (res *results) targets() []target {
 	}
 }
 
+// loadAverage returns the 1, 5 and 15 minute load averages ("?" where
+// /proc/loadavg is not).
+func loadAverage() string {
+	load, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(load))
+	if err != nil || len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // durText writes a time from a reference point, or "never" for -1.
 func durText(d time.Duration) string {
 	if d < 0 {
@@ -88,8 +99,8 @@ func (res *results) write(dir string, w io.Writer) error {
 // markdown writes the report: the machine, the targets, and each
 // scenario's table.
 func (res *results) markdown(b *strings.Builder) {
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Fprintf(b, "# Overload run (issue 29)\n\n%s, %d cores, %s, load average %s\n\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
+	fmt.Fprintf(b, "# Overload run (issue 29)\n\nStarted %s, %d cores, %s; load average %s at the start, %s at the end\n\n",
+		res.started.UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), res.loadStart, loadAverage())
 	fmt.Fprintf(b, "Resource: %d requests at once, %v each, first come first served. 4×C = %.0f requests a second.\n\n", capacity, unit, 4*capacity/unit.Seconds())
 	b.WriteString("| target | this run | |\n| --- | --- | --- |\n")
 	for _, t := range res.targets() {

@@ -40,6 +40,8 @@ type results struct {
 	unloaded, adaptive, nolimit, halving *scenario
 	sweep                                []*scenario // fixed caps, by sweepCaps
 	prio                                 []*scenario // at 2x and 3x
+	started                              time.Time
+	loadStart                            string
 }
 
 // sweepCaps are the fixed caps the sweep tries.
@@ -59,7 +61,7 @@ func adaptivePolicy(priorities bool) *ratekey.Policy {
 func runAll(scale float64) (*results, error) {
 	full := 4 * capacity / unit.Seconds() // 4x the capacity, requests a second
 	secs := func(s float64) int { return max(int(s*scale), 2) }
-	res := &results{}
+	res := &results{started: time.Now(), loadStart: loadAverage()}
 	var err error
 	do := func(name string, p *ratekey.Policy, rate float64, n int, critical float64, steps ...step) *scenario {
 		if err != nil {
