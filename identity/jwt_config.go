@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/ratekey/ratekey/internal/httpsonly"
 	"github.com/ratekey/ratekey/internal/jwkey"
 	"github.com/ratekey/ratekey/internal/quote"

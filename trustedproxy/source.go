@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"go4.org/netipx"
+
 	"github.com/ratekey/ratekey/internal/httpsonly"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/redact"
 	"github.com/ratekey/ratekey/internal/regularfile"
-	"go4.org/netipx"
 )
 
 // Source supplies a trusted set that can change while the service runs (a
