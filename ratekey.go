@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
-	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
@@ -100,8 +99,10 @@ type Middleware struct {
 	authn    identity.Authenticator
 	auth     middleware.AuthOptions
 	debug    middleware.DebugConfig
-	preAuth  bool            // some policy is PreAuth: the pre-auth phase runs
-	ops      *operationCheck // nil: no policy names an operation
+	// debugHandler is middleware.Debug(debug).
+	debugHandler http.Handler
+	preAuth      bool            // some policy is PreAuth: the pre-auth phase runs
+	ops          *operationCheck // nil: no policy names an operation
 }
 
 // New validates cfg and returns its Middleware, or every problem found,
@@ -143,11 +144,8 @@ func New(cfg Config) (*Middleware, error) {
 	if len(cfg.Policies) == 0 {
 		errs = append(errs, errors.New("policies: at least one policy is required"))
 	}
-	var allow *netipx.IPSet
-	if len(cfg.DebugAllow) > 0 {
-		if allow, err = trustedproxy.ParseSet(cfg.DebugAllow); err != nil {
-			errs = append(errs, prefixed("debug_allow", err)...)
-		}
+	if _, err := trustedproxy.ParseSet(cfg.DebugAllow); err != nil {
+		errs = append(errs, prefixed("debug_allow", err)...)
 	}
 	store := cfg.Limiter
 	if store == nil {
@@ -180,7 +178,10 @@ func New(cfg Config) (*Middleware, error) {
 		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
 	m.ops = newOperationCheck(cfg)
-	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
+	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: cfg.DebugAllow}
+	if m.debugHandler, err = middleware.Debug(m.debug); err != nil {
+		return nil, err // checked above: cannot happen
+	}
 	return m, nil
 }
 
@@ -365,5 +366,5 @@ func (m *Middleware) Check(r *http.Request) *middleware.Record {
 // everyone else gets 404. Mount it outside Handler, so that failed
 // derivations can be shown. Safe for concurrent use.
 func (m *Middleware) Debug() http.Handler {
-	return middleware.Debug(m.debug)
+	return m.debugHandler
 }

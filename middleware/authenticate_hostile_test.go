@@ -31,7 +31,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/servertest"
@@ -219,11 +218,8 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 	if err != nil {
 		t.Fatal(err)
 	}
-	var admins netipx.IPSetBuilder
-	admins.AddPrefix(mustPrefix("192.0.2.0/24"))
-	adminSet, _ := admins.IPSet()
 	opts := middleware.AuthOptions{Realm: hRealm, Metrics: m}
-	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: res, Authenticator: a, Auth: opts, RateLimiter: rl, Allow: adminSet}))
+	r.Handle("/debug/ratekey", mustDebug(t, middleware.DebugConfig{Resolver: res, Authenticator: a, Auth: opts, RateLimiter: rl, Allow: []string{"192.0.2.0/24"}}))
 	r.With(middleware.ClientAddress(res, middleware.ClientAddressOptions{Metrics: m}), middleware.Authenticate(a, opts), rl.Handler).Get("/v1/reports/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p, _ := middleware.PrincipalFrom(r.Context())
 		_ = json.NewEncoder(w).Encode(p)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"go4.org/netipx"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/go-chi/chi/v5"
@@ -41,12 +40,13 @@ type DebugConfig struct {
 	// excludes show the authentication outcome "not_reached", never a
 	// status the route would not answer.
 	Authenticated func(r *http.Request) bool
-	// Allow holds the admin networks: see [AdminOnly], whose rule the
-	// endpoint applies to the live request (never to a simulated one's
-	// peer). A request whose own derivation fails is refused; simulate it
-	// from an admin address to see why it fails. Everyone else gets 404,
-	// as if the endpoint did not exist. nil answers nobody.
-	Allow *netipx.IPSet
+	// Allow lists the admin networks, CIDRs or addresses (see
+	// [AdminOnly], whose rule the endpoint applies to the live request,
+	// never to a simulated one's peer). A request whose own derivation
+	// fails is refused; simulate it from an admin address to see why it
+	// fails. Everyone else gets 404, as if the endpoint did not exist.
+	// Empty answers nobody.
+	Allow []string
 }
 
 // outcomeNotReached is the authentication outcome of a request that never
@@ -89,46 +89,51 @@ type DebugAuthentication struct {
 //     names text/html (rendered server-side; no script).
 //
 // Admission is decided on the live request, never on a simulated peer: see
-// [DebugConfig].Allow. Other methods get 405. Safe for concurrent use.
-func Debug(cfg DebugConfig) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !adminAllowed(cfg.Resolver, cfg.Allow, r) {
-			http.NotFound(w, r)
+// [DebugConfig].Allow. Other methods get 405. Debug fails when
+// cfg.Resolver is nil or an entry of cfg.Allow is not an address or CIDR
+// prefix ("allow[1] ..."). The handler is safe for concurrent use.
+func Debug(cfg DebugConfig) (http.Handler, error) {
+	set, err := adminSet(cfg.Resolver, cfg.Allow)
+	if err != nil {
+		return nil, err
+	}
+	return adminOnly(cfg.Resolver, set)(http.HandlerFunc(cfg.serve)), nil
+}
+
+// serve answers an admin's debug request (see [Debug]).
+func (cfg DebugConfig) serve(w http.ResponseWriter, r *http.Request) {
+	var target *http.Request
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		var ok bool
+		if target, ok = describedRequest(r); !ok {
+			writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest,
+				Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
 			return
 		}
-		var target *http.Request
-		switch r.Method {
-		case http.MethodGet, http.MethodHead:
-			var ok bool
-			if target, ok = describedRequest(r); !ok {
-				writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest,
-					Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
-				return
-			}
-		case http.MethodPost:
-			var p *problem
-			if target, p = simulatedRequest(w, r); p != nil {
-				writeProblem(w, *p)
-				return
-			}
-		default:
-			w.Header().Set("Allow", "GET, HEAD, POST")
-			writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusMethodNotAllowed,
-				Detail: "the debug endpoint answers GET (a live request) and POST (a simulated one)"})
+	case http.MethodPost:
+		var p *problem
+		if target, p = simulatedRequest(w, r); p != nil {
+			writeProblem(w, *p)
 			return
 		}
-		rec := cfg.describe(target)
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if wantsHTML(r) {
-			writeDebugHTML(w, rec, target.Method, target.URL.Path)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rec)
-	})
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusMethodNotAllowed,
+			Detail: "the debug endpoint answers GET (a live request) and POST (a simulated one)"})
+		return
+	}
+	rec := cfg.describe(target)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if wantsHTML(r) {
+		writeDebugHTML(w, rec, target.Method, target.URL.Path)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(rec)
 }
 
 // Explain returns the Record of r as the live chain would compute it

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	goredis "github.com/redis/go-redis/v9"
-	"go4.org/netipx"
 	"golang.org/x/net/html"
 
 	"github.com/ratekey/ratekey/identity"
@@ -335,13 +334,7 @@ func TestDebugPageRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := proxyResolver(t)
-	var b netipx.IPSetBuilder
-	b.AddPrefix(mustPrefix("192.0.2.0/24"))
-	admins, err := b.IPSet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: res, RateLimiter: rl, Allow: admins}))
+	r.Handle("/debug/ratekey", mustDebug(t, middleware.DebugConfig{Resolver: res, RateLimiter: rl, Allow: []string{"192.0.2.0/24"}}))
 	r.With(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), rl.Handler).Get("/v1/reports/{id}", func(http.ResponseWriter, *http.Request) {})
 	do := func(path string, accept string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
@@ -415,11 +408,8 @@ func TestDebugPageShowsPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var admins netipx.IPSetBuilder
-	admins.AddPrefix(mustPrefix("192.0.2.0/24"))
-	allow, _ := admins.IPSet()
-	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{Resolver: proxyResolver(t), Authenticator: fakeAuth{},
-		Auth: middleware.AuthOptions{Anonymous: true}, RateLimiter: rl, Allow: allow}))
+	r.Handle("/debug/ratekey", mustDebug(t, middleware.DebugConfig{Resolver: proxyResolver(t), Authenticator: fakeAuth{},
+		Auth: middleware.AuthOptions{Anonymous: true}, RateLimiter: rl, Allow: []string{"192.0.2.0/24"}}))
 	r.Get("/v1/reports/{id}", func(http.ResponseWriter, *http.Request) {})
 	get := func(credential, accept string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/debug/ratekey?method=GET&path=/v1/reports/1", nil)

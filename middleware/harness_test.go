@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
-	"go4.org/netipx"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
@@ -79,14 +78,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var admins netipx.IPSetBuilder
 	if o.admins == nil {
 		o.admins = []string{"192.0.2.0/24"}
 	}
-	for _, a := range o.admins {
-		admins.AddPrefix(mustPrefix(a))
-	}
-	adminSet, _ := admins.IPSet()
 	ok := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
 	chain := []func(http.Handler) http.Handler{
 		middleware.ClientAddress(res, middleware.ClientAddressOptions{}),
@@ -102,8 +96,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		s.handler = r
 		return s
 	}
-	r.Handle("/debug/ratekey", middleware.Debug(middleware.DebugConfig{
-		Resolver: res, Authenticator: auth, Auth: middleware.AuthOptions{Anonymous: o.anonymous}, RateLimiter: rl, Allow: adminSet, Limited: o.limited,
+	r.Handle("/debug/ratekey", mustDebug(t, middleware.DebugConfig{
+		Resolver: res, Authenticator: auth, Auth: middleware.AuthOptions{Anonymous: o.anonymous}, RateLimiter: rl, Allow: o.admins, Limited: o.limited,
 	}))
 	if o.mount == "with" {
 		r.Route("/v1", func(v chi.Router) {
@@ -202,4 +196,14 @@ func proxyResolver(tb testing.TB) *trustedproxy.Resolver {
 		tb.Fatal(err)
 	}
 	return res
+}
+
+// mustDebug is middleware.Debug(cfg), failing t on an error.
+func mustDebug(t testing.TB, cfg middleware.DebugConfig) http.Handler {
+	t.Helper()
+	h, err := middleware.Debug(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go4.org/netipx"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/internal/quote"
@@ -34,17 +33,15 @@ import (
 
 // app is a validated, wired configuration.
 type app struct {
-	cfg          *Config
-	resolver     *trustedproxy.Resolver
-	auth         authSetup // authn nil when no issuer and no API key is configured
-	authOpts     middleware.AuthOptions
-	store        store         // kept across reloads
-	refresh      time.Duration // how often rules' file and URL sources are re-read; 0: never
-	limiter      limiter.Limiter
-	policies     []middleware.Policy
-	debug        *netipx.IPSet // nil when the debug endpoint is off
-	metricsAllow *netipx.IPSet // nil when the metrics endpoint is off
-	logInterval  time.Duration // the decision log's interval; 0: the library's default
+	cfg         *Config
+	resolver    *trustedproxy.Resolver
+	auth        authSetup // authn nil when no issuer and no API key is configured
+	authOpts    middleware.AuthOptions
+	store       store         // kept across reloads
+	refresh     time.Duration // how often rules' file and URL sources are re-read; 0: never
+	limiter     limiter.Limiter
+	policies    []middleware.Policy
+	logInterval time.Duration // the decision log's interval; 0: the library's default
 	// singleTenant: the credentials name one tenant at most (one issuer,
 	// of a fixed tenant, and no API keys), so account names are global
 	// (middleware.RateLimitConfig.SingleTenant).
@@ -213,14 +210,12 @@ func (a *app) buildMetricsEndpoint() []error {
 	if a.cfg.Debug.Enabled && mc.Path == a.cfg.Debug.Path {
 		errs = append(errs, fmt.Errorf("metrics.path: %s is also debug.path", shown(mc.Path)))
 	}
-	set, err := ipSet(mc.Allow)
-	if err != nil {
-		errs = append(errs, prefixErrors("metrics.allow", err)...)
+	if _, err := trustedproxy.ParseSet(mc.Allow); err != nil {
+		errs = append(errs, indexedErrors("metrics.allow", err)...)
 	}
 	if len(mc.Allow) == 0 {
 		errs = append(errs, errors.New("metrics.allow: list the admin networks that may scrape the metrics"))
 	}
-	a.metricsAllow = set
 	return errs
 }
 
@@ -251,14 +246,12 @@ func (a *app) buildDebugEndpoint() []error {
 	if err := checkDebugPath("debug.path", dc.Path); err != nil {
 		errs = append(errs, err)
 	}
-	set, err := ipSet(dc.Allow)
-	if err != nil {
-		errs = append(errs, prefixErrors("debug.allow", err)...)
+	if _, err := trustedproxy.ParseSet(dc.Allow); err != nil {
+		errs = append(errs, indexedErrors("debug.allow", err)...)
 	}
 	if len(dc.Allow) == 0 {
 		errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
 	}
-	a.debug = set
 	return errs
 }
 
@@ -852,40 +845,6 @@ func checkDebugPath(field, p string) error {
 	return nil
 }
 
-// ipSet builds a set from CIDRs and single addresses.
-func ipSet(list []string) (*netipx.IPSet, error) {
-	var b netipx.IPSetBuilder
-	var errs []error
-	for _, s := range list {
-		if strings.TrimSpace(s) != s { // refused, not trimmed, as trustedproxy does
-			errs = append(errs, fmt.Errorf("%s has leading or trailing space: remove it (entries are not trimmed)", shown(s)))
-			continue
-		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			if p.Addr().Zone() != "" || (p.Addr().Is4In6() && p.Bits() < 96) {
-				errs = append(errs, fmt.Errorf("%s is not an IPv4 or IPv6 network the admin check can use (zoned, or v4-mapped with fewer than 96 bits)", shown(s)))
-				continue
-			}
-			if p.Addr().Is4In6() {
-				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-			}
-			b.AddPrefix(p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			errs = append(errs, fmt.Errorf("%s is not an IP address or CIDR", shown(s)))
-			continue
-		}
-		b.Add(a.Unmap())
-	}
-	set, err := b.IPSet()
-	if err != nil {
-		errs = append(errs, errors.New("the admin networks could not be combined"))
-	}
-	return set, errors.Join(errs...)
-}
-
 // splitErrors flattens an errors.Join tree into its leaves.
 func splitErrors(err error) []error {
 	j, ok := err.(interface{ Unwrap() []error })
@@ -916,6 +875,16 @@ func fieldErrors(path string, err error) []error {
 }
 
 // prefixErrors splits a joined error and prefixes each part with where.
+// indexedErrors is prefixErrors for a list's errors, which start with
+// their index ("[1] ..."): "debug.allow[1] ...".
+func indexedErrors(list string, err error) []error {
+	out := splitErrors(err)
+	for i, e := range out {
+		out[i] = fmt.Errorf("%s%w", list, e)
+	}
+	return out
+}
+
 func prefixErrors(where string, err error) []error {
 	out := splitErrors(err)
 	for i, e := range out {
@@ -964,14 +933,22 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	})
 	authn := a.auth.authn
 	if a.cfg.Metrics.Enabled {
-		r.With(middleware.AdminOnly(a.resolver, a.metricsAllow)).Handle(a.cfg.Metrics.Path,
+		admin, err := middleware.AdminOnly(a.resolver, a.cfg.Metrics.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("metrics.%w", err)
+		}
+		r.With(admin).Handle(a.cfg.Metrics.Path,
 			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	}
 	if a.cfg.Debug.Enabled {
-		r.Handle(a.cfg.Debug.Path, middleware.Debug(middleware.DebugConfig{
-			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.debug,
+		debug, err := middleware.Debug(middleware.DebugConfig{
+			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.cfg.Debug.Allow,
 			Limited: underV1, Authenticated: underV1,
-		}))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("debug.%w", err)
+		}
+		r.Handle(a.cfg.Debug.Path, debug)
 	}
 	r.Route("/v1", func(v chi.Router) {
 		v.Use(middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))

@@ -26,11 +26,11 @@ func TestCheckCIDRWithSurroundingSpace(t *testing.T) {
 		{"trusted_proxies.rules from", "trusted_proxies:\n  rules:\n    - {from: [\"2001:db8::/32 \"], header: X-Forwarded-For}\n",
 			`trusted_proxies.rules[0].from[0] "2001:db8::/32 ": has leading or trailing space: remove it (entries are not trimmed)`},
 		{"debug.allow", "debug: {enabled: true, path: /debug/ratekey, allow: [\"127.0.0.0/8 \"]}\n",
-			`debug.allow: a value of 12 bytes (not shown) has leading or trailing space: remove it (entries are not trimmed)`},
+			`debug.allow[0] "127.0.0.0/8 ": has leading or trailing space: remove it (entries are not trimmed)`},
 		{"metrics.allow", "metrics: {enabled: true, path: /metrics, allow: [\" ::1\"]}\n",
-			`metrics.allow: a value of 4 bytes (not shown) has leading or trailing space: remove it (entries are not trimmed)`},
+			`metrics.allow[0] " ::1": has leading or trailing space: remove it (entries are not trimmed)`},
 		{"admin list, space inside", "debug: {enabled: true, path: /debug/ratekey, allow: [\"127.0.0.0 /8\"]}\n",
-			`debug.allow: "127.0.0.0 /8" is not an IP address or CIDR`},
+			`debug.allow[0] "127.0.0.0 /8": not an IP address or CIDR prefix`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
