@@ -313,16 +313,17 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 // headers, two lines of either, or an empty X-API-Key: 400 invalid_request;
 // a bearer token that is not an API key, or a failed check: 401
 // invalid_token; store failure: an error wrapping [ErrKeySourceUnavailable].
-// Use [CombinedAuthenticator] to accept JWTs as well. Safe for concurrent use.
-func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
-	c, err := headerExtractor(true).extract(h, nil)
+// r.Context() bounds the store call. Use [CombinedAuthenticator] to accept
+// JWTs as well. Safe for concurrent use.
+func (a *APIKeyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
+	c, err := headerExtractor(true).extract(r.Header, nil)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !c.isAPIKey() {
 		return Principal{}, invalidToken("bearer token is not an API key", errAPIKeyMalformed)
 	}
-	return a.verifyKey(ctx, c.value)
+	return a.verifyKey(r.Context(), c.value)
 }
 
 // verifyKey checks one API key as described on [APIKeyAuthenticator]. Errors:

@@ -207,7 +207,7 @@ func TestAPIKeyAuthenticateHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := a.Authenticate(context.Background(), tt.h)
+			p, err := a.Authenticate(headerRequest(tt.h))
 			switch {
 			case tt.err != nil:
 				if !errors.Is(err, tt.err) {

@@ -1,16 +1,15 @@
 package identity
 
 import (
-	"context"
 	"net/http"
 )
 
-// Authenticator verifies the credential carried by a request's headers and
-// returns the [Principal] it proves. It is defined here, by its consumer's
-// contract, so that JWT, API-key and test authenticators are interchangeable.
-//
-// Authenticators that also read the query string implement
-// [RequestAuthenticator].
+// Authenticator verifies the credential a request carries (its headers,
+// and for [CombinedAuthenticator] its query string or a cookie when
+// enabled) and returns the [Principal] it proves. It is the one
+// authenticator interface: JWT, API-key, combined and test authenticators
+// are interchangeable. A transport other than HTTP/1-2 (a gRPC call)
+// presents its metadata as the request's headers.
 //
 // Contract for implementations:
 //   - No credential present: return (Principal{}, [ErrNoCredential]) and
@@ -25,13 +24,14 @@ import (
 //   - Success: a Principal built only from verified data, with Method set.
 //   - Errors never contain the credential or any part of it.
 //   - Safe for concurrent use by multiple goroutines.
-//   - ctx bounds any I/O the implementation needs (e.g. a key-set fetch);
-//     implementations with static keys may ignore it.
+//   - r is only read; r.Context() bounds any I/O the implementation needs
+//     (e.g. a key-set fetch); implementations with static keys may ignore
+//     it.
 type Authenticator interface {
-	// Authenticate verifies the credential in h. Returns ErrNoCredential
+	// Authenticate verifies the credential in r. Returns ErrNoCredential
 	// when none is present, ErrUnsupportedScheme for another
 	// Authorization scheme, an error wrapping ErrKeySourceUnavailable when
 	// the keys cannot be obtained, *AuthError otherwise on failure. Safe
 	// for concurrent use.
-	Authenticate(ctx context.Context, h http.Header) (Principal, error)
+	Authenticate(r *http.Request) (Principal, error)
 }

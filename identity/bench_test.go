@@ -80,10 +80,10 @@ func BenchmarkAPIKey(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := http.Header{"X-Api-Key": {key}}
+		r := headerRequest(http.Header{"X-Api-Key": {key}}).WithContext(ctx)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.Authenticate(ctx, h); err != nil {
+			if _, err := c.Authenticate(r); err != nil {
 				b.Fatal(err)
 			}
 		}

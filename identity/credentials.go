@@ -14,17 +14,6 @@ import (
 	"github.com/ratekey/ratekey/internal/quote"
 )
 
-// RequestAuthenticator is an [Authenticator] that may need more of the
-// request than its headers (a query parameter). Consumers that hold the
-// *http.Request (middleware.Authenticate) call AuthenticateRequest when
-// the authenticator implements it, and Authenticate otherwise. The
-// contract is that of Authenticator; r is only read, and r.Context()
-// bounds any I/O.
-type RequestAuthenticator interface {
-	Authenticator
-	AuthenticateRequest(r *http.Request) (Principal, error)
-}
-
 // Source names a place a credential is read from (see [CombinedConfig]):
 // one of the constants below, matched exactly (lower case).
 type Source string
@@ -125,7 +114,7 @@ type CombinedAuthenticator struct {
 	x       extractor
 }
 
-var _ RequestAuthenticator = (*CombinedAuthenticator)(nil)
+var _ Authenticator = (*CombinedAuthenticator)(nil)
 
 // NewCombinedAuthenticator validates cfg and returns the authenticator.
 func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error) {
@@ -187,9 +176,11 @@ func (c *CombinedAuthenticator) Tenants() (tenants []string, complete bool) {
 	return tenants, complete
 }
 
-// AuthenticateRequest reads the credential from r (headers, and the query
-// string or cookie if enabled) and verifies it. See [CombinedAuthenticator].
-func (c *CombinedAuthenticator) AuthenticateRequest(r *http.Request) (Principal, error) {
+// Authenticate reads the credential from r (headers, and the query string
+// or cookie if enabled) and verifies it; r.Context() bounds any key-set
+// fetch or store call. See [CombinedAuthenticator] and the contract of
+// [Authenticator]. Safe for concurrent use.
+func (c *CombinedAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 	var q []string
 	if c.x.query && r.URL != nil {
 		q = queryValues(r.URL.RawQuery, c.x.param)
@@ -199,16 +190,6 @@ func (c *CombinedAuthenticator) AuthenticateRequest(r *http.Request) (Principal,
 		return Principal{}, err
 	}
 	return c.dispatch(r.Context(), cred)
-}
-
-// Authenticate is AuthenticateRequest for callers holding only headers: the
-// query source, if enabled, sees nothing.
-func (c *CombinedAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
-	cred, err := c.x.extract(h, nil)
-	if err != nil {
-		return Principal{}, err
-	}
-	return c.dispatch(ctx, cred)
 }
 
 func (c *CombinedAuthenticator) dispatch(ctx context.Context, cred credential) (Principal, error) {

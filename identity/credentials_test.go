@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -94,7 +93,7 @@ func TestCombinedSources(t *testing.T) {
 			for k, v := range tt.r.h {
 				r.Header[k] = v
 			}
-			p, err := tt.a.AuthenticateRequest(r)
+			p, err := tt.a.Authenticate(r)
 			switch {
 			case tt.err != nil:
 				if !errors.Is(err, tt.err) {
@@ -113,7 +112,7 @@ func TestCombinedSources(t *testing.T) {
 		})
 	}
 	// Authenticate (headers only) never sees the query string.
-	if _, err := all.Authenticate(context.Background(), http.Header{}); !errors.Is(err, ErrNoCredential) {
+	if _, err := all.Authenticate(headerRequest(http.Header{})); !errors.Is(err, ErrNoCredential) {
 		t.Fatal(err)
 	}
 }
@@ -143,7 +142,7 @@ func TestCombinedConfig(t *testing.T) {
 	c := newCombined(t, CombinedConfig{JWT: jwtA, Sources: []Source{SourceCookie}})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Cookie", "access_token=x.y.z")
-	if _, err := c.AuthenticateRequest(r); !isDesc(err, "token is malformed") {
+	if _, err := c.Authenticate(r); !isDesc(err, "token is malformed") {
 		t.Errorf("default cookie name: %v", err)
 	}
 }

@@ -38,7 +38,7 @@ func ExampleJWTAuthenticator_Authenticate() {
 		return
 	}
 
-	mint := func(exp time.Time, signer ed25519.PrivateKey) http.Header {
+	mint := func(exp time.Time, signer ed25519.PrivateKey) *http.Request {
 		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
 			"iss":       "https://login.example.com/",
 			"sub":       "alice",
@@ -48,19 +48,20 @@ func ExampleJWTAuthenticator_Authenticate() {
 		})
 		t.Header["kid"] = "2026-01"
 		s, _ := t.SignedString(signer)
-		return http.Header{"Authorization": {"Bearer " + s}}
+		r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+		r.Header.Set("Authorization", "Bearer "+s)
+		return r
 	}
-	ctx := context.Background()
 
-	p, err := auth.Authenticate(ctx, mint(now.Add(time.Hour), priv))
+	p, err := auth.Authenticate(mint(now.Add(time.Hour), priv))
 	fmt.Printf("%+v %v\n", p, err)
 
-	_, err = auth.Authenticate(ctx, mint(now.Add(-time.Hour), priv))
+	_, err = auth.Authenticate(mint(now.Add(-time.Hour), priv))
 	fmt.Println(err)
 
 	// A forged token reports the signature failure, whatever its claims.
 	forger := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize))
-	_, err = auth.Authenticate(ctx, mint(now.Add(-time.Hour), forger))
+	_, err = auth.Authenticate(mint(now.Add(-time.Hour), forger))
 	var ae *identity.AuthError
 	if errors.As(err, &ae) {
 		fmt.Println(ae.Status(), ae.Code, ae.Description)
@@ -104,21 +105,23 @@ func ExampleJWTAuthenticator_jwks() {
 	defer auth.Close()                                      // stops the background refresh
 	fmt.Println("ready:", auth.Ready(context.Background())) // optional: fetch now, fail fast
 
-	mint := func(kid string) http.Header {
+	mint := func(kid string) *http.Request {
 		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
 			"iss": "https://login.example.com/", "sub": "alice", "aud": "reports-api",
 			"client_id": "cli", "exp": now.Add(time.Hour).Unix(),
 		})
 		t.Header["kid"], t.Header["typ"] = kid, "at+jwt"
 		s, _ := t.SignedString(priv)
-		return http.Header{"Authorization": {"Bearer " + s}}
+		r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+		r.Header.Set("Authorization", "Bearer "+s)
+		return r
 	}
-	p, err := auth.Authenticate(context.Background(), mint("2026-05"))
+	p, err := auth.Authenticate(mint("2026-05"))
 	fmt.Printf("%+v %v\n", p, err)
 
 	// An unknown kid triggers at most one refresh per issuer per cooldown,
 	// then is refused.
-	_, err = auth.Authenticate(context.Background(), mint("rotated-away"))
+	_, err = auth.Authenticate(mint("rotated-away"))
 	fmt.Println(err)
 	// Output:
 	// ready: <nil>
@@ -139,9 +142,9 @@ func ExampleNewAPIKey() {
 	store, _ := identity.NewMemoryAPIKeyStore([]identity.APIKeyRecord{rec})
 	auth, _ := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: pepper})
 
-	h := http.Header{}
-	h.Set("X-API-Key", key) // or "Authorization: Bearer rk_..."
-	p, err := auth.Authenticate(context.Background(), h)
+	r := httptest.NewRequest(http.MethodGet, "/v1/reports/1", nil)
+	r.Header.Set("X-API-Key", key) // or "Authorization: Bearer rk_..."
+	p, err := auth.Authenticate(r)
 	fmt.Println(p.Tenant, p.Account, p.Method, p.CredentialID == rec.ID, err)
 
 	// A typo is caught by the checksum, without a store lookup.
@@ -150,8 +153,8 @@ func ExampleNewAPIKey() {
 		c = 'b'
 	}
 	typo := key[:20] + string(c) + key[21:]
-	h.Set("X-API-Key", typo)
-	_, err = auth.Authenticate(context.Background(), h)
+	r.Header.Set("X-API-Key", typo)
+	_, err = auth.Authenticate(r)
 	fmt.Println(err)
 	// Output:
 	// 54 rk_ true
@@ -172,12 +175,12 @@ func ExampleCombinedAuthenticator() {
 		return
 	}
 	r := httptest.NewRequest("GET", "/v1/reports/1?access_token="+key, nil)
-	_, err = auth.AuthenticateRequest(r)
+	_, err = auth.Authenticate(r)
 	fmt.Println(errors.Is(err, identity.ErrNoCredential)) // the query string is not read
 
 	r.Header.Set("Authorization", "Bearer "+key)
 	r.Header.Set("X-API-Key", key)
-	_, err = auth.AuthenticateRequest(r)
+	_, err = auth.Authenticate(r)
 	var ae *identity.AuthError
 	fmt.Println(errors.As(err, &ae), ae.Status(), ae.Description)
 	// Output:

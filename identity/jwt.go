@@ -240,15 +240,15 @@ func (a *JWTAuthenticator) Close() error {
 // "invalid_request" (400) for a malformed header and with
 // "invalid_token" (401) for a token that fails verification (RFC 6750
 // §3.1), and an error wrapping [ErrKeySourceUnavailable] (503) when the
-// keys cannot be obtained. ctx bounds any wait for a JWK Set fetch. Only the
+// keys cannot be obtained. r.Context() bounds any wait for a JWK Set fetch. Only the
 // Authorization header is read; see [CombinedAuthenticator] for other
 // credential sources and API keys. Safe for concurrent use.
-func (a *JWTAuthenticator) Authenticate(ctx context.Context, h http.Header) (Principal, error) {
-	tok, err := BearerToken(h)
+func (a *JWTAuthenticator) Authenticate(r *http.Request) (Principal, error) {
+	tok, err := BearerToken(r.Header)
 	if err != nil {
 		return Principal{}, err
 	}
-	return a.verifyToken(ctx, tok)
+	return a.verifyToken(r.Context(), tok)
 }
 
 // verifyToken verifies a compact-serialized JWT (the bearer token without

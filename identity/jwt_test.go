@@ -312,7 +312,7 @@ func TestAuthErrorNeverLeaksToken(t *testing.T) {
 	}
 	// Header-level failures too.
 	for _, v := range [][]string{{"Bearer a.b.c", "Bearer d.e.f"}, {"Basic dXNlcjpwYXNz"}, {"Bearer " + strings.Repeat("A", maxTokenBytes+1)}, {"Bearer abc def"}} {
-		_, err := a.Authenticate(context.Background(), http.Header{"Authorization": v})
+		_, err := a.Authenticate(headerRequest(http.Header{"Authorization": v}))
 		if err == nil {
 			t.Errorf("Authorization %.40q accepted; want an error whose text is checked", v)
 		}
@@ -359,7 +359,7 @@ func TestAuthenticate(t *testing.T) {
 			for _, l := range tt.lines {
 				h.Add("Authorization", l)
 			}
-			got, err := a.Authenticate(context.Background(), h)
+			got, err := a.Authenticate(headerRequest(h))
 			switch {
 			case tt.err != nil:
 				if !errors.Is(err, tt.err) {

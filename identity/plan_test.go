@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -81,7 +80,7 @@ func TestPlanFromToken(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{"Authorization": {"Bearer " + tc.token}}
-			p, err := a.Authenticate(context.Background(), h)
+			p, err := a.Authenticate(headerRequest(h))
 			if tc.wantDesc != "" {
 				var ae *AuthError
 				if !errors.As(err, &ae) || ae.Code != "invalid_token" || ae.Description != tc.wantDesc {
@@ -123,7 +122,7 @@ func TestPlanFromAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ key, want string }{{key, "pro"}, {key2, ""}} {
-		p, err := a.Authenticate(context.Background(), http.Header{"X-Api-Key": {tc.key}})
+		p, err := a.Authenticate(headerRequest(http.Header{"X-Api-Key": {tc.key}}))
 		if err != nil || p.Plan != tc.want {
 			t.Errorf("Authenticate = %+v, %v; want plan %q", p, err, tc.want)
 		}

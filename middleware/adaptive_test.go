@@ -1,7 +1,6 @@
 package middleware_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -23,8 +22,8 @@ import (
 // whose principals carry the plan of the X-Test-Plan field (tenant t1).
 type planAuth struct{}
 
-func (planAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
-	plan := h.Get("X-Test-Plan")
+func (planAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+	plan := r.Header.Get("X-Test-Plan")
 	if plan == "" {
 		return identity.Principal{}, identity.ErrNoCredential
 	}

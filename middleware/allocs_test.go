@@ -1,7 +1,6 @@
 package middleware_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +18,7 @@ import (
 // anonymousAuth admits every request as the anonymous principal.
 type anonymousAuth struct{}
 
-func (anonymousAuth) Authenticate(_ context.Context, _ http.Header) (identity.Principal, error) {
+func (anonymousAuth) Authenticate(*http.Request) (identity.Principal, error) {
 	return identity.Principal{}, identity.ErrNoCredential
 }
 

@@ -37,13 +37,7 @@ type authOutcome struct {
 }
 
 func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) authOutcome {
-	var p identity.Principal
-	var err error
-	if ra, ok := a.(identity.RequestAuthenticator); ok {
-		p, err = ra.AuthenticateRequest(r)
-	} else {
-		p, err = a.Authenticate(r.Context(), r.Header)
-	}
+	p, err := a.Authenticate(r)
 	if err == nil {
 		return authOutcome{principal: p, ok: true}
 	}
@@ -74,9 +68,7 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 
 // Authenticate returns middleware that verifies the request's credential with
 // a and stores the resulting [identity.Principal] in the context (read it with
-// [PrincipalFrom]). When a implements [identity.RequestAuthenticator] (as
-// [identity.CombinedAuthenticator] does, for query-string credentials) it is
-// given the whole request; otherwise only its headers.
+// [PrincipalFrom]).
 //
 // Outcomes follow RFC 6750 §3.1: no credential → anonymous (if
 // opts.Anonymous) or 401 with a bare `WWW-Authenticate: Bearer` challenge;

@@ -630,7 +630,7 @@ func TestHostileInputs(t *testing.T) {
 				if q.all {
 					a = f.authAll
 				}
-				if _, err := a.AuthenticateRequest(r); err != nil {
+				if _, err := a.Authenticate(r); err != nil {
 					for e := err; e != nil; e = errors.Unwrap(e) {
 						out.WriteString(e.Error() + "\n")
 					}

@@ -1,8 +1,6 @@
 package middleware_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,16 +78,16 @@ func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
 }
 
 // authFunc adapts a function to identity.Authenticator.
-type authFunc func(ctx context.Context, h http.Header) (identity.Principal, error)
+type authFunc func(r *http.Request) (identity.Principal, error)
 
-func (f authFunc) Authenticate(ctx context.Context, h http.Header) (identity.Principal, error) {
-	return f(ctx, h)
+func (f authFunc) Authenticate(r *http.Request) (identity.Principal, error) {
+	return f(r)
 }
 
-// requestAuth is an identity.RequestAuthenticator that reads the query.
-type requestAuth struct{ authFunc }
+// requestAuth is an identity.Authenticator that reads the query.
+type requestAuth struct{}
 
-func (requestAuth) AuthenticateRequest(r *http.Request) (identity.Principal, error) {
+func (requestAuth) Authenticate(r *http.Request) (identity.Principal, error) {
 	if r.URL.Query().Get("who") == "" {
 		return identity.Principal{}, identity.ErrNoCredential
 	}
@@ -110,7 +108,7 @@ func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target str
 // identity.ErrKeySourceUnavailable is 503 with Retry-After and no challenge,
 // never 401 and never anonymous.
 func TestAuthenticateKeySourceUnavailable(t *testing.T) {
-	down := authFunc(func(context.Context, http.Header) (identity.Principal, error) {
+	down := authFunc(func(*http.Request) (identity.Principal, error) {
 		return identity.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
 	})
 	for _, anon := range []bool{false, true} {
@@ -124,12 +122,10 @@ func TestAuthenticateKeySourceUnavailable(t *testing.T) {
 	}
 }
 
-// TestAuthenticateRequestAuthenticator: an authenticator implementing
-// identity.RequestAuthenticator gets the whole request.
-func TestAuthenticateRequestAuthenticator(t *testing.T) {
-	a := requestAuth{authFunc(func(context.Context, http.Header) (identity.Principal, error) {
-		return identity.Principal{}, errors.New("headers-only path must not be used")
-	})}
+// TestAuthenticateWholeRequest: an authenticator gets the whole request
+// (its query string here), not only its headers.
+func TestAuthenticateWholeRequest(t *testing.T) {
+	a := requestAuth{}
 	if w := serveAuth(a, middleware.AuthOptions{}, "/?who=alice"); w.Code != 200 || w.Body.String() != "alice" {
 		t.Fatalf("%d %q", w.Code, w.Body)
 	}

@@ -348,7 +348,7 @@ func TestLogFieldsMatchDebugNames(t *testing.T) {
 // stubAuth fails every credential with err, or finds none.
 type stubAuth struct{ err error }
 
-func (a stubAuth) Authenticate(context.Context, http.Header) (identity.Principal, error) {
+func (a stubAuth) Authenticate(*http.Request) (identity.Principal, error) {
 	return identity.Principal{}, a.err
 }
 
@@ -392,7 +392,7 @@ func TestAuthFailureMetricsAndRecord(t *testing.T) {
 // countingAuth counts verifications and refuses every credential.
 type countingAuth struct{ n *int }
 
-func (a countingAuth) Authenticate(context.Context, http.Header) (identity.Principal, error) {
+func (a countingAuth) Authenticate(*http.Request) (identity.Principal, error) {
 	*a.n++
 	return identity.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
 }

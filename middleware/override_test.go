@@ -1,7 +1,6 @@
 package middleware_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +26,8 @@ import (
 // issuer record or an API key record vouching for the three).
 type fakeAuth struct{}
 
-func (fakeAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
-	v := h.Get("Authorization")
+func (fakeAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+	v := r.Header.Get("Authorization")
 	if v == "" {
 		return identity.Principal{}, identity.ErrNoCredential
 	}

@@ -24,8 +24,8 @@ import (
 // headerAuth vouches for the account named by the X-Test-Account header.
 type headerAuth struct{}
 
-func (headerAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
-	a := h.Get("X-Test-Account")
+func (headerAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+	a := r.Header.Get("X-Test-Account")
 	if a == "" {
 		return identity.Principal{}, identity.ErrNoCredential
 	}

@@ -591,7 +591,8 @@ func testSettleExactness(t *testing.T, store limiter.Limiter) {
 // credentials.
 type plannedAuth struct{}
 
-func (plannedAuth) Authenticate(_ context.Context, h http.Header) (identity.Principal, error) {
+func (plannedAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+	h := r.Header
 	return identity.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: identity.MethodJWT}, nil
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -158,7 +157,7 @@ func verifyMinted(t *testing.T, cfgPath string, args ...string) (identity.Princi
 		t.Fatal(err)
 	}
 	t.Cleanup(a.auth.close)
-	return a.auth.jwt.Authenticate(context.Background(), http.Header{"Authorization": {"Bearer " + strings.TrimSpace(tok)}})
+	return a.auth.jwt.Authenticate(headerRequest(http.Header{"Authorization": {"Bearer " + strings.TrimSpace(tok)}}))
 }
 
 func TestTokenVerifiesAgainstTheConfig(t *testing.T) {

@@ -2,7 +2,6 @@ package apikeyfile
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,13 +66,13 @@ func TestAPIKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Authenticate(context.Background(), apiKeyHeader(keys[1]))
+	p, err := a.Authenticate(headerRequest(apiKeyHeader(keys[1])))
 	if err != nil || p.Account != "bob" || p.Issuer != "demo-keys" {
 		t.Fatalf("%+v %v", p, err)
 	}
 	// A different pepper verifies nothing.
 	b, _ := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: bytes.Repeat([]byte("x"), 32)})
-	if _, err := b.Authenticate(context.Background(), apiKeyHeader(keys[0])); !isDesc(err, "API key is invalid") {
+	if _, err := b.Authenticate(headerRequest(apiKeyHeader(keys[0]))); !isDesc(err, "API key is invalid") {
 		t.Fatalf("other pepper: %v", err)
 	}
 
