@@ -25,6 +25,12 @@ import (
 // every field.
 type Policy = middleware.Policy
 
+// Override is a policy's own limit for the requests of one tenant, plan
+// or account, matched on verified fields only (the first matching
+// override of Policy.Overrides applies). See [middleware.Override] for the
+// rules New checks.
+type Override = middleware.Override
+
 // Config configures [New]. Only Router and Policies are required; the zero
 // value of every other field is the safe default.
 type Config struct {

@@ -84,7 +84,7 @@ func main() {
 			{Name: "per-plan", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan},
 				Limit:        limiter.Limit{Rate: perMinute(600), Burst: 120},
 				OnStoreError: middleware.OnStoreErrorLocal,
-				Overrides:    []middleware.Override{{Plan: "pro", Limit: limiter.Limit{Rate: perMinute(6000), Burst: 1200}}}},
+				Overrides:    []ratekey.Override{{Plan: "pro", Limit: limiter.Limit{Rate: perMinute(6000), Burst: 1200}}}},
 		},
 	})
 	if err != nil {
