@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,8 +20,12 @@ var testPepper = []byte("pepper-for-tests-0123456789abcdef")
 // apiKeyRef is the obviously correct reference for the key shape.
 var apiKeyRef = regexp.MustCompile(`^rk_([0-9A-Za-z]{12})_([0-9A-Za-z]{32})([0-9A-Za-z]{6})$`)
 
-// apiKeyHeader presents key in X-API-Key.
-func apiKeyHeader(key string) http.Header { return http.Header{"X-Api-Key": {key}} }
+// apiKeyRequest is a request presenting key in X-API-Key.
+func apiKeyRequest(key string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-API-Key", key)
+	return r
+}
 
 // isDesc reports whether err is an invalid_token AuthError described desc.
 func isDesc(err error, desc string) bool {
@@ -66,13 +71,13 @@ func TestAPIKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Authenticate(headerRequest(apiKeyHeader(keys[1])))
+	p, err := a.Authenticate(apiKeyRequest(keys[1]))
 	if err != nil || p.Account != "bob" || p.Issuer != "demo-keys" {
 		t.Fatalf("%+v %v", p, err)
 	}
 	// A different pepper verifies nothing.
 	b, _ := identity.NewAPIKeyAuthenticator(identity.APIKeyConfig{Store: store, Pepper: bytes.Repeat([]byte("x"), 32)})
-	if _, err := b.Authenticate(headerRequest(apiKeyHeader(keys[0]))); !isDesc(err, "API key is invalid") {
+	if _, err := b.Authenticate(apiKeyRequest(keys[0])); !isDesc(err, "API key is invalid") {
 		t.Fatalf("other pepper: %v", err)
 	}
 
