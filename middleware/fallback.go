@@ -17,7 +17,7 @@ import (
 // policy may decide on [RateLimitConfig].Fallback, a store of this process
 // (a memory store whose Replicas is the number of processes, so that the
 // fleet together stays within the limit). A store error marks the store
-// down: for ProbeInterval (1 s) no call asks it, but for one probe per
+// down: for probeInterval (1 s) no call asks it, but for one probe per
 // interval, so no request waits on a store known to be down for more than
 // one timeout per interval; the first answer of the store (a probe's, or
 // any call's) marks it up again, so a slow store is not a permanent
@@ -26,12 +26,12 @@ import (
 // shared by every RateLimiter with a Fallback on it; a RateLimiter
 // without one asks the store at every call, as before.
 
-// ProbeInterval is how long a RateLimiter with a Fallback leaves its store
+// probeInterval is how long a RateLimiter with a Fallback leaves its store
 // unasked after a store error, but for one probe call per interval.
-const ProbeInterval = time.Second
+const probeInterval = time.Second
 
 // errStoreDown is the error of a policy whose store was not asked: it
-// failed within the last ProbeInterval and this call is not the probe.
+// failed within the last probeInterval and this call is not the probe.
 var errStoreDown = errors.New("middleware: the store failed within the last probe interval; it is asked again once per interval (1s)")
 
 // breakers holds the breaker of each store (a pointer) that has a
@@ -59,7 +59,7 @@ type breaker struct {
 }
 
 // ask reports whether a call may ask the store: while it is up, always;
-// while it is down, one call per ProbeInterval (the probe: probe true). A
+// while it is down, one call per probeInterval (the probe: probe true). A
 // nil breaker always asks.
 func (b *breaker) ask() (ask, probe bool) {
 	if b == nil || !b.down.Load() {
@@ -67,7 +67,7 @@ func (b *breaker) ask() (ask, probe bool) {
 	}
 	now := time.Now().UnixNano()
 	at := b.probeAt.Load()
-	ok := now >= at && b.probeAt.CompareAndSwap(at, now+int64(ProbeInterval))
+	ok := now >= at && b.probeAt.CompareAndSwap(at, now+int64(probeInterval))
 	return ok, ok
 }
 
@@ -86,13 +86,13 @@ func (b *breaker) record(st *rateLimitState, err error, probe bool) {
 		}
 		return
 	}
-	b.probeAt.Store(time.Now().Add(ProbeInterval).UnixNano())
+	b.probeAt.Store(time.Now().Add(probeInterval).UnixNano())
 	if b.down.Swap(true) && !probe {
 		return // another call's failure logged it
 	}
 	st.Logger.LogAttrs(context.Background(), slog.LevelWarn, "ratekey store cannot decide: policies with on_store_error local decide on the local fallback",
 		slog.String("store", st.store), slog.String("fallback", st.fallbackStore), slog.String("policies", strings.Join(st.localPolicies, ",")),
-		slog.String("error", err.Error()), slog.Float64("probe_interval_seconds", ProbeInterval.Seconds()))
+		slog.String("error", err.Error()), slog.Float64("probe_interval_seconds", probeInterval.Seconds()))
 }
 
 // decideFallback decides, after the store failed with err, the policies

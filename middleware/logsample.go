@@ -36,9 +36,9 @@ import (
 // aggregate per (policy, decision) of the configuration.
 
 const (
-	// DefaultLogInterval is the decision log's interval when
+	// defaultLogInterval is the decision log's interval when
 	// [RateLimitConfig.LogInterval] is 0.
-	DefaultLogInterval = time.Second
+	defaultLogInterval = time.Second
 
 	// logKeysPerInterval caps the (policy, decision, key) triples logged
 	// individually per interval. Each costs at most two lines (its first

@@ -45,7 +45,7 @@ const (
 	// OnStoreErrorAllow fails open: the request proceeds and the error is logged.
 	OnStoreErrorAllow OnStoreError = "allow"
 	// OnStoreErrorLocal decides on [RateLimitConfig].Fallback, a store of
-	// this process, while the store cannot decide (see [ProbeInterval]):
+	// this process, while the store cannot decide (probed once a second):
 	// with a memory store whose Replicas is the number of processes, the
 	// fleet stays within the limit. A policy with it needs a Fallback; if
 	// the Fallback fails too, it fails closed (503).

@@ -28,12 +28,13 @@ type RateLimitConfig struct {
 	Limiter limiter.Limiter
 	// Fallback is the store of this process that the policies whose
 	// OnStoreError is [OnStoreErrorLocal] decide on while Limiter cannot
-	// (see [ProbeInterval]): typically a memory store whose Replicas is
+	// (see below): typically a memory store whose Replicas is
 	// the number of processes sharing Limiter, so that the fleet stays
 	// within every limit (each process at its share, which the policies
 	// must keep: NewRateLimiter checks). Required by such a policy; nil
 	// otherwise. With a Fallback, a store error leaves Limiter unasked for
-	// ProbeInterval but for one probe per interval.
+	// 1 s but for one probe call, and so on each second until a probe
+	// succeeds.
 	Fallback limiter.Limiter
 	// Policies are evaluated in order; every applicable enforcing one must
 	// admit the request (all-or-nothing). Names must be unique.
@@ -83,7 +84,7 @@ type RateLimitConfig struct {
 	// count every decision either way.
 	LogEveryDecision bool
 	// LogInterval is the decision log's interval (see LogEveryDecision);
-	// 0 means [DefaultLogInterval], 1 s. After Reload, the interval under
+	// 0 means 1 s. After Reload, the interval under
 	// way keeps its length, and its summaries go to the new Logger.
 	LogInterval time.Duration
 	// Deny, when set, answers a request the rate limiter refuses instead
@@ -217,7 +218,7 @@ func (st *rateLimitState) settings() []error {
 		errs = append(errs, fmt.Errorf("log_interval: %v must not be negative", st.LogInterval))
 	}
 	if st.LogInterval <= 0 {
-		st.LogInterval = DefaultLogInterval
+		st.LogInterval = defaultLogInterval
 	}
 	if st.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", st.MaxWait))

@@ -2,6 +2,9 @@ package middleware
 
 import "time"
 
+// ProbeInterval is probeInterval, for the fallback tests.
+const ProbeInterval = probeInterval
+
 // SetLogClock makes rl's decision-log sampler read now instead of the real
 // clock, and hand the timers that end its intervals to after (which may run
 // them when it likes, or never) instead of time.AfterFunc. Call it before
