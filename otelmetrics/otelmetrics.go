@@ -72,41 +72,41 @@ const ScopeName = "github.com/ratekey/ratekey/otelmetrics"
 // The attribute keys, in the "ratekey" namespace (error.type is the
 // semantic conventions' own).
 const (
-	// AttrPolicy is the policy's name (Policy.Name): ASP.NET Core's
+	// attrPolicy is the policy's name (Policy.Name): ASP.NET Core's
 	// aspnetcore.rate_limiting.policy.
-	AttrPolicy = attribute.Key("ratekey.policy")
-	// AttrDecision is a policy's decision: PASSED, DELAYED, REJECTED,
+	attrPolicy = attribute.Key("ratekey.policy")
+	// attrDecision is a policy's decision: PASSED, DELAYED, REJECTED,
 	// DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED or ERROR (nginx's
 	// vocabulary; ASP.NET Core's aspnetcore.rate_limiting.result).
-	AttrDecision = attribute.Key("ratekey.decision")
-	// AttrStore is the limiter store's implementation: "memory", "redis".
-	AttrStore = attribute.Key("ratekey.store")
-	// AttrStoreOperation is the limiter call: "take", "peek", "release"
+	attrDecision = attribute.Key("ratekey.decision")
+	// attrStore is the limiter store's implementation: "memory", "redis".
+	attrStore = attribute.Key("ratekey.store")
+	// attrStoreOperation is the limiter call: "take", "peek", "release"
 	// or "settle".
-	AttrStoreOperation = attribute.Key("ratekey.store.operation")
-	// AttrQueueOutcome is how a DELAYED request left its queue:
+	attrStoreOperation = attribute.Key("ratekey.store.operation")
+	// attrQueueOutcome is how a DELAYED request left its queue:
 	// "proceeded" (its delay ran out) or "abandoned" (its context ended
 	// first: ASP.NET Core's request_canceled).
-	AttrQueueOutcome = attribute.Key("ratekey.queue.outcome")
-	// AttrOperation is the operation an adaptive cap keyed on it caps (a
+	attrQueueOutcome = attribute.Key("ratekey.queue.outcome")
+	// attrOperation is the operation an adaptive cap keyed on it caps (a
 	// route template such as "GET /v1/reports/{id}", a bounded set).
-	AttrOperation = attribute.Key("ratekey.operation")
-	// AttrAdaptiveEstimate names an adaptive cap's latency estimate:
+	attrOperation = attribute.Key("ratekey.operation")
+	// attrAdaptiveEstimate names an adaptive cap's latency estimate:
 	// "baseline" (without a queue) or "recent" (its last window's median).
-	AttrAdaptiveEstimate = attribute.Key("ratekey.adaptive.estimate")
-	// AttrProxyReason is a trusted-proxy anomaly's reason
+	attrAdaptiveEstimate = attribute.Key("ratekey.adaptive.estimate")
+	// attrProxyReason is a trusted-proxy anomaly's reason
 	// (trustedproxy.Reason).
-	AttrProxyReason = attribute.Key("ratekey.trusted_proxy.reason")
-	// AttrAuthReason is why a credential was refused: the RFC 6750 error
+	attrProxyReason = attribute.Key("ratekey.trusted_proxy.reason")
+	// attrAuthReason is why a credential was refused: the RFC 6750 error
 	// code ("invalid_request", "invalid_token"), "missing",
 	// "unsupported_scheme" or "unavailable".
-	AttrAuthReason = attribute.Key("ratekey.authentication.reason")
-	// AttrJWKSIssuer is the configured identifier of the issuer whose
+	attrAuthReason = attribute.Key("ratekey.authentication.reason")
+	// attrJWKSIssuer is the configured identifier of the issuer whose
 	// JWK Set was fetched.
-	AttrJWKSIssuer = attribute.Key("ratekey.jwks.issuer")
-	// AttrErrorType is the semantic conventions' error.type: "timeout"
+	attrJWKSIssuer = attribute.Key("ratekey.jwks.issuer")
+	// attrErrorType is the semantic conventions' error.type: "timeout"
 	// or "_OTHER", and absent on success.
-	AttrErrorType = attribute.Key("error.type")
+	attrErrorType = attribute.Key("error.type")
 )
 
 // Metrics is ratekey's OpenTelemetry instruments, as [New] returns them:
@@ -201,35 +201,35 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 
 // initSets says how each cache builds its attribute sets.
 func (m *Metrics) initSets() {
-	m.byPolicy.attrs = func(p string) attribute.Set { return attribute.NewSet(AttrPolicy.String(p)) }
+	m.byPolicy.attrs = func(p string) attribute.Set { return attribute.NewSet(attrPolicy.String(p)) }
 	m.byDecision.attrs = func(k [2]string) attribute.Set {
-		return attribute.NewSet(AttrPolicy.String(k[0]), AttrDecision.String(k[1]))
+		return attribute.NewSet(attrPolicy.String(k[0]), attrDecision.String(k[1]))
 	}
 	m.byStore.attrs = func(k [3]string) attribute.Set {
-		kv := []attribute.KeyValue{AttrStore.String(k[0]), AttrStoreOperation.String(k[1])}
+		kv := []attribute.KeyValue{attrStore.String(k[0]), attrStoreOperation.String(k[1])}
 		if k[2] != "" {
-			kv = append(kv, AttrErrorType.String(k[2]))
+			kv = append(kv, attrErrorType.String(k[2]))
 		}
 		return attribute.NewSet(kv...)
 	}
 	m.byQueue.attrs = func(k [2]string) attribute.Set {
-		return attribute.NewSet(AttrPolicy.String(k[0]), AttrQueueOutcome.String(k[1]))
+		return attribute.NewSet(attrPolicy.String(k[0]), attrQueueOutcome.String(k[1]))
 	}
 	m.byAdaptive.attrs = func(k [3]string) attribute.Set {
-		kv := []attribute.KeyValue{AttrPolicy.String(k[0])}
+		kv := []attribute.KeyValue{attrPolicy.String(k[0])}
 		if k[1] != "" {
-			kv = append(kv, AttrOperation.String(k[1]))
+			kv = append(kv, attrOperation.String(k[1]))
 		}
 		if k[2] != "" {
-			kv = append(kv, AttrAdaptiveEstimate.String(k[2]))
+			kv = append(kv, attrAdaptiveEstimate.String(k[2]))
 		}
 		return attribute.NewSet(kv...)
 	}
 	m.byReason.attrs = func(k [2]string) attribute.Set { return attribute.NewSet(attribute.Key(k[0]).String(k[1])) }
 	m.byIssuer.attrs = func(k [2]string) attribute.Set {
-		kv := []attribute.KeyValue{AttrJWKSIssuer.String(k[0])}
+		kv := []attribute.KeyValue{attrJWKSIssuer.String(k[0])}
 		if k[1] != "" {
-			kv = append(kv, AttrErrorType.String(k[1]))
+			kv = append(kv, attrErrorType.String(k[1]))
 		}
 		return attribute.NewSet(kv...)
 	}
@@ -318,12 +318,12 @@ func (m *Metrics) Adaptive(policy, operation string, limit int64, baseline, late
 
 // ProxyAnomaly implements [middleware.Metrics]: ratekey.trusted_proxy.anomalies.
 func (m *Metrics) ProxyAnomaly(reason string) {
-	m.anomalies.Add(context.Background(), 1, m.byReason.get([2]string{string(AttrProxyReason), reason}).add...)
+	m.anomalies.Add(context.Background(), 1, m.byReason.get([2]string{string(attrProxyReason), reason}).add...)
 }
 
 // AuthFailure implements [middleware.Metrics]: ratekey.authentication.failures.
 func (m *Metrics) AuthFailure(reason string) {
-	m.authFailures.Add(context.Background(), 1, m.byReason.get([2]string{string(AttrAuthReason), reason}).add...)
+	m.authFailures.Add(context.Background(), 1, m.byReason.get([2]string{string(attrAuthReason), reason}).add...)
 }
 
 // JWKSFetch counts one JWK Set fetch for issuer (its configured
