@@ -4,7 +4,8 @@ import "time"
 
 // Metrics receives the middlewares' decisions and anomalies, for a metrics
 // system of the caller's choice: package github.com/ratekey/ratekey/metrics
-// implements it for Prometheus, and this package never imports one. A nil
+// implements it for Prometheus, github.com/ratekey/ratekey/otelmetrics for
+// OpenTelemetry, and this package never imports either. A nil
 // Metrics (the default in every config) records nothing.
 //
 // Every method is called on the request path, from many goroutines at once:

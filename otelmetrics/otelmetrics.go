@@ -147,7 +147,7 @@ var _ middleware.Metrics = (*Metrics)(nil)
 
 // New creates ratekey's instruments with the meter ScopeName of mp (an
 // SDK's *sdkmetric.MeterProvider, or otel.GetMeterProvider() for the
-// global one). It returns the first instrument-creation error (an
+// global one). It returns the instrument-creation errors, joined (an
 // invalid name or unit, which would be a bug here), and nil then. Give
 // the result to middleware.RateLimitConfig.Metrics,
 // middleware.AuthOptions.Metrics and middleware.ClientAddressOptions.Metrics,

@@ -55,6 +55,8 @@ type app struct {
 	// pending log summaries are flushed when the app is replaced or stops.
 	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
+	// metrics is package metrics' method set, which *otelmetrics.Metrics
+	// has too (exporter otlp; registry is nil then).
 	registry *prometheus.Registry
 	metrics  metrics.Metrics
 	// otel is the OpenTelemetry SDK's provider when metrics go to an OTLP
