@@ -113,7 +113,8 @@ const (
 // a [middleware.Metrics] for the middlewares' options, plus JWKSFetch for
 // identity.JWKSOptions.OnFetch (the method set of the metrics package's
 // Metrics interface, which *Metrics satisfies too). Its methods are safe
-// for concurrent use by multiple goroutines and never block; after the
+// for concurrent use by multiple goroutines and never wait for I/O (the
+// SDK's reader and exporter run apart); after the
 // first call with given attribute values, they allocate nothing of their
 // own (their attribute sets are built once and kept, one per value
 // combination, all from bounded sets).
