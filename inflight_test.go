@@ -53,6 +53,8 @@ func (*gauge) CachedRejection(string)                                       {}
 func (*gauge) Fallback(string)                                              {}
 func (*gauge) ProxyAnomaly(string)                                          {}
 func (*gauge) AuthFailure(string)                                           {}
+func (*gauge) Queued(string)                                                {}
+func (*gauge) Dequeued(string, time.Duration, bool)                         {}
 func (*gauge) Adaptive(string, string, int64, time.Duration, time.Duration) {}
 
 // slowRig is the front door on a chi router with GET /slow, whose handler

@@ -46,6 +46,8 @@ type collectors struct {
 	settleDebts    *prometheus.CounterVec
 	adaptiveLimit  *prometheus.GaugeVec
 	adaptiveLat    *prometheus.GaugeVec
+	queued         *prometheus.GaugeVec
+	timeInQueue    *prometheus.HistogramVec
 	proxyAnomalies *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
 	jwksRefreshes  *prometheus.CounterVec
@@ -81,6 +83,11 @@ type collectors struct {
 //	ratekey_adaptive_latency_seconds{policy,operation,estimate}
 //	                                                   gauge: its latency estimates, estimate "baseline"
 //	                                                   (without a queue) or "recent" (the last window's median)
+//	ratekey_queued_requests{policy}                    gauge: DELAYED requests waiting out their delay
+//	                                                   in this process now (once per policy that delayed them)
+//	ratekey_time_in_queue_seconds{policy,outcome}      histogram: how long DELAYED requests waited, outcome
+//	                                                   "proceeded" (the delay ran out) or "abandoned" (the
+//	                                                   request's context ended first)
 //	ratekey_trusted_proxy_anomalies_total{reason}      counter: malformed chains, trusted peers
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
@@ -132,6 +139,15 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Name: "ratekey_adaptive_latency_seconds",
 			Help: "The latency estimates of an adaptive cap, in seconds: estimate baseline (without a queue) and recent (the median of its last window), by policy and operation (empty unless the policy is keyed on it).",
 		}, []string{"policy", "operation", "estimate"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekey_queued_requests",
+			Help: "DELAYED requests waiting out their delay in this process now, by policy (a request two policies delayed waits in both queues).",
+		}, []string{"policy"}),
+		timeInQueue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekey_time_in_queue_seconds",
+			Help:    "How long DELAYED requests waited out their delay, in seconds, by policy and outcome (proceeded: the delay ran out; abandoned: the request's context ended first).",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"policy", "outcome"}),
 		proxyAnomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_trusted_proxy_anomalies_total",
 			Help: "Client-address derivations that failed or that a trusted proxy should not produce, by reason.",
@@ -145,7 +161,7 @@ func New(reg prometheus.Registerer) (Metrics, error) {
 			Help: "JWKS fetches by issuer and outcome (ok, error).",
 		}, []string{"issuer", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.settledCost, m.settleDebts, m.adaptiveLimit, m.adaptiveLat, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.storeLatency, m.failOpen, m.fallback, m.cached, m.inFlight, m.settledCost, m.settleDebts, m.adaptiveLimit, m.adaptiveLat, m.queued, m.timeInQueue, m.proxyAnomalies, m.authFailures, m.jwksRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -199,6 +215,21 @@ func (m *collectors) Adaptive(policy, operation string, limit int64, baseline, l
 	m.adaptiveLimit.WithLabelValues(policy, operation).Set(float64(limit))
 	m.adaptiveLat.WithLabelValues(policy, operation, "baseline").Set(baseline.Seconds())
 	m.adaptiveLat.WithLabelValues(policy, operation, "recent").Set(latency.Seconds())
+}
+
+// Queued implements [middleware.Metrics].
+func (m *collectors) Queued(policy string) {
+	m.queued.WithLabelValues(policy).Inc()
+}
+
+// Dequeued implements [middleware.Metrics].
+func (m *collectors) Dequeued(policy string, waited time.Duration, abandoned bool) {
+	m.queued.WithLabelValues(policy).Dec()
+	outcome := "proceeded"
+	if abandoned {
+		outcome = "abandoned"
+	}
+	m.timeInQueue.WithLabelValues(policy, outcome).Observe(waited.Seconds())
 }
 
 // ProxyAnomaly implements [middleware.Metrics].

@@ -41,6 +41,11 @@ func TestNew(t *testing.T) {
 	mm.Adaptive("protect", "", 12, 20*time.Millisecond, 25*time.Millisecond)
 	mm.Adaptive("protect", "", 9, 20*time.Millisecond, 30*time.Millisecond) // gauges: the last report
 	mm.Adaptive("per-route", "GET /v1/work", 4, time.Second, 2*time.Second)
+	mm.Queued("slow")
+	mm.Queued("slow")
+	mm.Dequeued("slow", 2*time.Second, false)
+	mm.Queued("slow")
+	mm.Dequeued("slow", time.Second, true) // one request still waits
 	m.JWKSFetch("https://issuer.test", nil)
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
 	m.JWKSFetch("https://issuer.test", errors.New("timeout"))
@@ -79,10 +84,13 @@ func TestNew(t *testing.T) {
 		"ratekey_fail_open_total{policy=p} 1",
 		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=error} 2",
 		"ratekey_jwks_refreshes_total{issuer=https://issuer.test,outcome=ok} 1",
+		"ratekey_queued_requests{policy=slow} 1",
 		"ratekey_settle_debts_total{policy=llm} 1",
 		"ratekey_settled_cost_total{policy=llm} 1600",
 		"ratekey_store_duration_seconds{operation=take,store=memory} 2",
 		"ratekey_store_errors_total{store=memory} 1",
+		"ratekey_time_in_queue_seconds{outcome=abandoned,policy=slow} 1",
+		"ratekey_time_in_queue_seconds{outcome=proceeded,policy=slow} 1",
 		"ratekey_trusted_proxy_anomalies_total{reason=malformed_entry} 1",
 	}
 	if !slices.Equal(got, want) {

@@ -51,6 +51,8 @@ func (*adaptiveMetrics) Fallback(string)                                {}
 func (*adaptiveMetrics) CachedRejection(string)                         {}
 func (*adaptiveMetrics) ProxyAnomaly(string)                            {}
 func (*adaptiveMetrics) AuthFailure(string)                             {}
+func (*adaptiveMetrics) Queued(string)                                  {}
+func (*adaptiveMetrics) Dequeued(string, time.Duration, bool)           {}
 
 // lockedBuffer is a bytes.Buffer for a logger written from many goroutines.
 type lockedBuffer struct {

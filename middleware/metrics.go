@@ -4,7 +4,8 @@ import "time"
 
 // Metrics receives the middlewares' decisions and anomalies, for a metrics
 // system of the caller's choice: package github.com/ratekey/ratekey/metrics
-// implements it for Prometheus, and this package never imports one. A nil
+// implements it for Prometheus, github.com/ratekey/ratekey/otelmetrics for
+// OpenTelemetry, and this package never imports either. A nil
 // Metrics (the default in every config) records nothing.
 //
 // Every method is called on the request path, from many goroutines at once:
@@ -60,6 +61,22 @@ type Metrics interface {
 	// set), limit the requests it lets run at once from now on, baseline
 	// its latency without a queue and latency the window's median. Gauges.
 	Adaptive(policy, operation string, limit int64, baseline, latency time.Duration)
+	// Queued counts a DELAYED request joining policy's queue: the
+	// [RateLimiter.Handler] calls it just before the request waits out its
+	// delay, once per policy whose decision is DELAYED (a request two
+	// policies delayed waits once, for the longer delay, in both queues),
+	// and calls Dequeued for the same policies when the wait ends. So
+	// Queued minus Dequeued is the requests waiting now, per policy (a
+	// gauge: ASP.NET Core's aspnetcore.rate_limiting.queued_requests).
+	// DELAYED_DRY_RUN requests never wait, and are never queued.
+	Queued(policy string)
+	// Dequeued counts a DELAYED request leaving policy's queue (see
+	// Queued): waited is how long it waited, on the monotonic clock, and
+	// abandoned reports that its context ended first (the client went
+	// away or its deadline passed: the request is not served) rather than
+	// its delay running out (it goes on). ASP.NET Core's
+	// aspnetcore.rate_limiting.request.time_in_queue, by result.
+	Dequeued(policy string, waited time.Duration, abandoned bool)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
 	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of

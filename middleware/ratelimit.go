@@ -329,6 +329,39 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// delay waits out ev's Delay (see wait), marking ev Abandoned when ctx
+// ends first, and reports the wait to the metrics: each DELAYED policy's
+// queue holds the request while it waits (Queued, then Dequeued).
+func (st *rateLimitState) delay(ctx context.Context, ev *Evaluation) {
+	if st.Metrics == nil {
+		if wait(ctx, ev.Delay) != nil {
+			ev.Abandoned = true
+		}
+		return
+	}
+	st.queue(ev, 0, true)
+	start := time.Now()
+	if wait(ctx, ev.Delay) != nil {
+		ev.Abandoned = true
+	}
+	st.queue(ev, time.Since(start), false)
+}
+
+// queue reports to the metrics that ev's request joins (join true) or
+// leaves, having waited waited, the queue of each of its DELAYED policies.
+func (st *rateLimitState) queue(ev *Evaluation, waited time.Duration, join bool) {
+	for i := range ev.Policies {
+		res := &ev.Policies[i]
+		switch {
+		case res.Decision != DecisionDelayed:
+		case join:
+			st.Metrics.Queued(res.Policy)
+		default:
+			st.Metrics.Dequeued(res.Policy, waited, ev.Abandoned)
+		}
+	}
+}
+
 // Policies returns a copy of the current policies, defaults filled in.
 // Safe for concurrent use.
 func (rl *RateLimiter) Policies() []Policy {
@@ -444,9 +477,7 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
 		st.countSlots(sc, &ev, +1)
 		if ev.Delay > 0 {
-			if err := wait(r.Context(), ev.Delay); err != nil {
-				ev.Abandoned = true
-			}
+			st.delay(r.Context(), &ev)
 		}
 		pass := ev.Allowed && !ev.Abandoned
 		settles := pass && sc.reserved

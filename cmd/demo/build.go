@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/internal/quote"
@@ -28,6 +29,7 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/otelmetrics"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -50,8 +52,14 @@ type app struct {
 	// pending log summaries are flushed when the app is replaced or stops.
 	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
+	// metrics is package metrics' method set, which *otelmetrics.Metrics
+	// has too (exporter otlp; registry is nil then).
 	registry *prometheus.Registry
 	metrics  metrics.Metrics
+	// otel is the OpenTelemetry SDK's provider when metrics go to an OTLP
+	// collector (metrics.exporter: otlp; registry is nil then), nil
+	// otherwise; it too lives as long as the process.
+	otel *sdkmetric.MeterProvider
 	// work is GET /v1/work's simulated resource; a reload keeps it (and
 	// the requests it serves).
 	work *workload.Resource
@@ -70,7 +78,7 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	errs = append(errs, a.buildAnonymous()...)
 	errs = append(errs, a.buildPolicies()...)
 	errs = append(errs, a.attachStore(prev, logger)...)
-	errs = append(errs, a.attachMetrics(prev)...)
+	errs = append(errs, a.attachMetrics(prev, logger)...)
 	// After the metrics: key-set fetches are counted.
 	if auth, err := buildAuth(cfg, logger, a.metrics); err != nil {
 		errs = append(errs, err...)
@@ -85,6 +93,9 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 		a.auth.close()
 		if prev == nil && a.store.close != nil {
 			a.store.close()
+		}
+		if prev == nil {
+			discardOTLP(a.otel)
 		}
 		return nil, err
 	}
@@ -177,33 +188,46 @@ func (a *app) attachStore(prev *app, logger *slog.Logger) []error {
 	return errs
 }
 
-// attachMetrics makes the Prometheus registry and metrics, or on a reload
-// keeps prev's: they live as long as the process.
-func (a *app) attachMetrics(prev *app) []error {
-	var errs []error
+// attachMetrics makes the metrics (the Prometheus registry and
+// collectors, or with metrics.exporter otlp the OpenTelemetry instruments
+// and their exporting provider), or on a reload keeps prev's: they live as
+// long as the process.
+func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 	if prev != nil {
-		a.registry, a.metrics, a.work = prev.registry, prev.metrics, prev.work
-	} else {
-		a.work = workload.NewResource(workCapacity, workCapacity, workUnit, workQueue)
+		a.registry, a.metrics, a.otel, a.work = prev.registry, prev.metrics, prev.otel, prev.work
+		a.authOpts.Metrics = a.metrics
+		if metricsNeedRestart(prev.cfg.Metrics, a.cfg.Metrics) {
+			return []error{errors.New("metrics: the otlp exporter was turned on or off or its endpoint changed; a reload keeps the running metrics, so restart the demo to apply it")}
+		}
+		return nil
+	}
+	a.work = workload.NewResource(workCapacity, workCapacity, workUnit, workQueue)
+	var err error
+	mc := a.cfg.Metrics
+	if endpoint, eerr := otlpEndpoint(mc.Endpoint); mc.Enabled && mc.Exporter == exporterOTLP && eerr == nil {
+		var m *otelmetrics.Metrics
+		if m, a.otel, err = newOTLPMetrics(endpoint, logger); err == nil {
+			a.metrics = m
+		}
+	} else { // an invalid endpoint: checkExporter reports it
 		a.registry = prometheus.NewRegistry()
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		m, err := metrics.New(a.registry)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		a.metrics = m
+		a.metrics, err = metrics.New(a.registry)
 	}
 	a.authOpts.Metrics = a.metrics
-	return errs
+	if err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // buildMetricsEndpoint checks the metrics section.
 func (a *app) buildMetricsEndpoint() []error {
 	mc := a.cfg.Metrics
-	if !mc.Enabled {
-		return nil
+	errs := checkExporter(mc)
+	if !mc.Enabled || mc.Exporter != "" && mc.Exporter != exporterPrometheus {
+		return errs // otlp serves nothing; an unknown exporter is reported
 	}
-	var errs []error
 	if err := checkDebugPath("metrics.path", mc.Path); err != nil {
 		errs = append(errs, err)
 	}
@@ -932,7 +956,7 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	authn := a.auth.authn
-	if a.cfg.Metrics.Enabled {
+	if a.cfg.Metrics.Enabled && a.cfg.Metrics.Exporter != exporterOTLP && a.registry != nil {
 		admin, err := middleware.AdminOnly(a.resolver, a.cfg.Metrics.Allow)
 		if err != nil {
 			return nil, fmt.Errorf("metrics.%w", err)

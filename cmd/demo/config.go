@@ -206,12 +206,28 @@ type DebugConfig struct {
 	Allow   []string `yaml:"allow"`
 }
 
-// MetricsConfig configures the Prometheus endpoint.
+// MetricsConfig configures where ratekey's metrics go: the Prometheus
+// endpoint (the default) or an OTLP/HTTP collector.
 type MetricsConfig struct {
 	Enabled bool     `yaml:"enabled"`
-	Path    string   `yaml:"path"`  // default /metrics
-	Allow   []string `yaml:"allow"` // admin networks, required when enabled
+	Path    string   `yaml:"path"`  // default /metrics; exporter prometheus only
+	Allow   []string `yaml:"allow"` // admin networks, required when enabled; exporter prometheus only
+	// Exporter is "prometheus" (the default: package metrics, served on
+	// Path) or "otlp" (package otelmetrics, pushed to Endpoint over
+	// OTLP/HTTP by the OpenTelemetry SDK's periodic reader).
+	Exporter string `yaml:"exporter"`
+	// Endpoint is the OTLP/HTTP collector's URL, exporter otlp only
+	// (default: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318/v1/metrics);
+	// a URL without a path gets /v1/metrics.
+	Endpoint string `yaml:"endpoint"`
 }
+
+// The metrics exporters (metrics.exporter).
+const (
+	exporterPrometheus = "prometheus"
+	exporterOTLP       = "otlp"
+)
 
 // LogConfig configures the decision log.
 type LogConfig struct {
@@ -452,8 +468,8 @@ func parseConfig(data []byte, dir string) (*Config, error) {
 	if c.Debug.Path == "" {
 		c.Debug.Path = "/debug/ratekey"
 	}
-	if c.Metrics.Path == "" {
-		c.Metrics.Path = "/metrics"
+	if c.Metrics.Path == "" && c.Metrics.Exporter != exporterOTLP {
+		c.Metrics.Path = "/metrics" // an OTLP exporter serves nothing
 	}
 	return &c, nil
 }

@@ -103,6 +103,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		printConfigErrors(stderr, *path, err)
 		return 1
 	}
+	discardOTLP(a.otel)
 	fmt.Fprintf(stdout, "configuration %s is valid: %s, %s\n", configName(*path), plural(len(cfg.Policies), "policy", "policies"), plural(len(cfg.Auth.Issuers), "issuer", "issuers"))
 	printShares(stdout, cfg.Limiter, a.policies)
 	printAdaptive(stdout, cfg.Limiter, a.policies)

@@ -59,6 +59,9 @@ func (s *server) close() {
 	if s.app.rl != nil {
 		s.app.rl.FlushLog()
 	}
+	if err := shutdownOTLP(s.app.otel); err != nil { // pushes what is left
+		s.logger.Warn("ratekey: the last OTLP metrics export failed", slog.String("error", err.Error()))
+	}
 }
 
 // newServer wraps a built app.

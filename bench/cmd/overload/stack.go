@@ -135,6 +135,8 @@ func (*limitLog) CachedRejection(string)                         {}
 func (*limitLog) InFlight(string, int)                           {}
 func (*limitLog) ProxyAnomaly(string)                            {}
 func (*limitLog) AuthFailure(string)                             {}
+func (*limitLog) Queued(string)                                  {}
+func (*limitLog) Dequeued(string, time.Duration, bool)           {}
 
 // Settled counts the settled costs of reserve-then-settle policies (issue
 // 27); no policy of this bench settles.
