@@ -112,13 +112,22 @@ const (
 // Metrics is ratekey's OpenTelemetry instruments, as [New] returns them:
 // a [middleware.Metrics] for the middlewares' options, plus JWKSFetch for
 // identity.JWKSOptions.OnFetch (the method set of the metrics package's
-// Metrics interface, which *Metrics satisfies too). Its methods are safe
-// for concurrent use by multiple goroutines and never wait for I/O (the
-// SDK's reader and exporter run apart); after the
-// first call with given attribute values, they allocate nothing of their
-// own (their attribute sets are built once and kept, one per value
+// Metrics interface, so either implementation fits where the other does).
+// Its methods are safe for concurrent use by multiple goroutines and never
+// wait for I/O (the SDK's reader and exporter run apart); after the first
+// call with given attribute values, they allocate nothing of their own
+// (their attribute sets are built once and kept, one per value
 // combination, all from bounded sets).
-type Metrics struct {
+type Metrics interface {
+	middleware.Metrics
+	// JWKSFetch counts one JWK Set fetch for issuer (its configured
+	// identifier) in ratekey.jwks.fetches, with error.type when err is
+	// not nil; its signature is that of identity.JWKSOptions.OnFetch.
+	JWKSFetch(issuer string, err error)
+}
+
+// instruments implements Metrics.
+type instruments struct {
 	requests     metric.Int64Counter
 	storeCalls   metric.Float64Histogram
 	failOpen     metric.Int64Counter
@@ -144,7 +153,7 @@ type Metrics struct {
 	byIssuer   sets[[2]string] // issuer, error type
 }
 
-var _ middleware.Metrics = (*Metrics)(nil)
+var _ Metrics = (*instruments)(nil)
 
 // New creates ratekey's instruments with the meter ScopeName of mp (an
 // SDK's *sdkmetric.MeterProvider, or otel.GetMeterProvider() for the
@@ -155,9 +164,9 @@ var _ middleware.Metrics = (*Metrics)(nil)
 // and its JWKSFetch method to identity.JWKSOptions.OnFetch. Each New
 // creates instruments of the same identity: two on one provider add up
 // into the same streams.
-func New(mp metric.MeterProvider) (*Metrics, error) {
+func New(mp metric.MeterProvider) (Metrics, error) {
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{}
+	m := &instruments{}
 	var errs []error
 	ctr := func(name, unit, desc string) metric.Int64Counter {
 		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -201,7 +210,7 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 }
 
 // initSets says how each cache builds its attribute sets.
-func (m *Metrics) initSets() {
+func (m *instruments) initSets() {
 	m.byPolicy.attrs = func(p string) attribute.Set { return attribute.NewSet(attrPolicy.String(p)) }
 	m.byDecision.attrs = func(k [2]string) attribute.Set {
 		return attribute.NewSet(attrPolicy.String(k[0]), attrDecision.String(k[1]))
@@ -251,43 +260,43 @@ func errorType(err error) string {
 }
 
 // Decision implements [middleware.Metrics]: ratekey.requests.
-func (m *Metrics) Decision(policy, decision string) {
+func (m *instruments) Decision(policy, decision string) {
 	m.requests.Add(context.Background(), 1, m.byDecision.get([2]string{policy, decision}).add...)
 }
 
 // StoreCall implements [middleware.Metrics]: ratekey.store.call.duration.
-func (m *Metrics) StoreCall(store, operation string, d time.Duration, err error) {
+func (m *instruments) StoreCall(store, operation string, d time.Duration, err error) {
 	m.storeCalls.Record(context.Background(), d.Seconds(), m.byStore.get([3]string{store, operation, errorType(err)}).rec...)
 }
 
 // FailOpen implements [middleware.Metrics]: ratekey.fail_open.requests.
-func (m *Metrics) FailOpen(policy string) {
+func (m *instruments) FailOpen(policy string) {
 	m.failOpen.Add(context.Background(), 1, m.byPolicy.get(policy).add...)
 }
 
 // Fallback implements [middleware.Metrics]: ratekey.store.fallback.decisions.
-func (m *Metrics) Fallback(policy string) {
+func (m *instruments) Fallback(policy string) {
 	m.fallback.Add(context.Background(), 1, m.byPolicy.get(policy).add...)
 }
 
 // CachedRejection implements [middleware.Metrics]: ratekey.cached_rejections.
-func (m *Metrics) CachedRejection(policy string) {
+func (m *instruments) CachedRejection(policy string) {
 	m.cached.Add(context.Background(), 1, m.byPolicy.get(policy).add...)
 }
 
 // InFlight implements [middleware.Metrics]: ratekey.active_request_leases.
-func (m *Metrics) InFlight(policy string, delta int) {
+func (m *instruments) InFlight(policy string, delta int) {
 	m.leases.Add(context.Background(), int64(delta), m.byPolicy.get(policy).add...)
 }
 
 // Queued implements [middleware.Metrics]: ratekey.queued_requests, +1.
-func (m *Metrics) Queued(policy string) {
+func (m *instruments) Queued(policy string) {
 	m.queued.Add(context.Background(), 1, m.byPolicy.get(policy).add...)
 }
 
 // Dequeued implements [middleware.Metrics]: ratekey.queued_requests, -1,
 // and ratekey.request.time_in_queue.
-func (m *Metrics) Dequeued(policy string, waited time.Duration, abandoned bool) {
+func (m *instruments) Dequeued(policy string, waited time.Duration, abandoned bool) {
 	ctx := context.Background()
 	m.queued.Add(ctx, -1, m.byPolicy.get(policy).add...)
 	outcome := "proceeded"
@@ -299,7 +308,7 @@ func (m *Metrics) Dequeued(policy string, waited time.Duration, abandoned bool) 
 
 // Settled implements [middleware.Metrics]: ratekey.settle.cost, and
 // ratekey.settle.debts when debt is true.
-func (m *Metrics) Settled(policy string, cost int64, debt bool) {
+func (m *instruments) Settled(policy string, cost int64, debt bool) {
 	ctx := context.Background()
 	o := m.byPolicy.get(policy)
 	m.settledCost.Add(ctx, cost, o.add...)
@@ -310,7 +319,7 @@ func (m *Metrics) Settled(policy string, cost int64, debt bool) {
 
 // Adaptive implements [middleware.Metrics]: ratekey.adaptive.limit and
 // ratekey.adaptive.latency (estimates baseline and recent).
-func (m *Metrics) Adaptive(policy, operation string, limit int64, baseline, latency time.Duration) {
+func (m *instruments) Adaptive(policy, operation string, limit int64, baseline, latency time.Duration) {
 	ctx := context.Background()
 	m.adaptiveLim.Record(ctx, limit, m.byAdaptive.get([3]string{policy, operation, ""}).rec...)
 	m.adaptiveLat.Record(ctx, baseline.Seconds(), m.byAdaptive.get([3]string{policy, operation, "baseline"}).rec...)
@@ -318,12 +327,12 @@ func (m *Metrics) Adaptive(policy, operation string, limit int64, baseline, late
 }
 
 // ProxyAnomaly implements [middleware.Metrics]: ratekey.trusted_proxy.anomalies.
-func (m *Metrics) ProxyAnomaly(reason string) {
+func (m *instruments) ProxyAnomaly(reason string) {
 	m.anomalies.Add(context.Background(), 1, m.byReason.get([2]string{string(attrProxyReason), reason}).add...)
 }
 
 // AuthFailure implements [middleware.Metrics]: ratekey.authentication.failures.
-func (m *Metrics) AuthFailure(reason string) {
+func (m *instruments) AuthFailure(reason string) {
 	m.authFailures.Add(context.Background(), 1, m.byReason.get([2]string{string(attrAuthReason), reason}).add...)
 }
 
@@ -331,6 +340,6 @@ func (m *Metrics) AuthFailure(reason string) {
 // identifier) in ratekey.jwks.fetches, with error.type when err is not
 // nil. Its signature is that of identity.JWKSOptions.OnFetch, which takes
 // it as it is. Safe for concurrent use.
-func (m *Metrics) JWKSFetch(issuer string, err error) {
+func (m *instruments) JWKSFetch(issuer string, err error) {
 	m.jwksFetches.Add(context.Background(), 1, m.byIssuer.get([2]string{issuer, errorType(err)}).add...)
 }

@@ -52,7 +52,7 @@ type app struct {
 	// pending log summaries are flushed when the app is replaced or stops.
 	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
-	// metrics is package metrics' method set, which *otelmetrics.Metrics
+	// metrics is package metrics' method set, which otelmetrics.Metrics
 	// has too (exporter otlp; registry is nil then).
 	registry *prometheus.Registry
 	metrics  metrics.Metrics
@@ -205,7 +205,7 @@ func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 	var err error
 	mc := a.cfg.Metrics
 	if endpoint, eerr := otlpEndpoint(mc.Endpoint); mc.Enabled && mc.Exporter == exporterOTLP && eerr == nil {
-		var m *otelmetrics.Metrics
+		var m otelmetrics.Metrics
 		if m, a.otel, err = newOTLPMetrics(endpoint, logger); err == nil {
 			a.metrics = m
 		}

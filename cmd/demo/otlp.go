@@ -76,7 +76,7 @@ func otlpEndpoint(raw string) (string, error) {
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. Shut the provider down
 // to push what is left. A failed export is logged on logger, at Warn
 // (the SDK's global error handler: the demo has one exporter).
-func newOTLPMetrics(endpoint string, logger *slog.Logger) (*otelmetrics.Metrics, *sdkmetric.MeterProvider, error) {
+func newOTLPMetrics(endpoint string, logger *slog.Logger) (otelmetrics.Metrics, *sdkmetric.MeterProvider, error) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("ratekey: OpenTelemetry metrics export failed", slog.String("error", err.Error()))
 	}))
