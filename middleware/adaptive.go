@@ -134,7 +134,8 @@ type heldCap struct {
 	critical bool
 	taken    bool
 	sample   bool  // the request is timed (adaptive.Cap.Sample)
-	start    int64 // when its handler started (cap.Now), 0 before
+	started  int64 // when its handler started (cap.Now), 0 before
+	start    int64 // started, once the handler's answer counts (countTiming); 0 before
 }
 
 // validateAdaptive checks the fields of an adaptive policy, reporting each
@@ -227,12 +228,28 @@ func (st *rateLimitState) decideAdaptive(sc *scratch, ev *Evaluation, charge boo
 }
 
 // startAdaptive starts the timing of the request whose slots sc holds:
-// its handler runs from now.
-func (sc *scratch) startAdaptive() {
+// its handler runs from now. It reports whether a cap times it.
+func (sc *scratch) startAdaptive() bool {
+	timed := false
 	for j := range sc.caps {
 		if h := &sc.caps[j]; h.taken && h.sample {
-			h.start = max(h.e.cap.Now(), 1)
+			h.started, timed = max(h.e.cap.Now(), 1), true
 		}
+	}
+	return timed
+}
+
+// countTiming ends the timing startAdaptive started, when the handler's
+// answer counts (counts false: the client went away): the latency is then
+// offered to the caps at release. A request whose timing never ends this
+// way (a client error, a panic) offers none.
+func (sc *scratch) countTiming(counts bool) {
+	if !counts {
+		return
+	}
+	for j := range sc.caps {
+		h := &sc.caps[j]
+		h.start = h.started
 	}
 }
 

@@ -165,3 +165,72 @@ func TestAdaptiveLimitFollowsLatency(t *testing.T) {
 		}
 	})
 }
+
+// TestAdaptiveIgnoresClientErrors: requests the handler answers with a
+// client error at once (400: bad input found after admission) offer no
+// latency to the cap, so they cannot drag its baseline, and with it the
+// limit, down for everyone (in the bubble their latency is 0). The same
+// resource as TestAdaptiveLimitFollowsLatency (4 workers, 20 ms) with 16
+// clients doing work and 16 sending bad input, for 4 s: the baseline
+// stays the work's 20 ms and every limit reported from 2 s on is 4 to 8.
+// Counting the 400s (1 µs each), the baseline fell to 1 µs and the limit
+// to 1 or 2.
+func TestAdaptiveIgnoresClientErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		workers := make(chan struct{}, 4)
+		m := &adaptiveMetrics{last: map[string]adaptiveReport{}}
+		r := chi.NewRouter()
+		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
+			Operation: middleware.RouteOperation(r), Metrics: m, Logger: slog.New(slog.DiscardHandler),
+			Policies: []middleware.Policy{{Name: "protect", Key: []limitkey.Dimension{},
+				Limit: limiter.Limit{MaxInFlightCeiling: 64}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Use(rl.Handler)
+		r.Get("/work/{n}", func(w http.ResponseWriter, r *http.Request) {
+			if chi.URLParam(r, "n") != "1" {
+				time.Sleep(time.Microsecond) // the input check
+				http.Error(w, "units must be a number", http.StatusBadRequest)
+				return
+			}
+			workers <- struct{}{}
+			time.Sleep(20 * time.Millisecond)
+			<-workers
+		})
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var limits []int64
+		for i := range 32 {
+			path := "/work/1"
+			if i%2 == 1 {
+				path = "/work/x"
+			}
+			wg.Go(func() {
+				for time.Since(start) < 4*time.Second {
+					w := httptest.NewRecorder()
+					r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+					if w.Code == http.StatusServiceUnavailable || w.Code == http.StatusBadRequest {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if time.Since(start) >= 2*time.Second {
+						m.mu.Lock()
+						l := m.last["protect "].limit
+						m.mu.Unlock()
+						mu.Lock()
+						limits = append(limits, l)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if lo, hi := slices.Min(limits), slices.Max(limits); lo < 4 || hi > 8 {
+			t.Errorf("limits %d..%d reported from 2 s on, want within 4..8", lo, hi)
+		}
+		if rep := m.last["protect "]; rep.baseline < 20*time.Millisecond || rep.baseline > 21*time.Millisecond {
+			t.Errorf("baseline %v, want 20ms (the work, without a queue)", rep.baseline)
+		}
+	})
+}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
+
+	chimw "github.com/go-chi/chi/v5/middleware"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -515,10 +517,29 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 			sc.drop()
 		}()
 		if pass {
-			sc.startAdaptive() // an adaptive cap times the handler, not the wait
-			next.ServeHTTP(w, r)
+			serveTimed(next, w, r, sc)
 		}
 	})
+}
+
+// serveTimed runs next for a request whose slots sc holds; when an
+// adaptive cap times it (from here: the handler, not the wait), its
+// latency becomes a sample only if the handler returned an answer that
+// says how fast the service is: not a client error (4xx: input checks,
+// not found, often answered at once whatever the load), not for a client
+// that went away, not a panic (Netflix concurrency-limits' onIgnore).
+// Otherwise a client could lower the baseline, and so the cap, for
+// everyone with requests refused in microseconds.
+func serveTimed(next http.Handler, w http.ResponseWriter, r *http.Request, sc *scratch) {
+	if !sc.startAdaptive() {
+		next.ServeHTTP(w, r)
+		return
+	}
+	ww := chimw.NewWrapResponseWriter(w, r.ProtoMajor)
+	next.ServeHTTP(ww, r)
+	if st := ww.Status(); st < 400 || st >= 500 { // 0: nothing written, 200
+		sc.countTiming(r.Context().Err() == nil)
+	}
 }
 
 // record adds ev to the request's Record, if it has one, and returns the

@@ -49,6 +49,10 @@ type Cap struct {
 	// window under way and in the one before: what critical work needed
 	// lately, which sheddable requests leave free.
 	peak, prevPeak atomic.Int64
+	// peakAt is when the peaks last rolled over (Now's nanoseconds): at a
+	// window's close, or when a sheddable request found them stale (see
+	// freshenPeaks), so that they age even when no window closes.
+	peakAt atomic.Int64
 	// every is how many releases there are per sample the controller
 	// wants (see Sample): about maxSamples × 4 per window. 0 means 1.
 	every atomic.Int64
@@ -85,6 +89,9 @@ func (c *Cap) Acquire(s *Settings, critical bool) (ok bool, held, limit int64) {
 		w := word(c.word.Load())
 		lim := s.clamp(w.limit())
 		if !c.admits(s, w, lim, critical) {
+			if !critical && c.freshenPeaks() {
+				continue // the peaks were stale: decide again
+			}
 			return false, w.held(), lim
 		}
 		if afterRead != nil {
@@ -152,7 +159,13 @@ var afterRead func()
 func (c *Cap) Peek(s *Settings, critical bool) (ok bool, held, limit int64) {
 	w := word(c.word.Load())
 	lim := s.clamp(w.limit())
-	return c.admits(s, w, lim, critical), w.held(), lim
+	ok = c.admits(s, w, lim, critical)
+	if !ok && !critical && c.freshenPeaks() {
+		w = word(c.word.Load())
+		lim = s.clamp(w.limit())
+		ok = c.admits(s, w, lim, critical)
+	}
+	return ok, w.held(), lim
 }
 
 // Limit returns the cap's limit now, within s's bounds.
@@ -202,8 +215,39 @@ func (c *Cap) setLimit(limit int64, probe bool) {
 // endWindow starts a new window of the critical peak: the one under way
 // becomes the previous one.
 func (c *Cap) endWindow() {
+	c.peakAt.Store(c.Now())
 	c.prevPeak.Store(c.peak.Load())
 	c.peak.Store(word(c.word.Load()).critical())
+}
+
+// peaksAge is how long the critical peaks count without a window closing:
+// two windows' worth (a window is about four medians long), 1 s before
+// the first window closes, never under 10 ms.
+func (c *Cap) peaksAge() int64 {
+	lat := c.latency.Load()
+	if lat == 0 {
+		return int64(time.Second)
+	}
+	return max(8*lat, int64(10*time.Millisecond))
+}
+
+// freshenPeaks forgets critical peaks older than peaksAge (both become
+// the critical slots held now) and reports whether it did. Windows close
+// only as timed requests end; when the critical work stops and sheddable
+// work is refused, none does, and without this a burst of critical
+// requests long gone would keep every sheddable one out.
+func (c *Cap) freshenPeaks() bool {
+	if c.peak.Load() == 0 && c.prevPeak.Load() == 0 {
+		return false
+	}
+	now, at := c.Now(), c.peakAt.Load()
+	if now-at < c.peaksAge() || !c.peakAt.CompareAndSwap(at, now) {
+		return false
+	}
+	crit := word(c.word.Load()).critical()
+	c.prevPeak.Store(crit)
+	c.peak.Store(crit)
+	return true
 }
 
 // word is a Cap's state: held slots in bits 0-19, the critical ones among

@@ -2,6 +2,8 @@ package adaptive
 
 import (
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestReserved(t *testing.T) {
@@ -66,6 +68,7 @@ func TestAdmits(t *testing.T) {
 				c := &Cap{}
 				c.word.Store(uint64(word(tc.held+tc.crit<<fieldBits).with(tc.limit, tc.probe)))
 				c.peak.Store(tc.peak)
+				c.peakAt.Store(c.Now()) // fresh peaks (see TestPeaksAge)
 				want := tc.sheddable
 				if critical {
 					want = tc.critical
@@ -102,4 +105,44 @@ func TestWordFields(t *testing.T) {
 	if w.held() != MaxCeiling || w.critical() != MaxCeiling || w.limit() != 7 || w.probing() {
 		t.Fatalf("after with(7, false): held %d critical %d limit %d probe %v", w.held(), w.critical(), w.limit(), w.probing())
 	}
+}
+
+// TestPeaksAge: a burst of critical requests, long gone, stops keeping
+// sheddable ones out even when no window closes (nothing is timed): a
+// cap of 4 with no reserve, whose 4 critical requests have ended, refuses
+// a sheddable request until the peaks are 1 s old (no window has closed
+// yet), then admits it; with a window's median of 20 ms known, they count
+// for 8 medians, 160 ms. Without the ageing, every sheddable request
+// would be refused for as long as no 16 timed requests end in a window.
+func TestPeaksAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := Settings{Min: 4, Ceiling: 4}
+		for _, tc := range []struct {
+			latency time.Duration
+			age     time.Duration
+		}{{0, time.Second}, {20 * time.Millisecond, 160 * time.Millisecond}} {
+			c := New()
+			c.latency.Store(int64(tc.latency))
+			c.peakAt.Store(c.Now())
+			for range 4 {
+				if ok, _, _ := c.Acquire(&s, true); !ok {
+					t.Fatal("a critical request refused by an empty cap")
+				}
+			}
+			for range 4 {
+				c.Release(&s, true, false, 0, 0)
+			}
+			time.Sleep(tc.age - time.Millisecond)
+			if ok, _, _ := c.Peek(&s, false); ok {
+				t.Errorf("latency %v: a sheddable request admitted %v after the burst; want refused until %v", tc.latency, tc.age-time.Millisecond, tc.age)
+			}
+			if ok, _, _ := c.Acquire(&s, false); ok {
+				t.Errorf("latency %v: Acquire admitted a sheddable request %v after the burst", tc.latency, tc.age-time.Millisecond)
+			}
+			time.Sleep(time.Millisecond)
+			if ok, held, _ := c.Acquire(&s, false); !ok || held != 1 {
+				t.Errorf("latency %v: Acquire at %v = %v, %d held; want admitted, 1 held", tc.latency, tc.age, ok, held)
+			}
+		}
+	})
 }
