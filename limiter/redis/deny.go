@@ -187,17 +187,25 @@ func (c *denyCache) done(r *limiter.Request, sent, recv int64, dec *limiter.Deci
 	e.late = max(e.late, late)
 }
 
-// refund lowers the bound of r's bucket, if the cache has it, by x ns: a
-// settle gave back at most that much (see Limiter.Settle), so the bound
-// stays a lower bound of the bucket's TAT whether the refund landed or not.
-func (c *denyCache) refund(r *limiter.Request, x int64) {
+// settled moves the bound of r's bucket, if the cache has it, by x ns,
+// the change a settle made (see Limiter.Settle). A refund (x < 0) lowers
+// it whether the settle landed or not (it gave back at most -x), so the
+// bound stays a lower bound of the bucket's TAT. A debt (x > 0) raises it
+// only when the settle is known to have landed (applied true): the TAT
+// then moved by x at least (from now, if the bucket was full), so a
+// cached rejection answers with the Retry-After of the debt, not of the
+// bucket before it.
+func (c *denyCache) settled(r *limiter.Request, x int64, applied bool) {
+	if x > 0 && !applied {
+		return
+	}
 	s := c.set(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.e {
 		if e := &s.e[i]; e.is(r) {
-			e.tat -= x
-			e.late -= x
+			e.tat += x
+			e.late += x
 		}
 	}
 }

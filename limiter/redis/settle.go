@@ -83,7 +83,8 @@ type settling struct {
 // settle may have been applied or not, and a bucket whose settle is lost
 // keeps its reservation as the cost. A refund lowers the process's deny
 // cache bound for the bucket by the same amount, so that the cache stays
-// a lower bound. Errors wrap [limiter.ErrInvalidRequest] as the contract
+// a lower bound; a debt that landed raises it, so that a cached rejection
+// says how long the debt takes to repay. Errors wrap [limiter.ErrInvalidRequest] as the contract
 // says (nothing sent), ctx.Err(), or [ErrTimeout] (within
 // [Options.Timeout]). Safe for concurrent use.
 func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, actual []int64) error {
@@ -121,9 +122,7 @@ func (l *Limiter) Settle(ctx context.Context, reqs []limiter.Request, ds []limit
 	}
 	if l.deny != nil {
 		for _, s := range todo {
-			if s.x < 0 {
-				l.deny.refund(s.r, -s.x)
-			}
+			l.deny.settled(s.r, s.x, err == nil)
 		}
 	}
 	return err

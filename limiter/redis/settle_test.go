@@ -175,6 +175,34 @@ func TestSettleDenyCache(t *testing.T) {
 	}
 }
 
+// TestSettleDebtDenyCache: a settle that puts a bucket the deny cache
+// holds in debt raises the cache's bound with it: a rejection answered
+// from the cache says how long the debt takes to repay (1/min, burst 10:
+// 10 reserved, 1000 settled, 990 tokens of debt, about 990 minutes), not
+// the minute the bucket needed before it (the attack run got Retry-After
+// 6 s for a debt of 594 s).
+func TestSettleDebtDenyCache(t *testing.T) {
+	srv := redistest.Start(t)
+	l := mustNew(t, newClient(t, srv.Addr), rkredis.Options{})
+	li := lim(1, time.Minute, 10)
+	r := limiter.Request{Key: "k", Limit: li, Cost: 10, Settle: true}
+	ds := reserveOne(t, l, r)
+	one := limiter.Request{Key: "k", Limit: li, Cost: 1}
+	if d := take(t, l, one)[0]; d.Allowed || d.RetryAfter > time.Minute {
+		t.Fatalf("an empty bucket: %+v; want a rejection within a minute", d)
+	}
+	if d := take(t, l, one)[0]; !d.Cached {
+		t.Fatalf("the second rejection was not cached: %+v", d)
+	}
+	if err := l.Settle(context.Background(), []limiter.Request{r}, ds, []int64{1000}); err != nil {
+		t.Fatal(err)
+	}
+	d := take(t, l, one)[0]
+	if d.Allowed || !d.Cached || d.RetryAfter < 990*time.Minute || d.RetryAfter > 991*time.Minute {
+		t.Errorf("after a debt of 990 tokens: %+v; want a cached rejection with RetryAfter 990 to 991 minutes", d)
+	}
+}
+
 // TestSettlePrefetch: with Prefetch on, a settling request is decided by
 // Redis (not from held tokens: its Reservation is the shared bucket's),
 // and settles exactly.
