@@ -2,12 +2,14 @@ package middleware_test
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -315,5 +317,42 @@ func TestAdaptivePolicyErrors(t *testing.T) {
 				t.Errorf("error %v\nwant it to contain %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAdaptiveKeepsFlusher: a handler behind an adaptive cap (which notes
+// its status) still streams, on a real server: its ResponseWriter is an
+// http.Flusher, and http.ResponseController reaches the server's writer
+// through Unwrap (SetWriteDeadline, which the wrapper has not, succeeds).
+func TestAdaptiveKeepsFlusher(t *testing.T) {
+	r := chi.NewRouter()
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
+		Policies: []middleware.Policy{adaptiveCap("cap", 4)}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(rl.Handler)
+	r.Get("/events", func(w http.ResponseWriter, _ *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok {
+			t.Error("the handler's ResponseWriter is not an http.Flusher")
+			return
+		}
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetWriteDeadline through the wrapper: %v", err)
+		}
+		_, _ = w.Write([]byte("data: 1\n\n"))
+		f.Flush()
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != "data: 1\n\n" {
+		t.Errorf("%d %q; want 200 and the event", resp.StatusCode, body)
 	}
 }

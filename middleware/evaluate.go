@@ -355,7 +355,7 @@ func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *Poli
 		res.Limit = st.share(res.Limit)
 	}
 	if p.CostFunc != nil {
-		if res.Cost, res.Err = costOf(p, r); res.Err != nil {
+		if res.Cost, res.Err = costOf(p, r, res.maxCost); res.Err != nil {
 			res.badCost = true
 			res.Decision = DecisionRejected
 			if res.DryRun {

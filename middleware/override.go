@@ -428,14 +428,21 @@ func (st *rateLimitState) override(i int, res *PolicyResult, pr *identity.Princi
 	return nil
 }
 
-// costOf calls p's cost function for r; a cost below 1 is an error.
-func costOf(p *Policy, r *http.Request) (int64, error) {
+// costOf calls p's cost function for r; a cost below 1, or above maxCost
+// (a settling policy's, 0 for others), is an error.
+func costOf(p *Policy, r *http.Request, maxCost int64) (int64, error) {
 	c, err := p.CostFunc(r)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("cost function: %w", err)
 	case c < 1:
 		return c, fmt.Errorf("cost function returned %d, want at least 1", c)
+	case maxCost != 0 && c > maxCost:
+		// A settling policy's reservation above what a request may
+		// settle: a report would be clamped below it, and none would
+		// leave it charged (a fixed cost above max_cost is refused by
+		// validation alike).
+		return c, fmt.Errorf("cost function returned %d, above max_cost %d (the most a request settles at)", c, maxCost)
 	}
 	return c, nil
 }

@@ -19,8 +19,6 @@ import (
 
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
-
-	chimw "github.com/go-chi/chi/v5/middleware"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -535,11 +533,12 @@ func serveTimed(next http.Handler, w http.ResponseWriter, r *http.Request, sc *s
 		next.ServeHTTP(w, r)
 		return
 	}
-	ww := chimw.NewWrapResponseWriter(w, r.ProtoMajor)
-	next.ServeHTTP(ww, r)
-	if st := ww.Status(); st < 400 || st >= 500 { // 0: nothing written, 200
+	sc.answer = statusWriter{ResponseWriter: w}
+	next.ServeHTTP(&sc.answer, r)
+	if st := sc.answer.status; st < 400 || st >= 500 { // 0: nothing written, 200
 		sc.countTiming(r.Context().Err() == nil)
 	}
+	sc.answer = statusWriter{}
 }
 
 // record adds ev to the request's Record, if it has one, and returns the
@@ -716,8 +715,9 @@ type refusal struct {
 	violated         []string
 	first, never     *PolicyResult
 	missing, badCost *PolicyResult
-	retry            int64 // the Retry-After of the rejecting policies
-	honest           bool  // every rejecting policy has one (an in-flight cap may not)
+	retry            int64         // the Retry-After of the rejecting policies
+	longest          *PolicyResult // the first rejecting policy with that wait
+	honest           bool          // every rejecting policy has one (an in-flight cap may not)
 	storeErr         bool
 	storeRetry       int64
 }
@@ -741,7 +741,9 @@ func refusalOf(ev *Evaluation) refusal {
 			if res.Never {
 				f.never = cmp.Or(f.never, res)
 			}
-			f.retry = max(f.retry, secs)
+			if f.longest == nil || secs > f.retry {
+				f.retry, f.longest = secs, res
+			}
 			f.honest = f.honest && (ok || res.Never)
 		}
 	}
@@ -828,6 +830,11 @@ func limitedProblem(h http.Header, f *refusal) problem {
 		p.Detail = fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, retry)
 		if first.overMaxDelay() {
 			p.Detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, retry)
+		}
+		if f.longest != first {
+			// Another rejecting policy sets the wait (a settling policy
+			// in debt, say): say whose it is.
+			p.Detail += fmt.Sprintf(", the wait of policy %s", f.longest.Policy)
 		}
 		if f.honest {
 			h.Set("Retry-After", strconv.FormatInt(retry, 10))

@@ -38,6 +38,25 @@ func perNetwork(rate string, burst int64) middleware.Policy {
 	return middleware.Policy{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit(rate, burst)}
 }
 
+// TestRejectionNamesTheWait: when the first rejecting policy is not the
+// one whose wait sets Retry-After, the problem's detail says whose it is
+// (a settling policy in debt, say, behind a per-second limit): "fast"
+// (1/s) refuses first and would admit in 1 s, "slow" (1/m) in 60 s.
+func TestRejectionNamesTheWait(t *testing.T) {
+	fast, slow := perNetwork("1/s", 1), perNetwork("1/m", 1)
+	fast.Name, slow.Name = "fast", "slow"
+	s := newStack(t, stackOptions{policies: []middleware.Policy{fast, slow}, anonymous: true})
+	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != http.StatusOK {
+		t.Fatalf("first: %d", w.Code)
+	}
+	w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
+	p := decodeProblem(t, w.Body.String())
+	const want = "policy fast (burst 1, refill 1/s) has no room for this request; retry in 60 s, the wait of policy slow"
+	if w.Code != 429 || w.Header().Get("Retry-After") != "60" || p.Policy != "fast" || p.Detail != want {
+		t.Errorf("%d Retry-After %q policy %q detail %q; want 429, 60, fast, %q", w.Code, w.Header().Get("Retry-After"), p.Policy, p.Detail, want)
+	}
+}
+
 func TestRejectionResponse(t *testing.T) {
 	// burst 3 at 2/s: three pass, the fourth waits 0.5 s → Retry-After 1.
 	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("2/s", 3)}, anonymous: true})

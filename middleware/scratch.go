@@ -55,6 +55,9 @@ type scratch struct {
 	// store's slots (releaseSlots).
 	caps   []heldCap
 	capBuf [2]heldCap
+	// answer wraps the ResponseWriter of a request an adaptive cap times,
+	// to learn its status (see serveTimed) without an allocation.
+	answer statusWriter
 }
 
 // detached is a context without the cancellation of its parent, whose

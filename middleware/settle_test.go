@@ -685,6 +685,32 @@ func TestSettleCostFunc(t *testing.T) {
 	}
 }
 
+// TestSettleCostFuncAboveMaxCost: a cost function's estimate above the
+// policy's max_cost (2000) is an invalid cost, 400 naming the policy,
+// charged nothing, as a fixed cost above it is refused by validation: a
+// report would be clamped below the reservation, and none would leave it
+// charged. At max_cost it is reserved.
+func TestSettleCostFuncAboveMaxCost(t *testing.T) {
+	for _, tc := range []struct {
+		estimate, status, tokens int64
+	}{{2001, http.StatusBadRequest, 3000}, {2000, http.StatusOK, 1000}} {
+		p := llm()
+		p.Limit.Burst, p.Limit.Rate.Count = 3000, 3000
+		p.Cost, p.CostFunc = 0, func(*http.Request) (int64, error) { return tc.estimate, nil }
+		g := newSettleRig(t, p)
+		g.serve = func(http.ResponseWriter, *http.Request) {}
+		w, _ := g.do()
+		if int64(w.Code) != tc.status || g.tokens(p) != tc.tokens {
+			t.Errorf("estimate %d: %d, %d tokens left; want %d, %d", tc.estimate, w.Code, g.tokens(p), tc.status, tc.tokens)
+		}
+		if tc.status == http.StatusBadRequest {
+			if pr := decodeProblem(t, w.Body.String()); pr.Type != "urn:ratekey:problem:invalid-cost" || pr.Policy != "llm" {
+				t.Errorf("estimate %d: problem %+v; want invalid-cost naming llm", tc.estimate, pr)
+			}
+		}
+	}
+}
+
 // TestSettleTwoPhases: a pre-auth settling policy and a main one each
 // reserve in their phase; one report for every policy ("") settles both,
 // each when its own phase's handler returns, into its own bucket.
