@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -114,14 +113,6 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	s.handler = r
 	return s
-}
-
-func mustPrefix(s string) netip.Prefix {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		panic(err)
-	}
-	return p
 }
 
 // token mints an EdDSA token for sub signed with the stack's key.
