@@ -560,6 +560,11 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
 		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
 	errs := buildKey(ref, &pc, &p, src)
+	if pc.Operations != nil && len(pc.Operations) == 0 {
+		// In the library, no operations means every one: an explicit
+		// empty list is more likely a list emptied by mistake.
+		errs = append(errs, fmt.Errorf("%s.operations: an empty list would apply the policy to every operation: list them, or omit the field to mean every operation", ref))
+	}
 	if pc.RetryAfter != "" {
 		d, err := time.ParseDuration(pc.RetryAfter)
 		if err != nil || d <= 0 {

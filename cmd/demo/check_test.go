@@ -327,6 +327,8 @@ func TestCheckRefusesGuesses(t *testing.T) {
 		{"debug path param", "debug: {enabled: true, path: \"/debug/{x\", allow: [127.0.0.1]}\n", `must be a literal absolute path`},
 		{"debug path space", "debug: {enabled: true, path: \"/debug ratekey\", allow: [127.0.0.1]}\n", `must be a literal absolute path`},
 		{"debug path shadows a route", "debug: {enabled: true, path: /healthz, allow: [127.0.0.1]}\n", `debug.path: "/healthz" would shadow`},
+		{"empty operations", "policies:\n  - {name: p, key: [network], rate: 1/s, burst: 2, operations: []}\n",
+			`policies[0] ("p").operations: an empty list would apply the policy to every operation`},
 		{"account without tenant, two issuers", "auth:\n  issuers:" + issuer("https://a.invalid", "a") + issuer("https://b.invalid", "b") +
 			"\npolicies:\n  - {name: p, key: [account], rate: 1/s, burst: 2}\n", "add tenant to the key"},
 		{"account without tenant, API keys", "auth:\n  api_keys: {file: keys.jsonl, pepper_file: pepper}\n" +
