@@ -146,6 +146,9 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	// Nor does it share the debug request's chi routing context, which
 	// holds the debug route's method and path, not the described ones.
 	ctx, rs := withState(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
+	if live := stateFrom(r.Context()); live != nil && live.opFixed {
+		rs.op, rs.opFixed = live.op, true // WithOperation's, kept
+	}
 	r = r.WithContext(ctx)
 	res, err := cfg.Resolver.Explain(r.RemoteAddr, r.Header, nil)
 	rec.recordDerivation(r.RemoteAddr, &res, err)
