@@ -57,7 +57,7 @@ func (l *logged) get() []string {
 func TestOperationsNoRouteServes(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	const (
-		hint   = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", or UNMATCHED)`
+		hint   = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", a gRPC full method name, e.g. "/pkg.Service/Method", or UNMATCHED)`
 		unserv = `: the policy never applies to it`
 	)
 	notServed := func(i, j int, op string) string {
@@ -89,6 +89,10 @@ func TestOperationsNoRouteServes(t *testing.T) {
 			logs: []string{notServed(0, 1, "GET /reports/{id}")}},
 		{name: "chi, routes before New, inline with r.With", before: true, ops: []string{"GET /v1/reports/{id}", "GET /v1/gone"},
 			logs: []string{notServed(0, 1, "GET /v1/gone")}},
+		{name: "chi, gRPC methods: left to grpclimit", ops: []string{"/pkg.Service/Method", "GET /v1/reports/{id}", "/grpc.health.v1.Health/Check"}},
+		{name: "mux, gRPC methods: left to grpclimit", mux: true, ops: []string{"/pkg.Service/Method"}},
+		{name: "chi, a gRPC method with three segments", ops: []string{"/pkg.Service/Method/x"},
+			newErr: malformed(0, "/pkg.Service/Method/x", "write the method, a space and the route's template")},
 		{name: "chi, no method", ops: []string{"/v1/reports/{id}"},
 			newErr: malformed(0, "/v1/reports/{id}", "write the method, a space and the route's template")},
 		{name: "chi, lower-case method", ops: []string{"GET /v1/reports/{id}", "get /v1/reports/{id}"},
@@ -186,5 +190,37 @@ func TestOperationsNoRouteServes(t *testing.T) {
 				t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.logs, "\n"))
 			}
 		})
+	}
+}
+
+// TestLimits: Limits reports whether any policy applies to an operation:
+// every operation when one policy names none; else those the policies
+// name (an HTTP route, a gRPC method, UNMATCHED), and no other.
+func TestLimits(t *testing.T) {
+	p := func(name string, ops ...string) ratekey.Policy {
+		return ratekey.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 1), Operations: ops}
+	}
+	for _, tc := range []struct {
+		name     string
+		policies []ratekey.Policy
+		want     map[string]bool
+	}{
+		{"one policy for every operation", []ratekey.Policy{p("a", "POST /v1/export"), p("b")},
+			map[string]bool{"/pkg.S/M": true, "GET /v1/reports/{id}": true, "UNMATCHED": true}},
+		{"operations named", []ratekey.Policy{p("a", "POST /v1/export", "/pkg.S/M"), p("b", "UNMATCHED")},
+			map[string]bool{"/pkg.S/M": true, "/pkg.S/N": false, "POST /v1/export": true, "GET /v1/export": false, "UNMATCHED": true, "": false}},
+	} {
+		m, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: tc.policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for op, want := range tc.want {
+			if got := m.Limits(op); got != want {
+				t.Errorf("%s: Limits(%q) = %v, want %v", tc.name, op, got, want)
+			}
+		}
+		if n := testing.AllocsPerRun(100, func() { m.Limits("/pkg.S/M") }); n != 0 {
+			t.Errorf("%s: Limits allocates %v times, want 0", tc.name, n)
+		}
 	}
 }

@@ -102,6 +102,10 @@ type Middleware struct {
 	debug    middleware.DebugConfig
 	preAuth  bool            // some policy is PreAuth: the pre-auth phase runs
 	ops      *operationCheck // nil: no policy names an operation
+	// everyOp: some policy applies to every operation (names none); else
+	// named holds the operations some policy names (see Limits).
+	everyOp bool
+	named   map[string]bool
 }
 
 // New validates cfg and returns its Middleware, or every problem found,
@@ -121,7 +125,9 @@ type Middleware struct {
 // operation a policy names is known only once the routes are registered
 // (with chi, after New): the first request through Handler checks it
 // ([middleware.ServesOperation]) and logs an error per operation no route
-// serves, naming its field.
+// serves, naming its field. A gRPC full method name ("/pkg.Service/Method")
+// is an operation too, of the calls package grpclimit runs through
+// Handler; grpclimit checks it against the gRPC server's services.
 func New(cfg Config) (*Middleware, error) {
 	var errs []error
 	op, err := operation(cfg.Router)
@@ -179,6 +185,7 @@ func New(cfg Config) (*Middleware, error) {
 		proxyOpt: middleware.ClientAddressOptions{Metrics: cfg.Metrics},
 		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
+	m.everyOp, m.named = appliesTo(cfg.Policies)
 	m.ops = newOperationCheck(cfg)
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
@@ -357,6 +364,31 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // net/http's CrossOriginProtection. Safe for concurrent use.
 func (m *Middleware) Check(r *http.Request) *middleware.Record {
 	return m.debug.Explain(r)
+}
+
+// Limits reports whether any policy applies to operation: one that names
+// no operations (it applies to every one), or one whose Operations list
+// it. A request of an operation no policy applies to is still resolved
+// and authenticated by Handler, but nothing limits it: package grpclimit
+// passes such a gRPC call straight to its handler. Computed at New; no
+// allocation; safe for concurrent use.
+func (m *Middleware) Limits(operation string) bool {
+	return m.everyOp || m.named[operation]
+}
+
+// appliesTo returns whether some policy applies to every operation, and
+// otherwise the set of operations the policies name.
+func appliesTo(policies []Policy) (every bool, named map[string]bool) {
+	named = map[string]bool{}
+	for _, p := range policies {
+		if len(p.Operations) == 0 {
+			return true, nil
+		}
+		for _, op := range p.Operations {
+			named[op] = true
+		}
+	}
+	return false, named
 }
 
 // Debug returns the operators' debug endpoint (see [middleware.Debug]):
