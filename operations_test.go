@@ -193,34 +193,22 @@ func TestOperationsNoRouteServes(t *testing.T) {
 	}
 }
 
-// TestLimits: Limits reports whether any policy applies to an operation:
-// every operation when one policy names none; else those the policies
-// name (an HTTP route, a gRPC method, UNMATCHED), and no other.
-func TestLimits(t *testing.T) {
-	p := func(name string, ops ...string) ratekey.Policy {
-		return ratekey.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 1), Operations: ops}
+// TestPolicies: Policies returns the policies as the chain applies them
+// (defaults filled in), a copy.
+func TestPolicies(t *testing.T) {
+	m, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{
+		{Name: "a", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 2), Operations: []string{"/pkg.S/M", "POST /v1/export"}},
+		{Name: "b", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 2)},
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name     string
-		policies []ratekey.Policy
-		want     map[string]bool
-	}{
-		{"one policy for every operation", []ratekey.Policy{p("a", "POST /v1/export"), p("b")},
-			map[string]bool{"/pkg.S/M": true, "GET /v1/reports/{id}": true, "UNMATCHED": true}},
-		{"operations named", []ratekey.Policy{p("a", "POST /v1/export", "/pkg.S/M"), p("b", "UNMATCHED")},
-			map[string]bool{"/pkg.S/M": true, "/pkg.S/N": false, "POST /v1/export": true, "GET /v1/export": false, "UNMATCHED": true, "": false}},
-	} {
-		m, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: tc.policies})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for op, want := range tc.want {
-			if got := m.Limits(op); got != want {
-				t.Errorf("%s: Limits(%q) = %v, want %v", tc.name, op, got, want)
-			}
-		}
-		if n := testing.AllocsPerRun(100, func() { m.Limits("/pkg.S/M") }); n != 0 {
-			t.Errorf("%s: Limits allocates %v times, want 0", tc.name, n)
-		}
+	ps := m.Policies()
+	if len(ps) != 2 || ps[0].Name != "a" || !slices.Equal(ps[0].Operations, []string{"/pkg.S/M", "POST /v1/export"}) || ps[1].Name != "b" || ps[1].Operations != nil {
+		t.Fatalf("Policies() = %+v", ps)
+	}
+	ps[0].Operations[0] = "changed"
+	if got := m.Policies()[0].Operations[0]; got != "/pkg.S/M" {
+		t.Errorf("Policies() shares its slices: operations[0] became %q", got)
 	}
 }

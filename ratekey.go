@@ -102,10 +102,6 @@ type Middleware struct {
 	debug    middleware.DebugConfig
 	preAuth  bool            // some policy is PreAuth: the pre-auth phase runs
 	ops      *operationCheck // nil: no policy names an operation
-	// everyOp: some policy applies to every operation (names none); else
-	// named holds the operations some policy names (see Limits).
-	everyOp bool
-	named   map[string]bool
 }
 
 // New validates cfg and returns its Middleware, or every problem found,
@@ -185,7 +181,6 @@ func New(cfg Config) (*Middleware, error) {
 		proxyOpt: middleware.ClientAddressOptions{Metrics: cfg.Metrics},
 		auth:     middleware.AuthOptions{Anonymous: cfg.Anonymous, Metrics: cfg.Metrics}}
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
-	m.everyOp, m.named = appliesTo(cfg.Policies)
 	m.ops = newOperationCheck(cfg)
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: allow}
 	return m, nil
@@ -366,29 +361,17 @@ func (m *Middleware) Check(r *http.Request) *middleware.Record {
 	return m.debug.Explain(r)
 }
 
-// Limits reports whether any policy applies to operation: one that names
-// no operations (it applies to every one), or one whose Operations list
-// it. A request of an operation no policy applies to is still resolved
-// and authenticated by Handler, but nothing limits it: package grpclimit
-// passes such a gRPC call straight to its handler. Computed at New; no
-// allocation; safe for concurrent use.
-func (m *Middleware) Limits(operation string) bool {
-	return m.everyOp || m.named[operation]
-}
-
-// appliesTo returns whether some policy applies to every operation, and
-// otherwise the set of operations the policies name.
-func appliesTo(policies []Policy) (every bool, named map[string]bool) {
-	named = map[string]bool{}
-	for _, p := range policies {
-		if len(p.Operations) == 0 {
-			return true, nil
-		}
-		for _, op := range p.Operations {
-			named[op] = true
-		}
+// Policies returns a copy of the policies, defaults filled in, as the
+// chain applies them (package grpclimit reads which operations they
+// name); their slices are copies too. Safe for concurrent use.
+func (m *Middleware) Policies() []Policy {
+	ps := m.limiter.Policies()
+	for i := range ps {
+		p := &ps[i]
+		p.Key, p.Operations = slices.Clone(p.Key), slices.Clone(p.Operations)
+		p.Overrides, p.Priorities = slices.Clone(p.Overrides), slices.Clone(p.Priorities)
 	}
-	return false, named
+	return ps
 }
 
 // Debug returns the operators' debug endpoint (see [middleware.Debug]):
