@@ -14,24 +14,7 @@ import (
 // they import. Only a program that imports package metrics does.
 func TestNoForcedPrometheus(t *testing.T) {
 	const module = "github.com/ratekey/ratekey"
-	goList := func(args ...string) []string {
-		t.Helper()
-		goCmd, err := exec.LookPath("go")
-		if err != nil {
-			t.Fatalf("go is not on PATH (go test puts GOROOT/bin first on it): %v", err)
-		}
-		cmd := exec.Command(goCmd, append([]string{"list", "-f", "{{.ImportPath}}"}, args...)...)
-		cmd.Dir = ".." // the module root
-		out, err := cmd.Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("go list %v: %v\n%s", args, err, stderr)
-		}
-		return strings.Fields(string(out))
-	}
+	goList := func(args ...string) []string { return goList(t, args...) }
 	var library []string
 	for _, p := range goList("./...") {
 		// Programs (the demo, the docs' complete program) may import it.
@@ -52,5 +35,47 @@ func TestNoForcedPrometheus(t *testing.T) {
 	}
 	if !slices.Contains(deps, "net/http") {
 		t.Fatalf("go list -deps lists no net/http: %v", deps)
+	}
+}
+
+// goList runs go list -f {{.ImportPath}} args in the module root.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go is not on PATH (go test puts GOROOT/bin first on it): %v", err)
+	}
+	cmd := exec.Command(goCmd, append([]string{"list", "-f", "{{.ImportPath}}"}, args...)...)
+	cmd.Dir = ".." // the module root
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestNoForcedGRPC: the gRPC interceptors live in package grpclimit, so a
+// program that imports the HTTP front door (the root package, middleware
+// and the packages below them) never links google.golang.org/grpc; and
+// grpclimit, like the rest of the library, links no Prometheus.
+func TestNoForcedGRPC(t *testing.T) {
+	const module = "github.com/ratekey/ratekey"
+	for _, d := range goList(t, "-deps", module, module+"/middleware", module+"/identity", module+"/trustedproxy", module+"/limiter/...") {
+		if strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "google.golang.org/genproto") || d == module+"/grpclimit" {
+			t.Errorf("the HTTP front door imports %s: gRPC belongs to package grpclimit only", d)
+		}
+	}
+	deps := goList(t, "-deps", module+"/grpclimit")
+	if !slices.Contains(deps, "google.golang.org/grpc") {
+		t.Fatalf("go list -deps of grpclimit lists no google.golang.org/grpc: %v", deps)
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/prometheus/") || d == module+"/metrics" {
+			t.Errorf("grpclimit imports %s: metrics reach it through middleware.Metrics only", d)
+		}
 	}
 }
