@@ -2,9 +2,12 @@ package grpclimit
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,6 +31,7 @@ const maxProblemBytes = 16 << 10
 // http.ResponseWriter the chain answers it on.
 type call struct {
 	ctx context.Context
+	req http.Request // request's, before WithContext copies it
 	url url.URL
 
 	// The handler: unary, or a stream's.
@@ -56,42 +60,76 @@ func (c *call) request(op, method string, bounded bool) (*http.Request, error) {
 		return nil, status.Error(codes.InvalidArgument, "grpclimit: the call's metadata exceeds 1 MiB")
 	}
 	c.url.Path = method
-	r := &http.Request{Method: http.MethodPost, URL: &c.url, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h,
+	c.req = http.Request{Method: http.MethodPost, URL: &c.url, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h,
 		Body: http.NoBody, Host: host, RemoteAddr: peerAddr(c.ctx), RequestURI: method}
-	return r.WithContext(middleware.WithOperation(c.ctx, op)), nil
+	return c.req.WithContext(middleware.WithOperation(c.ctx, op)), nil
 }
 
 // header returns the header fields of ctx's incoming metadata, its
-// :authority and its size. Keys are canonicalised (http.CanonicalHeaderKey:
-// gRPC sends them in lower case, the chain reads canonical ones); values
-// keep their order and bytes, so a malformed forwarding chain from a
-// trusted proxy is refused as over HTTP, never dropped (which would key
-// the call by the proxy).
+// :authority and its size. Keys are canonicalised (gRPC sends them in
+// lower case, the chain reads canonical ones, http.CanonicalHeaderKey);
+// values keep their order and bytes, so that a malformed forwarding chain
+// from a trusted proxy is refused as over HTTP, never dropped (which would
+// key the call by the proxy). The header is the map FromIncomingContext
+// copied, its keys canonicalised in place.
 func header(ctx context.Context) (h http.Header, host string, size int) {
-	md, _ := metadata.FromIncomingContext(ctx) // a copy: its slices are ours
-	h = make(http.Header, len(md))
+	md, _ := metadata.FromIncomingContext(ctx) // a copy, keys in lower case: its map and slices are ours
 	for k, vs := range md {
+		if strings.ContainsFunc(k, unicode.IsUpper) {
+			continue // added below, canonicalised: every key of md is in lower case
+		}
 		for _, v := range vs {
 			size += len(k) + len(v) + 4
 		}
 		switch {
-		case k == ":authority" && len(vs) > 0:
+		case k == ":authority":
 			host = vs[0]
+			delete(md, k)
+			continue
 		case strings.HasPrefix(k, ":") || strings.HasSuffix(k, "-bin"):
-		default:
-			h[http.CanonicalHeaderKey(k)] = vs
+			delete(md, k)
+			continue
+		}
+		canon, ok := canonicalKeys[k]
+		if !ok {
+			canon = http.CanonicalHeaderKey(k)
+		}
+		if canon != k {
+			delete(md, k)
+			md[canon] = vs
 		}
 	}
-	return h, host, size
+	return http.Header(md), host, size
+}
+
+// canonicalKeys holds the canonical names of the metadata keys most calls
+// carry (grpc-go's own, credentials, forwarding), so that they cost no
+// allocation; http.CanonicalHeaderKey names the others.
+var canonicalKeys = map[string]string{
+	"content-type": "Content-Type", "user-agent": "User-Agent", "te": "Te",
+	"grpc-accept-encoding": "Grpc-Accept-Encoding", "grpc-encoding": "Grpc-Encoding", "grpc-timeout": "Grpc-Timeout",
+	"authorization": "Authorization", "x-api-key": "X-Api-Key", "cookie": "Cookie",
+	"x-forwarded-for": "X-Forwarded-For", "forwarded": "Forwarded", "x-real-ip": "X-Real-Ip",
+	"cf-connecting-ip": "Cf-Connecting-Ip", "true-client-ip": "True-Client-Ip", "x-client-ip": "X-Client-Ip",
+	"x-envoy-external-address": "X-Envoy-External-Address", "traceparent": "Traceparent", "tracestate": "Tracestate",
 }
 
 // peerAddr returns ctx's peer as net/http writes a RemoteAddr ("ip:port",
 // or a Unix socket's name), "" without one.
 func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
+	p, ok := peer.FromContext(ctx)
+	switch {
+	case !ok || p.Addr == nil:
+		return ""
+	case p.Addr.Network() == "tcp":
+		if a, ok := p.Addr.(*net.TCPAddr); ok {
+			// a.String() in one allocation: an IPv4 address as IPv4,
+			// whether its net.IP has 4 bytes or 16.
+			ap := a.AddrPort()
+			return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+		}
 	}
-	return ""
+	return p.Addr.String()
 }
 
 // Header, Write and WriteHeader capture the chain's answer.
