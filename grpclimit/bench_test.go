@@ -24,14 +24,11 @@ import (
 // metadata is what grpc-go's server hands the interceptor for a call from
 // grpc-go behind a proxy.
 func BenchmarkUnary(b *testing.B) {
-	t := &testing.T{}
 	big := limiter.Limit{Rate: limiter.Rate{Count: 1e9, Per: time.Second}, Burst: 1e9}
-	g := newRig(t, rigOptions{policies: []ratekey.Policy{
+	g := newRig(b, rigOptions{policies: []ratekey.Policy{
 		{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: big},
 		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation}, Limit: big},
 	}})
-	defer g.srv.Stop()
-	defer g.http.Close()
 	tok := g.token("bench")
 	b.Run("grpc", func(b *testing.B) {
 		ic := g.lim.UnaryServerInterceptor()

@@ -53,7 +53,7 @@ const testIssuer = "https://issuer.grpclimit.test.invalid"
 // Limiter, and an HTTP server (GET /v1/who) behind the same
 // ratekey.Middleware, on a manual clock.
 type rig struct {
-	t        *testing.T
+	t        testing.TB
 	clock    *clocktest.ManualClock
 	m        *ratekey.Middleware
 	lim      *grpclimit.Limiter
@@ -92,7 +92,7 @@ func basePolicies() []ratekey.Policy {
 	}
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
