@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // TestWithOperation: a request whose context WithOperation fixed is
@@ -81,5 +83,56 @@ func TestWithOperation(t *testing.T) {
 	ctx2 := middleware.WithOperation(ctx, "/pkg.Service/Other")
 	if middleware.RecordFrom(ctx2) != want || ctx2 != ctx {
 		t.Errorf("WithOperation on a WithRecord context made a new request state")
+	}
+}
+
+// TestDebugGRPC: GET ?grpc=/pkg.Service/Method answers with the Record
+// DebugConfig.GRPC gives for that method and the live request (its peer
+// and headers), for admins only; a name that is not one gRPC full method
+// name, or an endpoint without GRPC, gets 400.
+func TestDebugGRPC(t *testing.T) {
+	res := proxyResolver(t)
+	allow, err := trustedproxy.ParseSet([]string{"192.0.2.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(r *http.Request, method string) *middleware.Record {
+		return &middleware.Record{Peer: r.RemoteAddr, Operation: method + " for " + r.Header.Get("X-Test"), Policies: []middleware.PolicyResult{}}
+	}
+	for _, tc := range []struct {
+		name, peer, query string
+		grpc              bool
+		want              int
+		op                string
+	}{
+		{"described", "192.0.2.1:1234", "?grpc=/pkg.Service/Method", true, http.StatusOK, "/pkg.Service/Method for t"},
+		{"not an admin", "198.51.100.1:1234", "?grpc=/pkg.Service/Method", true, http.StatusNotFound, ""},
+		{"no GRPC", "192.0.2.1:1234", "?grpc=/pkg.Service/Method", false, http.StatusBadRequest, ""},
+		{"an HTTP route", "192.0.2.1:1234", "?grpc=GET%20/v1/x", true, http.StatusBadRequest, ""},
+		{"twice", "192.0.2.1:1234", "?grpc=/a.B/C&grpc=/a.B/D", true, http.StatusBadRequest, ""},
+		{"empty", "192.0.2.1:1234", "?grpc=", true, http.StatusBadRequest, ""},
+	} {
+		cfg := middleware.DebugConfig{Resolver: res, Allow: allow}
+		if tc.grpc {
+			cfg.GRPC = describe
+		}
+		r := httptest.NewRequest(http.MethodGet, "/debug"+tc.query, nil)
+		r.RemoteAddr = tc.peer
+		r.Header.Set("X-Test", "t")
+		w := httptest.NewRecorder()
+		middleware.Debug(cfg).ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s: status %d, want %d: %s", tc.name, w.Code, tc.want, w.Body)
+			continue
+		}
+		if tc.op == "" {
+			continue
+		}
+		var rec struct {
+			Peer, Operation string
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &rec); err != nil || rec.Operation != tc.op || rec.Peer != tc.peer {
+			t.Errorf("%s: %+v (%v), want operation %q", tc.name, rec, err, tc.op)
+		}
 	}
 }
