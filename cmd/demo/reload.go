@@ -142,7 +142,7 @@ func (s *server) reload() (err error) {
 		s.logger.Warn("ratekey reload: grpc.listen changed; the gRPC server keeps its socket until a restart",
 			slog.String("listen", cfg.GRPC.Listen), slog.String("previous", s.app.cfg.GRPC.Listen))
 	}
-		if was, now := max(s.app.cfg.Limiter.Replicas, 1), max(cfg.Limiter.Replicas, 1); was != now {
+	if was, now := max(s.app.cfg.Limiter.Replicas, 1), max(cfg.Limiter.Replicas, 1); was != now {
 		s.logger.Info("ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt",
 			slog.Int64("replicas", int64(now)), slog.Int64("previous", int64(was)))
 	}
