@@ -88,7 +88,6 @@ type grpcLoadGen struct {
 	ctxs  []context.Context
 	next  []int
 	bad   atomic.Int64
-	err   atomic.Pointer[error]
 }
 
 func newGRPCLoadGen(tb testing.TB, addr string, conns int, in []chainInput) *grpcLoadGen {
