@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"unicode"
 
 	"google.golang.org/grpc"
@@ -47,6 +48,26 @@ type call struct {
 	out    http.Header
 	status int
 	body   []byte
+}
+
+// calls pools the calls the interceptors run, with their response
+// header maps: a call is done with once the chain has returned (the
+// chain holds the request only while it runs; the handler gets the
+// context, never the request).
+var calls = sync.Pool{New: func() any { return &call{out: make(http.Header, 4)} }}
+
+// getCall returns an empty call.
+func getCall() *call { return calls.Get().(*call) }
+
+// putCall empties c and pools it: the response header map cleared, every
+// reference dropped.
+func putCall(c *call) {
+	if len(c.out) > 8 || cap(c.body) > 4<<10 {
+		return // an unusual answer: let it go
+	}
+	clear(c.out)
+	*c = call{out: c.out, body: c.body[:0]}
+	calls.Put(c)
 }
 
 // request returns the HTTP/2 request c's call is on the wire: POST to its

@@ -5,9 +5,10 @@
 // a package of its own so that programs that import only the HTTP front
 // door never link google.golang.org/grpc.
 //
-// A gRPC call is an HTTP/2 request on the wire (gRPC over HTTP/2: a POST
-// to "/" Service-Name "/" method name, the metadata as header fields), and
-// the interceptors hand the chain exactly that request:
+// A gRPC call is an HTTP/2 request on the wire (gRPC over HTTP/2,
+// github.com/grpc/grpc doc/PROTOCOL-HTTP2.md: a POST to "/" Service-Name
+// "/" method name, the metadata as header fields), and the interceptors
+// hand the chain exactly that request:
 //
 //   - client: the call's peer (google.golang.org/grpc/peer) is the TCP
 //     peer; forwarding metadata (x-forwarded-for, forwarded (RFC 7239),
@@ -53,7 +54,9 @@
 //	invalid-cost                            400          INVALID_ARGUMENT
 //	missing-dimension                       401/403/500  UNAUTHENTICATED / PERMISSION_DENIED / INTERNAL
 //
-// Every refusal carries a google.rpc.ErrorInfo (reason "RATE_LIMITED" and
+// The details are those of google.rpc's error model (AIP-193; clients
+// such as grpc-go's retry policy and Google's client libraries honour
+// RetryInfo). Every refusal carries a google.rpc.ErrorInfo (reason "RATE_LIMITED" and
 // so on, domain "ratekey", metadata "type": the problem type's URN, and
 // "policy"); RetryInfo's delay is the Retry-After, whole seconds; each
 // QuotaFailure violation has subject "policy:<name>" and quota_id the

@@ -176,11 +176,18 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		case !l.limits(op):
 			return handler(ctx, req)
 		}
-		c := &call{ctx: ctx, unary: handler, msg: req}
-		if err := l.run(c, op, info.FullMethod); err != nil {
+		c := getCall()
+		c.ctx, c.unary, c.msg = ctx, handler, req
+		err := l.run(c, op, info.FullMethod)
+		resp := c.resp
+		if err == nil {
+			err = c.err
+		}
+		putCall(c)
+		if err != nil {
 			return nil, err
 		}
-		return c.resp, c.err
+		return resp, nil
 	}
 }
 
@@ -200,11 +207,14 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		case !l.limits(op):
 			return handler(srv, ss)
 		}
-		c := &call{ctx: ss.Context(), stream: ss, streamHandler: handler, srv: srv}
-		if err := l.run(c, op, info.FullMethod); err != nil {
-			return err
+		c := getCall()
+		c.ctx, c.stream, c.streamHandler, c.srv = ss.Context(), ss, handler, srv
+		err := l.run(c, op, info.FullMethod)
+		if err == nil {
+			err = c.err
 		}
-		return c.err
+		putCall(c)
+		return err
 	}
 }
 
