@@ -456,3 +456,40 @@ func TestMetadataBound(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloaded: an adaptive cap (max_in_flight: auto) that has as many
+// calls running as it takes refuses the next with UNAVAILABLE and
+// RetryInfo (its retry_after, 1 s by default), as the HTTP side answers
+// 503 overloaded: the service is saturated, not the client over budget.
+func TestOverloaded(t *testing.T) {
+	g := newRig(t, rigOptions{anonymous: true, policies: []ratekey.Policy{{
+		Name: "work", Key: []limitkey.Dimension{}, Limit: limiter.Limit{MinInFlight: 1, MaxInFlightCeiling: 1}, Operations: []string{methodHold},
+	}}})
+	cc := g.conn("127.0.0.1")
+	hold := func() (context.CancelFunc, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, methodHold)
+		if err == nil {
+			err = s.SendMsg(wrapperspb.String(""))
+		}
+		if err == nil {
+			err = s.RecvMsg(new(wrapperspb.StringValue))
+		}
+		return cancel, err
+	}
+	cancel1, err := hold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.holding
+	cancel2, err := hold()
+	cancel2()
+	want := "Unavailable policy work: the service runs as many requests as it can take now (adaptive limit 1); retry in 1 s" +
+		" | ErrorInfo OVERLOADED ratekey type=urn:ratekey:problem:overloaded policy=work | RetryInfo 1s"
+	if got := describe(err); got != want {
+		t.Errorf("second call:\n got %s\nwant %s", got, want)
+	}
+	<-g.finished
+	cancel1()
+	<-g.finished
+}
