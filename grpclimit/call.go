@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -237,6 +238,19 @@ func (c *call) sendHeader() {
 		return
 	}
 	_ = grpc.SetHeader(c.ctx, md) // fails only outside a server call (Check)
+}
+
+// sendPushback sets, on a refusal with a Retry-After of secs seconds, the
+// trailer grpc-retry-pushback-ms (gRFC A6: a client that retries the
+// code waits that long first; grpc-go's retry policy reads it, where
+// RetryInfo is read by Google's client libraries).
+func (c *call) sendPushback(secs int64) {
+	md := metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(secs*1000, 10))
+	if c.stream != nil {
+		c.stream.SetTrailer(md)
+		return
+	}
+	_ = grpc.SetTrailer(c.ctx, md)
 }
 
 // serverStream is a stream whose context is the chain's request's.

@@ -54,9 +54,10 @@
 //	invalid-cost                            400          INVALID_ARGUMENT
 //	missing-dimension                       401/403/500  UNAUTHENTICATED / PERMISSION_DENIED / INTERNAL
 //
-// The details are those of google.rpc's error model (AIP-193; clients
-// such as grpc-go's retry policy and Google's client libraries honour
-// RetryInfo). Every refusal carries a google.rpc.ErrorInfo (reason "RATE_LIMITED" and
+// The details are those of google.rpc's error model (AIP-193; Google's
+// client libraries honour RetryInfo); a refusal with a Retry-After also
+// carries the trailer grpc-retry-pushback-ms (gRFC A6), which grpc-go's
+// retry policy honours. Every refusal carries a google.rpc.ErrorInfo (reason "RATE_LIMITED" and
 // so on, domain "ratekey", metadata "type": the problem type's URN, and
 // "policy"); RetryInfo's delay is the Retry-After, whole seconds; each
 // QuotaFailure violation has subject "policy:<name>" and quota_id the

@@ -115,7 +115,8 @@ func TestCredentials(t *testing.T) {
 // TestRateLimited: each admitted call carries ratelimit and
 // ratelimit-policy metadata; the call past the burst gets
 // RESOURCE_EXHAUSTED with RetryInfo (the Retry-After) and a QuotaFailure
-// naming the policy, never its key, and the same metadata.
+// naming the policy, never its key, the same metadata, and the trailer
+// grpc-retry-pushback-ms.
 func TestRateLimited(t *testing.T) {
 	g := newRig(t, rigOptions{})
 	cc := g.conn("127.0.0.1")
@@ -135,6 +136,13 @@ func TestRateLimited(t *testing.T) {
 		}
 		if got := describe(rep.err); got != wantErr {
 			t.Errorf("call %d:\n got %s\nwant %s", i, got, wantErr)
+		}
+		wantPushback := ""
+		if i == 3 {
+			wantPushback = "3600000" // gRFC A6: grpc-go's retry policy waits that long
+		}
+		if got := strings.Join(rep.trailer.Get("grpc-retry-pushback-ms"), "|"); got != wantPushback {
+			t.Errorf("call %d: grpc-retry-pushback-ms %q, want %q", i, got, wantPushback)
 		}
 		if rep.err != nil && strings.Contains(fmt.Sprint(rep.err), "alice") {
 			t.Errorf("call %d: the status names the account: %v", i, rep.err)

@@ -256,9 +256,9 @@ func (g *rig) conn(from string) *grpc.ClientConn {
 
 // reply is what a unary call returned.
 type reply struct {
-	body   string
-	err    error
-	header metadata.MD
+	body            string
+	err             error
+	header, trailer metadata.MD
 }
 
 // call makes a unary call of method with metadata kv (key, value pairs).
@@ -266,7 +266,7 @@ func call(cc *grpc.ClientConn, method string, in string, kv ...string) reply {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), kv...)
 	var out wrapperspb.StringValue
 	var rep reply
-	rep.err = cc.Invoke(ctx, method, wrapperspb.String(in), &out, grpc.Header(&rep.header))
+	rep.err = cc.Invoke(ctx, method, wrapperspb.String(in), &out, grpc.Header(&rep.header), grpc.Trailer(&rep.trailer))
 	rep.body = out.GetValue()
 	return rep
 }

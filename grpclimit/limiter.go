@@ -230,6 +230,9 @@ func (l *Limiter) run(c *call, op, method string) error {
 		return nil
 	}
 	c.sendHeader()
+	if secs, ok := retryAfter(c.out); ok {
+		c.sendPushback(secs)
+	}
 	return refusal(c.status, c.out, c.body)
 }
 

@@ -17,6 +17,14 @@ import (
 // problemPrefix starts every ratekey problem type (RFC 9457 type URNs).
 const problemPrefix = "urn:ratekey:problem:"
 
+// retryAfter returns the Retry-After of h in whole seconds (RFC 9110
+// §10.2.3; the chain writes delay-seconds only), and false when it has
+// none, or one out of range (0 to 2³¹-1 s).
+func retryAfter(h http.Header) (secs int64, ok bool) {
+	secs, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+	return secs, err == nil && secs >= 0 && secs < 1<<31
+}
+
 // problem is the part of the chain's RFC 9457 body a refusal maps.
 type problem struct {
 	Type     string   `json:"type"`
@@ -101,7 +109,7 @@ func refusal(httpStatus int, h http.Header, body []byte) error {
 		}
 		details = append(details, info)
 	}
-	if secs, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64); err == nil && secs >= 0 && secs < 1<<31 {
+	if secs, ok := retryAfter(h); ok {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)})
 	}
 	if quotaTypes[typ] && p.Policy != "" {
