@@ -501,3 +501,25 @@ func TestOverloaded(t *testing.T) {
 	cancel1()
 	<-g.finished
 }
+
+// TestCheckFromHandler: Check of another method from inside a handler (on
+// the live call's context, which holds its request state and Record)
+// explains that method, and the live call's Record keeps its own. (Check
+// fixes the operation in a request state of its own; the live Record is
+// written before the handler runs, so this test cannot see a change to the
+// live state's operation after it.)
+func TestCheckFromHandler(t *testing.T) {
+	g := newRig(t, rigOptions{})
+	ic := g.lim.UnaryServerInterceptor()
+	ctx := metadata.NewIncomingContext(peerContext("127.0.0.1"), metadata.Pairs("authorization", "Bearer "+g.token("ivan")))
+	ctx, rec := middleware.WithRecord(ctx)
+	_, err := ic(ctx, nil, &grpc.UnaryServerInfo{FullMethod: methodDo}, func(ctx context.Context, _ any) (any, error) {
+		if got := g.lim.Check(ctx, methodReport).Operation; got != methodReport {
+			t.Errorf("Check from a handler: operation %q, want %q", got, methodReport)
+		}
+		return nil, nil
+	})
+	if err != nil || rec.Operation != methodDo {
+		t.Errorf("the live call: %v, operation %q, want %q", err, rec.Operation, methodDo)
+	}
+}

@@ -247,6 +247,9 @@ func (l *Limiter) run(c *call, op, method string) error {
 // pass such a call on untouched). Safe for concurrent use.
 func (l *Limiter) Check(ctx context.Context, fullMethod string) *middleware.Record {
 	op, _ := l.operation(fullMethod)
+	// A request state of its own: ctx may be a live call's (Check from a
+	// handler), whose operation WithOperation must not change.
+	ctx, _ = middleware.WithRecord(ctx)
 	c := &call{ctx: ctx}
 	r, _ := c.request(op, fullMethod, false)
 	if !l.limits(op) {
