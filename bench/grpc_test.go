@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -110,27 +109,14 @@ func newGRPCLoadGen(tb testing.TB, addr string, conns int, in []chainInput) *grp
 // run makes n calls spread over the connections and waits for every
 // answer.
 func (g *grpcLoadGen) run(n int) {
-	var wg sync.WaitGroup
-	for ci, cc := range g.conns {
-		share := n / len(g.conns)
-		if ci < n%len(g.conns) {
-			share++
+	in := wrapperspb.String("1")
+	outs := make([]wrapperspb.StringValue, len(g.conns)) // one per connection, reused
+	spread(n, g.next, func(ci, i int) bool {
+		if err := g.conns[ci].Invoke(g.ctxs[i%len(g.ctxs)], grpcMethod, in, &outs[ci]); err != nil {
+			g.bad.Add(1)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in, out := wrapperspb.String("1"), new(wrapperspb.StringValue)
-			i := g.next[ci]
-			for range share {
-				if err := cc.Invoke(g.ctxs[i%len(g.ctxs)], grpcMethod, in, out); err != nil {
-					g.bad.Add(1)
-				}
-				i++
-			}
-			g.next[ci] = i
-		}()
-	}
-	wg.Wait()
+		return true
+	})
 }
 
 // BenchmarkGRPCLoopback (issue 28): the chain workload as unary gRPC calls

@@ -56,32 +56,17 @@ limiter:
   store: memory
 `
 
-// nginxGRPCConfig is nginx in front of the demo's gRPC port: HTTP/2 on
-// the listener (nginx 1.22: listen ... http2), grpc_pass, and the
-// client's address appended to X-Forwarded-For.
-const nginxGRPCConfig = `
-daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log info;
-events { worker_connections 64; }
-http {
-  access_log %[1]s/access.log;
-  client_body_temp_path %[1]s/client_body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  server {
-    listen 127.0.0.1:%[2]d http2;
-    location / {
-      grpc_pass grpc://%[3]s;
-      grpc_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
-  }
-}
-`
+// nginxGRPCConfig is nginxConfig in front of the demo's gRPC port:
+// HTTP/2 on the listener (nginx 1.22: listen ... http2; from 1.25.1,
+// http2 on), grpc_pass, and the client's address appended to
+// X-Forwarded-For.
+var nginxGRPCConfig = strings.NewReplacer(
+	"listen 127.0.0.1:%[2]d;", "listen 127.0.0.1:%[2]d http2;",
+	`proxy_pass http://%[3]s;
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;`, `grpc_pass grpc://%[3]s;
+      grpc_set_header X-Forwarded-For $proxy_add_x_forwarded_for;`,
+).Replace(nginxConfig)
 
 // grpcFrom dials addr from source.
 func grpcFrom(t *testing.T, source, addr string) *grpc.ClientConn {
@@ -128,6 +113,9 @@ func doCall(cc *grpc.ClientConn, kv ...string) string {
 // metadata through nginx; health is not limited.
 func TestGRPCBehindNginx(t *testing.T) {
 	nginx := servertest.RequireNginx(t)
+	if !strings.Contains(nginxGRPCConfig, "grpc_pass") || !strings.Contains(nginxGRPCConfig, "http2;") {
+		t.Fatalf("nginxGRPCConfig is nginxConfig unchanged: its proxy lines moved\n%s", nginxGRPCConfig)
+	}
 	dir := t.TempDir()
 	keys, err := filepath.Abs("../../testdata/keys")
 	if err != nil {
