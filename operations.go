@@ -11,12 +11,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/middleware"
 )
 
 // operationHint says what an operation is, after each error about one.
-const operationHint = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", or ` + middleware.UnmatchedOperation + `)`
+const operationHint = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", a gRPC full method name, e.g. "/pkg.Service/Method", or ` + middleware.UnmatchedOperation + `)`
 
 // malformedOperations refuses, in New, each operation of policies that
 // router (a chi router or an *http.ServeMux) can never name, whatever
@@ -24,14 +25,17 @@ const operationHint = ` (an operation is a route's method and full template as r
 // that is not an HTTP token, for chi one in lower case (chi upper-cases
 // methods) or a template not starting with "/". Whether a route serves a
 // well-formed operation is checked at the first request (operationCheck):
-// with chi the routes are registered after New.
+// with chi the routes are registered after New. A gRPC full method name
+// ("/pkg.Service/Method", see internal/grpcmethod) is an operation too:
+// package grpclimit names calls by it, and checks it against the gRPC
+// server's services.
 func malformedOperations(router http.Handler, policies []Policy) []error {
 	_, mux := router.(*http.ServeMux)
 	var errs []error
 	for i := range policies {
 		for _, f := range operationFields(&policies[i]) {
 			op := f.op
-			if op == middleware.UnmatchedOperation {
+			if op == middleware.UnmatchedOperation || grpcmethod.Valid(op) {
 				continue
 			}
 			why := ""
@@ -167,8 +171,8 @@ func (c *operationCheck) run(r *http.Request) {
 	}
 	for i, p := range c.policies {
 		for _, f := range p.ops {
-			if middleware.ServesOperation(root, f.op) {
-				continue
+			if grpcmethod.Valid(f.op) || middleware.ServesOperation(root, f.op) {
+				continue // a gRPC method: package grpclimit checks it
 			}
 			what := "the policy never applies to it"
 			if strings.HasPrefix(f.field, "priorities") {

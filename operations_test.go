@@ -57,7 +57,7 @@ func (l *logged) get() []string {
 func TestOperationsNoRouteServes(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	const (
-		hint   = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", or UNMATCHED)`
+		hint   = ` (an operation is a route's method and full template as registered, e.g. "GET /v1/reports/{id}", a gRPC full method name, e.g. "/pkg.Service/Method", or UNMATCHED)`
 		unserv = `: the policy never applies to it`
 	)
 	notServed := func(i, j int, op string) string {
@@ -89,6 +89,10 @@ func TestOperationsNoRouteServes(t *testing.T) {
 			logs: []string{notServed(0, 1, "GET /reports/{id}")}},
 		{name: "chi, routes before New, inline with r.With", before: true, ops: []string{"GET /v1/reports/{id}", "GET /v1/gone"},
 			logs: []string{notServed(0, 1, "GET /v1/gone")}},
+		{name: "chi, gRPC methods: left to grpclimit", ops: []string{"/pkg.Service/Method", "GET /v1/reports/{id}", "/grpc.health.v1.Health/Check"}},
+		{name: "mux, gRPC methods: left to grpclimit", mux: true, ops: []string{"/pkg.Service/Method"}},
+		{name: "chi, a gRPC method with three segments", ops: []string{"/pkg.Service/Method/x"},
+			newErr: malformed(0, "/pkg.Service/Method/x", "write the method, a space and the route's template")},
 		{name: "chi, no method", ops: []string{"/v1/reports/{id}"},
 			newErr: malformed(0, "/v1/reports/{id}", "write the method, a space and the route's template")},
 		{name: "chi, lower-case method", ops: []string{"GET /v1/reports/{id}", "get /v1/reports/{id}"},
@@ -186,5 +190,25 @@ func TestOperationsNoRouteServes(t *testing.T) {
 				t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.logs, "\n"))
 			}
 		})
+	}
+}
+
+// TestPolicies: Policies returns the policies as the chain applies them
+// (defaults filled in), a copy.
+func TestPolicies(t *testing.T) {
+	m, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{
+		{Name: "a", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 2), Operations: []string{"/pkg.S/M", "POST /v1/export"}},
+		{Name: "b", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(60, 2)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := m.Policies()
+	if len(ps) != 2 || ps[0].Name != "a" || !slices.Equal(ps[0].Operations, []string{"/pkg.S/M", "POST /v1/export"}) || ps[1].Name != "b" || ps[1].Operations != nil {
+		t.Fatalf("Policies() = %+v", ps)
+	}
+	ps[0].Operations[0] = "changed"
+	if got := m.Policies()[0].Operations[0]; got != "/pkg.S/M" {
+		t.Errorf("Policies() shares its slices: operations[0] became %q", got)
 	}
 }

@@ -128,7 +128,9 @@ type Middleware struct {
 // operation a policy names is known only once the routes are registered
 // (with chi, after New): the first request through Handler checks it
 // ([middleware.ServesOperation]) and logs an error per operation no route
-// serves, naming its field.
+// serves, naming its field. A gRPC full method name ("/pkg.Service/Method")
+// is an operation too, of the calls package grpclimit runs through
+// Handler; grpclimit checks it against the gRPC server's services.
 func New(cfg Config) (*Middleware, error) {
 	var errs []error
 	op, err := operation(cfg.Router)
@@ -364,6 +366,19 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // net/http's CrossOriginProtection. Safe for concurrent use.
 func (m *Middleware) Check(r *http.Request) *middleware.Record {
 	return m.debug.Explain(r)
+}
+
+// Policies returns a copy of the policies, defaults filled in, as the
+// chain applies them (package grpclimit reads which operations they
+// name); their slices are copies too. Safe for concurrent use.
+func (m *Middleware) Policies() []Policy {
+	ps := m.limiter.Policies()
+	for i := range ps {
+		p := &ps[i]
+		p.Key, p.Operations = slices.Clone(p.Key), slices.Clone(p.Operations)
+		p.Overrides, p.Priorities = slices.Clone(p.Overrides), slices.Clone(p.Priorities)
+	}
+	return ps
 }
 
 // Debug returns the operators' debug endpoint (see [middleware.Debug]):

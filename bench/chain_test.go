@@ -359,28 +359,41 @@ func newLoadGen(tb testing.TB, addr string, conns int, reqs [][]byte) *loadGen {
 // run sends n requests spread over the connections and waits for every
 // response.
 func (g *loadGen) run(n int) {
+	spread(n, g.next, func(ci, i int) bool {
+		code, err := g.conns[ci].do(g.reqs[i%len(g.reqs)])
+		if err != nil {
+			g.err.CompareAndSwap(nil, &err)
+			return false
+		}
+		if code != http.StatusOK {
+			g.bad.Add(1)
+		}
+		return true
+	})
+}
+
+// spread makes n calls over len(next) connections, one goroutine each
+// making its share in turn, and waits for them: call(ci, i) makes call i
+// (counted from next[ci], where the connection's last run stopped) on
+// connection ci, and returns false to stop that connection's share.
+func spread(n int, next []int, call func(ci, i int) bool) {
 	var wg sync.WaitGroup
-	for ci, c := range g.conns {
-		share := n / len(g.conns)
-		if ci < n%len(g.conns) {
+	for ci := range next {
+		share := n / len(next)
+		if ci < n%len(next) {
 			share++
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			i := g.next[ci]
+			i := next[ci]
 			for range share {
-				code, err := c.do(g.reqs[i%len(g.reqs)])
-				if err != nil {
-					g.err.CompareAndSwap(nil, &err)
+				if !call(ci, i) {
 					return
-				}
-				if code != http.StatusOK {
-					g.bad.Add(1)
 				}
 				i++
 			}
-			g.next[ci] = i
+			next[ci] = i
 		}()
 	}
 	wg.Wait()

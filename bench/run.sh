@@ -38,6 +38,7 @@ groups=(
 	"Stages        ^BenchmarkLoopbackStages$             50000x   $COUNT"
 	"Redis         ^BenchmarkPeersInterleaved$           20000x   $COUNT"
 	"Settle        ^BenchmarkSettle(Memory|Redis)$       200000x  $COUNT"
+	"GRPC          ^BenchmarkGRPCLoopback$               30000x   $COUNT"
 )
 start=$SECONDS
 for g in "${groups[@]}"; do

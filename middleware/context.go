@@ -53,6 +53,9 @@ type requestState struct {
 	hasClient    bool
 	hasPrincipal bool
 	settled      bool
+	// opFixed: op was fixed by [WithOperation] before the chain ran (a
+	// gRPC call's full method name); no rate limiter names it then.
+	opFixed bool
 }
 
 // operation returns r's operation as st names it, asking st once per
@@ -63,6 +66,9 @@ func (rs *requestState) operation(st *rateLimitState, r *http.Request) string {
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if rs.opFixed {
+		return rs.op
+	}
 	if rs.opBy != st {
 		rs.op, rs.opBy = st.Operation(r), st
 	}
@@ -112,6 +118,30 @@ func ensureState(r *http.Request) (*http.Request, *requestState) {
 	}
 	ctx, st := withState(r.Context())
 	return r.WithContext(ctx), st
+}
+
+// WithOperation returns a context in which the request whose context it
+// becomes has operation op, whatever its method and path: every rate
+// limiter of the chain, [DebugConfig.Explain] and the [Record] then use op
+// instead of asking [RateLimitConfig].Operation (which names routes of an
+// HTTP router). It is how a gRPC call, run through the HTTP chain as a
+// POST to its full method name, gets that name as its operation (package
+// grpclimit); it costs the one allocation of the request's state, which the
+// chain would make anyway. op is used as given: pass a name the policies'
+// Operations use, or [UnmatchedOperation], never a raw value the client
+// chose (each distinct value is a fresh bucket of an operation-keyed
+// policy). When ctx already holds a request's state ([WithRecord]), op is
+// fixed in it and ctx is returned. Call it before the chain runs, from
+// the request's goroutine.
+func WithOperation(ctx context.Context, op string) context.Context {
+	st := stateFrom(ctx)
+	if st == nil {
+		ctx, st = withState(ctx)
+	}
+	st.mu.Lock()
+	st.op, st.opFixed = op, true
+	st.mu.Unlock()
+	return ctx
 }
 
 // ClientFrom returns the client address resolved by [ClientAddress] for this

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -40,6 +41,13 @@ type DebugConfig struct {
 	// excludes show the authentication outcome "not_reached", never a
 	// status the route would not answer.
 	Authenticated func(r *http.Request) bool
+	// GRPC, when set, describes a gRPC call of fullMethod with r's peer,
+	// header fields (as metadata) and credential: GET
+	// ?grpc=/pkg.Service/Method answers with its Record (set it to call
+	// grpclimit's Limiter.Check with r's peer and header as the call's).
+	// nil answers such a request 400: the endpoint describes no gRPC
+	// calls. It must be safe for concurrent use.
+	GRPC func(r *http.Request, fullMethod string) *Record
 	// Allow lists the admin networks, CIDRs or addresses (see
 	// [AdminOnly], whose rule the endpoint applies to the live request,
 	// never to a simulated one's peer). A request whose own derivation
@@ -78,7 +86,10 @@ type DebugAuthentication struct {
 //   - GET (or HEAD) describes the request it receives; the optional query
 //     parameters "method" and "path" describe another method and path with
 //     the same peer, headers and credential (GET
-//     /debug/ratekey?method=GET&path=/v1/reports/1).
+//     /debug/ratekey?method=GET&path=/v1/reports/1); "grpc" describes a
+//     gRPC call of that full method name with them (GET
+//     /debug/ratekey?grpc=/pkg.Service/Method), through
+//     [DebugConfig].GRPC.
 //   - POST with Content-Type application/json simulates a described request
 //     (at most 64 KiB, unknown fields refused): {"peer": "10.0.0.5:1234",
 //     "method": "GET", "path": "/v1/reports/1", "headers":
@@ -105,6 +116,10 @@ func (cfg DebugConfig) serve(w http.ResponseWriter, r *http.Request) {
 	var target *http.Request
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		if method, ok := r.URL.Query()["grpc"]; ok {
+			cfg.describeGRPC(w, r, method)
+			return
+		}
 		var ok bool
 		if target, ok = describedRequest(r); !ok {
 			writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest,
@@ -123,17 +138,39 @@ func (cfg DebugConfig) serve(w http.ResponseWriter, r *http.Request) {
 			Detail: "the debug endpoint answers GET (a live request) and POST (a simulated one)"})
 		return
 	}
-	rec := cfg.describe(target)
+	writeRecord(w, r, cfg.describe(target), target.Method, target.URL.Path)
+}
+
+// writeRecord answers r with rec, the Record of a request of method and
+// path: as JSON, or as HTML for a browser.
+func writeRecord(w http.ResponseWriter, r *http.Request, rec *Record, method, path string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if wantsHTML(r) {
-		writeDebugHTML(w, rec, target.Method, target.URL.Path)
+		writeDebugHTML(w, rec, method, path)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(rec)
+}
+
+// describeGRPC answers GET ?grpc=<method>: the Record of a gRPC call of
+// method (one full method name, "/pkg.Service/Method") with r's peer,
+// header fields and credential, from cfg.GRPC; 400 without one.
+func (cfg *DebugConfig) describeGRPC(w http.ResponseWriter, r *http.Request, method []string) {
+	bad := func(detail string) {
+		writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest, Detail: detail})
+	}
+	switch {
+	case len(method) != 1 || !grpcmethod.Valid(method[0]):
+		bad(`the "grpc" parameter must be one gRPC full method name such as /pkg.Service/Method`)
+	case cfg.GRPC == nil:
+		bad("this debug endpoint describes no gRPC calls (the server has no gRPC interceptors)")
+	default:
+		writeRecord(w, r, cfg.GRPC(r, method[0]), http.MethodPost, method[0])
+	}
 }
 
 // Explain returns the Record of r as the live chain would compute it
@@ -151,6 +188,9 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 	// Nor does it share the debug request's chi routing context, which
 	// holds the debug route's method and path, not the described ones.
 	ctx, rs := withState(context.WithValue(r.Context(), chi.RouteCtxKey, nil))
+	if live := stateFrom(r.Context()); live != nil && live.opFixed {
+		rs.op, rs.opFixed = live.op, true // WithOperation's, kept
+	}
 	r = r.WithContext(ctx)
 	res, err := cfg.Resolver.Explain(r.RemoteAddr, r.Header, nil)
 	rec.recordDerivation(r.RemoteAddr, &res, err)

@@ -88,3 +88,25 @@ func TestNoForcedOpenTelemetryOrGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestNoForcedGRPC: the gRPC interceptors live in package grpclimit, so a
+// program that imports the HTTP front door (the root package, middleware
+// and the packages below them) never links google.golang.org/grpc; and
+// grpclimit, like the rest of the library, links no Prometheus.
+func TestNoForcedGRPC(t *testing.T) {
+	const module = "github.com/ratekey/ratekey"
+	for _, d := range goList(t, "-deps", module, module+"/middleware", module+"/identity", module+"/trustedproxy", module+"/limiter/...") {
+		if strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "google.golang.org/genproto") || d == module+"/grpclimit" {
+			t.Errorf("the HTTP front door imports %s: gRPC belongs to package grpclimit only", d)
+		}
+	}
+	deps := goList(t, "-deps", module+"/grpclimit")
+	if !slices.Contains(deps, "google.golang.org/grpc") {
+		t.Fatalf("go list -deps of grpclimit lists no google.golang.org/grpc: %v", deps)
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/prometheus/") || d == module+"/metrics" {
+			t.Errorf("grpclimit imports %s: metrics reach it through middleware.Metrics only", d)
+		}
+	}
+}

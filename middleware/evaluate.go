@@ -222,7 +222,8 @@ type Evaluation struct {
 func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 	st := rl.state.Load()
 	sc := newScratch()
-	ev := st.evaluate(r, stateFrom(r.Context()), st.Operation(r), charge, phaseAll, sc)
+	rs := stateFrom(r.Context())
+	ev := st.evaluate(r, rs, st.fixedOr(rs, r), charge, phaseAll, sc)
 	st.releaseSlots(r, sc, &ev, false)
 	return ev
 }
@@ -230,7 +231,22 @@ func (rl *RateLimiter) Check(r *http.Request, charge bool) Evaluation {
 // check is Check without charging, for phase ph (the debug endpoint's
 // would-be decisions): it takes no slot.
 func (st *rateLimitState) check(r *http.Request, ph phase) Evaluation {
-	return st.evaluate(r, stateFrom(r.Context()), st.Operation(r), false, ph, newScratch())
+	rs := stateFrom(r.Context())
+	return st.evaluate(r, rs, st.fixedOr(rs, r), false, ph, newScratch())
+}
+
+// fixedOr returns the operation [WithOperation] fixed in rs (which may be
+// nil), or else the one st names for r, without keeping it in rs.
+func (st *rateLimitState) fixedOr(rs *requestState, r *http.Request) string {
+	if rs != nil {
+		rs.mu.Lock()
+		op, fixed := rs.op, rs.opFixed
+		rs.mu.Unlock()
+		if fixed {
+			return op
+		}
+	}
+	return st.Operation(r)
 }
 
 // phase selects the policies an evaluation covers.

@@ -83,13 +83,18 @@ func Recorder(next http.Handler) http.Handler {
 
 // WithRecord returns a context holding a new, empty Record (its Policies a
 // non-nil empty slice, its authentication outcome "not_reached"), and the
-// Record. The ratekey middlewares after it fill it.
+// Record. The ratekey middlewares after it fill it. An operation fixed in
+// ctx by [WithOperation] is kept.
 func WithRecord(ctx context.Context) (context.Context, *Record) {
 	// Until Authenticate records its outcome, none was reached: the
 	// request may be refused before it, or its route may have none.
 	rec := &Record{Policies: []PolicyResult{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
+	parent := stateFrom(ctx)
 	ctx, st := withState(ctx)
 	st.record = rec
+	if parent != nil && parent.opFixed {
+		st.op, st.opFixed = parent.op, true // WithOperation's, kept
+	}
 	return ctx, rec
 }
 

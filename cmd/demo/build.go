@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"golang.org/x/net/http/httpguts"
+	"google.golang.org/grpc"
 
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/workload"
@@ -63,6 +64,10 @@ type app struct {
 	// work is GET /v1/work's simulated resource; a reload keeps it (and
 	// the requests it serves).
 	work *workload.Resource
+	// grpcSrv is the demo's gRPC server, nil when it serves no gRPC; grpc
+	// is this app's side of it, built with the router (grpc.go).
+	grpcSrv *grpc.Server
+	grpc    *grpcSide
 }
 
 // build validates cfg and returns the wired app, or every error found. When
@@ -71,7 +76,10 @@ type app struct {
 // without a restart.
 func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 	a := &app{cfg: cfg}
-	errs := checkListen(cfg.Listen)
+	errs := checkListen("listen", cfg.Listen)
+	if cfg.GRPC.Listen != "" {
+		errs = append(errs, checkListen("grpc.listen", cfg.GRPC.Listen)...)
+	}
 	res, refresh, rerrs := buildResolver(cfg.TrustedProxies, cfg.path)
 	errs = append(errs, rerrs...)
 	a.resolver, a.refresh = res, refresh
@@ -105,10 +113,10 @@ func build(cfg *Config, logger *slog.Logger, prev *app) (*app, error) {
 // checkListen checks the listen address. A port that is not a number
 // would reach net.Listen as a service name, and its error would print it
 // raw (a terminal escape, a fake log line after a CR LF).
-func checkListen(listen string) []error {
+func checkListen(field, listen string) []error {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil || !validPort(port) || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		return []error{fmt.Errorf("listen: %s is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)", shown(listen))}
+		return []error{fmt.Errorf("%s: %s is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)", field, shown(listen))}
 	}
 	return nil
 }
@@ -440,8 +448,11 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 		for _, f := range policyOperations(p) {
 			_, path, _ := strings.Cut(f.op, " ")
 			limited := f.op == middleware.UnmatchedOperation || path == "/v1" || strings.HasPrefix(path, "/v1/")
+			if grpcLimitedMethods[f.op] {
+				continue // a method of the demo's gRPC service
+			}
 			if !limited || !middleware.ServesOperation(h, f.op) {
-				errs = append(errs, fmt.Errorf("%s.%s: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", or %s)", policyRef(i, p.Name), f.field, shown(f.op), middleware.UnmatchedOperation))
+				errs = append(errs, fmt.Errorf("%s.%s: %s is not a rate-limited route of the demo (operations are \"METHOD /route/{template}\", e.g. \"GET /v1/reports/{id}\", a method of the demo's gRPC service, e.g. \"%s\", or %s)", policyRef(i, p.Name), f.field, shown(f.op), workDo, middleware.UnmatchedOperation))
 			}
 		}
 	}
@@ -946,6 +957,20 @@ func underV1(r *http.Request) bool {
 	return p == "/v1" || strings.HasPrefix(p, "/v1/")
 }
 
+// chain is the /v1 routes' middleware, in order: resolve the client →
+// pre-auth policies → authenticate (when credentials are configured) →
+// the other policies. The gRPC calls run through the same (grpc.go).
+func (a *app) chain(rl *middleware.RateLimiter) []func(http.Handler) http.Handler {
+	c := []func(http.Handler) http.Handler{
+		middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}),
+		rl.PreAuthHandler, // policies with pre_auth: before any credential is checked
+	}
+	if a.auth.authn != nil {
+		c = append(c, middleware.Authenticate(a.auth.authn, a.authOpts))
+	}
+	return append(c, rl.Handler)
+}
+
 // router wires the demo's routes: /healthz (not limited), the debug endpoint
 // (outside the client-address middleware so failed derivations can be
 // shown), and the /v1 API behind resolve → authenticate → rate limit.
@@ -969,23 +994,25 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 		r.With(admin).Handle(a.cfg.Metrics.Path,
 			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	}
+	if a.grpcSrv != nil {
+		a.grpc = a.newGRPCSide(rl, logger)
+	}
 	if a.cfg.Debug.Enabled {
-		debug, err := middleware.Debug(middleware.DebugConfig{
+		dc := middleware.DebugConfig{
 			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.cfg.Debug.Allow,
 			Limited: underV1, Authenticated: underV1,
-		})
+		}
+		if a.grpc != nil {
+			dc.GRPC = a.grpc.describe
+		}
+		debug, err := middleware.Debug(dc)
 		if err != nil {
 			return nil, fmt.Errorf("debug.%w", err)
 		}
 		r.Handle(a.cfg.Debug.Path, debug)
 	}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}))
-		v.Use(rl.PreAuthHandler) // policies with pre_auth: before any credential is checked
-		if authn != nil {
-			v.Use(middleware.Authenticate(authn, a.authOpts))
-		}
-		v.Use(rl.Handler)
+		v.Use(a.chain(rl)...)
 		v.Get("/reports/{id}", getReport)
 		v.Post("/export", postExport)
 		v.Get("/slow", getSlow)

@@ -28,6 +28,9 @@ type Config struct {
 	Metrics        MetricsConfig        `yaml:"metrics"`
 	Log            LogConfig            `yaml:"log"`
 	Limiter        LimiterConfig        `yaml:"limiter"`
+	// GRPC serves the demo's gRPC services (off unless grpc.listen or
+	// -grpc-addr is set).
+	GRPC GRPCConfig `yaml:"grpc"`
 	// DryRun puts every policy in dry run (nginx limit_req_dry_run on).
 	DryRun bool `yaml:"dry_run"`
 	// DecisionHeader adds the RateLimit-Decision response field.
@@ -197,6 +200,15 @@ type PriorityConfig struct {
 	Plan      string `yaml:"plan"`
 	Operation string `yaml:"operation"`
 	Class     string `yaml:"class"`
+}
+
+// GRPCConfig configures the demo's gRPC server: the standard health
+// service (not limited, as /healthz) and ratekey.demo.v1.Work, under the
+// policies of the /v1 routes (package grpclimit).
+type GRPCConfig struct {
+	// Listen is the gRPC server's host:port; "" (the default) serves no
+	// gRPC. -grpc-addr overrides it.
+	Listen string `yaml:"listen"`
 }
 
 // DebugConfig configures the debug endpoint.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -132,12 +133,16 @@ func (a *app) getWork(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func whoami(r *http.Request) map[string]any {
+func whoami(r *http.Request) map[string]any { return whoamiOf(r.Context()) }
+
+// whoamiOf describes whose budget the request or gRPC call of ctx spent:
+// its client and, when verified, its principal.
+func whoamiOf(ctx context.Context) map[string]any {
 	out := map[string]any{}
-	if c, ok := middleware.ClientFrom(r.Context()); ok {
+	if c, ok := middleware.ClientFrom(ctx); ok {
 		out["client"] = c.Client.String()
 	}
-	if p, ok := middleware.PrincipalFrom(r.Context()); ok && p.Method != identity.MethodAnonymous {
+	if p, ok := middleware.PrincipalFrom(ctx); ok && p.Method != identity.MethodAnonymous {
 		out["principal"] = p
 	}
 	return out

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL | -redis-cluster URL]
+//	demo [serve] [-config FILE] [-addr HOST:PORT] [-grpc-addr HOST:PORT] [-redis URL | -redis-cluster URL]
 //	                                                 serve (embedded default config without -config);
 //	                                                 SIGHUP reloads the config, keeping unchanged budgets
 //	demo check -config FILE                          validate a config, like nginx -t
@@ -11,6 +11,8 @@
 //	                                                 mint a dev token with a private key file named in the config
 //	demo apikey [-config FILE] -tenant T -account A [-plan P]
 //	                                                 create an API key in auth.api_keys.file
+//	demo grpc-call [-addr HOST:PORT] [-method M] [-token T] [-x-forwarded-for X] [-timeout D]
+//	                                                 call the demo's gRPC server, print status, details, ratelimit
 //	demo help                                        this usage and every command's flags
 package main
 
@@ -46,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdToken(args, stdout, stderr)
 	case "apikey":
 		return cmdAPIKey(args, stdout, stderr)
+	case "grpc-call":
+		return cmdGRPCCall(args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		for _, c := range flagCommands {
@@ -59,8 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 const usage = `usage:
-  demo [serve] [-config FILE] [-addr HOST:PORT] [-redis URL | -redis-cluster URL]
+  demo [serve] [-config FILE] [-addr HOST:PORT] [-grpc-addr HOST:PORT] [-redis URL | -redis-cluster URL]
                                                    serve (the embedded default config without -config;
+                                                   -grpc-addr: serve gRPC too, under the same policies;
                                                    -redis: share budgets in Redis, -redis-cluster:
                                                    in a Redis Cluster);
                                                    kill -HUP reloads the config, keeping unchanged budgets
@@ -69,6 +74,9 @@ const usage = `usage:
                                                    mint a dev token with a private_key_file from the config
   demo apikey [-config FILE] -tenant T -account A [-plan P]
                                                    create an API key (printed once; only its hash is stored)
+  demo grpc-call [-addr HOST:PORT] [-method M] [-token T] [-x-forwarded-for X] [-timeout D]
+                                                   call the demo's gRPC server (no grpcurl needed): print the
+                                                   status, its details and the ratelimit metadata
   demo help                                        this usage and every command's flags
 `
 
@@ -76,7 +84,7 @@ const usage = `usage:
 var flagCommands = []struct {
 	name string
 	run  func(args []string, stdout, stderr io.Writer) int
-}{{"serve", cmdServe}, {"check", cmdCheck}, {"token", cmdToken}, {"apikey", cmdAPIKey}}
+}{{"serve", cmdServe}, {"check", cmdCheck}, {"token", cmdToken}, {"apikey", cmdAPIKey}, {"grpc-call", cmdGRPCCall}}
 
 // flagHelp returns the flag list of command name, taken from its flag set:
 // what `demo name -h` prints after the usage ("\nflags of demo name:\n"

@@ -55,10 +55,11 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		cmd, synopsis string // synopsis: how the command's usage line starts
 		flags         []string
 	}{
-		{"serve", "  demo [serve] ", []string{"-addr", "-config", "-redis", "-redis-cluster"}},
+		{"serve", "  demo [serve] ", []string{"-addr", "-config", "-grpc-addr", "-redis", "-redis-cluster"}},
 		{"check", "  demo check ", []string{"-config"}},
 		{"token", "  demo token ", []string{"-client-id", "-config", "-issuer", "-plan", "-sub", "-tenant", "-ttl"}},
 		{"apikey", "  demo apikey ", []string{"-account", "-config", "-plan", "-tenant"}},
+		{"grpc-call", "  demo grpc-call ", []string{"-addr", "-method", "-timeout", "-token", "-x-forwarded-for"}},
 	}
 	code, help, _ := runDemo(t, "help")
 	if code != 0 {

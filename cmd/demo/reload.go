@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -25,6 +27,10 @@ type server struct {
 	app      *app
 	stop     context.CancelFunc // ends the active app's trust-set refresh loop
 	handler  atomic.Pointer[http.Handler]
+	// current is app, for the gRPC interceptors (grpc.go); gsrv the gRPC
+	// server, nil when the demo serves no gRPC.
+	current atomic.Pointer[app]
+	gsrv    *grpc.Server
 }
 
 // activate starts a's trust-set refresh loop (when a's rules have file or
@@ -64,14 +70,25 @@ func (s *server) close() {
 	}
 }
 
-// newServer wraps a built app.
+// newServer wraps a built app, serving no gRPC.
 func newServer(path string, logger *slog.Logger, a *app) (*server, error) {
+	return newServerGRPC(path, logger, a, false)
+}
+
+// newServerGRPC wraps a built app; with withGRPC, it has a gRPC server
+// too (s.gsrv, grpc.go), whose calls a's chain limits.
+func newServerGRPC(path string, logger *slog.Logger, a *app, withGRPC bool) (*server, error) {
+	s := &server{path: path, logger: logger, app: a}
+	if withGRPC {
+		s.gsrv = newGRPCServer(s)
+		a.grpcSrv = s.gsrv
+	}
 	h, err := a.router(logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{path: path, logger: logger, app: a}
 	s.handler.Store(&h)
+	s.current.Store(a)
 	s.activate(a)
 	return s, nil
 }
@@ -106,6 +123,7 @@ func (s *server) reload() (err error) {
 	}
 	var h http.Handler
 	if err == nil {
+		a.grpcSrv = s.gsrv
 		h, err = a.router(s.logger)
 	}
 	if err != nil {
@@ -123,6 +141,10 @@ func (s *server) reload() (err error) {
 		s.logger.Warn("ratekey reload: listen changed; the server keeps its socket until a restart",
 			slog.String("listen", cfg.Listen), slog.String("previous", s.app.cfg.Listen))
 	}
+	if cfg.GRPC.Listen != s.app.cfg.GRPC.Listen {
+		s.logger.Warn("ratekey reload: grpc.listen changed; the gRPC server keeps its socket until a restart",
+			slog.String("listen", cfg.GRPC.Listen), slog.String("previous", s.app.cfg.GRPC.Listen))
+	}
 	if was, now := max(s.app.cfg.Limiter.Replicas, 1), max(cfg.Limiter.Replicas, 1); was != now {
 		s.logger.Info("ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt",
 			slog.Int64("replicas", int64(now)), slog.Int64("previous", int64(was)))
@@ -134,6 +156,7 @@ func (s *server) reload() (err error) {
 	old := s.app
 	s.app = a
 	s.handler.Store(&h)
+	s.current.Store(a)
 	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
 	if old.rl != nil {

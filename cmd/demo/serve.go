@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 )
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -53,6 +55,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "", "listen address, overrides the config's listen (port 0 picks a free port)")
 	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): use the shared Redis store instead of the config's limiter.store")
 	clusterURL := fs.String("redis-cluster", "", "Redis Cluster URL (redis://host:port?addr=host2:port2&addr=host3:port3): use a Redis Cluster store instead of the config's limiter.store")
+	grpcAddr := fs.String("grpc-addr", "", "gRPC listen address, overrides the config's grpc.listen (off when both are empty; port 0 picks a free port)")
 	if !parseFlags(fs, args) {
 		return 2
 	}
@@ -72,7 +75,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		printConfigErrors(stderr, *path, err)
 		return 1
 	}
-	h, err := newServer(*path, logger, a)
+	grpcListen := cmp.Or(*grpcAddr, cfg.GRPC.Listen)
+	h, err := newServerGRPC(*path, logger, a, grpcListen != "")
 	if err != nil {
 		a.auth.close()
 		a.store.close()
@@ -103,11 +107,42 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}()
 	warnIfUnreachable(a.store, logger)
 	fmt.Fprintf(stdout, "ratekey demo listening on http://%s\n", ln.Addr())
+	if grpcListen != "" {
+		stopGRPC, err := serveGRPC(h.gsrv, grpcListen, stdout)
+		if err != nil {
+			_ = ln.Close()
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer stopGRPC()
+	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// serveGRPC serves gs on listen, announcing its address on stdout, until
+// the function it returns stops it (gracefully, for at most 5 s).
+func serveGRPC(gs *grpc.Server, listen string, stdout io.Writer) (stop func(), err error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "ratekey demo serving gRPC on %s\n", ln.Addr())
+	go func() { _ = gs.Serve(ln) }()
+	return func() {
+		done := make(chan struct{})
+		go func() { gs.GracefulStop(); close(done) }()
+		t := time.NewTimer(5 * time.Second)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			gs.Stop()
+		}
+	}, nil
 }
 
 // checkRedisFlags returns why -redis or -redis-cluster is refused, or "".

@@ -368,6 +368,7 @@ func main() {
 		}
 	}
 	settleRows(r, t, count)
+	grpcRows(r, t, count)
 	fmt.Fprintf(w, "\n%d PASS, %d FAIL, %d not run.\n", pass, fail, missing)
 
 	// Absolute numbers.
@@ -527,4 +528,16 @@ func settleRows(r results, t *table, count func(string) string) {
 		t.row("Redis decisions/s, settling vs fixed cost", "one server, 64 callers, cost "+map[bool]string{true: "equal to", false: "below"}[c == "settle=equal"]+" the reservation",
 			fmt.Sprintf("%s× (by CPU time %s×); fixed %s/decision", f(ratio, 2), f(cpu, 2), ns(r.med(rd, "fixed-ns/op"))), "≥ 0.8×", count(verdict(ratio >= 0.8, ratio)))
 	}
+}
+
+// grpcRows adds the gRPC target (issue 28): grpclimit's interceptor over
+// a bare gRPC server, against the front door over bare chi in the same
+// run (BenchmarkGRPCLoopback), as throughput ratios.
+func grpcRows(r results, t *table, count func(string) string) {
+	gs := r.each("GRPCLoopback", func(m run) float64 { return get(m, "grpc-ratio") })
+	hs := r.each("GRPCLoopback", func(m run) float64 { return get(m, "http-ratio") })
+	g, h := median(gs), median(hs)
+	t.row("gRPC unary call through grpclimit, loopback (16 conns)", "throughput vs a bare grpc.Server, against the front door's vs bare chi (same run)",
+		fmt.Sprintf("%s× (runs %s) against %s× (runs %s)", f(g, 3), span(gs, 2), f(h, 3), span(hs, 2)),
+		"≥ the HTTP ratio", count(verdict(g >= h, g-h)))
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekey/ratekey/grpclimit"
+	"github.com/ratekey/ratekey/middleware"
+)
+
+// The demo's gRPC side (grpc.listen, -grpc-addr): the standard health
+// service, not limited (as /healthz), and ratekey.demo.v1.Work, whose
+// calls run through the /v1 routes' chain (package grpclimit): the same
+// trusted proxies, credentials, policies and buckets. Work needs no
+// protoc: its ServiceDesc is written by hand, with well-known message
+// types.
+
+// workDo is Work's one method: a google.protobuf.StringValue in (ignored),
+// a google.protobuf.Struct out, {"served": whoami}, like GET
+// /v1/reports/{id}.
+const workDo = "/ratekey.demo.v1.Work/Do"
+
+// grpcLimitedMethods are the demo's gRPC methods behind the limiter: the
+// operations a policy may name beside the /v1 routes.
+var grpcLimitedMethods = map[string]bool{workDo: true}
+
+// healthService is the standard health service's name.
+const healthService = "grpc.health.v1.Health"
+
+var workDesc = grpc.ServiceDesc{
+	ServiceName: "ratekey.demo.v1.Work",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Do", Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+		in := new(wrapperspb.StringValue)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		if ic == nil {
+			return workDoHandler(ctx, in)
+		}
+		return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: workDo}, workDoHandler)
+	}}},
+}
+
+// workDoHandler answers Do: whose budget the call spent.
+func workDoHandler(ctx context.Context, _ any) (any, error) {
+	b, err := json.Marshal(map[string]any{"served": whoamiOf(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return structpb.NewStruct(m)
+}
+
+// newGRPCServer returns the demo's gRPC server: health and Work, every
+// call but health's through the current app's grpclimit interceptors,
+// metadata bounded as the HTTP server bounds header fields (64 KiB).
+func newGRPCServer(s *server) *grpc.Server {
+	gs := grpc.NewServer(
+		grpc.MaxHeaderListSize(64<<10),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	gs.RegisterService(&workDesc, nil)
+	return gs
+}
+
+// grpcLimited reports whether the demo limits calls of method: all but
+// the health service's.
+func grpcLimited(method string) bool {
+	return !strings.HasPrefix(method, "/"+healthService+"/")
+}
+
+// unaryInterceptor runs a unary call through the current app's Limiter.
+func (s *server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if a := s.current.Load(); a != nil && a.grpc != nil && grpcLimited(info.FullMethod) {
+		return a.grpc.unary(ctx, req, info, h)
+	}
+	return h(ctx, req)
+}
+
+// streamInterceptor runs a stream through the current app's Limiter.
+func (s *server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if a := s.current.Load(); a != nil && a.grpc != nil && grpcLimited(info.FullMethod) {
+		return a.grpc.stream(srv, ss, info, h)
+	}
+	return h(srv, ss)
+}
+
+// grpcSide is an app's gRPC limiter: built with its router, on its rate
+// limiter, so that a reload swaps both at once.
+type grpcSide struct {
+	lim    *grpclimit.Limiter
+	unary  grpc.UnaryServerInterceptor
+	stream grpc.StreamServerInterceptor
+}
+
+// newGRPCSide builds a's Limiter over the /v1 chain on rl, registered on
+// a's gRPC server.
+func (a *app) newGRPCSide(rl *middleware.RateLimiter, logger *slog.Logger) *grpcSide {
+	f := &appFront{a: a, rl: rl, dc: middleware.DebugConfig{Resolver: a.resolver, Authenticator: a.auth.authn, Auth: a.authOpts, RateLimiter: rl}}
+	lim := grpclimit.New(f, logger)
+	lim.Register(a.grpcSrv)
+	return &grpcSide{lim: lim, unary: lim.UnaryServerInterceptor(), stream: lim.StreamServerInterceptor()}
+}
+
+// appFront is the /v1 chain of an app as a grpclimit.Front.
+type appFront struct {
+	a  *app
+	rl *middleware.RateLimiter
+	dc middleware.DebugConfig
+}
+
+// Handler returns next behind the /v1 chain.
+func (f *appFront) Handler(next http.Handler) http.Handler {
+	c := f.a.chain(f.rl)
+	for i := len(c) - 1; i >= 0; i-- {
+		next = c[i](next)
+	}
+	return next
+}
+
+// Check explains r as the /v1 chain would decide it.
+func (f *appFront) Check(r *http.Request) *middleware.Record { return f.dc.Explain(r) }
+
+// Policies returns the chain's policies.
+func (f *appFront) Policies() []middleware.Policy { return f.rl.Policies() }
+
+// describe is the debug endpoint's ?grpc=<method>: the Record of a call
+// of method with r's peer, header fields (as metadata) and credential.
+func (g *grpcSide) describe(r *http.Request, method string) *middleware.Record {
+	if !grpcLimited(method) {
+		return &middleware.Record{Peer: r.RemoteAddr, Operation: method, Policies: []middleware.PolicyResult{},
+			Authentication: middleware.DebugAuthentication{Outcome: "not_reached"}}
+	}
+	return g.lim.Check(callContext(r), method)
+}
+
+// callContext is r's context as a gRPC call's from r's peer with r's
+// header fields as its metadata (keys in lower case).
+func callContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
+	}
+	md := metadata.MD{}
+	for k, vs := range r.Header {
+		md[strings.ToLower(k)] = vs
+	}
+	return metadata.NewIncomingContext(ctx, md)
+}
+
+// codeName is a gRPC status code as the gRPC specification names it
+// (RESOURCE_EXHAUSTED).
+func codeName(err error) string {
+	name := status.Code(err).String()
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' && name[i-1] >= 'a' && name[i-1] <= 'z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
