@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/grpcmethod"
+	"github.com/ratekey/ratekey/internal/strictjson"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -123,7 +125,7 @@ func (cfg DebugConfig) serve(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		if target, ok = describedRequest(r); !ok {
 			writeProblem(w, problem{Type: problemInvalidRequest, Status: http.StatusBadRequest,
-				Detail: `the "path" parameter must be an absolute path such as /v1/reports/1`})
+				Detail: `"method" (an HTTP method token such as GET) and "path" (an absolute path such as /v1/reports/1) are each given at most once`})
 			return
 		}
 	case http.MethodPost:
@@ -316,16 +318,21 @@ func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *p
 	if mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
 		return bad(http.StatusUnsupportedMediaType, "a simulated request is posted as application/json")
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSimulation))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSimulation))
+	if err != nil {
+		return bad(http.StatusBadRequest, `the body must be one JSON object {"peer", "method", "path", "headers"} of at most 64 KiB`)
+	}
+	if _, ok := strictjson.Object(data); !ok {
+		// A member given twice would otherwise be read as its last value.
+		return bad(http.StatusBadRequest, `the body must be exactly one JSON object {"peer", "method", "path", "headers"}, each member at most once`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var sim simulation
 	if err := dec.Decode(&sim); errors.Is(err, errHeaderTwice) {
 		return bad(http.StatusBadRequest, `a header is named twice in "headers" (perhaps in another case): give all its lines, in order, in one list`)
 	} else if err != nil {
 		return bad(http.StatusBadRequest, `the body must be one JSON object {"peer", "method", "path", "headers"} of at most 64 KiB`)
-	}
-	if dec.More() {
-		return bad(http.StatusBadRequest, "the body must hold exactly one JSON object")
 	}
 	if sim.Peer == "" {
 		return bad(http.StatusBadRequest, `"peer" is required: the TCP peer as host:port, e.g. "10.0.0.5:1234"`)
@@ -392,15 +399,22 @@ func wantsHTML(r *http.Request) bool {
 // "path": the operation and policies are then computed as if the request
 // had that method and path (peer, headers and credential stay the live
 // request's). The path is routed, never used as a key.
-// It reports false when path is not an absolute path.
+// It reports false when path is not an absolute path, method not an
+// RFC 9110 token, or either is given twice.
 func describedRequest(r *http.Request) (*http.Request, bool) {
 	q := r.URL.Query()
+	if len(q["method"]) > 1 || len(q["path"]) > 1 {
+		return nil, false // which one? never the first silently
+	}
 	m, p := q.Get("method"), q.Get("path")
 	if m == "" && p == "" {
 		return r, true
 	}
 	r2 := r.Clone(r.Context())
 	if m != "" {
+		if !httpguts.ValidHeaderFieldName(m) { // a method is an RFC 9110 token
+			return nil, false
+		}
 		r2.Method = m
 	}
 	if p != "" {

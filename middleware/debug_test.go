@@ -231,6 +231,13 @@ func TestDebugDescribedRequests(t *testing.T) {
 			t.Errorf("path=%q: %d %s, want 400 invalid-request", bad, w.Code, w.Body)
 		}
 	}
+	// A method that is not a token (CR LF), and parameters given twice.
+	for _, bad := range []string{"?method=GET%0D%0AX&path=/v1/reports/1", "?method=GET&method=POST&path=/v1/export", "?path=/v1/reports/1&path=/v1/export"} {
+		w := s.do(req{path: "/debug/ratekey" + bad, peer: admin})
+		if w.Code != 400 || decodeProblem(t, w.Body.String()).Type != "urn:ratekey:problem:invalid-request" {
+			t.Errorf("%s: %d %s, want 400 invalid-request", bad, w.Code, w.Body)
+		}
+	}
 	v := getDebug(t, s, req{path: "?method=POST&path=" + url.QueryEscape("/v1/export?x=1"), peer: admin})
 	if v["operation"] != "POST /v1/export" || v["limited"] != true {
 		t.Errorf("operation = %v limited = %v", v["operation"], v["limited"])

@@ -283,6 +283,9 @@ func TestDebugSimulate(t *testing.T) {
 		{"headers given twice, first empty", "192.0.2.10:1", "application/json",
 			`{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "headers": {}, "headers": {"X-Forwarded-For": ["6.6.6.6"]}}`, 400},
 		{"headers null", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/", "headers": null}`, 200},
+		// Any member given twice: which one would be simulated?
+		{"peer given twice", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.10:1", "path": "/v1/reports/1", "peer": "10.0.0.1:1"}`, 400},
+		{"path given twice", "192.0.2.10:1", "application/json", `{"peer": "10.0.0.1:1", "path": "/v1/reports/1", "p\u0061th": "/v1/export"}`, 400},
 	}
 	for _, tt := range tests {
 		if w := post(tt.peer, tt.ctype, tt.body); w.Code != tt.want {
