@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
@@ -109,7 +110,7 @@ func TestAdaptive64(t *testing.T) {
 // field, as it does for a policy's operations.
 func TestAdaptivePriorityOperationNotServed(t *testing.T) {
 	r := chi.NewRouter()
-	var logs logged
+	var logs logtest.Lines
 	rk, err := ratekey.New(ratekey.Config{Router: r, Logger: slog.New(&logs), Policies: []ratekey.Policy{{Name: "p",
 		Limit: limiter.Limit{MaxInFlightCeiling: 8}, Priorities: []middleware.Priority{{Operation: "GET /v1/gone", Class: middleware.ClassCritical}}}}})
 	if err != nil {
@@ -119,7 +120,7 @@ func TestAdaptivePriorityOperationNotServed(t *testing.T) {
 	r.Get("/v1/work", func(http.ResponseWriter, *http.Request) {})
 	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/work", nil))
 	want := `ERROR ratekey operation served by no route policy=p operation=GET /v1/gone error=policies[0] ("p").priorities[0].operation: "GET /v1/gone" is served by no route of the router: the entry never matches`
-	if got := logs.get(); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+	if got := logs.Get(); len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("logged %q\nwant one line starting %s", got, want)
 	}
 }

@@ -1,48 +1,20 @@
 package ratekey_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limitkey"
 )
-
-// logged collects the message and error of each log record.
-type logged struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logged) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logged) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logged) WithGroup(string) slog.Handler            { return l }
-func (l *logged) Handle(_ context.Context, r slog.Record) error {
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		line += " " + a.Key + "=" + a.Value.String()
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-	return nil
-}
-
-func (l *logged) get() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.lines)
-}
 
 // TestOperationsNoRouteServes (issue 26): a policy restricted to an
 // operation that no route serves would silently apply to nothing.
@@ -161,7 +133,7 @@ func TestOperationsNoRouteServes(t *testing.T) {
 					}
 				}
 			}
-			logs := &logged{}
+			logs := &logtest.Lines{}
 			m, err := ratekey.New(ratekey.Config{
 				Router: router, Logger: slog.New(logs),
 				Policies: []ratekey.Policy{{Name: "p", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMinute(100, 100), Operations: tt.ops}},
@@ -176,7 +148,7 @@ func TestOperationsNoRouteServes(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			install(m.Handler)
-			if got := logs.get(); len(got) > 0 {
+			if got := logs.Get(); len(got) > 0 {
 				t.Errorf("logged before any request: %q", got)
 			}
 			for range 3 {
@@ -186,7 +158,7 @@ func TestOperationsNoRouteServes(t *testing.T) {
 					t.Fatalf("GET /v1/reports/1: %d", w.Code)
 				}
 			}
-			if got := logs.get(); !slices.Equal(got, tt.logs) {
+			if got := logs.Get(); !slices.Equal(got, tt.logs) {
 				t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.logs, "\n"))
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
@@ -345,7 +346,7 @@ func (downStore) Settle(context.Context, []limiter.Request, []limiter.Decision, 
 // INTERNAL, and logged once.
 func TestUnregistered(t *testing.T) {
 	no := false
-	logs := &captureLog{}
+	logs := &logtest.Lines{}
 	g := newRig(t, rigOptions{register: &no, logHandler: logs})
 	cc := g.conn("127.0.0.1")
 	for range 2 {
@@ -353,7 +354,7 @@ func TestUnregistered(t *testing.T) {
 			t.Errorf("got %s, want %s", got, want)
 		}
 	}
-	if got := logs.get(); len(got) != 1 || got[0] != "ERROR grpclimit: a call before Register: every call is refused with INTERNAL until the server is registered" {
+	if got := logs.Get(); len(got) != 1 || got[0] != "ERROR grpclimit: a call before Register: every call is refused with INTERNAL until the server is registered" {
 		t.Errorf("logged %q", got)
 	}
 }
@@ -361,7 +362,7 @@ func TestUnregistered(t *testing.T) {
 // TestOperationCheck: at the first call, each gRPC operation a policy
 // names that the server does not serve is logged, naming its field.
 func TestOperationCheck(t *testing.T) {
-	logs := &captureLog{}
+	logs := &logtest.Lines{}
 	p := basePolicies()
 	p[0].Operations = []string{methodDo, "/test.v1.Echo/Nope", "GET /v1/who", "/other.v1.Svc/Do"}
 	g := newRig(t, rigOptions{policies: p, logHandler: logs})
@@ -369,7 +370,7 @@ func TestOperationCheck(t *testing.T) {
 	call(cc, methodDo, "", bearer(g.token("g"))...)
 	call(cc, methodDo, "", bearer(g.token("g"))...)
 	var got []string
-	for _, l := range logs.get() {
+	for _, l := range logs.Get() {
 		if strings.Contains(l, "gRPC method") {
 			got = append(got, l)
 		}

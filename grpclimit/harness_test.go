@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/ratekey/ratekey/grpclimit"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
@@ -74,7 +73,7 @@ type rigOptions struct {
 	register   *bool           // Register the server (default true)
 	unknown    bool            // an UnknownServiceHandler answers unknown methods
 	anonymous  bool            // Config.Anonymous
-	logHandler *captureLog     // Config.Logger's handler; nil: slog.Default()
+	logHandler *logtest.Lines  // Config.Logger's handler; nil: slog.Default()
 }
 
 // basePolicies are the rig's default policies: per-account (tenant,
@@ -148,7 +147,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	if o.logHandler != nil {
-		cfg.Logger = o.logHandler.logger()
+		cfg.Logger = slog.New(o.logHandler)
 	}
 	g.m, err = ratekey.New(cfg)
 	if err != nil {
@@ -330,35 +329,6 @@ func unary(method string, fn func(g *rig, ctx context.Context, in string) (strin
 		}
 		return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, h)
 	}
-}
-
-// captureLog collects log lines (level, message and attributes).
-type captureLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *captureLog) logger() *slog.Logger { return slog.New(l) }
-
-func (l *captureLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *captureLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *captureLog) WithGroup(string) slog.Handler            { return l }
-func (l *captureLog) Handle(_ context.Context, r slog.Record) error {
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		line += " " + a.Key + "=" + a.Value.String()
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-	return nil
-}
-
-func (l *captureLog) get() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.lines)
 }
 
 // codeName is err's gRPC code's name ("OK" for nil), a context's error
