@@ -389,3 +389,16 @@ func (m *Middleware) Policies() []Policy {
 func (m *Middleware) Debug() http.Handler {
 	return m.debugHandler
 }
+
+// DebugGRPC is [Middleware.Debug] that also describes gRPC calls: GET
+// ?grpc=/pkg.Service/Method answers with describe's Record of a call of
+// that method from the debug request's peer, header fields (as metadata)
+// and credential; pass grpclimit's Limiter.Describe for the Limiter built
+// on m. The admin networks and everything else are Debug's. Safe for
+// concurrent use if describe is.
+func (m *Middleware) DebugGRPC(describe func(r *http.Request, fullMethod string) *middleware.Record) http.Handler {
+	cfg := m.debug
+	cfg.GRPC = describe
+	h, _ := middleware.Debug(cfg) // the same config as Debug's, which New checked
+	return h
+}

@@ -2,11 +2,13 @@ package grpclimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -387,7 +389,9 @@ func TestOperationCheck(t *testing.T) {
 
 // TestCheck: Check explains a call from its context's peer and metadata,
 // charging nothing, as the debug endpoint does; a method no policy
-// applies to is "limited": false with nothing derived.
+// applies to is "limited": false, authentication not reached, no policy,
+// with the client it would derive (rule 0, the trusted proxy, where a
+// zeroed derivation would claim rule 0 for any peer).
 func TestCheck(t *testing.T) {
 	g := newRig(t, rigOptions{})
 	ctx := metadata.NewIncomingContext(peerContext("127.0.0.2"), metadata.Pairs("x-forwarded-for", "198.51.100.7", "authorization", "Bearer "+g.token("heidi")))
@@ -402,9 +406,41 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	rec := g.lim.Check(ctx, methodFree)
-	got := fmt.Sprintf("peer=%s client=%s op=%s auth=%s limited=%v decision=%q policies=%d", rec.Peer, deref(rec.Client), rec.Operation, rec.Authentication.Outcome, rec.Limited, rec.Decision, len(rec.Policies))
-	if want := `peer=127.0.0.2:5000 client=<nil> op=/test.v1.Echo/Free auth=not_reached limited=false decision="" policies=0`; got != want {
+	got := fmt.Sprintf("peer=%s client=%s op=%s auth=%s limited=%v decision=%q policies=%d rule=%d", rec.Peer, deref(rec.Client), rec.Operation, rec.Authentication.Outcome, rec.Limited, rec.Decision, len(rec.Policies), rec.Derivation.Rule)
+	if want := `peer=127.0.0.2:5000 client=198.51.100.7 op=/test.v1.Echo/Free auth=not_reached limited=false decision="" policies=0 rule=0`; got != want {
 		t.Errorf("Check of an unlimited method:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestDebugGRPC: the front door's debug endpoint with Describe
+// (Middleware.DebugGRPC) answers GET ?grpc=<method> with the Record of a
+// call of that method from the debug request's peer and header fields,
+// for admins only; plain Debug answers it 400.
+func TestDebugGRPC(t *testing.T) {
+	g := newRig(t, rigOptions{})
+	get := func(h http.Handler, peer string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/debug/ratekey?grpc="+methodDo, nil)
+		r.RemoteAddr = peer
+		r.Header.Set("Authorization", "Bearer "+g.token("ivan"))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := get(g.m.DebugGRPC(g.lim.Describe), "192.0.2.1:1234")
+	var rec struct {
+		Operation string
+		Limited   bool
+		Policies  []struct{ Name, Key string }
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &rec); w.Code != http.StatusOK || err != nil || rec.Operation != methodDo || !rec.Limited ||
+		len(rec.Policies) != 1 || rec.Policies[0].Key != "per-account|tenant=acme|account=ivan" {
+		t.Errorf("an admin's ?grpc=: %d %+v (%v): %s", w.Code, rec, err, w.Body)
+	}
+	if w := get(g.m.DebugGRPC(g.lim.Describe), "198.51.100.1:1234"); w.Code != http.StatusNotFound {
+		t.Errorf("an outsider's ?grpc=: %d; want 404", w.Code)
+	}
+	if w := get(g.m.Debug(), "192.0.2.1:1234"); w.Code != http.StatusBadRequest {
+		t.Errorf("?grpc= on plain Debug: %d; want 400", w.Code)
 	}
 }
 

@@ -144,6 +144,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Anonymous:     o.anonymous,
 		Policies:      o.policies,
 		Limiter:       o.store,
+		DebugAllow:    []string{"192.0.2.0/24"},
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	if o.logHandler != nil {

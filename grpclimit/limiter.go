@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratekey/ratekey/internal/grpcmethod"
@@ -237,14 +242,17 @@ func (l *Limiter) run(c *call, op, method string) error {
 }
 
 // Check returns the Record of a call of fullMethod with ctx's peer and
-// incoming metadata (peer.NewContext, metadata.NewIncomingContext) as the
+// incoming metadata (peer.NewContext, metadata.NewIncomingContext; a ctx
+// without a peer reads as a Unix-socket peer, as net/http's empty
+// RemoteAddr does: see [Limiter.Describe] for an *http.Request's) as the
 // interceptors would decide it, charging nothing: the client address and
 // its derivation, the principal, the operation and each policy's key and
 // would-be decision (Front.Check's, the debug endpoint's JSON). A method
 // the registered server does not serve (or any, before Register) is
 // named UNMATCHED; for an operation no policy applies to, the Record
-// says "limited": false, and nothing else is derived (the interceptors
-// pass such a call on untouched). Safe for concurrent use.
+// says "limited": false and authentication "not_reached", with no
+// policies (the interceptors pass such a call on untouched); its
+// derivation shows the client. Safe for concurrent use.
 func (l *Limiter) Check(ctx context.Context, fullMethod string) *middleware.Record {
 	op, _ := l.operation(fullMethod)
 	// A request state of its own: ctx may be a live call's (Check from a
@@ -252,9 +260,30 @@ func (l *Limiter) Check(ctx context.Context, fullMethod string) *middleware.Reco
 	ctx, _ = middleware.WithRecord(ctx)
 	c := &call{ctx: ctx}
 	r, _ := c.request(op, fullMethod, false)
+	rec := l.front.Check(r)
 	if !l.limits(op) {
-		return &middleware.Record{Peer: r.RemoteAddr, Operation: op, Policies: []middleware.PolicyResult{},
-			Authentication: middleware.DebugAuthentication{Outcome: "not_reached"}}
+		// The interceptors pass the call on untouched: no credential is
+		// checked, no policy applies; the derivation shows its client.
+		rec.Principal, rec.Limited, rec.Decision = nil, false, ""
+		rec.Authentication = middleware.DebugAuthentication{Outcome: "not_reached"}
+		rec.Policies, rec.DelaySeconds, rec.RoundTrips = []middleware.PolicyResult{}, nil, 0
 	}
-	return l.front.Check(r)
+	return rec
+}
+
+// Describe is [Limiter.Check] of a call of fullMethod from r's peer
+// (r.RemoteAddr) with r's header fields as its incoming metadata (names
+// in lower case) and r's context: the debug endpoint's ?grpc= view, in
+// the shape ratekey.Middleware.DebugGRPC and middleware.DebugConfig.GRPC
+// take. Charges nothing. Safe for concurrent use.
+func (l *Limiter) Describe(r *http.Request, fullMethod string) *middleware.Record {
+	ctx := r.Context()
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
+	}
+	md := metadata.MD{}
+	for k, vs := range r.Header {
+		md[strings.ToLower(k)] = vs
+	}
+	return l.Check(metadata.NewIncomingContext(ctx, md), fullMethod)
 }

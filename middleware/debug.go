@@ -169,7 +169,7 @@ func (cfg *DebugConfig) describeGRPC(w http.ResponseWriter, r *http.Request, met
 	case len(method) != 1 || !grpcmethod.Valid(method[0]):
 		bad(`the "grpc" parameter must be one gRPC full method name such as /pkg.Service/Method`)
 	case cfg.GRPC == nil:
-		bad("this debug endpoint describes no gRPC calls (the server has no gRPC interceptors)")
+		bad("this debug endpoint describes no gRPC calls: mount ratekey's Middleware.DebugGRPC with grpclimit's Limiter.Describe (or set DebugConfig.GRPC)")
 	default:
 		writeRecord(w, r, cfg.GRPC(r, method[0]), http.MethodPost, method[0])
 	}

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/quote"
@@ -66,8 +67,8 @@ func classify(ps []Priority, p *identity.Principal, op string) Class {
 // validatePriorities checks p's priorities and reserve, reporting each
 // problem to fail(field, format, args...): every entry matches on
 // something and names a class; a PreAuth policy matches on the operation
-// only (nothing is verified yet); a reserve needs a critical class to
-// keep it for.
+// only (nothing is verified yet); an operation is one the policy applies
+// to; a reserve needs a critical class to keep it for.
 func (p *Policy) validatePriorities(fail func(field, format string, args ...any)) {
 	critical := false
 	for j := range p.Priorities {
@@ -78,6 +79,8 @@ func (p *Policy) validatePriorities(fail func(field, format string, args ...any)
 			fail(field, "matches every request: set tenant, plan or operation (a request no entry matches is sheddable)")
 		case p.PreAuth && (pr.Tenant != "" || pr.Plan != ""):
 			fail(field, "a pre_auth policy runs before credentials are verified: match on operation only")
+		case pr.Operation != "" && len(p.Operations) > 0 && !slices.Contains(p.Operations, pr.Operation):
+			fail(field+".operation", "%s is not one of the policy's operations: the entry never matches", quote.Value(pr.Operation))
 		}
 		switch pr.Class {
 		case ClassCritical:

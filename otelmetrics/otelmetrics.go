@@ -159,9 +159,11 @@ var _ Metrics = (*instruments)(nil)
 // SDK's *sdkmetric.MeterProvider, or otel.GetMeterProvider() for the
 // global one). It returns the instrument-creation errors, joined (an
 // invalid name or unit, which would be a bug here), and nil then. Give
-// the result to middleware.RateLimitConfig.Metrics,
-// middleware.AuthOptions.Metrics and middleware.ClientAddressOptions.Metrics,
-// and its JWKSFetch method to identity.JWKSOptions.OnFetch. Each New
+// the result to ratekey.Config.Metrics (the front door hands it to every
+// stage), or, composing by hand, to middleware.RateLimitConfig.Metrics,
+// middleware.AuthOptions.Metrics and middleware.ClientAddressOptions.Metrics;
+// and its JWKSFetch method to identity.JWKSOptions.OnFetch (the
+// authenticator is built before the front door, which cannot). Each New
 // creates instruments of the same identity: two on one provider add up
 // into the same streams.
 func New(mp metric.MeterProvider) (Metrics, error) {

@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -146,26 +142,15 @@ func (f *appFront) Policies() []middleware.Policy { return f.rl.Policies() }
 
 // describe is the debug endpoint's ?grpc=<method>: the Record of a call
 // of method with r's peer, header fields (as metadata) and credential.
+// The health service is served outside the limiter, as /healthz is: its
+// Record says so, with the client it would derive.
 func (g *grpcSide) describe(r *http.Request, method string) *middleware.Record {
+	rec := g.lim.Describe(r, method)
 	if !grpcLimited(method) {
-		return &middleware.Record{Peer: r.RemoteAddr, Operation: method, Policies: []middleware.PolicyResult{},
-			Authentication: middleware.DebugAuthentication{Outcome: "not_reached"}}
+		rec.Principal, rec.Limited, rec.Decision, rec.Policies = nil, false, "", []middleware.PolicyResult{}
+		rec.Authentication = middleware.DebugAuthentication{Outcome: "not_reached"}
 	}
-	return g.lim.Check(callContext(r), method)
-}
-
-// callContext is r's context as a gRPC call's from r's peer with r's
-// header fields as its metadata (keys in lower case).
-func callContext(r *http.Request) context.Context {
-	ctx := r.Context()
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		ctx = peer.NewContext(ctx, &peer.Peer{Addr: net.TCPAddrFromAddrPort(ap)})
-	}
-	md := metadata.MD{}
-	for k, vs := range r.Header {
-		md[strings.ToLower(k)] = vs
-	}
-	return metadata.NewIncomingContext(ctx, md)
+	return rec
 }
 
 // codeName is a gRPC status code as the gRPC specification names it
