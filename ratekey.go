@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -94,6 +95,24 @@ type Config struct {
 	// DebugAllow lists the admin networks (CIDRs or addresses) that may
 	// read [Middleware.Debug]; empty answers everyone 404.
 	DebugAllow []string
+	// Custom supplies the values of custom key dimensions by name (see
+	// [middleware.RateLimitConfig].Custom): a policy's Key may then name
+	// them beside the built-in ones.
+	Custom map[limitkey.Dimension]middleware.DimensionFunc
+	// SamplePassed is the fraction (0 to 1) of requests whose PASSED
+	// decisions are logged too; 0 (the default) logs none of them.
+	SamplePassed float64
+	// LogEveryDecision writes a line for every non-PASSED decision instead
+	// of the bounded log (a key's first lines per interval, then a summary
+	// per policy and decision): see
+	// [middleware.RateLimitConfig].LogEveryDecision.
+	LogEveryDecision bool
+	// LogInterval is the bounded decision log's interval; 0 means 1 s.
+	LogInterval time.Duration
+	// MaxWait is the longest a DELAYED request may wait, both phases
+	// together; New refuses a policy whose delays could exceed it. 0 means
+	// 50 s (under a proxy's usual 60 s read timeout).
+	MaxWait time.Duration
 }
 
 // Middleware runs ratekey's whole chain in front of a handler. Build it
@@ -162,16 +181,21 @@ func New(cfg Config) (*Middleware, error) {
 	var rl *middleware.RateLimiter
 	if op != nil {
 		rl, err = middleware.NewRateLimiter(middleware.RateLimitConfig{
-			Limiter:        store,
-			Fallback:       cfg.Fallback,
-			Policies:       cfg.Policies,
-			Operation:      op,
-			Logger:         cfg.Logger,
-			DryRun:         cfg.DryRun,
-			DecisionHeader: cfg.DecisionHeader,
-			Metrics:        cfg.Metrics,
-			Deny:           cfg.Deny,
-			SingleTenant:   singleTenant(cfg.Authenticator),
+			Limiter:          store,
+			Fallback:         cfg.Fallback,
+			Policies:         cfg.Policies,
+			Operation:        op,
+			Logger:           cfg.Logger,
+			DryRun:           cfg.DryRun,
+			DecisionHeader:   cfg.DecisionHeader,
+			Metrics:          cfg.Metrics,
+			Deny:             cfg.Deny,
+			SingleTenant:     singleTenant(cfg.Authenticator),
+			Custom:           cfg.Custom,
+			SamplePassed:     cfg.SamplePassed,
+			MaxWait:          cfg.MaxWait,
+			LogEveryDecision: cfg.LogEveryDecision,
+			LogInterval:      cfg.LogInterval,
 		})
 		if err != nil {
 			errs = append(errs, err)

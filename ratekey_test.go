@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
@@ -297,5 +299,42 @@ func oneIssuer(t *testing.T) func(identity.IssuerRecord) *identity.JWTAuthentica
 			t.Fatal(err)
 		}
 		return a
+	}
+}
+
+// TestNewPassesTheLimiterSettings: the Config fields the rate limiter
+// takes reach it: a custom dimension keys a policy, MaxWait refuses a
+// policy that could wait longer, SamplePassed logs PASSED decisions.
+func TestNewPassesTheLimiterSettings(t *testing.T) {
+	region := limitkey.Dimension("region")
+	var logs logtest.Lines
+	r := chi.NewRouter()
+	m, err := ratekey.New(ratekey.Config{Router: r, Logger: slog.New(&logs), SamplePassed: 1,
+		Custom: map[limitkey.Dimension]middleware.DimensionFunc{region: func(r *http.Request) (string, bool) {
+			return r.Header.Get("X-Region"), true
+		}},
+		Policies: []ratekey.Policy{{Name: "p", Key: []limitkey.Dimension{region}, Limit: perMinute(10, 10)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(m.Handler)
+	r.Get("/v1/x", func(http.ResponseWriter, *http.Request) {})
+	req := httptest.NewRequest(http.MethodGet, "/v1/x", nil)
+	req.Header.Set("X-Region", "eu")
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	if rec := m.Check(req); len(rec.Policies) != 1 || rec.Policies[0].Key != "p|region=eu" {
+		t.Errorf("Check: %+v; want the key p|region=eu", rec.Policies)
+	}
+	if got := logs.Get(); len(got) != 1 || !strings.HasPrefix(got[0], "INFO ratekey decision policy=p decision=PASSED key=p|region=eu") {
+		t.Errorf("logged %q; want one PASSED line (SamplePassed 1)", got)
+	}
+	slow := ratekey.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork},
+		Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 5, DelayAfter: 1}}
+	_, err = ratekey.New(ratekey.Config{Router: chi.NewRouter(), MaxWait: 2 * time.Second, Policies: []ratekey.Policy{slow}})
+	if err == nil || !strings.Contains(err.Error(), "max_delay") {
+		t.Errorf("New with MaxWait 2s and a 4 s delay: %v; want a refusal", err)
+	}
+	if _, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{slow}}); err != nil {
+		t.Errorf("New with the default MaxWait (50 s) and a 4 s delay: %v", err)
 	}
 }
