@@ -101,7 +101,9 @@ func BenchmarkSettleMemory(b *testing.B) {
 // differs from it (one settle call each), at the store (Take, then
 // Settle; batching and the deny cache at their defaults; 1024 buckets).
 // It reports each contender's script calls per request
-// (<name>-redis-calls/op, from INFO commandstats around its slices).
+// (<name>-redis-calls/op, from INFO commandstats around its slices) and
+// round trips (<name>-round-trips/op: commands and pipelines the client
+// sent, each one).
 // Targets (issue 27): at most one extra script call per settling request
 // whose cost differs, none otherwise; 64 callers keep at least 80% of the
 // fixed-cost decisions/s.
@@ -109,8 +111,10 @@ func BenchmarkSettleRedis(b *testing.B) {
 	srv := redistest.Start(b)
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})
 	b.Cleanup(func() { client.Close() })
+	var trips redistest.Calls
+	client.AddHook(&trips)
 	var cs []contender
-	calls := map[string]*int64{}
+	calls, rounds := map[string]*int64{}, map[string]*int64{}
 	for _, c := range []struct {
 		name   string
 		settle bool
@@ -124,8 +128,8 @@ func BenchmarkSettleRedis(b *testing.B) {
 		for k := range reqs {
 			reqs[k] = []limiter.Request{{Key: fmt.Sprintf("llm|network=10.0.%d.%d/32", k/256, k%256), Limit: settleLimit, Cost: 500, Settle: c.settle}}
 		}
-		var n64 int64
-		calls[c.name] = &n64
+		var n64, r64 int64
+		calls[c.name], rounds[c.name] = &n64, &r64
 		var next atomic.Uint64
 		work := func(_, n int) {
 			ctx, dst, actual := context.Background(), make([]limiter.Decision, 0, 1), []int64{c.actual}
@@ -144,14 +148,16 @@ func BenchmarkSettleRedis(b *testing.B) {
 			}
 		}
 		cs = append(cs, contender{c.name, func(n int) {
-			c0 := srv.ScriptCalls(b)
+			c0, r0 := srv.ScriptCalls(b), trips.N()
 			parallel(n, 64, work)
+			*rounds[c.name] += trips.N() - r0
 			*calls[c.name] += srv.ScriptCalls(b) - c0
 		}})
 	}
 	res := interleave(b, cs, interleaveOptions{})
 	for i, c := range cs {
 		b.ReportMetric(float64(*calls[c.name])/float64(res[i].ops), c.name+"-redis-calls/op")
+		b.ReportMetric(float64(*rounds[c.name])/float64(res[i].ops), c.name+"-round-trips/op")
 	}
 }
 

@@ -77,10 +77,20 @@ type call struct {
 	cmd   *goredis.Cmd
 	err   error
 
+	// A settle (settleScript) the sender may merge with the other settles
+	// of its pipeline bound for the same group (Cluster slot) and sent in
+	// the same mode: its number of buckets (an argument, by pointer), and
+	// the index of its result in the reply (0 when sent alone). Set by
+	// settleGroup; merge is cleared by putCall.
+	merge bool
+	group uint32
+	keys  int64
+	part  int
+
 	// Storage of args for a call of up to callReqs requests: the key names
 	// and numbers are passed by pointer (go-redis writes *string and
 	// *int64 as their values), so filling args boxes nothing.
-	argBuf [headArgs + 1 + (1+settleArgsPerKey)*callReqs]any
+	argBuf [headArgs + 2 + (1+settleArgsPerKey)*callReqs]any
 	names  [callReqs]string
 	nums   [settleArgsPerKey * callReqs]int64
 }
@@ -102,7 +112,7 @@ func getCall(k int) *call {
 func putCall(c *call) {
 	clear(c.args)
 	clear(c.names[:])
-	c.args, c.s, c.cmd, c.err = nil, nil, nil, nil
+	c.args, c.s, c.cmd, c.err, c.merge = nil, nil, nil, nil, false
 	callPool.Put(c)
 }
 
@@ -142,6 +152,22 @@ type flight struct {
 	batch []*call
 	live  []*call
 	cmds  []*goredis.Cmd
+
+	// The merging of settles (see merge): the calls sent, the index in
+	// units of each live call's reply, and the records of merged settles
+	// with their members, reused from pipeline to pipeline.
+	units   []*call
+	unit    []int
+	merged  []*mergedSettle
+	nmerged int
+}
+
+// mergedSettle is one settleScript call that carries the settles of
+// members, which share a group and a mode.
+type mergedSettle struct {
+	c       call
+	at      int // its index in flight.units
+	members []*call
 }
 
 // batcherFor returns the queue for a call whose first key is key, or nil
@@ -330,20 +356,21 @@ func (l *Limiter) exec(b *batcher, f *flight) {
 	// caller's wait first, and reports its deadline as its own.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchGrace))
 	defer cancel()
-	cmds := f.cmds[:len(live)]
 	if l.now == nil {
 		now := l.localNow()
 		for _, c := range live {
 			c.sent = now
 		}
 	}
-	l.pipeline(ctx, live, cmds, func(c *call) (any, any) { return "evalsha", shaArg(c.s) })
+	units := f.merge(live)
+	cmds := f.cmds[:len(units)]
+	l.pipeline(ctx, units, cmds, func(c *call) (any, any) { return "evalsha", shaArg(c.s) })
 	for round := 0; round < 2; round++ {
 		var redo []*call
 		var idx []int
 		for i, cmd := range cmds {
 			if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-				redo = append(redo, live[i])
+				redo = append(redo, units[i])
 				idx = append(idx, i)
 			}
 		}
@@ -368,13 +395,99 @@ func (l *Limiter) exec(b *batcher, f *flight) {
 	clear(f.batch)
 	f.batch = f.batch[:0]
 	b.mu.Unlock()
+	f.unmerge()
 	for i, c := range live {
 		if c.state.CompareAndSwap(sent, replied) {
-			c.cmd, c.err = cmds[i], cmds[i].Err()
+			cmd := cmds[f.unit[i]]
+			c.cmd, c.err = cmd, cmd.Err()
 			c.done <- struct{}{}
 		}
-		cmds[i], live[i] = nil, nil
+		live[i] = nil
 	}
+	clear(cmds)
+}
+
+// merge returns the calls to send for live (the calls of one pipeline):
+// live itself, unless two or more of its settles share a group (a Cluster
+// slot; every call on one server shares group 0) and a mode, which then
+// leave as one settleScript call that carries their buckets, in the place
+// of the first of them, each settle's result at its own index (its part)
+// of the reply. f.unit[i] is the index of live[i]'s call in the result.
+func (f *flight) merge(live []*call) []*call {
+	f.unit, f.units, f.nmerged = f.unit[:0], f.units[:0], 0
+	for _, c := range live {
+		c.part = 0
+		if c.merge {
+			g, fresh := f.groupFor(c)
+			if !fresh {
+				c.part = len(g.members)
+				g.members = append(g.members, c)
+				f.unit = append(f.unit, g.at)
+				continue
+			}
+			g.at, g.members = len(f.units), append(g.members, c)
+		}
+		f.unit = append(f.unit, len(f.units))
+		f.units = append(f.units, c)
+	}
+	for _, g := range f.merged[:f.nmerged] {
+		if len(g.members) > 1 {
+			f.units[g.at] = g.build()
+		}
+	}
+	return f.units
+}
+
+// groupFor returns the merged settle of c's group and mode in this
+// pipeline, and whether it is new (c its first member).
+func (f *flight) groupFor(c *call) (*mergedSettle, bool) {
+	mode := c.args[headArgs+c.keys]
+	for _, g := range f.merged[:f.nmerged] {
+		if h := g.members[0]; h.group == c.group && h.args[headArgs+h.keys] == mode {
+			return g, false
+		}
+	}
+	if f.nmerged == len(f.merged) {
+		f.merged = append(f.merged, &mergedSettle{})
+	}
+	g := f.merged[f.nmerged]
+	f.nmerged++
+	g.members = g.members[:0]
+	return g, true
+}
+
+// build sets g's call to carry the settles of every member (see
+// settleScript: their keys, the mode, then each one's arguments) and
+// returns it.
+func (g *mergedSettle) build() *call {
+	c := &g.c
+	c.s, c.take = &settleS, true
+	n := int64(0)
+	for _, m := range g.members {
+		n += m.keys
+	}
+	args := append(c.args[:0], nil, nil, n)
+	for _, m := range g.members {
+		args = append(args, m.args[headArgs:headArgs+m.keys]...)
+	}
+	args = append(args, g.members[0].args[headArgs+g.members[0].keys])
+	for _, m := range g.members {
+		args = append(args, m.args[headArgs+m.keys+1:]...)
+	}
+	c.args = args
+	return c
+}
+
+// unmerge drops what merge held of a pipeline's calls, whose records may
+// now be reused.
+func (f *flight) unmerge() {
+	for _, g := range f.merged[:f.nmerged] {
+		clear(g.c.args)
+		clear(g.members)
+		g.c.args, g.members = g.c.args[:0], g.members[:0]
+	}
+	clear(f.units)
+	f.units, f.nmerged = f.units[:0], 0
 }
 
 // pipeline sends one command per call of calls in one pipeline, named by

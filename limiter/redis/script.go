@@ -25,9 +25,10 @@ else
 end
 
 -- debt returns the debt of bucket k in ns (TAT - now, clamped to 0..2^53-1),
--- 0 for a bucket with no state, or nil if its state is not a decimal TAT.
-local function debt(k)
-  local v = redis.call('GET', k)
+-- 0 for a bucket with no state, or nil if its state is not a decimal TAT;
+-- v, if given, is k's value already read (false: none).
+local function debt(k, v)
+  if v == nil then v = redis.call('GET', k) end
   if not v then return 0 end
   local l = #v
   local ts, tn = 0, nil

@@ -2,51 +2,79 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
 
 // settleScript settles reservations (see [Limiter.Settle] and the rule of
-// package limiter, "Reserve, then settle"), one bucket after the other, in
-// one atomic step.
+// package limiter, "Reserve, then settle") for one or more settle calls,
+// merged by the batcher (see the package documentation, "Batching"), one
+// bucket after the other, in one atomic step. The buckets of call c are
+// the next m_c keys, and its arguments the next 1+3·m_c:
 //
-//	KEYS[i]       a bucket to settle
+//	KEYS          the buckets of call 1, then of call 2, ...
 //	ARGV[1]       the mode, as for gcraScript ("1", or the test clock's)
-//	ARGV[3i-1]    x_i: the change in ns, (actual - reserved) × interval:
-//	              > 0 a debt, < 0 a refund of -x_i
-//	ARGV[3i]      the seconds of the TAT the reservation's charge left
-//	ARGV[3i+1]    its nanoseconds
+//	then per call c:
+//	  m_c           its number of buckets
+//	  per bucket i:
+//	    x_i         the change in ns, (actual - reserved) × interval:
+//	                > 0 a debt, < 0 a refund of -x_i
+//	    s_i, ns_i   the seconds and nanoseconds of the TAT the
+//	                reservation's charge left
 //
 // A debt is charged unconditionally: the bucket's debt d (0 for a full or
 // missing bucket) becomes d + x_i, clamped to 2^53-1 ns. A refund moves the
 // debt back by r = min(-x_i, TAT1 - now), the part of the reservation not
 // yet refilled, as refundScript does (the key deleted when that leaves it
 // full); a bucket that is full, gone, or whose debt is the clamp is left
-// alone. It returns the number of buckets it changed.
+// alone.
+//
+// It returns {n_1, n_2, ...}: n_c is the number of buckets call c
+// changed, or -1 if one of its buckets holds something other than a
+// decimal TAT (another type, which GET refuses with WRONGTYPE, or another
+// string): then none of call c's buckets is changed, and the other calls
+// are settled as if it were not there. Every bucket of a call is read
+// before any is written, so a call applies whole or not at all; a bucket
+// named twice in one call is read again at its second settle.
 const settleScript = luaPrelude + `
-local changed = 0
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  local x = tonumber(ARGV[3 * i - 1])
-  local d = debt(k)
-  if not d then
-    return ` + luaNotTAT + `
+local out, k, a = {}, 1, 2
+while a <= #ARGV do
+  local m = tonumber(ARGV[a])
+  local ds, changed = {}, 0
+  for j = 1, m do
+    local v = redis.pcall('GET', KEYS[k + j - 1])
+    if type(v) == 'table' then changed = -1 break end
+    ds[j] = debt(nil, v)
+    if not ds[j] then changed = -1 break end
   end
-  if x > 0 then
-    store(k, math.min(d + x, 9007199254740991))
-    changed = changed + 1
-  else
-    local r = math.min(-x, (tonumber(ARGV[3 * i]) - sec) * 1e9 + (tonumber(ARGV[3 * i + 1]) - nsec))
-    if r > 0 and d > 0 and d < 9007199254740991 then
-      if d > r then store(k, d - r) else redis.call('DEL', k) end
+  local seen = {}
+  for j = 1, changed == 0 and m or 0 do
+    local key, b = KEYS[k + j - 1], a + 3 * j - 2
+    local x, d = tonumber(ARGV[b]), ds[j]
+    if seen[key] then d = debt(key) end
+    seen[key] = true
+    if x > 0 then
+      store(key, math.min(d + x, 9007199254740991))
       changed = changed + 1
+    else
+      local r = math.min(-x, (tonumber(ARGV[b + 1]) - sec) * 1e9 + (tonumber(ARGV[b + 2]) - nsec))
+      if r > 0 and d > 0 and d < 9007199254740991 then
+        if d > r then store(key, d - r) else redis.call('DEL', key) end
+        changed = changed + 1
+      end
     end
   end
+  out[#out + 1] = changed
+  k, a = k + m, a + 1 + 3 * m
 end
-return changed
+return out
 `
 
 var settleS = newScript(settleScript)
@@ -159,10 +187,11 @@ func (l *Limiter) settleGroups(ctx context.Context, todo []settling) error {
 }
 
 // settleGroup sends the settles of one server, slot or Ring tag as one
-// settleScript call, through the server's batcher when batching is on.
+// settleScript call, through the server's batcher when batching is on
+// (which may merge it with other settles bound for the same slot).
 func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
 	m := len(todo)
-	k := headArgs + m + 1 + settleArgsPerKey*m
+	k := headArgs + m + 2 + settleArgsPerKey*m
 	c := getCall(k)
 	c.s, c.take, c.deadline = &settleS, true, l.deadline(ctx)
 	c.args[2] = int64(m)
@@ -170,6 +199,8 @@ func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
 		c.sent = l.localNow()
 	}
 	c.args[headArgs+m] = l.mode(true, c.sent)
+	c.keys, c.part = int64(m), 0
+	c.args[headArgs+m+1] = &c.keys
 	for j := range todo {
 		c.setSettleArgs(j, m, &todo[j])
 	}
@@ -184,17 +215,22 @@ func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
 		b = l.batcherFor(tctx, todo[0].name)
 		cancel()
 	}
+	var cmd *goredis.Cmd
 	var err error
 	reuse := true
 	if b != nil {
-		_, err, reuse = l.submit(ctx, b, c)
+		c.merge, c.group = true, todo[0].group
+		cmd, err, reuse = l.submit(ctx, b, c)
 	} else {
 		tctx, cancel := context.WithDeadline(ctx, c.deadline)
 		c.resend(l)
-		if _, err = run(tctx, l.client, c.s, c.args, false); err != nil {
+		if cmd, err = run(tctx, l.client, c.s, c.args, false); err != nil {
 			err = l.fail(ctx, tctx, err)
 		}
 		cancel()
+	}
+	if err == nil {
+		err = settleReply(cmd, c.part)
 	}
 	if reuse {
 		putCall(c)
@@ -202,10 +238,31 @@ func (l *Limiter) settleGroup(ctx context.Context, todo []settling) error {
 	return err
 }
 
+// errNotTAT is the error of a settle that found a bucket whose state is
+// not a decimal TAT (a key of another type, or another string): nothing of
+// that settle was applied.
+var errNotTAT = errors.New("limiter/redis: settle: bucket state is not a decimal TAT (nothing settled)")
+
+// settleReply returns the error of the settle whose result is part of
+// settleScript's reply cmd: nil, or errNotTAT.
+func settleReply(cmd *goredis.Cmd, part int) error {
+	v, err := cmd.Slice()
+	if err != nil || part >= len(v) {
+		return fmt.Errorf("limiter/redis: settle: unexpected reply %v (outcome unknown): %w", cmd.Val(), err)
+	}
+	if n, ok := v[part].(int64); !ok || n < 0 {
+		if ok {
+			return errNotTAT
+		}
+		return fmt.Errorf("limiter/redis: settle: unexpected reply %v (outcome unknown)", cmd.Val())
+	}
+	return nil
+}
+
 // setSettleArgs sets c's key and arguments for bucket j of a settle of m
 // buckets (see settleScript).
 func (c *call) setSettleArgs(j, m int, s *settling) {
-	keys, argv := c.args[headArgs:headArgs+m], c.args[headArgs+m+1:]
+	keys, argv := c.args[headArgs:headArgs+m], c.args[headArgs+m+2:]
 	v := [settleArgsPerKey]int64{s.x, s.tat1 / 1e9, s.tat1 % 1e9}
 	a := argv[settleArgsPerKey*j:]
 	if m > callReqs {
