@@ -76,3 +76,16 @@ func Cancels(l *Limiter) (queued int, dropped int64) {
 	defer l.leases.mu.Unlock()
 	return len(l.leases.cancels), l.leases.dropped.Load()
 }
+
+// Queued returns the number of calls waiting in l's one-server queue.
+func Queued(l *Limiter) int {
+	l.single.mu.Lock()
+	defer l.single.mu.Unlock()
+	return len(l.single.queue)
+}
+
+// KeyName returns the Redis key of r's bucket.
+func (l *Limiter) KeyName(r limiter.Request) string {
+	name, _ := l.names.name(&r)
+	return name
+}
