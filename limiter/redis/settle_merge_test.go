@@ -8,7 +8,6 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,28 +29,9 @@ type gate struct {
 }
 
 func newGate(t *testing.T, target string) *gate {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{addr: ln.Addr().String(), arrived: make(chan struct{}, 16), release: make(chan struct{}, 16)}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { g.on.Store(false); close(g.release); ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
-			wg.Go(func() { g.forward(in, out) })
-		}
-	})
+	g := &gate{arrived: make(chan struct{}, 16), release: make(chan struct{}, 16)}
+	g.addr = tcpProxy(t, target, g.forward, func(in, out net.Conn) { _, _ = io.Copy(in, out); in.Close() },
+		func() { g.on.Store(false); close(g.release) })
 	return g
 }
 

@@ -270,13 +270,29 @@ type cutter struct {
 }
 
 func newCutter(t *testing.T, target string) *cutter {
+	c := &cutter{}
+	c.addr = tcpProxy(t, target, func(in, out net.Conn) { _, _ = io.Copy(out, in); out.Close() }, c.replies, nil)
+	return c
+}
+
+// tcpProxy listens on loopback and connects each client it accepts to
+// target, running up(client, server) and down(client, server) on
+// goroutines of their own (the two directions); it returns its address.
+// When the test ends, stop runs (when not nil), then the listener closes
+// and the goroutines are waited for.
+func tcpProxy(t *testing.T, target string, up, down func(in, out net.Conn), stop func()) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cutter{addr: ln.Addr().String()}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		if stop != nil {
+			stop()
+		}
+		ln.Close()
+		wg.Wait()
+	})
 	wg.Go(func() {
 		for {
 			in, err := ln.Accept()
@@ -288,11 +304,11 @@ func newCutter(t *testing.T, target string) *cutter {
 				in.Close()
 				continue
 			}
-			wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
-			wg.Go(func() { c.replies(in, out) })
+			wg.Go(func() { up(in, out) })
+			wg.Go(func() { down(in, out) })
 		}
 	})
-	return c
+	return ln.Addr().String()
 }
 
 // replies forwards the server's replies to the client until a cut.
