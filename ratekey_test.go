@@ -325,13 +325,13 @@ func TestNewPassesTheLimiterSettings(t *testing.T) {
 	if rec := m.Check(req); len(rec.Policies) != 1 || rec.Policies[0].Key != "p|region=eu" {
 		t.Errorf("Check: %+v; want the key p|region=eu", rec.Policies)
 	}
-	if got := logs.Get(); len(got) != 1 || !strings.HasPrefix(got[0], "INFO ratekey decision policy=p decision=PASSED key=p|region=eu") {
+	if got := logs.Get(); len(got) != 1 || got[0] != "INFO ratekey decision policy=p decision=PASSED key=p|region=eu operation=GET /v1/x cost=1 remaining=9 store=memory client=192.0.2.1 network=192.0.2.1/32" {
 		t.Errorf("logged %q; want one PASSED line (SamplePassed 1)", got)
 	}
 	slow := ratekey.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork},
 		Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 5, DelayAfter: 1}}
 	_, err = ratekey.New(ratekey.Config{Router: chi.NewRouter(), MaxWait: 2 * time.Second, Policies: []ratekey.Policy{slow}})
-	if err == nil || !strings.Contains(err.Error(), "max_delay") {
+	if err == nil || err.Error() != `policies[0] ("slow").delay_after: a request may have to wait up to 4s (burst beyond delay_after at 1/s), longer than 2s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate` {
 		t.Errorf("New with MaxWait 2s and a 4 s delay: %v; want a refusal", err)
 	}
 	if _, err := ratekey.New(ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{slow}}); err != nil {

@@ -64,8 +64,17 @@ func adminSet(res *trustedproxy.Resolver, allow []string) (*netipx.IPSet, error)
 		return nil, nil
 	}
 	set, err := trustedproxy.ParseSet(allow)
-	if err != nil {
-		return nil, fmt.Errorf("allow%w", err)
+	if err == nil {
+		return set, nil
 	}
-	return set, nil
+	// ParseSet joins one error per bad entry, "[i] ...": each gets the
+	// field's name.
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for i, e := range errs {
+		errs[i] = fmt.Errorf("allow%w", e)
+	}
+	return nil, errors.Join(errs...)
 }

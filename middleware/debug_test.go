@@ -376,3 +376,20 @@ func TestDebugMatchesTheLiveRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugConfigErrors: Debug and AdminOnly name each bad admin network
+// by its index under "allow", and refuse a nil resolver.
+func TestDebugConfigErrors(t *testing.T) {
+	res := proxyResolver(t)
+	const want = "allow[0] \"localhost\": not an IP address or CIDR prefix\nallow[2] \"10.0.0.0/8 \": has leading or trailing space: remove it (entries are not trimmed)"
+	allow := []string{"localhost", "192.0.2.0/24", "10.0.0.0/8 "}
+	if _, err := middleware.Debug(middleware.DebugConfig{Resolver: res, Allow: allow}); err == nil || err.Error() != want {
+		t.Errorf("Debug: %v\nwant %s", err, want)
+	}
+	if _, err := middleware.AdminOnly(res, allow); err == nil || err.Error() != want {
+		t.Errorf("AdminOnly: %v\nwant %s", err, want)
+	}
+	if _, err := middleware.Debug(middleware.DebugConfig{Allow: []string{"192.0.2.0/24"}}); err == nil || err.Error() != "resolver: required" {
+		t.Errorf("Debug without a resolver: %v", err)
+	}
+}
