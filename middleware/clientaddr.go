@@ -36,7 +36,7 @@ func ClientAddress(res *trustedproxy.Resolver, opts ClientAddressOptions) func(h
 				st.record.recordDerivation(r.RemoteAddr, &result, err)
 			}
 			if opts.Metrics != nil && (err != nil || anomalous(result.Derivation.Reason)) {
-				opts.Metrics.ProxyAnomaly(string(result.Derivation.Reason))
+				opts.Metrics.ProxyAnomaly(result.Derivation.Reason)
 			}
 			if err != nil {
 				writeProblem(w, forwardingProblem(err, r.RemoteAddr))
@@ -51,8 +51,8 @@ func ClientAddress(res *trustedproxy.Resolver, opts ClientAddressOptions) func(h
 // anomalous reports whether a successful derivation is one a well-configured
 // proxy should not produce: a trusted peer that sent no forwarding header
 // (keyed as the proxy itself), or a chain whose every hop is trusted.
-func anomalous(reason trustedproxy.Reason) bool {
-	return reason == trustedproxy.ReasonHeaderAbsent || reason == trustedproxy.ReasonAllHopsTrusted
+func anomalous(reason string) bool {
+	return reason == "trusted_peer_without_header" || reason == "all_hops_trusted"
 }
 
 // unixPeer reports whether remoteAddr is how net/http reports a peer on a

@@ -78,7 +78,7 @@ type Metrics interface {
 	// aspnetcore.rate_limiting.request.time_in_queue, by result.
 	Dequeued(policy string, waited time.Duration, abandoned bool)
 	// ProxyAnomaly counts a trusted-proxy anomaly seen by
-	// [ClientAddress]: reason is the [trustedproxy.Reason] of a failed
+	// [ClientAddress]: reason is the [trustedproxy.Derivation] Reason of a failed
 	// derivation, of a trusted peer that sent no forwarding header, or of
 	// a chain whose every hop is trusted.
 	ProxyAnomaly(reason string)

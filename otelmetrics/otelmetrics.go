@@ -95,7 +95,7 @@ const (
 	// "baseline" (without a queue) or "recent" (its last window's median).
 	attrAdaptiveEstimate = attribute.Key("ratekey.adaptive.estimate")
 	// attrProxyReason is a trusted-proxy anomaly's reason
-	// (trustedproxy.Reason).
+	// (trustedproxy.Derivation.Reason).
 	attrProxyReason = attribute.Key("ratekey.trusted_proxy.reason")
 	// attrAuthReason is why a credential was refused: the RFC 6750 error
 	// code ("invalid_request", "invalid_token"), "missing",

@@ -81,7 +81,7 @@ func TestGHSA_9g5q_2w5x_hmxf(t *testing.T) {
 func TestCVE_2020_28483(t *testing.T) {
 	for name, r := range map[string]*Resolver{"zero Config": mustNew(t, Config{}), "nil": nil, "zero value": {}, "header, peer untrusted": mustNew(t, Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}})} {
 		res, err := r.Explain("198.51.100.7:1", xff("1.2.3.4"), nil)
-		if err != nil || res.Client != netip.MustParseAddr("198.51.100.7") || res.Derivation.Reason != ReasonPeerUntrusted {
+		if err != nil || res.Client != netip.MustParseAddr("198.51.100.7") || res.Derivation.Reason != reasonPeerUntrusted {
 			t.Errorf("%s: got %+v, %v", name, res, err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestTraefikIssue7884(t *testing.T) {
 	for _, cfg := range allHeaderConfigs {
 		r := mustNew(t, cfg)
 		res, err := r.Explain("10.0.0.1:1", http.Header{"Accept": {"*/*"}}, nil)
-		if err != nil || res.Client != netip.MustParseAddr("10.0.0.1") || res.Derivation.Reason != ReasonHeaderAbsent || !res.Derivation.PeerTrusted {
+		if err != nil || res.Client != netip.MustParseAddr("10.0.0.1") || res.Derivation.Reason != reasonHeaderAbsent || !res.Derivation.PeerTrusted {
 			t.Errorf("%+v: got %+v, %v", cfg, res, err)
 		}
 		cfg.RejectMissingHeader = true

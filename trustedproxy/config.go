@@ -71,7 +71,7 @@ type Config struct {
 	AllowAll bool
 	// RejectMissingHeader says what a trusted peer that sent no value in
 	// its rule's header gets: false (the default) makes the client the
-	// peer, reason [ReasonHeaderAbsent] (which keeps load balancer health
+	// peer, reason "trusted_peer_without_header" (which keeps load balancer health
 	// checks working); true fails the resolution with [ErrMissingHeader],
 	// same reason. Either way the Derivation reports it, so it can be
 	// counted.

@@ -51,8 +51,29 @@ type Derivation struct {
 	// is the peer or the resolution failed (or when Hops was not built:
 	// see [Resolver.Resolve]).
 	Chosen int `json:"chosen"`
-	// Reason says why the client is what it is.
-	Reason Reason `json:"reason"`
+	// Reason says why the client is what it is (or why the resolution
+	// failed); it is part of the debug JSON and the label of anomaly
+	// counters, and its values are a public contract (docs/compatibility.md
+	// lists them). A successful resolution says "peer_untrusted" (no rule
+	// matches the peer, which is the client; no header read),
+	// "no_header_configured" (the peer's rule names no header; the client
+	// is the peer), "trusted_peer_without_header" (the trusted peer sent no
+	// value in its rule's header: the client is the peer, or
+	// [ErrMissingHeader] with Config.RejectMissingHeader; reported either
+	// way, as a misconfiguration or a health check usually is),
+	// "first_untrusted_hop" (the first entry of the list header, right to
+	// left, not in the trusted set), "hop_count" (the n-th untrusted entry
+	// of a rule with Hops n >= 2), "all_hops_trusted" (every entry trusted:
+	// the client is the peer, never the leftmost entry) or
+	// "single_address_header" (the value of the single-address header). A
+	// failure says "malformed_entry" ([ErrMalformedEntry], also for an
+	// address no connection can come from), "unknown_node"
+	// ([ErrUnknownNode]), "header_alias" ([ErrHeaderAlias]),
+	// "chain_too_long" ([ErrChainTooLong]), "malformed_peer"
+	// ([ErrMalformedPeer]) or "unix_peer_untrusted" (a Unix-socket peer no
+	// rule accepts, [ErrMalformedPeer]); to act on a failure, test the
+	// error with errors.Is.
+	Reason string `json:"reason"`
 	// Error is the text of the error Resolve returned, if any.
 	Error string `json:"error,omitempty"`
 }
@@ -74,105 +95,91 @@ type Hop struct {
 	// Address is the canonical address parsed from Value, "" when malformed
 	// (including an address no connection can come from).
 	Address string `json:"address,omitempty"`
-	// Verdict is what the walk concluded about this entry.
-	Verdict Verdict `json:"verdict"`
+	// Verdict is what the walk concluded about this entry, one of (a
+	// public contract, listed in docs/compatibility.md): "trusted" (in the
+	// rule's trusted set; the walk continued left), "counted" (not in the
+	// set, but the rule's Hops count vouches for it; the walk continued
+	// left), "client" (the first untrusted address, or the value of a
+	// single-address header), "malformed" (not an address, or an address
+	// no connection can come from; the walk failed closed) and "unknown"
+	// ("unknown" or an obfuscated node, RFC 7239 §6; the walk failed
+	// closed). It is for display: to act on an outcome, use the error and
+	// Derivation.Reason.
+	Verdict string `json:"verdict"`
 }
 
-// Verdict classifies one examined [Hop]. Its values are part of the
-// debug JSON: "trusted" (in the rule's trusted set; the walk continued
-// left), "counted" (not in the set, but the rule's Hops count vouches for
-// it; the walk continued left), "client" (the first untrusted address, or
-// the value of a single-address header), "malformed" (not an address, or an
-// address no connection can come from; the walk failed closed) and
-// "unknown" ("unknown" or an obfuscated node, RFC 7239 §6; the walk failed
-// closed). A Verdict is for display: to act on an outcome, use the error
-// and [Derivation.Reason].
-type Verdict string
-
-// Verdicts.
+// The verdicts of a [Hop] (Hop.Verdict).
 const (
 	// verdictTrusted: the entry is in the rule's trusted set; the walk
 	// continued left.
-	verdictTrusted Verdict = "trusted"
+	verdictTrusted = "trusted"
 	// verdictCounted: the entry is not in the trusted set but the rule's
 	// Hops count vouches for it as a proxy; the walk continued left.
-	verdictCounted Verdict = "counted"
+	verdictCounted = "counted"
 	// verdictClient: the entry is the client (first untrusted address, or
 	// the value of a single-address header).
-	verdictClient Verdict = "client"
+	verdictClient = "client"
 	// verdictMalformed: the entry is not an address, or is an address no
 	// connection can come from (unspecified, multicast, 255.255.255.255);
 	// the walk failed closed.
-	verdictMalformed Verdict = "malformed"
+	verdictMalformed = "malformed"
 	// verdictUnknown: the entry is "unknown" or an obfuscated node
 	// (RFC 7239 §6); the walk failed closed.
-	verdictUnknown Verdict = "unknown"
+	verdictUnknown = "unknown"
 )
 
-// Reason says why a [Derivation] chose its client (or failed). Its values
-// are part of the debug JSON and the label of anomaly counters. The
-// reasons of a successful resolution are exported constants (compare
-// against them, for instance to count [ReasonHeaderAbsent]); those of a
-// failure are not, since the error says the same and is what to test
-// (with errors.Is): "malformed_entry" ([ErrMalformedEntry], also for an
-// address no connection can come from), "unknown_node" ([ErrUnknownNode]),
-// "header_alias" ([ErrHeaderAlias]), "chain_too_long" ([ErrChainTooLong]),
-// "malformed_peer" ([ErrMalformedPeer]) and "unix_peer_untrusted" (a
-// Unix-socket peer no rule accepts, [ErrMalformedPeer]).
-type Reason string
-
-// Reasons.
+// The reasons of a [Derivation] (Derivation.Reason).
 const (
-	// ReasonPeerUntrusted: no rule matches the peer, it is the client; no
+	// reasonPeerUntrusted: no rule matches the peer, it is the client; no
 	// header was read.
-	ReasonPeerUntrusted Reason = "peer_untrusted"
-	// ReasonNoHeaderConfigured: the peer is trusted but its rule names no
+	reasonPeerUntrusted = "peer_untrusted"
+	// reasonNoHeaderConfigured: the peer is trusted but its rule names no
 	// header; the client is the peer.
-	ReasonNoHeaderConfigured Reason = "no_header_configured"
-	// ReasonHeaderAbsent: the peer is trusted but sent no value in its
+	reasonNoHeaderConfigured = "no_header_configured"
+	// reasonHeaderAbsent: the peer is trusted but sent no value in its
 	// rule's header (no line, or only lines of spaces and tabs). With
 	// Config.RejectMissingHeader false (the default) the client is the
 	// peer; with true Resolve returns [ErrMissingHeader]. Reported either
 	// way: a trusted proxy that forwards without the header is usually a
 	// misconfiguration (or a health check) and should be counted.
-	ReasonHeaderAbsent Reason = "trusted_peer_without_header"
-	// ReasonFirstUntrustedHop: the client is the first entry of the list
+	reasonHeaderAbsent = "trusted_peer_without_header"
+	// reasonFirstUntrustedHop: the client is the first entry of the list
 	// header, walking right to left, that is not in the rule's trusted set.
-	ReasonFirstUntrustedHop Reason = "first_untrusted_hop"
-	// ReasonHopCount: the rule has Hops n >= 2 and the client is the n-th
+	reasonFirstUntrustedHop = "first_untrusted_hop"
+	// reasonHopCount: the rule has Hops n >= 2 and the client is the n-th
 	// entry, walking right to left, that is not in the rule's trusted set;
 	// the n-1 before it were trusted by count (verdict "counted").
-	ReasonHopCount Reason = "hop_count"
-	// ReasonAllHopsTrusted: every entry of the list header is trusted (by
+	reasonHopCount = "hop_count"
+	// reasonAllHopsTrusted: every entry of the list header is trusted (by
 	// address or by count); the client is the peer (documented choice:
 	// never the leftmost entry; see the package documentation).
-	ReasonAllHopsTrusted Reason = "all_hops_trusted"
-	// ReasonSingleAddressHeader: the client is the value of the
+	reasonAllHopsTrusted = "all_hops_trusted"
+	// reasonSingleAddressHeader: the client is the value of the
 	// single-address header sent by the trusted peer.
-	ReasonSingleAddressHeader Reason = "single_address_header"
+	reasonSingleAddressHeader = "single_address_header"
 	// reasonMalformedEntry: a header entry reached by the walk is not an
 	// address, or is an unspecified, multicast or broadcast address;
 	// Resolve returned a *ChainError wrapping ErrMalformedEntry (Err is
 	// errNonSourceEntry in the second case).
-	reasonMalformedEntry Reason = "malformed_entry"
+	reasonMalformedEntry = "malformed_entry"
 	// reasonUnknownNode: a header entry reached by the walk is "unknown" or
 	// an obfuscated node; Resolve returned a *ChainError wrapping
 	// ErrUnknownNode.
-	reasonUnknownNode Reason = "unknown_node"
+	reasonUnknownNode = "unknown_node"
 	// reasonHeaderAlias: Config.RejectAliases is set and the trusted peer's
 	// request carries an alias of its rule's header; Resolve returned an
 	// error wrapping ErrHeaderAlias.
-	reasonHeaderAlias Reason = "header_alias"
+	reasonHeaderAlias = "header_alias"
 	// reasonChainTooLong: more than MaxHops entries would have had to be
 	// examined; Resolve returned a *ChainError wrapping ErrChainTooLong.
-	reasonChainTooLong Reason = "chain_too_long"
+	reasonChainTooLong = "chain_too_long"
 	// reasonMalformedPeer: remoteAddr is not an address, or is an
 	// unspecified, multicast or broadcast address; Resolve returned an
 	// error wrapping ErrMalformedPeer (errNonSourcePeer in the second
 	// case).
-	reasonMalformedPeer Reason = "malformed_peer"
+	reasonMalformedPeer = "malformed_peer"
 	// reasonUnixPeerUntrusted: remoteAddr is a Unix-domain socket ("",
 	// "@..." or "/...") and no rule lists "unix"; Resolve returned an
 	// error wrapping errUnixPeer and ErrMalformedPeer.
-	reasonUnixPeerUntrusted Reason = "unix_peer_untrusted"
+	reasonUnixPeerUntrusted = "unix_peer_untrusted"
 )

@@ -42,7 +42,7 @@
 //     own load balancers, n = 2 reads "skip my known ranges, then trust one
 //     more hop" (a CDN whose ranges you do not keep). Entries trusted by
 //     count are reported with the verdict "counted" and the client with
-//     [ReasonHopCount].
+//     "hop_count".
 //  4. Failing closed. An entry reached by the walk that is not an address is
 //     a [*ChainError]: [ErrMalformedEntry] (garbage, an empty element, an
 //     RFC 7239 element breaking the grammar, a repeated or missing for) or
@@ -127,7 +127,7 @@
 //     count, and Hops composes with CIDR skipping (Traefik ignores
 //     excludedIPs when depth is set).
 //   - Every hop trusted (or the chain shorter than Hops): the client is the
-//     peer ([ReasonAllHopsTrusted]). nginx takes the leftmost entry, chi
+//     peer ("all_hops_trusted"). nginx takes the leftmost entry, chi
 //     sets no address, Traefik an empty one (and then answers 403). The
 //     leftmost entry of a short hop-counted chain can be
 //     written by an attacker who bypassed the outer proxy, and "no address"
@@ -144,7 +144,7 @@
 //     the first). A single-address header takes its last line (chi's
 //     ClientIPFromHeader does the same); a list in it is malformed.
 //   - A trusted peer that sent no forwarding header is reported
-//     ([ReasonHeaderAbsent]), never silently keyed as the proxy, and never
+//     ("trusted_peer_without_header"), never silently keyed as the proxy, and never
 //     turned into an empty address (Traefik issue 7884 answers 403):
 //     Config.RejectMissingHeader picks the peer (false, the default, so load balancer
 //     health checks keep working) or an error.

@@ -82,7 +82,7 @@ func xffLinesToForwarded(lines []string) ([]string, bool) {
 // outcome is what must agree between the two encodings of one chain.
 type outcome struct {
 	Client, Network string
-	Reason          Reason
+	Reason          string
 	Rule            int
 	Err             string
 	ErrPos          int

@@ -76,7 +76,7 @@ var ErrChainTooLong = errors.New("trustedproxy: forwarding chain too long")
 // ErrMissingHeader is returned when a trusted peer sent no value in its
 // rule's forwarding header and [Config.RejectMissingHeader] is set. By
 // default the peer is the client instead; Derivation.Reason is
-// [ReasonHeaderAbsent] either way.
+// "trusted_peer_without_header" either way.
 var ErrMissingHeader = errors.New("trustedproxy: trusted peer sent no forwarding header")
 
 // ErrHeaderAlias is returned when [Config.RejectAliases] is set and a

@@ -37,7 +37,7 @@ type refPolicy struct {
 // refResolved is the reference's answer.
 type refResolved struct {
 	client netip.Addr
-	reason Reason
+	reason string
 	rule   int
 	err    error // sentinel
 	pos    int   // position of the chosen or failing entry, -1 for none
@@ -78,10 +78,10 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 			out.reason, out.err = reasonUnixPeerUntrusted, errUnixPeer
 			return out
 		}
-		out.client, out.reason = p0, ReasonPeerUntrusted
+		out.client, out.reason = p0, reasonPeerUntrusted
 		return out
 	}
-	peerResult := func(reason Reason) refResolved {
+	peerResult := func(reason string) refResolved {
 		out.reason = reason
 		if unix {
 			out.err = errUnixPeer
@@ -91,7 +91,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		return out
 	}
 	if ru.header == "" {
-		return peerResult(ReasonNoHeaderConfigured)
+		return peerResult(reasonNoHeaderConfigured)
 	}
 	lines := h[ru.header]
 	var nonBlank []string
@@ -102,10 +102,10 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 	}
 	if len(nonBlank) == 0 {
 		if p.rejectMissing {
-			out.reason, out.err = ReasonHeaderAbsent, ErrMissingHeader
+			out.reason, out.err = reasonHeaderAbsent, ErrMissingHeader
 			return out
 		}
-		return peerResult(ReasonHeaderAbsent)
+		return peerResult(reasonHeaderAbsent)
 	}
 
 	type entry struct {
@@ -151,7 +151,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		case ok && !strings.Contains(v, ",") && refNonSource(a):
 			out.reason, out.err = reasonMalformedEntry, errNonSourceEntry
 		case ok && !strings.Contains(v, ","):
-			out.client, out.reason = a, ReasonSingleAddressHeader
+			out.client, out.reason = a, reasonSingleAddressHeader
 		case !strings.Contains(v, ",") && refUnknown(v):
 			out.reason, out.err = reasonUnknownNode, ErrUnknownNode
 		default:
@@ -186,14 +186,14 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		budget--
 		if budget == 0 {
 			out.client, out.pos = e.addr, i
-			out.reason = ReasonFirstUntrustedHop
+			out.reason = reasonFirstUntrustedHop
 			if ru.hops > 1 {
-				out.reason = ReasonHopCount
+				out.reason = reasonHopCount
 			}
 			return out
 		}
 	}
-	return peerResult(ReasonAllHopsTrusted)
+	return peerResult(reasonAllHopsTrusted)
 }
 
 func refIn(ps []netip.Prefix, a netip.Addr) bool {
@@ -459,18 +459,18 @@ func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res 
 		t.Fatalf("network %v for client %v", res.Network, c)
 	}
 	switch d.Reason {
-	case ReasonFirstUntrustedHop, ReasonHopCount:
+	case reasonFirstUntrustedHop, reasonHopCount:
 		if set := r.trustedSet(d.Rule); set == nil || set.Contains(c) {
 			t.Fatalf("walk chose %v, which rule %d trusts", c, d.Rule)
 		}
 		if d.Chosen != len(d.Hops)-1 || d.Hops[d.Chosen].Verdict != verdictClient || d.Hops[d.Chosen].Address != c.String() {
 			t.Fatalf("chosen hop inconsistent: %+v", d)
 		}
-	case ReasonPeerUntrusted:
+	case reasonPeerUntrusted:
 		if d.PeerTrusted || d.Header != "" || d.Hops != nil || r.trusts(c) {
 			t.Fatalf("untrusted peer, yet %+v", d)
 		}
-	case ReasonSingleAddressHeader:
+	case reasonSingleAddressHeader:
 	default: // the client is the trusted peer
 		if !d.PeerTrusted || d.Chosen != -1 || d.Peer != c.String() {
 			t.Fatalf("reason %q, client %v, derivation %+v", d.Reason, c, d)

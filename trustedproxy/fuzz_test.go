@@ -82,7 +82,7 @@ func refTrusted(a netip.Addr) bool {
 
 type refResult struct {
 	client netip.Addr
-	reason Reason
+	reason string
 	err    error // sentinel
 	pos    int   // position of the chosen or failing entry, -1 for none
 }
@@ -100,10 +100,10 @@ func refResolve(header, peer string, lines []string) refResult {
 		return refResult{reason: reasonMalformedPeer, err: errNonSourcePeer, pos: -1}
 	}
 	if !refTrusted(p) {
-		return refResult{client: p, reason: ReasonPeerUntrusted, pos: -1}
+		return refResult{client: p, reason: reasonPeerUntrusted, pos: -1}
 	}
 	if header == "" {
-		return refResult{client: p, reason: ReasonNoHeaderConfigured, pos: -1}
+		return refResult{client: p, reason: reasonNoHeaderConfigured, pos: -1}
 	}
 	var nonEmpty []string
 	for _, l := range lines {
@@ -112,7 +112,7 @@ func refResolve(header, peer string, lines []string) refResult {
 		}
 	}
 	if len(nonEmpty) == 0 {
-		return refResult{client: p, reason: ReasonHeaderAbsent, pos: -1}
+		return refResult{client: p, reason: reasonHeaderAbsent, pos: -1}
 	}
 	if header != "X-Forwarded-For" {
 		last := len(lines) - 1
@@ -127,7 +127,7 @@ func refResolve(header, peer string, lines []string) refResult {
 		if refNonSource(a) {
 			return refResult{reason: reasonMalformedEntry, err: errNonSourceEntry, pos: last}
 		}
-		return refResult{client: a, reason: ReasonSingleAddressHeader, pos: last}
+		return refResult{client: a, reason: reasonSingleAddressHeader, pos: last}
 	}
 	entries := strings.Split(strings.Join(nonEmpty, ","), ",")
 	examined := 0
@@ -148,10 +148,10 @@ func refResolve(header, peer string, lines []string) refResult {
 			return refResult{reason: reasonMalformedEntry, err: errNonSourceEntry, pos: i}
 		}
 		if !refTrusted(a) {
-			return refResult{client: a, reason: ReasonFirstUntrustedHop, pos: i}
+			return refResult{client: a, reason: reasonFirstUntrustedHop, pos: i}
 		}
 	}
-	return refResult{client: p, reason: ReasonAllHopsTrusted, pos: -1}
+	return refResult{client: p, reason: reasonAllHopsTrusted, pos: -1}
 }
 
 // FuzzResolve cross-checks Resolve against refResolve and asserts the

@@ -78,7 +78,7 @@ type goldenWant struct {
 	// Client and Network are "" on error.
 	Client  string `json:"client,omitempty"`
 	Network string `json:"network,omitempty"`
-	Reason  Reason `json:"reason"`
+	Reason  string `json:"reason"`
 	Rule    int    `json:"rule"`
 	// Error is the most specific sentinel the error matches (errorNames),
 	// "" for success.

@@ -135,14 +135,14 @@ func TestNonSourceNotReached(t *testing.T) {
 			name: "X-Forwarded-For left of the client",
 			cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("0.0.0.0, ff02::1", "203.0.113.7, 10.0.0.2"),
 			client: "203.0.113.7", net: "203.0.113.7/32",
-			want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+			want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 				Hops: []Hop{trusted(3, "10.0.0.2", "10.0.0.2"), client(2, "203.0.113.7", "203.0.113.7")}},
 		},
 		{
 			name: "X-Real-IP earlier line",
 			cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "255.255.255.255", "203.0.113.7"),
 			client: "203.0.113.7", net: "203.0.113.7/32",
-			want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
+			want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: reasonSingleAddressHeader,
 				Hops: []Hop{client(1, "203.0.113.7", "203.0.113.7")}},
 		},
 	} {

@@ -196,19 +196,19 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 //     (malformed_peer); a Unix-socket peer no rule accepts: an error
 //     wrapping ErrMalformedPeer, its text saying "Unix-socket peer"
 //     (unix_peer_untrusted);
-//   - no rule matches the peer: client = peer ([ReasonPeerUntrusted]), no
+//   - no rule matches the peer: client = peer ("peer_untrusted"), no
 //     header read;
 //   - the first matching rule names no header: client = peer
-//     ([ReasonNoHeaderConfigured]);
+//     ("no_header_configured");
 //   - Config.RejectAliases and an alias of the header present: error
 //     wrapping [ErrHeaderAlias] (header_alias);
-//   - header absent or only spaces/tabs ([ReasonHeaderAbsent]): client =
+//   - header absent or only spaces/tabs ("trusted_peer_without_header"): client =
 //     peer, or error [ErrMissingHeader] with Config.RejectMissingHeader;
 //   - list header (X-Forwarded-For, Forwarded): lines merged in wire order,
 //     walked right to left; entries in the rule's set are skipped; the
 //     client is the entry that uses up the rule's Hops
-//     ([ReasonFirstUntrustedHop], or [ReasonHopCount] when Hops >= 2);
-//     every entry trusted: client = peer ([ReasonAllHopsTrusted]); an entry
+//     ("first_untrusted_hop", or "hop_count" when Hops >= 2);
+//     every entry trusted: client = peer ("all_hops_trusted"); an entry
 //     that is not an address reached, including an empty element and an
 //     RFC 7239 element breaking the grammar: [*ChainError] wrapping
 //     [ErrMalformedEntry] (malformed_entry; [ErrUnknownNode] and
@@ -219,7 +219,7 @@ func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, repor
 //     (chain_too_long);
 //   - single-address header: the last line, which must be exactly one
 //     address that can be a source (otherwise a [*ChainError] wrapping
-//     [ErrMalformedEntry]), is the client ([ReasonSingleAddressHeader]).
+//     [ErrMalformedEntry]), is the client ("single_address_header").
 //
 // When a rule accepting a Unix-socket peer ends in "client = peer", the
 // result is instead an error wrapping [ErrMalformedPeer] whose text says
@@ -360,7 +360,7 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 		if ru == nil {
 			// Gate on the TCP peer: the only address the client cannot
 			// choose. No header is read.
-			d.Reason = ReasonPeerUntrusted
+			d.Reason = reasonPeerUntrusted
 			return peer, nil
 		}
 	case isUnixPeer(remoteAddr):
@@ -383,7 +383,7 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 	}
 	d.PeerTrusted = true
 	if ru.kind == kindNone {
-		d.Reason = ReasonNoHeaderConfigured
+		d.Reason = reasonNoHeaderConfigured
 		return usePeer(peer, unix, d)
 	}
 	d.Header = ru.header
@@ -413,7 +413,7 @@ func usePeer(peer netip.Addr, unix bool, d *Derivation) (netip.Addr, error) {
 
 // absent handles a trusted peer that sent no value in its rule's header.
 func (r *Resolver) absent(peer netip.Addr, unix bool, d *Derivation) (netip.Addr, error) {
-	d.Reason = ReasonHeaderAbsent
+	d.Reason = reasonHeaderAbsent
 	if r.rejectMissing {
 		return netip.Addr{}, fmt.Errorf("%w: %s", ErrMissingHeader, d.Header)
 	}
@@ -520,7 +520,7 @@ func (r *Resolver) walk(ru *rule, rs *ruleSet, peer netip.Addr, unix bool, lines
 	}
 	// Every entry is a trusted proxy (by address or by count). The
 	// documented choice is the peer, never the leftmost entry.
-	d.Reason = ReasonAllHopsTrusted
+	d.Reason = reasonAllHopsTrusted
 	return usePeer(peer, unix, d)
 }
 
@@ -600,9 +600,9 @@ func choose(ru *rule, a netip.Addr, d *Derivation, explain bool) netip.Addr {
 	if explain {
 		d.Chosen = len(d.Hops) - 1
 	}
-	d.Reason = ReasonFirstUntrustedHop
+	d.Reason = reasonFirstUntrustedHop
 	if ru.hops > 1 {
-		d.Reason = ReasonHopCount
+		d.Reason = reasonHopCount
 	}
 	return a
 }
@@ -629,12 +629,12 @@ func (r *Resolver) single(peer netip.Addr, unix bool, lines []string, d *Derivat
 		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(raw), Address: addrText(a, text), Verdict: verdictClient})
 		d.Chosen = len(d.Hops) - 1
 	}
-	d.Reason = ReasonSingleAddressHeader
+	d.Reason = reasonSingleAddressHeader
 	return a, nil
 }
 
 // fail records reason and returns err.
-func fail(d *Derivation, reason Reason, err error) (netip.Addr, error) {
+func fail(d *Derivation, reason string, err error) (netip.Addr, error) {
 	d.Reason = reason
 	d.Chosen = -1
 	return netip.Addr{}, err

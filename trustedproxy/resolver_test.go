@@ -60,27 +60,27 @@ var resolveCases = []resolveCase{
 		name: "issue/untrusted peer, forged XFF ignored",
 		cfg:  cfgXFF10, peer: "203.0.113.9:41000", h: xff("1.2.3.4, 10.0.0.1"),
 		client: "203.0.113.9", net: "203.0.113.9/32",
-		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "issue/mapped trusted entry, all hops trusted -> peer",
 		cfg:  cfgXFF10, peer: "10.0.0.2:41000", h: xff("::ffff:10.0.0.5, 10.0.0.1"),
 		client: "10.0.0.2", net: "10.0.0.2/32",
-		want: Derivation{Peer: "10.0.0.2", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonAllHopsTrusted,
+		want: Derivation{Peer: "10.0.0.2", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonAllHopsTrusted,
 			Hops: []Hop{trusted(1, "10.0.0.1", "10.0.0.1"), trusted(0, "::ffff:10.0.0.5", "10.0.0.5")}},
 	},
 	{
 		name: "issue/two XFF lines merged in wire order",
 		cfg:  cfgXFFlo, peer: "127.0.0.1:5000", h: xff("1.2.3.4, 127.0.0.1", "5.6.7.8"),
 		client: "5.6.7.8", net: "5.6.7.8/32",
-		want: Derivation{Peer: "127.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "127.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(2, "5.6.7.8", "5.6.7.8")}},
 	},
 	{
 		name: "issue/entry with port",
 		cfg:  cfgXFF10, peer: "10.0.0.1:80", h: xff("198.51.100.7:5555"),
 		client: "198.51.100.7", net: "198.51.100.7/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "198.51.100.7:5555", "198.51.100.7")}},
 	},
 	{
@@ -96,35 +96,35 @@ var resolveCases = []resolveCase{
 		name: "lines/second line trusted, walk continues into first line",
 		cfg:  cfgXFFlo, peer: "127.0.0.1:5000", h: xff("1.2.3.4, 127.0.0.1", "127.0.0.1"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "127.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 2, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "127.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 2, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(2, "127.0.0.1", "127.0.0.1"), trusted(1, "127.0.0.1", "127.0.0.1"), client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "lines/blank lines contribute no element",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4", " \t", "", "10.0.0.2"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(1, "10.0.0.2", "10.0.0.2"), client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "lines/only the examined suffix matters, garbage on the left is fine",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("garbage, ,,unknown", "1.2.3.4, 10.0.0.2"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(5, "10.0.0.2", "10.0.0.2"), client(4, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "lines/spaces and tabs trimmed",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("\t1.2.3.4 ,\t10.0.0.2\t "),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(1, "10.0.0.2", "10.0.0.2"), client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "lines/non-canonical header key in map is not read (as net/http)",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: http.Header{"x-forwarded-for": {"1.2.3.4"}},
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 
 	// ---- Empty elements and malformed entries: fail closed. ----
@@ -146,7 +146,7 @@ var resolveCases = []resolveCase{
 		name: "empty/leading comma never reached",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff(", 1.2.3.4"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(1, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
@@ -185,20 +185,20 @@ var resolveCases = []resolveCase{
 		name: "canon/mapped peer is the trusted IPv4 address",
 		cfg:  cfgXFF10, peer: "[::ffff:10.0.0.1]:80", h: xff("1.2.3.4"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "canon/mapped untrusted peer keys as IPv4 /32, not ::/64",
 		cfg:  cfgXFF10, peer: "[::ffff:203.0.113.9]:80", h: xff("1.2.3.4"),
 		client: "203.0.113.9", net: "203.0.113.9/32",
-		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "canon/zoned peer is the trusted link-local address",
 		cfg:  Config{Rules: []Rule{{From: []string{"fe80::1"}, Header: "X-Forwarded-For"}}}, peer: "[fe80::1%eth0]:80", h: xff("2001:db8::7"),
 		client: "2001:db8::7", net: "2001:db8::/64",
-		want: Derivation{Peer: "fe80::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "fe80::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "2001:db8::7", "2001:db8::7")}},
 	},
 	{
@@ -206,14 +206,14 @@ var resolveCases = []resolveCase{
 		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8", "fe80::/10"}, Header: "X-Forwarded-For"}}}, peer: "10.0.0.1:1",
 		h:      xff("198.51.100.1, fe80::2%eth1, [::ffff:10.0.0.9]:443"),
 		client: "198.51.100.1", net: "198.51.100.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 2, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 2, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(2, "[::ffff:10.0.0.9]:443", "10.0.0.9"), trusted(1, "fe80::2%eth1", "fe80::2"), client(0, "198.51.100.1", "198.51.100.1")}},
 	},
 	{
 		name: "canon/mapped client is reported unmapped",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("::ffff:198.51.100.1"),
 		client: "198.51.100.1", net: "198.51.100.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "::ffff:198.51.100.1", "198.51.100.1")}},
 	},
 	{
@@ -221,7 +221,7 @@ var resolveCases = []resolveCase{
 		cfg:  Config{Rules: []Rule{{From: []string{"2001:db8:ffff::/48"}, Header: "X-Forwarded-For"}}}, peer: "[2001:db8:ffff::1]:443",
 		h:      xff("[2001:db8::1], [2001:db8:ffff::2]:80"),
 		client: "2001:db8::1", net: "2001:db8::/64",
-		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(1, "[2001:db8:ffff::2]:80", "2001:db8:ffff::2"), client(0, "[2001:db8::1]", "2001:db8::1")}},
 	},
 	{
@@ -229,21 +229,21 @@ var resolveCases = []resolveCase{
 		cfg:  Config{Rules: []Rule{{From: []string{"2001:DB8:FFFF::/48"}, Header: "X-Forwarded-For"}}}, peer: "[2001:DB8:FFFF::1]:443",
 		h:      xff("2001:DB8:0:0:1::ABCD, 2001:DB8:FFFF::2"),
 		client: "2001:db8::1:0:0:abcd", net: "2001:db8::/64",
-		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "2001:db8:ffff::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 1, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{trusted(1, "2001:DB8:FFFF::2", "2001:db8:ffff::2"), client(0, "2001:DB8:0:0:1::ABCD", "2001:db8::1:0:0:abcd")}},
 	},
 	{
 		name: "canon/bare peer addresses accepted",
 		cfg:  cfgXFF10, peer: "10.0.0.1", h: xff("1.2.3.4"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 	{
 		name: "canon/bare IPv6 peer",
 		cfg:  Config{Rules: []Rule{{From: []string{"::1"}, Header: "X-Forwarded-For"}}}, peer: "::1", h: xff("1.2.3.4"),
 		client: "1.2.3.4", net: "1.2.3.4/32",
-		want: Derivation{Peer: "::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: ReasonFirstUntrustedHop,
+		want: Derivation{Peer: "::1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: 0, Reason: reasonFirstUntrustedHop,
 			Hops: []Hop{client(0, "1.2.3.4", "1.2.3.4")}},
 	},
 
@@ -252,31 +252,31 @@ var resolveCases = []resolveCase{
 		name: "gate/zero config trusts nobody, not even loopback",
 		cfg:  Config{}, peer: "127.0.0.1:1", h: xff("1.2.3.4"),
 		client: "127.0.0.1", net: "127.0.0.1/32",
-		want: Derivation{Peer: "127.0.0.1", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "127.0.0.1", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "gate/trusted peer, no header configured",
 		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}}}}, peer: "10.0.0.1:1", h: xff("1.2.3.4"),
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Chosen: -1, Reason: ReasonNoHeaderConfigured},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Chosen: -1, Reason: reasonNoHeaderConfigured},
 	},
 	{
 		name: "gate/trusted peer without the header is reported",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: http.Header{},
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 	{
 		name: "gate/trusted peer with an empty header is reported",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff(" "),
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 	{
 		name: "gate/nil header map",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: nil,
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 	{
 		// Unix-socket peers are ErrMalformedPeer and also errUnixPeer,
@@ -310,34 +310,34 @@ var resolveCases = []resolveCase{
 		name: "single/untrusted peer's forged X-Real-IP ignored",
 		cfg:  cfgReal, peer: "203.0.113.9:1", h: hdr("X-Real-IP", "10.0.0.7"),
 		client: "203.0.113.9", net: "203.0.113.9/32",
-		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "203.0.113.9", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "single/trusted peer's X-Real-IP is the client",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "198.51.100.7"),
 		client: "198.51.100.7", net: "198.51.100.7/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: reasonSingleAddressHeader,
 			Hops: []Hop{client(0, "198.51.100.7", "198.51.100.7")}},
 	},
 	{
 		name: "single/last line wins",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "1.1.1.1", "2.2.2.2"),
 		client: "2.2.2.2", net: "2.2.2.2/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: reasonSingleAddressHeader,
 			Hops: []Hop{client(1, "2.2.2.2", "2.2.2.2")}},
 	},
 	{
 		name: "single/value's own trust is not checked",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", "10.0.0.7"),
 		client: "10.0.0.7", net: "10.0.0.7/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: 0, Reason: reasonSingleAddressHeader,
 			Hops: []Hop{client(0, "10.0.0.7", "10.0.0.7")}},
 	},
 	{
 		name: "single/bracketed IPv6 with port",
 		cfg:  Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "CF-Connecting-IP"}}}, peer: "10.0.0.1:1", h: hdr("CF-Connecting-IP", " [2001:DB8::1]:443 "),
 		client: "2001:db8::1", net: "2001:db8::/64",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "Cf-Connecting-Ip", Chosen: 0, Reason: ReasonSingleAddressHeader,
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "Cf-Connecting-Ip", Chosen: 0, Reason: reasonSingleAddressHeader,
 			Hops: []Hop{client(0, "[2001:DB8::1]:443", "2001:db8::1")}},
 	},
 	{
@@ -365,13 +365,13 @@ var resolveCases = []resolveCase{
 		name: "single/absent",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: xff("1.2.3.4"),
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 	{
 		name: "single/empty",
 		cfg:  cfgReal, peer: "10.0.0.1:1", h: hdr("X-Real-IP", ""),
 		client: "10.0.0.1", net: "10.0.0.1/32",
-		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: ReasonHeaderAbsent},
+		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Real-Ip", Chosen: -1, Reason: reasonHeaderAbsent},
 	},
 
 	// ---- Network keys. ----
@@ -379,31 +379,31 @@ var resolveCases = []resolveCase{
 		name: "network/IPv6 default /64",
 		cfg:  Config{}, peer: "[2001:db8:1:2:3:4:5:6]:1",
 		client: "2001:db8:1:2:3:4:5:6", net: "2001:db8:1:2::/64",
-		want: Derivation{Peer: "2001:db8:1:2:3:4:5:6", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "2001:db8:1:2:3:4:5:6", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "network/custom IPv4 /24",
 		cfg:  Config{IPv4Prefix: 24, IPv6Prefix: 48}, peer: "198.51.100.77:1",
 		client: "198.51.100.77", net: "198.51.100.0/24",
-		want: Derivation{Peer: "198.51.100.77", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "198.51.100.77", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "network/custom IPv6 /48",
 		cfg:  Config{IPv4Prefix: 24, IPv6Prefix: 48}, peer: "[2001:db8:1:2:3:4:5:6]:1",
 		client: "2001:db8:1:2:3:4:5:6", net: "2001:db8:1::/48",
-		want: Derivation{Peer: "2001:db8:1:2:3:4:5:6", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "2001:db8:1:2:3:4:5:6", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "network/mapped client masked as IPv4 with custom prefix",
 		cfg:  Config{IPv4Prefix: 16, IPv6Prefix: 32}, peer: "[::ffff:198.51.100.77]:1",
 		client: "198.51.100.77", net: "198.51.0.0/16",
-		want: Derivation{Peer: "198.51.100.77", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "198.51.100.77", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 	{
 		name: "network/IPv6 /128",
 		cfg:  Config{IPv6Prefix: 128}, peer: "[2001:db8::1]:1",
 		client: "2001:db8::1", net: "2001:db8::1/128",
-		want: Derivation{Peer: "2001:db8::1", Chosen: -1, Reason: ReasonPeerUntrusted},
+		want: Derivation{Peer: "2001:db8::1", Chosen: -1, Reason: reasonPeerUntrusted},
 	},
 }
 
@@ -464,7 +464,7 @@ func checkResolve(t *testing.T, r *Resolver, tc resolveCase) {
 }
 
 func TestResolveNilAndZeroResolver(t *testing.T) {
-	want := Derivation{Peer: "10.0.0.1", Rule: -1, Chosen: -1, Reason: ReasonPeerUntrusted}
+	want := Derivation{Peer: "10.0.0.1", Rule: -1, Chosen: -1, Reason: reasonPeerUntrusted}
 	for name, r := range map[string]*Resolver{"nil": nil, "zero": {}} {
 		got, err := r.Explain("10.0.0.1:80", xff("1.2.3.4"), nil)
 		if err != nil || got.Client != netip.MustParseAddr("10.0.0.1") || got.Network != netip.MustParsePrefix("10.0.0.1/32") || !reflect.DeepEqual(got.Derivation, want) {
@@ -490,7 +490,7 @@ func TestResolveMaxHops(t *testing.T) {
 
 	// Exactly MaxHops trusted entries: all examined, client = peer.
 	got, err := r.Explain("10.0.0.1:1", xff(chain("10.0.0.2", MaxHops)), nil)
-	if err != nil || got.Derivation.Reason != ReasonAllHopsTrusted || len(got.Derivation.Hops) != MaxHops || got.Client != netip.MustParseAddr("10.0.0.1") {
+	if err != nil || got.Derivation.Reason != reasonAllHopsTrusted || len(got.Derivation.Hops) != MaxHops || got.Client != netip.MustParseAddr("10.0.0.1") {
 		t.Fatalf("%d trusted hops: got %v hops, reason %q, err %v", MaxHops, len(got.Derivation.Hops), got.Derivation.Reason, err)
 	}
 

@@ -361,7 +361,7 @@ func TestSourceSetIsCanonicalised(t *testing.T) {
 	h := http.Header{"X-Forwarded-For": {"203.0.113.9"}}
 	for _, peer := range []string{"10.0.0.1:1", "[::ffff:10.0.0.1]:1"} {
 		res, err := viaSource.Explain(peer, h, nil)
-		if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.Reason != ReasonFirstUntrustedHop {
+		if err != nil || res.Client != netip.MustParseAddr("203.0.113.9") || res.Derivation.Reason != reasonFirstUntrustedHop {
 			t.Errorf("peer %s: client %v (%s), %v; want 203.0.113.9 (first_untrusted_hop): the mapped range trusts 10/8", peer, res.Client, res.Derivation.Reason, err)
 		}
 	}
