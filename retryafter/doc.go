@@ -1,5 +1,5 @@
 // Package retryafter is the client side of ratekey's 429 and 503 answers: a
-// strict parser for the Retry-After field ([Parse], [FromHeader]) and a bounded retrying [http.RoundTripper] ([Transport]) that
+// strict parser for the Retry-After field ([FromHeader]) and a bounded retrying [http.RoundTripper] ([Transport]) that
 // honours it.
 //
 // # Parsing (RFC 9110 §10.2.3 and §5.6.7)

@@ -13,7 +13,7 @@ import (
 	"github.com/ratekey/ratekey/retryafter"
 )
 
-func ExampleParse() {
+func ExampleFromHeader_forms() {
 	received := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
 	for _, v := range []string{
 		"120",                           // delay-seconds
@@ -25,7 +25,7 @@ func ExampleParse() {
 		"1.5",                           // not an integer
 		"Mon, 01 Mar 2026 00:00:30 GMT", // 1 March 2026 is a Sunday
 	} {
-		d, err := retryafter.Parse(v, received)
+		d, _, err := retryafter.FromHeader(http.Header{"Retry-After": {v}}, received)
 		if err != nil {
 			fmt.Println("error:", err)
 			continue

@@ -24,6 +24,9 @@ type SystemClock = systemClock
 // Clock is the time source a test injects with WithClock.
 type Clock = clock
 
+// Parse parses one Retry-After value (see parse).
+func Parse(value string, received time.Time) (time.Duration, error) { return parse(value, received) }
+
 // ParseDate parses an HTTP-date (see parseHTTPDate).
 func ParseDate(value string, received time.Time) (time.Time, error) {
 	return parseHTTPDate(value, received)

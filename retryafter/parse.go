@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// maxDelay is the longest delay [Parse] reports: the largest [time.Duration],
+// maxDelay is the longest delay [FromHeader] reports: the largest [time.Duration],
 // about 292 years. A delay-seconds value above 9223372036 seconds, or an
 // HTTP-date further than that after the receipt time, saturates to maxDelay
 // (RFC 9111 §1.2.2 prescribes the same for caches reading delta-seconds).
@@ -59,23 +59,10 @@ func syntaxError(value, reason string) error {
 	return &syntaxErr{Value: v, Len: len(value), Reason: reason}
 }
 
-// Parse returns how long to wait, counted from received, before the
-// follow-up request that a Retry-After field value asks for (RFC 9110
-// §10.2.3). received is the time the response was received; pass time.Now()
-// taken when the response headers arrived.
-//
-// A delay-seconds value (1*DIGIT) is that many seconds, whatever received is;
-// leading zeros are allowed and values beyond the largest time.Duration (math.MaxInt64 nanoseconds, about
-// 292 years) saturate to it. An
-// HTTP-date (see the package documentation) gives the date minus received, or zero if the
-// date is not after received; received also anchors the two-digit years of
-// the RFC 850 form. The result is never negative. Leading and trailing spaces
-// and tabs are ignored (RFC 9110 §5.5).
-//
-// A value that is neither form returns 0 and a an error wrapping
-// [ErrInvalid]. Parse does not allocate unless it returns an error, and is
-// safe for concurrent use.
-func Parse(value string, received time.Time) (time.Duration, error) {
+// parse returns the wait a single Retry-After field value asks for,
+// counted from received (see [FromHeader]). It does not allocate unless it
+// returns an error.
+func parse(value string, received time.Time) (time.Duration, error) {
 	v := trimOWS(value)
 	if v == "" {
 		return 0, syntaxError(value, "empty value")
@@ -115,14 +102,27 @@ func parseHTTPDate(value string, received time.Time) (time.Time, error) {
 }
 
 // FromHeader reads the Retry-After field of a response header and returns
-// the wait counted from received, as [Parse] does. present reports whether
-// the field was there at all; when it is absent, d is 0 and err is nil.
+// how long to wait, counted from received, before the follow-up request it
+// asks for (RFC 9110 §10.2.3). received is the time the response was
+// received; pass time.Now() taken when the response headers arrived.
+// present reports whether the field was there at all; when it is absent, d
+// is 0 and err is nil. To read a lone value v, pass
+// http.Header{"Retry-After": {v}}.
+//
+// A delay-seconds value (1*DIGIT) is that many seconds, whatever received is;
+// leading zeros are allowed and values beyond the largest time.Duration
+// (math.MaxInt64 nanoseconds, about 292 years) saturate to it. An HTTP-date
+// (see the package documentation) gives the date minus received, or zero if
+// the date is not after received; received also anchors the two-digit years
+// of the RFC 850 form. The result is never negative. Leading and trailing
+// spaces and tabs are ignored (RFC 9110 §5.5).
 //
 // Retry-After is a singleton field: several lines with the same value (after
-// trimming) count as one, several differing lines are invalid (an error wrapping [ErrInvalid]). A
-// present but invalid field returns present == true, d == 0 and an error
-// wrapping [ErrInvalid]. FromHeader only reads h, and is safe for concurrent
-// use with other readers of h.
+// trimming) count as one, several differing lines are invalid. A present
+// value that is neither form, or differing lines, return present == true,
+// d == 0 and an error wrapping [ErrInvalid]. FromHeader does not allocate
+// unless it returns an error, only reads h, and is safe for concurrent use
+// with other readers of h.
 func FromHeader(h http.Header, received time.Time) (d time.Duration, present bool, err error) {
 	lines := h["Retry-After"]
 	if len(lines) == 0 {
@@ -134,7 +134,7 @@ func FromHeader(h http.Header, received time.Time) (d time.Duration, present boo
 			return 0, true, syntaxError(lines[0], "several differing Retry-After field lines")
 		}
 	}
-	d, err = Parse(lines[0], received)
+	d, err = parse(lines[0], received)
 	return d, true, err
 }
 
