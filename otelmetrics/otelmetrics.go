@@ -64,10 +64,11 @@ import (
 	"github.com/ratekey/ratekey/middleware"
 )
 
-// ScopeName is the instrumentation scope (the meter name) of every
+// scopeName is the instrumentation scope (the meter name) of every
 // instrument [New] creates: this package's import path, as the
-// OpenTelemetry specification recommends for instrumentation libraries.
-const ScopeName = "github.com/ratekey/ratekey/otelmetrics"
+// OpenTelemetry specification recommends for instrumentation libraries. A
+// public contract (docs/compatibility.md).
+const scopeName = "github.com/ratekey/ratekey/otelmetrics"
 
 // The attribute keys, in the "ratekey" namespace (error.type is the
 // semantic conventions' own).
@@ -155,9 +156,9 @@ type instruments struct {
 
 var _ Metrics = (*instruments)(nil)
 
-// New creates ratekey's instruments with the meter ScopeName of mp (an
-// SDK's *sdkmetric.MeterProvider, or otel.GetMeterProvider() for the
-// global one). It returns the instrument-creation errors, joined (an
+// New creates ratekey's instruments with the meter (instrumentation scope)
+// "github.com/ratekey/ratekey/otelmetrics" of mp (an SDK's
+// *sdkmetric.MeterProvider, or otel.GetMeterProvider() for the global one). It returns the instrument-creation errors, joined (an
 // invalid name or unit, which would be a bug here), and nil then. Give
 // the result to ratekey.Config.Metrics (the front door hands it to every
 // stage), or, composing by hand, to middleware.RateLimitConfig.Metrics,
@@ -167,7 +168,7 @@ var _ Metrics = (*instruments)(nil)
 // creates instruments of the same identity: two on one provider add up
 // into the same streams.
 func New(mp metric.MeterProvider) (Metrics, error) {
-	meter := mp.Meter(ScopeName)
+	meter := mp.Meter(scopeName)
 	m := &instruments{}
 	var errs []error
 	ctr := func(name, unit, desc string) metric.Int64Counter {

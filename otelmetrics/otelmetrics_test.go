@@ -35,7 +35,7 @@ func newReader(t testing.TB) (otelmetrics.Metrics, *sdkmetric.ManualReader) {
 // "name unit kind {attributes} value", kind "counter" (a monotonic sum),
 // "updowncounter" (a non-monotonic sum), "gauge" or "histogram" (value:
 // "count N sum S"), attributes sorted by key. It fails on a scope other
-// than otelmetrics.ScopeName or a temporality other than cumulative.
+// than the package's import path (the scope name, a contract) or a temporality other than cumulative.
 func points(t *testing.T, reader *sdkmetric.ManualReader) []string {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -44,8 +44,8 @@ func points(t *testing.T, reader *sdkmetric.ManualReader) []string {
 	}
 	var out []string
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != otelmetrics.ScopeName {
-			t.Errorf("scope %q; want %q", sm.Scope.Name, otelmetrics.ScopeName)
+		if sm.Scope.Name != "github.com/ratekey/ratekey/otelmetrics" {
+			t.Errorf("scope %q; want %q", sm.Scope.Name, "github.com/ratekey/ratekey/otelmetrics")
 		}
 		for _, md := range sm.Metrics {
 			prefix := md.Name + " " + md.Unit + " "
