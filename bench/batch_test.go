@@ -110,9 +110,13 @@ func handPipeline(b *testing.B, c *goredis.Client, callers int) {
 	sha := hook.sha.Load()
 	charge := int64(benchAccountLimit.Rate.Interval())
 	ceiling := charge * benchAccountLimit.Burst
+	// The buckets' Redis keys in the package documentation's layout,
+	// <Prefix>{<tag>}<Burst>x<Interval>ns:<Key>: the tag only places a key
+	// on a Cluster slot, so on one server any 8 hex digits do (here the
+	// account's index); the names are as long as ratekey's.
 	names := make([]string, accounts)
 	for i := range names {
-		names[i] = l.RedisKey(limiter.Request{Key: k.accounts[i], Limit: benchAccountLimit, Cost: 1})
+		names[i] = fmt.Sprintf("rk:{%08x}%dx%dns:%s", uint32(i), benchAccountLimit.Burst, charge, k.accounts[i])
 	}
 	const per = 64
 	sem := make(chan struct{}, 4)

@@ -35,7 +35,7 @@ func TestCRC16(t *testing.T) {
 	}
 	for _, k := range keys {
 		r := limiter.Request{Key: k, Limit: lim(1, time.Second, 2), Cost: 1}
-		name := l.RedisKey(r)
+		name := rkredis.RedisKey(l, r)
 		got, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", name)
 		if err != nil {
 			t.Fatal(err)

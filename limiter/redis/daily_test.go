@@ -33,7 +33,7 @@ func TestDailyQuotaExpiry(t *testing.T) {
 		if d != tc.want {
 			t.Errorf("%s: %+v; want %+v", tc.key, d, tc.want)
 		}
-		key := l.RedisKey(r)
+		key := rkredis.RedisKey(l, r)
 		tat := doInt(t, srv, "GET", key)
 		if tat < before+int64(tc.ttl) || tat > after+int64(tc.ttl) {
 			t.Errorf("%s: TAT %d not in [%d, %d] + %v", tc.key, tat, before, after, tc.ttl)

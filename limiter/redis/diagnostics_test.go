@@ -31,7 +31,7 @@ func TestDiagnostics(t *testing.T) {
 	ca := limiter.Request{Key: a.Key, Limit: capOf(2, 0), Cost: 1}
 	cb := limiter.Request{Key: b.Key, Limit: capOf(2, 0), Cost: 1}
 	slotOf := func(l *rkredis.Limiter, r limiter.Request) int {
-		got, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", l.RedisKey(r))
+		got, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", rkredis.RedisKey(l, r))
 		if err != nil {
 			t.Fatal(err)
 		}

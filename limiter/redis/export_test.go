@@ -89,3 +89,6 @@ func (l *Limiter) KeyName(r limiter.Request) string {
 	name, _ := l.names.name(&r)
 	return name
 }
+
+// RedisKey returns the name of the Redis key of r's bucket (see redisKey).
+func RedisKey(l *Limiter, r limiter.Request) string { return l.redisKey(r) }

@@ -261,7 +261,7 @@ func TestFiguresWait(t *testing.T) {
 		lat := make([]time.Duration, n)
 		for i := range lat {
 			pipe := client.Pipeline()
-			script := pipe.EvalSha(ctx, rkredis.OneScriptSHA, []string{l.RedisKey(r)}, "1", interval, ceiling)
+			script := pipe.EvalSha(ctx, rkredis.OneScriptSHA, []string{rkredis.RedisKey(l, r)}, "1", interval, ceiling)
 			var w *goredis.Cmd
 			if wait {
 				w = pipe.Do(ctx, "wait", 1, 1000)

@@ -183,7 +183,7 @@ func TestInFlightKill(t *testing.T) {
 	if !d[0].Allowed {
 		t.Fatalf("a take after the child's leases expired: %+v", d[0])
 	}
-	key := l.RedisKey(limiter.Request{Key: "kill", Limit: capOf(2, time.Second), Cost: 1})
+	key := rkredis.RedisKey(l, limiter.Request{Key: "kill", Limit: capOf(2, time.Second), Cost: 1})
 	c := newClient(t, srv.Addr)
 	if ttl := c.PTTL(context.Background(), key).Val(); ttl <= 0 || ttl > time.Second {
 		t.Errorf("PTTL of the cap's key: %v; want its lease, (0, 1s]", ttl)

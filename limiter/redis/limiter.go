@@ -375,11 +375,11 @@ func withRoundTrips(dst []limiter.Decision, n0, rounds int) []limiter.Decision {
 	return dst
 }
 
-// RedisKey returns the name of the Redis key that holds the state of r's
-// bucket (see the package documentation for the layout), for operators and
-// tests. r must be a request Take would accept (a non-empty Key, Cost >= 1, a
-// Limit that passes [limiter.Limit.Validate]).
-func (l *Limiter) RedisKey(r limiter.Request) string {
+// redisKey returns the name of the Redis key that holds the state of r's
+// bucket (see the package documentation for the layout). r must be a
+// request Take would accept (a non-empty Key, Cost >= 1, a Limit that
+// passes [limiter.Limit.Validate]).
+func (l *Limiter) redisKey(r limiter.Request) string {
 	name, _ := l.names.name(&r)
 	return name
 }

@@ -156,25 +156,25 @@ func TestRedisKey(t *testing.T) {
 	r := limiter.Request{Key: "per-account|tenant=acme|account=alice", Limit: lim(2, time.Second, 3), Cost: 1}
 	// The tag is 8 hex digits of a hash of the whole key: pinned, since
 	// every process (and version) must name a bucket alike.
-	if got, want := l.RedisKey(r), "ratekey:{f33feb73}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
+	if got, want := rkredis.RedisKey(l, r), "ratekey:{f33feb73}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
 		t.Errorf("RedisKey = %q; want %q", got, want)
 	}
 	// With HashTag "tenant", the tag is a hash of "tenant=acme": every
 	// bucket of the tenant shares it, whatever the policy and shape.
 	byTenant := mustNew(t, c, rkredis.Options{HashTag: "tenant"})
-	if got, want := byTenant.RedisKey(r), "ratekey:{9520be4b}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
+	if got, want := rkredis.RedisKey(byTenant, r), "ratekey:{9520be4b}3x500000000ns:per-account|tenant=acme|account=alice"; got != want {
 		t.Errorf("RedisKey with HashTag tenant = %q; want %q", got, want)
 	}
 	for _, k := range []string{"per-tenant|tenant=acme", "x|network=10.0.0.0/24|tenant=acme|operation=GET /v1/{id}"} {
 		o := limiter.Request{Key: k, Limit: lim(1, time.Minute, 9), Cost: 1}
-		if got := byTenant.RedisKey(o); !strings.HasPrefix(got, "ratekey:{9520be4b}9x") {
+		if got := rkredis.RedisKey(byTenant, o); !strings.HasPrefix(got, "ratekey:{9520be4b}9x") {
 			t.Errorf("RedisKey(%q) with HashTag tenant = %q; want the tenant's tag", k, got)
 		}
 	}
 	// "tenant=acmex" and a policy named "tenant=acme" are other tags.
 	for _, k := range []string{"p|tenant=acmex", "p|account=tenant=acme"} {
 		o := limiter.Request{Key: k, Limit: lim(1, time.Minute, 9), Cost: 1}
-		if got := byTenant.RedisKey(o); strings.HasPrefix(got, "ratekey:{9520be4b}") {
+		if got := rkredis.RedisKey(byTenant, o); strings.HasPrefix(got, "ratekey:{9520be4b}") {
 			t.Errorf("RedisKey(%q) with HashTag tenant = %q: the tag of tenant=acme", k, got)
 		}
 	}
@@ -183,12 +183,12 @@ func TestRedisKey(t *testing.T) {
 	same := r
 	same.Limit = lim(120, time.Minute, 3)
 	same.Limit.DelayAfter, same.Limit.MaxDelay = 1, time.Second
-	if l.RedisKey(same) != l.RedisKey(r) {
-		t.Errorf("120/m and 2/s name different buckets: %q, %q", l.RedisKey(same), l.RedisKey(r))
+	if rkredis.RedisKey(l, same) != rkredis.RedisKey(l, r) {
+		t.Errorf("120/m and 2/s name different buckets: %q, %q", rkredis.RedisKey(l, same), rkredis.RedisKey(l, r))
 	}
 	other := r
 	other.Limit.Burst = 4
-	if l.RedisKey(other) == l.RedisKey(r) {
+	if rkredis.RedisKey(l, other) == rkredis.RedisKey(l, r) {
 		t.Error("burst 3 and 4 share a bucket")
 	}
 
@@ -200,31 +200,31 @@ func TestRedisKey(t *testing.T) {
 	const tagged = len("ratekey:{f33feb73}")
 	exact := r
 	exact.Key = strings.Repeat("a", max)
-	if got := l.RedisKey(exact); got != got[:tagged]+"3x500000000ns:"+exact.Key || got[:9] != "ratekey:{" || got[tagged-1] != '}' {
+	if got := rkredis.RedisKey(l, exact); got != got[:tagged]+"3x500000000ns:"+exact.Key || got[:9] != "ratekey:{" || got[tagged-1] != '}' {
 		t.Errorf("a key of exactly MaxKeyLen bytes was changed: %q", got)
 	}
 	long := r
 	long.Key = strings.Repeat("a", max) + "b"
-	got := l.RedisKey(long)
+	got := rkredis.RedisKey(l, long)
 	base := got[:tagged] + "3x500000000ns:"
 	if len(got) != len(base)+max+1 || !strings.HasPrefix(got, base+strings.Repeat("a", max-64)+"#") {
 		t.Errorf("hashed key %q: want %d bytes, the first %d key bytes and '#'", got, len(base)+max+1, max-64)
 	}
 	long2 := long
 	long2.Key = strings.Repeat("a", max) + "c"
-	if l.RedisKey(long2) == got {
+	if rkredis.RedisKey(l, long2) == got {
 		t.Error("two long keys differing in their last byte share a name")
 	}
 	secret := mustNew(t, c, rkredis.Options{HashSecret: []byte("0123456789abcdef0123456789abcdef")})
-	if s := secret.RedisKey(long); s == got || len(s) != len(got) {
+	if s := rkredis.RedisKey(secret, long); s == got || len(s) != len(got) {
 		t.Errorf("HashSecret did not change the hash: %q", s)
 	}
 	again := mustNew(t, c, rkredis.Options{HashSecret: []byte("0123456789abcdef0123456789abcdef")})
-	if again.RedisKey(long) != secret.RedisKey(long) {
+	if rkredis.RedisKey(again, long) != rkredis.RedisKey(secret, long) {
 		t.Error("two Limiters with one secret name a long key differently: processes would not share its budget")
 	}
 	small := mustNew(t, c, rkredis.Options{Prefix: "p:", MaxKeyLen: rkredis.MinMaxKeyLen})
-	k := small.RedisKey(long)
+	k := rkredis.RedisKey(small, long)
 	if want := "p:" + k[2:12] + "3x500000000ns:" + strings.Repeat("a", 32) + "#"; !strings.HasPrefix(k, want) || len(k) != len("p:{f33feb73}3x500000000ns:")+rkredis.MinMaxKeyLen+1 {
 		t.Errorf("MinMaxKeyLen: %q", k)
 	}
@@ -268,7 +268,7 @@ func TestExpiryAndValue(t *testing.T) {
 
 	// A slow bucket (1/min): no token comes back while the test runs.
 	slow := limiter.Request{Key: "slow", Limit: lim(1, time.Minute, 2), Cost: 1}
-	key := l.RedisKey(slow)
+	key := rkredis.RedisKey(l, slow)
 	peek(t, l, slow)
 	if n := doInt(t, srv, "DBSIZE"); n != 0 {
 		t.Fatalf("Peek wrote %d keys", n)
@@ -307,7 +307,7 @@ func TestExpiryAndValue(t *testing.T) {
 	// A fast bucket (20/s, burst 2: full again 100ms after being emptied):
 	// wait for real expiry.
 	fast := limiter.Request{Key: "fast", Limit: lim(20, time.Second, 2), Cost: 2}
-	key = l.RedisKey(fast)
+	key = rkredis.RedisKey(l, fast)
 	if d := take(t, l, fast)[0]; !d.Allowed {
 		t.Fatalf("fast take: %+v", d)
 	}
@@ -411,10 +411,10 @@ func TestStoreErrorsAreErrors(t *testing.T) {
 	good := limiter.Request{Key: "good", Limit: lim(1, time.Minute, 5), Cost: 1}
 	bad := limiter.Request{Key: "bad", Limit: lim(1, time.Minute, 5), Cost: 1}
 	for name, setup := range map[string][]string{
-		"wrong type":  {"HSET", l.RedisKey(bad), "f", "v"},
-		"not decimal": {"SET", l.RedisKey(bad), "garbage-value"},
+		"wrong type":  {"HSET", rkredis.RedisKey(l, bad), "f", "v"},
+		"not decimal": {"SET", rkredis.RedisKey(l, bad), "garbage-value"},
 	} {
-		do(t, srv, "DEL", l.RedisKey(bad))
+		do(t, srv, "DEL", rkredis.RedisKey(l, bad))
 		do(t, srv, setup...)
 		for op, f := range map[string]func(context.Context, []limiter.Decision, []limiter.Request) ([]limiter.Decision, error){"Take": l.Take, "Peek": l.Peek} {
 			for _, reqs := range [][]limiter.Request{{good, bad}, {bad}} {
@@ -424,7 +424,7 @@ func TestStoreErrorsAreErrors(t *testing.T) {
 				}
 			}
 		}
-		if n := doInt(t, srv, "EXISTS", l.RedisKey(good)); n != 0 {
+		if n := doInt(t, srv, "EXISTS", rkredis.RedisKey(l, good)); n != 0 {
 			t.Errorf("%s: the good bucket was written by a failed call", name)
 		}
 	}

@@ -35,7 +35,7 @@ func TestOutOfMemory(t *testing.T) {
 	if d := peek(t, l, r)[0]; !d.Allowed || d.Remaining != 0 {
 		t.Errorf("Peek when out of memory: %+v", d)
 	}
-	if n := doInt(t, srv, "EXISTS", l.RedisKey(limiter.Request{Key: "new", Limit: r.Limit})); n != 0 {
+	if n := doInt(t, srv, "EXISTS", rkredis.RedisKey(l, limiter.Request{Key: "new", Limit: r.Limit})); n != 0 {
 		t.Error("a Take that failed wrote its bucket")
 	}
 }

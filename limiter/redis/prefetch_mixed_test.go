@@ -78,7 +78,7 @@ func TestPrefetchMixed(t *testing.T) {
 				t.Fatalf("A's state moved: %+v, was %+v", got, before)
 			}
 			g := limiter.Request{Key: "g", Limit: one, Cost: 1}
-			if err := clients[0].Set(ctx, direct.RedisKey(g), "garbage", 0).Err(); err != nil {
+			if err := clients[0].Set(ctx, rkredis.RedisKey(direct, g), "garbage", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			f0 := rkredis.Prefetch(l).Fetches

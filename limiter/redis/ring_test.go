@@ -47,7 +47,7 @@ func TestConformanceRing(t *testing.T) {
 // ringShard returns the address of the shard of ring that holds r's key.
 func ringShard(t *testing.T, ring *goredis.Ring, l *rkredis.Limiter, r limiter.Request) string {
 	t.Helper()
-	c, err := ring.GetShardClientForKey(l.RedisKey(r))
+	c, err := ring.GetShardClientForKey(rkredis.RedisKey(l, r))
 	if err != nil {
 		t.Fatal(err)
 	}
