@@ -177,7 +177,7 @@
 // shorthands), compiled into a sorted interval table searched in O(log n)
 // without allocation. A rule's [Source]s ([FileSource], [URLSource], or
 // your own through [SourceFunc]) are loaded by [New] and reloaded by
-// [Resolver.Refresh] (or [Resolver.RefreshLoop]), which swaps the rule's set atomically and keeps the
+// [Resolver.Refresh] (from a timer or on a signal), which swaps the rule's set atomically and keeps the
 // last good set when a load fails. Requests never wait for, or fail
 // because of, a refresh.
 //

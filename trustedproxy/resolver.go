@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go4.org/netipx"
 )
@@ -126,8 +125,21 @@ func (r *Resolver) trustedSet(i int) *netipx.IPSet {
 // (nil when every rule with sources was refreshed, including when there
 // are none).
 //
-// Refresh serialises with itself; run it from a timer ([Resolver.RefreshLoop])
-// or on a signal. ctx bounds the loads.
+// Refresh serialises with itself; run it from a timer or on a signal. ctx
+// bounds the loads. A timer, in its own goroutine:
+//
+//	t := time.NewTicker(time.Hour)
+//	defer t.Stop()
+//	for {
+//		select {
+//		case <-ctx.Done():
+//			return
+//		case <-t.C:
+//			if err := res.Refresh(ctx); err != nil {
+//				logger.Warn("trusted ranges", "err", err)
+//			}
+//		}
+//	}
 func (r *Resolver) Refresh(ctx context.Context) error {
 	if r == nil {
 		return nil
@@ -147,32 +159,6 @@ func (r *Resolver) Refresh(ctx context.Context) error {
 		ru.cur.Store(&ruleSet{set: set, tab: newTable(set)})
 	}
 	return errors.Join(errs...)
-}
-
-// RefreshLoop calls Refresh(ctx) on every value received from tick until
-// ctx is done or tick is closed, passing each non-nil error to report (when
-// report is not nil). Typical use, in its own goroutine:
-//
-//	t := time.NewTicker(time.Hour)
-//	defer t.Stop()
-//	go res.RefreshLoop(ctx, t.C, func(err error) { logger.Warn("trusted ranges", "err", err) })
-//
-// Taking the tick channel rather than a period keeps the timing in the
-// caller's hands (and tests free of sleeps).
-func (r *Resolver) RefreshLoop(ctx context.Context, tick <-chan time.Time, report func(error)) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-tick:
-			if !ok {
-				return
-			}
-			if err := r.Refresh(ctx); err != nil && report != nil {
-				report(err)
-			}
-		}
-	}
 }
 
 // Resolve derives the client of a request from its TCP peer and headers:

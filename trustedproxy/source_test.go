@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go4.org/netipx"
 )
@@ -246,9 +245,11 @@ type loadResult struct {
 	err error
 }
 
-func TestRefreshLoop(t *testing.T) {
-	// Each Load takes its answer from the test, in turn, so what a refresh
-	// loads never depends on when the loop gets to it.
+// TestRefreshSequence: a failing refresh reports its source's error and
+// keeps the last good set; a successful one applies its set and reports
+// nothing.
+func TestRefreshSequence(t *testing.T) {
+	// Each Load takes its answer from the test, in turn.
 	answers := make(chan loadResult, 1)
 	src := SourceFunc(func(context.Context) (*netipx.IPSet, error) {
 		a := <-answers
@@ -256,41 +257,22 @@ func TestRefreshLoop(t *testing.T) {
 	})
 	answers <- loadResult{set: mustSet(t, "192.0.2.0/24")} // New's initial load
 	r := mustNew(t, Config{Rules: []Rule{{Sources: []Source{src}, Header: "X-Real-IP"}}})
-	ctx, cancel := context.WithCancel(context.Background())
-	tick := make(chan time.Time)
-	reports := make(chan error)
-	done := make(chan struct{})
-	go func() {
-		r.RefreshLoop(ctx, tick, func(err error) { reports <- err })
-		close(done)
-	}()
+	ctx := context.Background()
 
-	tick <- time.Time{}
 	answers <- loadResult{err: errors.New("down")}
-	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down") {
-		t.Errorf("report = %v", err)
+	if err := r.Refresh(ctx); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("Refresh = %v", err)
 	}
-	tick <- time.Time{}
-	answers <- loadResult{set: mustSet(t, "198.51.100.0/24")} // a successful refresh reports nothing...
-	tick <- time.Time{}
-	answers <- loadResult{err: errors.New("down again")} // ...so the next report is this one, and the loop has applied the good set.
-	if err := <-reports; err == nil || !strings.Contains(err.Error(), "down again") {
-		t.Errorf("report = %v", err)
+	if !r.trusts(netip.MustParseAddr("192.0.2.1")) {
+		t.Error("a failed refresh dropped the last good set")
+	}
+	answers <- loadResult{set: mustSet(t, "198.51.100.0/24")}
+	if err := r.Refresh(ctx); err != nil {
+		t.Errorf("Refresh = %v; want nil", err)
 	}
 	if !r.trusts(netip.MustParseAddr("198.51.100.1")) || r.trusts(netip.MustParseAddr("192.0.2.1")) {
-		t.Error("loop did not apply the good set")
+		t.Error("Refresh did not apply the good set")
 	}
-	cancel()
-	<-done
-
-	// A closed tick channel also ends the loop; a nil report is allowed.
-	tick2 := make(chan time.Time)
-	done2 := make(chan struct{})
-	go func() { r.RefreshLoop(context.Background(), tick2, nil); close(done2) }()
-	tick2 <- time.Time{}
-	answers <- loadResult{err: errors.New("down")}
-	close(tick2)
-	<-done2
 }
 
 // TestRefreshConcurrentWithResolve: resolutions racing with refreshes see

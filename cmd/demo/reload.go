@@ -47,9 +47,16 @@ func (s *server) activate(a *app) {
 	t := time.NewTicker(a.refresh)
 	go func() {
 		defer t.Stop()
-		a.resolver.RefreshLoop(ctx, t.C, func(err error) {
-			s.logger.Warn("ratekey: trusted proxy ranges not refreshed; the last good ones stay", slog.String("error", err.Error()))
-		})
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := a.resolver.Refresh(ctx); err != nil {
+					s.logger.Warn("ratekey: trusted proxy ranges not refreshed; the last good ones stay", slog.String("error", err.Error()))
+				}
+			}
+		}
 	}()
 }
 
