@@ -522,7 +522,7 @@ func Test16Connections(t *testing.T) {
 		if d.Allowed || d.Remaining != 0 || d.ResetAfter > 5*time.Minute || d.ResetAfter < 5*time.Minute-5*time.Second {
 			t.Fatalf("rep %d: final state %+v; want an empty bucket 5 minutes from full", rep, d)
 		}
-		if p := doInt(t, srv, "PTTL", ls[0].RedisKey(r)); p > 300_001 || p < 295_000 {
+		if p := doInt(t, srv, "PTTL", rkredis.RedisKey(ls[0], r)); p > 300_001 || p < 295_000 {
 			t.Fatalf("rep %d: PTTL %d; want about 5 minutes", rep, p)
 		}
 	}
