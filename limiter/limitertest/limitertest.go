@@ -698,7 +698,7 @@ func testConcurrentBurst(t *testing.T, h *harness) {
 	for rep := range 20 {
 		key := fmt.Sprintf("hot-%d", rep)
 		var admitted atomic.Int64
-		Race(16, func(int) {
+		race(16, func(int) {
 			d, err := h.l.Take(context.Background(), nil, []limiter.Request{req(key, li, 1)})
 			if err != nil {
 				t.Error(err)
@@ -723,7 +723,7 @@ func testConcurrentAllOrNothing(t *testing.T, h *harness) {
 	private := lim(1, time.Minute, 2)
 	for rep := range 20 {
 		var admitted atomic.Int64
-		Race(16, func(g int) {
+		race(16, func(g int) {
 			for i := range 3 {
 				reqs := []limiter.Request{
 					req(fmt.Sprintf("shared-%d", rep), shared, 1),
@@ -755,11 +755,10 @@ func testConcurrentAllOrNothing(t *testing.T, h *harness) {
 	}
 }
 
-// Race starts n goroutines that each run f(g), g = 0..n-1, once, releases
+// race starts n goroutines that each run f(g), g = 0..n-1, once, releases
 // them together (so they contend for whatever f touches) and returns when
-// all have returned. For the conformance suite's races and for stores'
-// own concurrency tests; run them with -race.
-func Race(n int, f func(g int)) {
+// all have returned: the conformance suite's races; run them with -race.
+func race(n int, f func(g int)) {
 	var start, done sync.WaitGroup
 	start.Add(1)
 	for g := range n {
@@ -1037,7 +1036,7 @@ func testInFlightRandom(t *testing.T, h *harness) {
 func testInFlightConcurrent(t *testing.T, h *harness) {
 	li := inFlight(4)
 	var holding, most, admitted atomic.Int64
-	Race(16, func(g int) {
+	race(16, func(g int) {
 		for range 50 {
 			reqs := []limiter.Request{req("hot", li, 1)}
 			d, err := h.l.Take(context.Background(), nil, reqs)

@@ -274,7 +274,7 @@ func testSettleConcurrent(t *testing.T, h *harness) {
 	const burst = 1_000_000
 	li := lim(1000, time.Second, burst)
 	var settled atomic.Int64
-	Race(16, func(g int) {
+	race(16, func(g int) {
 		rng := rand.New(rand.NewSource(int64(g)))
 		for range 20 {
 			r := settling(req("hot", li, 1+rng.Int63n(100)))
