@@ -22,11 +22,11 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
 
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/workload"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
-	rkredis "github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
@@ -850,8 +850,8 @@ func overrideWindow(where string, policy, override limiter.Limit) []error {
 	if l.Burst == 0 {
 		l.Burst = policy.Burst
 	}
-	if w := l.Window(); w > rkredis.MaxWindow {
-		return []error{fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour))}
+	if w := l.Window(); w > gcra.MaxWindow {
+		return []error{fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), gcra.MaxWindow.Round(time.Hour))}
 	}
 	return nil
 }

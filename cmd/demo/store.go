@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/regularfile"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -217,8 +218,8 @@ func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
 	}
 	var errs []error
 	for i, p := range policies {
-		if w := p.Limit.Window(); w > rkredis.MaxWindow {
-			errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", policyRef(i, p.Name), p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), rkredis.MaxWindow.Round(time.Hour)))
+		if w := p.Limit.Window(); w > gcra.MaxWindow {
+			errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", policyRef(i, p.Name), p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), gcra.MaxWindow.Round(time.Hour)))
 		}
 	}
 	return errs

@@ -51,6 +51,13 @@ func Decide(tat, now int64, l limiter.Limit, cost int64) (limiter.Decision, int6
 // and every store refuses the same settles.
 const MaxSettle = 1<<53 - 1
 
+// MaxWindow is the largest window (limiter.Limit.Window, Burst × Interval)
+// limiter/redis accepts: 2^53-1 ns, about 104 days and 6 hours, the bound
+// of its Lua arithmetic (doubles); it refuses a larger one with
+// limiter.ErrInvalidRequest, and the demo's configuration check refuses
+// it at load.
+const MaxWindow time.Duration = MaxSettle
+
 // Settle returns the TAT of a bucket whose TAT is tat at now after a settle
 // of delta ns (see [ValidateSettle]) of a reservation whose charge left the
 // bucket's TAT at reserved (limiter.Decision.Reservation), and whether it

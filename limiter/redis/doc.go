@@ -77,7 +77,7 @@
 // numbers; integer division uses math.fmod, which is exact. Charges
 // (Cost × Interval) and ceilings (see the decision rule of [limiter]) are computed in
 // Go in int64. So every value is an exact integer as long as the window
-// Burst × Interval is at most 2^53-1 ns ([MaxWindow], about 104 days): Take
+// Burst × Interval is at most 2^53-1 ns (about 104 days): Take
 // and Peek refuse a larger window with [limiter.ErrInvalidRequest] (the
 // memory store accepts up to 292 years). A debt above 2^53-1 ns, which a
 // server clock stepping far backwards could produce, is clamped to 2^53-1:

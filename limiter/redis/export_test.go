@@ -92,3 +92,6 @@ func (l *Limiter) KeyName(r limiter.Request) string {
 
 // RedisKey returns the name of the Redis key of r's bucket (see redisKey).
 func RedisKey(l *Limiter, r limiter.Request) string { return l.redisKey(r) }
+
+// MaxWindow is the largest window the store accepts (see maxWindow).
+const MaxWindow = maxWindow

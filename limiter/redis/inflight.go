@@ -242,8 +242,8 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 		if reqs[i].Limit.MaxInFlight != 0 {
 			continue
 		}
-		if w := reqs[i].Limit.Window(); w > MaxWindow {
-			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+		if w := reqs[i].Limit.Window(); w > maxWindow {
+			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, maxWindow)
 		}
 	}
 	c := l.newCapCall(reqs, take)

@@ -32,13 +32,13 @@ const (
 	maxPrefixLen = 128
 )
 
-// MaxWindow is the largest [limiter.Limit.Window] (Burst × Interval) the
+// maxWindow is the largest [limiter.Limit.Window] (Burst × Interval) the
 // Redis store accepts: 2^53 - 1 ns, about 104 days and 6 hours. Larger
 // windows are refused with [limiter.ErrInvalidRequest], because the
 // script's arithmetic (Lua numbers are doubles) is exact only up to 2^53,
 // and the one-request script replies -1 - debt, which must stay within it;
 // see the package documentation.
-const MaxWindow time.Duration = 1<<53 - 1
+const maxWindow = gcra.MaxWindow
 
 // ErrTimeout is wrapped by the error of a call that got no answer from
 // Redis within [Options.Timeout] (while the caller's context was still
@@ -332,7 +332,7 @@ func shardOf(client goredis.UniversalClient) (shardMode, error) {
 // Take decides reqs at the Redis server's current time, appends their
 // decisions to dst and charges as the [limiter.Limiter] contract says, in
 // one atomic script. Besides ctx.Err() and [limiter.ErrInvalidRequest]
-// (which it also returns for a limit whose window exceeds [MaxWindow]), it
+// (which it also returns for a limit whose window exceeds 2^53-1 ns), it
 // fails with an error wrapping [ErrTimeout] when Redis does not answer
 // within [Options.Timeout], and with the go-redis error (connection
 // refused, READONLY, OOM, ...) otherwise; after any of these the outcome is
@@ -407,8 +407,8 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return l.runInFlight(ctx, dst, slices.Clone(reqs), take) // inflight.go
 	}
 	for i := range reqs {
-		if w := reqs[i].Limit.Window(); w > MaxWindow {
-			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, MaxWindow)
+		if w := reqs[i].Limit.Window(); w > maxWindow {
+			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, maxWindow)
 		}
 	}
 	if dst == nil {
