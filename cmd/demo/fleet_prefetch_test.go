@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/prefetchbooks"
 	"github.com/ratekey/ratekey/internal/redistest"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
 )
@@ -146,15 +147,15 @@ func TestFleetPrefetch(t *testing.T) {
 }
 
 // fleetBooks checks each Limiter's prefetch books (see
-// rkredis.PrefetchStats: charged = admitted + held + pending + sent back +
+// internal/prefetchbooks: charged = admitted + held + pending + sent back +
 // dropped, exactly; nothing lost; at most 1% dropped, an under-admission:
 // a full list of refunds due, or a tentative take whose batch was given
 // back meanwhile; after Flush, nothing held or pending, so charged - sent
 // back - dropped = admitted) and returns their sums.
-func fleetBooks(t *testing.T, lims []*rkredis.Limiter, flushed bool) (sum rkredis.PrefetchStats) {
+func fleetBooks(t *testing.T, lims []*rkredis.Limiter, flushed bool) (sum prefetchbooks.Books) {
 	t.Helper()
 	for i, l := range lims {
-		s := l.PrefetchStats()
+		s := redistest.Prefetch(l)
 		if s.Charged != s.Admitted+s.Held+s.Pending+s.SentBack+s.Dropped || s.Lost != 0 || s.Dropped*100 > s.Charged {
 			t.Errorf("server %d: charged %d != admitted %d + held %d + pending %d + sent back %d + dropped %d (lost %d)",
 				i, s.Charged, s.Admitted, s.Held, s.Pending, s.SentBack, s.Dropped, s.Lost)

@@ -1,14 +1,14 @@
 package redistest
 
-import rkredis "github.com/ratekey/ratekey/limiter/redis"
+import (
+	"github.com/ratekey/ratekey/internal/prefetchbooks"
+	rkredis "github.com/ratekey/ratekey/limiter/redis"
+)
+
+// Prefetch returns l's prefetch books: counters and the tokens it holds
+// now (all zero when prefetch is off).
+func Prefetch(l *rkredis.Limiter) prefetchbooks.Books { return prefetchbooks.Of(l) }
 
 // AddPrefetch returns the field-by-field sum of a and b: the prefetch
 // books of several Limiters (several processes) taken together.
-func AddPrefetch(a, b rkredis.PrefetchStats) rkredis.PrefetchStats {
-	return rkredis.PrefetchStats{
-		Fetches: a.Fetches + b.Fetches, Charged: a.Charged + b.Charged, Admitted: a.Admitted + b.Admitted,
-		Held: a.Held + b.Held, Pending: a.Pending + b.Pending, Expired: a.Expired + b.Expired,
-		SentBack: a.SentBack + b.SentBack, RefundedNs: a.RefundedNs + b.RefundedNs,
-		Lost: a.Lost + b.Lost, Dropped: a.Dropped + b.Dropped,
-	}
-}
+func AddPrefetch(a, b prefetchbooks.Books) prefetchbooks.Books { return prefetchbooks.Add(a, b) }

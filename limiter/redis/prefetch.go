@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/gcra"
+	"github.com/ratekey/ratekey/internal/prefetchbooks"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -701,57 +702,24 @@ func (l *Limiter) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// PrefetchStats is what a Limiter's prefetch ([Options.Prefetch]) has done
-// since New, over all its buckets, in tokens (RefundedNs in ns of the
-// buckets' timelines), for operators' metrics and for checking the books:
-// when no call is in flight, Charged = Admitted + Held + Pending +
-// SentBack + Dropped, exactly.
-type PrefetchStats struct {
-	// Fetches is the script calls that fetched a batch.
-	Fetches int64
-	// Charged is the tokens those fetches charged the shared buckets.
-	Charged int64
-	// Admitted is the tokens admitted from batches (by the fetch or from a
-	// hold); requests decided by Redis per call are not counted.
-	Admitted int64
-	// Held is the live tokens held now.
-	Held int64
-	// Pending is the expired tokens whose refund is due with the next
-	// fetch.
-	Pending int64
-	// Expired is the tokens of batches that expired or were pushed out
-	// unused.
-	Expired int64
-	// SentBack is the tokens whose refund was sent (with a fetch or by
-	// Flush).
-	SentBack int64
-	// RefundedNs is what Redis gave back for them, in ns: a refund is
-	// capped (never past a full bucket), so it may give back less than was
-	// sent.
-	RefundedNs int64
-	// Lost is the tokens of refunds sent in a call that failed (outcome
-	// unknown); they are counted in SentBack too.
-	Lost int64
-	// Dropped is the tokens never sent back (a full list of pending
-	// refunds, a replaced hold, a tentative take whose batch was flushed
-	// meanwhile): an under-admission.
-	Dropped int64
-}
-
-// PrefetchStats returns l's prefetch counters and the tokens it holds
-// now (all zero when prefetch is off). Safe for concurrent use; it locks
-// each hold's set in turn, so call it for metrics, not per request.
-func (l *Limiter) PrefetchStats() PrefetchStats {
+// prefetchBooks returns l's prefetch counters and the tokens it holds
+// now (all zero when prefetch is off), for tests (internal/prefetchbooks).
+// Safe for concurrent use; it locks each hold's set in turn.
+func (l *Limiter) prefetchBooks() prefetchbooks.Books {
 	p := l.pre
 	if p == nil {
-		return PrefetchStats{}
+		return prefetchbooks.Books{}
 	}
 	held, pending := l.heldTokens()
-	return PrefetchStats{
+	return prefetchbooks.Books{
 		Fetches: p.fetches.Load(), Charged: p.charged.Load(), Admitted: p.admitted.Load(),
 		Held: held, Pending: pending, Expired: p.expired.Load(), SentBack: p.sentBack.Load(),
 		RefundedNs: p.refundedNs.Load(), Lost: p.lost.Load(), Dropped: p.dropped.Load(),
 	}
+}
+
+func init() {
+	prefetchbooks.Of = func(l any) prefetchbooks.Books { return l.(*Limiter).prefetchBooks() }
 }
 
 // heldTokens returns the live tokens l holds now and the expired ones
