@@ -39,7 +39,7 @@ func ClientAddress(res *trustedproxy.Resolver, opts ClientAddressOptions) func(h
 				opts.Metrics.ProxyAnomaly(result.Derivation.Reason)
 			}
 			if err != nil {
-				writeProblem(w, forwardingProblem(err, r.RemoteAddr))
+				writeProblem(w, forwardingProblem(err, result.Derivation.Reason, r.RemoteAddr))
 				return
 			}
 			st.client, st.hasClient = result, true
@@ -62,9 +62,10 @@ func unixPeer(remoteAddr string) bool {
 	return remoteAddr == "" || remoteAddr[0] == '@' || remoteAddr[0] == '/'
 }
 
-// forwardingProblem describes a failed derivation without echoing header
-// bytes (the debug endpoint shows the entry to operators).
-func forwardingProblem(err error, remoteAddr string) problem {
+// forwardingProblem describes a failed derivation (its error and reason)
+// without echoing header bytes (the debug endpoint shows the entry to
+// operators).
+func forwardingProblem(err error, reason, remoteAddr string) problem {
 	p := problem{Type: problemInvalidForwarding, Status: http.StatusBadRequest, Title: "Invalid forwarding chain"}
 	switch {
 	case errors.Is(err, trustedproxy.ErrChainTooLong):
@@ -83,7 +84,7 @@ func forwardingProblem(err error, remoteAddr string) problem {
 	case errors.Is(err, trustedproxy.ErrHeaderAlias):
 		p.Title = "Forwarding header alias"
 		p.Detail = "the request carries a look-alike of the forwarding header (such as X_Forwarded_For), which is refused"
-	case errors.Is(err, trustedproxy.ErrUnknownNode):
+	case reason == "unknown_node":
 		p.Detail = "the forwarding chain reaches an unknown or obfuscated node before an untrusted address"
 	default:
 		p.Detail = "the forwarding header written by a trusted proxy holds an entry that is not an IP address"

@@ -345,6 +345,17 @@ func TestChainTooLongIsNamed(t *testing.T) {
 	}
 }
 
+// TestUnknownNodeIsNamed: an "unknown" node in a trusted chain gets its own
+// detail (told apart by the derivation's reason, unknown_node).
+func TestUnknownNodeIsNamed(t *testing.T) {
+	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1", headers: http.Header{"X-Forwarded-For": {"192.0.2.1, unknown"}}})
+	p := decodeProblem(t, w.Body.String())
+	if w.Code != 400 || p.Type != "urn:ratekey:problem:invalid-forwarding-chain" || p.Detail != "the forwarding chain reaches an unknown or obfuscated node before an untrusted address" {
+		t.Errorf("got %d %+v", w.Code, p)
+	}
+}
+
 // TestResetIsNeverEarly: t (seconds until full) is the real time to full
 // rounded up, so a client that comes back after t finds its whole burst,
 // and a 429's Retry-After is never later than its t. At 3/s the bucket

@@ -68,7 +68,7 @@ type Derivation struct {
 	// "single_address_header" (the value of the single-address header). A
 	// failure says "malformed_entry" ([ErrMalformedEntry], also for an
 	// address no connection can come from), "unknown_node"
-	// ([ErrUnknownNode]), "header_alias" ([ErrHeaderAlias]),
+	// (an "unknown" or obfuscated node, [ErrMalformedEntry]), "header_alias" ([ErrHeaderAlias]),
 	// "chain_too_long" ([ErrChainTooLong]), "malformed_peer"
 	// ([ErrMalformedPeer]) or "unix_peer_untrusted" (a Unix-socket peer no
 	// rule accepts, [ErrMalformedPeer]); to act on a failure, test the
@@ -164,7 +164,7 @@ const (
 	reasonMalformedEntry = "malformed_entry"
 	// reasonUnknownNode: a header entry reached by the walk is "unknown" or
 	// an obfuscated node; Resolve returned a *ChainError wrapping
-	// ErrUnknownNode.
+	// errUnknownNode.
 	reasonUnknownNode = "unknown_node"
 	// reasonHeaderAlias: Config.RejectAliases is set and the trusted peer's
 	// request carries an alias of its rule's header; Resolve returned an

@@ -46,8 +46,8 @@
 //  4. Failing closed. An entry reached by the walk that is not an address is
 //     a [*ChainError]: [ErrMalformedEntry] (garbage, an empty element, an
 //     RFC 7239 element breaking the grammar, a repeated or missing for) or
-//     [ErrUnknownNode] ("unknown" and obfuscated "_xyz" nodes, whose trust
-//     cannot be decided), or, wrapping ErrMalformedEntry, for an address no
+//     an error wrapping it for "unknown" and obfuscated "_xyz" nodes, whose
+//     trust cannot be decided (reason unknown_node), or, wrapping ErrMalformedEntry, for an address no
 //     connection can come from (see 8). The resolver never skips such an
 //     entry and never falls back to the peer. More than [MaxHops] entries
 //     to examine is [ErrChainTooLong].
@@ -101,7 +101,7 @@
 // and an attacker's malformed prefix left of the client is never looked at.
 // The same chain written as X-Forwarded-For or as Forwarded gives the same
 // client, reason and positions (a fuzz target checks it), and the XFF
-// spelling of "unknown" and "_xyz" gives the same [ErrUnknownNode].
+// spelling of "unknown" and "_xyz" gives the same error (unknown_node).
 //
 // # Decisions where other implementations diverge
 //

@@ -42,18 +42,20 @@ var errUnixPeer = errors.New("trustedproxy: Unix-socket peer")
 // for parameter, ...). The walk fails closed on it: the entry is never
 // skipped and the resolver never falls back to the peer.
 // errors.Is(err, ErrMalformedEntry) works through [*ChainError], and also
-// matches [ErrUnknownNode] and the error of an entry that is an address no
-// connection can come from (unspecified, multicast, limited broadcast:
-// [ChainError.Detail] names the kind).
+// matches the error of an "unknown" or obfuscated node (Derivation.Reason
+// unknown_node) and of an entry that is an address no connection can come
+// from (unspecified, multicast, limited broadcast: [ChainError.Detail]
+// names the kind; Derivation.Reason malformed_entry).
 var ErrMalformedEntry = errors.New("trustedproxy: malformed forwarding entry")
 
-// ErrUnknownNode is the [ChainError.Err] of an entry that names no address on
+// errUnknownNode is the [ChainError.Err] of an entry that names no address on
 // purpose: RFC 7239 §6 "unknown" or an obfuscated node "_xyz" (in Forwarded
 // for= values and, with the same spelling, in X-Forwarded-For). The walk
 // cannot tell whether such a hop is trusted, so it stops with this error. It
-// wraps [ErrMalformedEntry], so code that only tests for malformed entries
-// treats it as one.
-var ErrUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEntry)
+// wraps [ErrMalformedEntry], so code that tests for malformed entries
+// treats it as one; Derivation.Reason (unknown_node) and the hop's verdict
+// (unknown) tell it apart.
+var errUnknownNode = fmt.Errorf("%w: unknown or obfuscated node", ErrMalformedEntry)
 
 // errNonSourceEntry is the [ChainError.Err] of an entry that is an address
 // no connection can come from: unspecified (0.0.0.0, ::, also written
@@ -90,9 +92,9 @@ var ErrHeaderAlias = errors.New("trustedproxy: forwarding header alias")
 
 // ChainError reports a forwarding header written by a trusted peer that
 // cannot be resolved to a client. Err is [ErrMalformedEntry],
-// [ErrUnknownNode], [ErrChainTooLong], or for an address no connection can
-// come from an error wrapping ErrMalformedEntry (Detail names the kind);
-// Unwrap returns it.
+// [ErrChainTooLong], or an error wrapping ErrMalformedEntry for an
+// "unknown" or obfuscated node and for an address no connection can come
+// from (Detail names the kind); Unwrap returns it.
 //
 // Value is attacker-controlled: it holds at most 64 bytes of the offending
 // entry, after trimming spaces and tabs, and is quoted by Error.
@@ -113,9 +115,9 @@ type ChainError struct {
 	// "multicast address", "limited broadcast address"); "" otherwise.
 	// Fixed text, never request bytes.
 	Detail string
-	// Err is ErrMalformedEntry, ErrUnknownNode, ErrChainTooLong, or an
-	// error wrapping ErrMalformedEntry for a non-source address; test it
-	// with errors.Is.
+	// Err is ErrMalformedEntry, ErrChainTooLong, or an error wrapping
+	// ErrMalformedEntry for an unknown node or a non-source address; test
+	// it with errors.Is.
 	Err error
 }
 

@@ -88,13 +88,13 @@ func ExampleResolver_Explain_forwarded() {
 	}
 
 	h.Set("Forwarded", "for=192.0.2.43, for=_hidden")
-	_, err = r.Explain("10.0.0.1:443", h, nil)
-	fmt.Println(errors.Is(err, trustedproxy.ErrUnknownNode), errors.Is(err, trustedproxy.ErrMalformedEntry))
+	res, err = r.Explain("10.0.0.1:443", h, nil)
+	fmt.Println(errors.Is(err, trustedproxy.ErrMalformedEntry), res.Derivation.Reason)
 	// Output:
 	// 2001:db8:cafe::17 2001:db8:cafe::/64
 	// 2 10.0.0.5 trusted
 	// 1 "[2001:db8:cafe::17]:4711" client
-	// true true
+	// true unknown_node
 }
 
 // Hop counting: with Hops n the client is the n-th entry from the right

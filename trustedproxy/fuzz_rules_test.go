@@ -153,7 +153,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 		case ok && !strings.Contains(v, ","):
 			out.client, out.reason = a, reasonSingleAddressHeader
 		case !strings.Contains(v, ",") && refUnknown(v):
-			out.reason, out.err = reasonUnknownNode, ErrUnknownNode
+			out.reason, out.err = reasonUnknownNode, errUnknownNode
 		default:
 			out.reason, out.err = reasonMalformedEntry, ErrMalformedEntry
 		}
@@ -173,7 +173,7 @@ func (p refPolicy) resolve(peer string, h http.Header) refResolved {
 			out.reason, out.err, out.pos = reasonMalformedEntry, ErrMalformedEntry, i
 			return out
 		case nodeUnknown:
-			out.reason, out.err, out.pos = reasonUnknownNode, ErrUnknownNode, i
+			out.reason, out.err, out.pos = reasonUnknownNode, errUnknownNode, i
 			return out
 		}
 		if refNonSource(e.addr) { // before the trusted set

@@ -120,7 +120,7 @@ func refResolve(header, peer string, lines []string) refResult {
 		a, ok := refParse(v)
 		if strings.Contains(v, ",") || !ok {
 			if !strings.Contains(v, ",") && refUnknown(v) {
-				return refResult{reason: reasonUnknownNode, err: ErrUnknownNode, pos: last}
+				return refResult{reason: reasonUnknownNode, err: errUnknownNode, pos: last}
 			}
 			return refResult{reason: reasonMalformedEntry, err: ErrMalformedEntry, pos: last}
 		}
@@ -140,7 +140,7 @@ func refResolve(header, peer string, lines []string) refResult {
 		a, ok := refParse(v)
 		if !ok {
 			if refUnknown(v) {
-				return refResult{reason: reasonUnknownNode, err: ErrUnknownNode, pos: i}
+				return refResult{reason: reasonUnknownNode, err: errUnknownNode, pos: i}
 			}
 			return refResult{reason: reasonMalformedEntry, err: ErrMalformedEntry, pos: i}
 		}

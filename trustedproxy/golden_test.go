@@ -99,7 +99,7 @@ var errorNames = []struct {
 	err  error
 }{
 	{"ErrUnixPeer", errUnixPeer},
-	{"ErrUnknownNode", ErrUnknownNode},
+	{"ErrUnknownNode", errUnknownNode},
 	{"ErrNonSourceEntry", errNonSourceEntry},
 	{"ErrMalformedEntry", ErrMalformedEntry},
 	{"ErrChainTooLong", ErrChainTooLong},

@@ -176,7 +176,7 @@ func TestNonSourceErrors(t *testing.T) {
 		t.Errorf("entry error = %v, want %q", err, wantEntry)
 	}
 	var ce *ChainError
-	if !errors.As(err, &ce) || ce.Err != errNonSourceEntry || !errors.Is(err, ErrMalformedEntry) || errors.Is(err, ErrUnknownNode) || errors.Is(err, ErrMalformedPeer) {
+	if !errors.As(err, &ce) || ce.Err != errNonSourceEntry || !errors.Is(err, ErrMalformedEntry) || errors.Is(err, errUnknownNode) || errors.Is(err, ErrMalformedPeer) {
 		t.Errorf("entry error %v matches the wrong sentinels", err)
 	}
 	b, _ = json.Marshal(res.Derivation)

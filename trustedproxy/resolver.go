@@ -197,8 +197,7 @@ func (r *Resolver) Refresh(ctx context.Context) error {
 //     every entry trusted: client = peer ("all_hops_trusted"); an entry
 //     that is not an address reached, including an empty element and an
 //     RFC 7239 element breaking the grammar: [*ChainError] wrapping
-//     [ErrMalformedEntry] (malformed_entry; [ErrUnknownNode] and
-//     unknown_node for "unknown" and obfuscated nodes; an unspecified,
+//     [ErrMalformedEntry] (malformed_entry; unknown_node for "unknown" and obfuscated nodes; an unspecified,
 //     multicast or broadcast address, checked before the trusted set, is
 //     malformed, ChainError.Detail naming the kind); more than [MaxHops]
 //     entries to examine: [*ChainError] wrapping [ErrChainTooLong]
@@ -572,7 +571,7 @@ func checkSource(a netip.Addr, kind nodeKind, detail string) (nodeKind, string, 
 func refuse(d *Derivation, pos int, value, detail string, kind nodeKind, sentinel error, explain bool) (netip.Addr, error) {
 	verdict, reason := verdictMalformed, reasonMalformedEntry
 	if kind == nodeUnknown {
-		verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, ErrUnknownNode
+		verdict, reason, sentinel = verdictUnknown, reasonUnknownNode, errUnknownNode
 	}
 	if explain {
 		d.Hops = append(d.Hops, Hop{Position: pos, Value: truncate(value), Verdict: verdict})

@@ -158,10 +158,10 @@ var resolveCases = []resolveCase{
 	},
 	{
 		// "unknown" (RFC 7239 §6 spelling, also written by Squid) is
-		// ErrUnknownNode, which is still errors.Is ErrMalformedEntry.
+		// errUnknownNode, which is still errors.Is ErrMalformedEntry.
 		name: "malformed/unknown right of a trusted hop",
 		cfg:  cfgXFF10, peer: "10.0.0.1:1", h: xff("1.2.3.4, unknown"),
-		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "unknown", Err: ErrUnknownNode},
+		err: ErrMalformedEntry, chain: &ChainError{Header: "X-Forwarded-For", Position: 1, Value: "unknown", Err: errUnknownNode},
 		want: Derivation{Peer: "10.0.0.1", PeerTrusted: true, Header: "X-Forwarded-For", Chosen: -1, Reason: reasonUnknownNode,
 			Hops: []Hop{{Position: 1, Value: "unknown", Verdict: verdictUnknown}}},
 	},
