@@ -21,7 +21,7 @@
 // # Decision rule
 //
 // Every [Limiter] decides a request of cost c against its bucket with the
-// same rule. With T = [Rate.Interval], tau = Burst·T (the [Limit.Window]),
+// same rule. With T = [Rate.Interval], tau = Burst·T (the window),
 // debt = how far the bucket's theoretical arrival time lies ahead of now (0
 // for a full or untracked bucket), charge = c·T, free = DelayAfter·T (tau
 // when DelayAfter is 0), and ceiling = tau, lowered to free + MaxDelay when

@@ -88,7 +88,8 @@ const (
 
 // Validate reports whether l can be used: Rate.Count >= 1, Rate.Per > 0,
 // Burst >= 1, 0 <= DelayAfter <= Burst, MaxDelay >= 0, and Burst ×
-// [Rate.Interval] (the [Limit.Window]) fits in an int64 count of
+// [Rate.Interval] (the window, the time a bucket takes to refill from
+// empty) fits in an int64 count of
 // nanoseconds (about 292 years), so the arithmetic of every store stays
 // exact. The error names the offending field and value; it wraps
 // no sentinel (stores wrap it in [ErrInvalidRequest]).
@@ -140,18 +141,6 @@ func (l Limit) validateInFlight() error {
 	return nil
 }
 
-// Window returns the time a bucket takes to refill from empty:
-// Burst × [Rate.Interval], in nanoseconds. It is the "w" parameter of the
-// RateLimit-Policy field (draft-ietf-httpapi-ratelimit-headers, rounded up
-// to whole seconds by the caller). Window saturates at the largest Duration
-// for limits that [Limit.Validate] rejects, and is 0 for a zero rate.
-func (l Limit) Window() time.Duration {
-	if l.Burst < 1 {
-		return 0
-	}
-	return time.Duration(mulSat(l.Burst, int64(l.Rate.Interval())))
-}
-
 // Share returns the part of l that each of n processes enforces when n
 // processes share l's budget without a shared store (the memory store's
 // Options.Replicas), rounded so that the n shares together never admit
@@ -161,7 +150,7 @@ func (l Limit) Window() time.Duration {
 //     n rounded down, DelayAfter divided by n rounded down but at least 1
 //     (0 stays 0: the whole burst at once), MaxDelay unchanged. Over any
 //     interval t each process admits at most Burst/n + rate·t/n, so the n
-//     together at most Burst + rate·t; the share's [Limit.Window] is at
+//     together at most Burst + rate·t; the share's window (Burst × Interval) is at
 //     most l's, so a bucket's state (its debt in time) means the same
 //     fill under either, and a bucket in debt stays in debt when n
 //     changes.

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -115,15 +114,4 @@ func (r Rate) String() string {
 		}
 	}
 	return strconv.FormatInt(r.Count, 10) + "/" + unit
-}
-
-// mulSat returns a*b for a, b >= 0, saturated at math.MaxInt64.
-func mulSat(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
 }

@@ -850,7 +850,7 @@ func overrideWindow(where string, policy, override limiter.Limit) []error {
 	if l.Burst == 0 {
 		l.Burst = policy.Burst
 	}
-	if w := l.Window(); w > gcra.MaxWindow {
+	if w := gcra.Window(l); w > gcra.MaxWindow {
 		return []error{fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", where, l.Burst, l.Rate, w.Round(time.Hour), gcra.MaxWindow.Round(time.Hour))}
 	}
 	return nil

@@ -218,7 +218,7 @@ func checkWindows(lc LimiterConfig, policies []middleware.Policy) []error {
 	}
 	var errs []error
 	for i, p := range policies {
-		if w := p.Limit.Window(); w > gcra.MaxWindow {
+		if w := gcra.Window(p.Limit); w > gcra.MaxWindow {
 			errs = append(errs, fmt.Errorf("%s: burst %d at %v refills in %v, longer than the Redis store's %v", policyRef(i, p.Name), p.Limit.Burst, p.Limit.Rate, w.Round(time.Hour), gcra.MaxWindow.Round(time.Hour)))
 		}
 	}

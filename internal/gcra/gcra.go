@@ -51,6 +51,21 @@ func Decide(tat, now int64, l limiter.Limit, cost int64) (limiter.Decision, int6
 // and every store refuses the same settles.
 const MaxSettle = 1<<53 - 1
 
+// Window returns the time the bucket of l takes to refill from empty:
+// Burst × Interval, in nanoseconds (the "w" of RateLimit-Policy before
+// rounding up to seconds). It saturates at the largest Duration for limits
+// that limiter.Limit.Validate rejects, and is 0 for a zero rate or burst.
+func Window(l limiter.Limit) time.Duration {
+	b, t := l.Burst, int64(l.Rate.Interval())
+	if b < 1 || t == 0 {
+		return 0
+	}
+	if b > math.MaxInt64/t {
+		return math.MaxInt64
+	}
+	return time.Duration(b * t)
+}
+
 // MaxWindow is the largest window (limiter.Limit.Window, Burst × Interval)
 // limiter/redis accepts: 2^53-1 ns, about 104 days and 6 hours, the bound
 // of its Lua arithmetic (doubles); it refuses a larger one with

@@ -209,3 +209,25 @@ func TestValidateSettle(t *testing.T) {
 		}
 	}
 }
+
+func TestWindow(t *testing.T) {
+	tests := []struct {
+		l    limiter.Limit
+		want time.Duration
+	}{
+		{limiter.Limit{Rate: limiter.Rate{Count: 2, Per: time.Second}, Burst: 3}, 1500 * time.Millisecond},
+		{limiter.Limit{Rate: limiter.Rate{Count: 5, Per: time.Second}, Burst: 5}, time.Second},
+		{limiter.Limit{Rate: limiter.Rate{Count: 3, Per: time.Second}, Burst: 3}, 1000000002 * time.Nanosecond}, // 3 × 333333334ns
+		{limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 24}, 24 * time.Hour},
+		{limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 1000}, 24 * time.Hour}, // a daily quota: 86.4 s per token
+		{limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 50}, 72 * time.Minute},
+		{limiter.Limit{Rate: limiter.Rate{Count: 1, Per: math.MaxInt64}, Burst: 2}, math.MaxInt64}, // saturates (invalid limit)
+		{limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 0}, 0},
+		{limiter.Limit{}, 0},
+	}
+	for _, tc := range tests {
+		if got := Window(tc.l); got != tc.want {
+			t.Errorf("Window(%+v) = %v; want %v", tc.l, got, tc.want)
+		}
+	}
+}

@@ -10,7 +10,7 @@
 // instant at which it will be full again (GCRA, the generic cell rate
 // algorithm). The rule is the decision rule of package [limiter], with delay_after, max_delay and
 // the dry-run rule of the [limiter.Limiter] contract. With T = [limiter.Rate.Interval] and tau = Burst·T (the
-// [limiter.Limit.Window]), a request of cost c at time now is decided as
+// window), a request of cost c at time now is decided as
 //
 //	tat0   = max(TAT, now)            // an unknown key has TAT = now: a full bucket
 //	newTat = tat0 + c·T

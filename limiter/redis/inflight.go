@@ -242,7 +242,7 @@ func (l *Limiter) runInFlight(ctx context.Context, dst []limiter.Decision, reqs 
 		if reqs[i].Limit.MaxInFlight != 0 {
 			continue
 		}
-		if w := reqs[i].Limit.Window(); w > maxWindow {
+		if w := gcra.Window(reqs[i].Limit); w > maxWindow {
 			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, maxWindow)
 		}
 	}

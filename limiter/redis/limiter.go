@@ -407,7 +407,7 @@ func (l *Limiter) run(ctx context.Context, dst []limiter.Decision, reqs []limite
 		return l.runInFlight(ctx, dst, slices.Clone(reqs), take) // inflight.go
 	}
 	for i := range reqs {
-		if w := reqs[i].Limit.Window(); w > maxWindow {
+		if w := gcra.Window(reqs[i].Limit); w > maxWindow {
 			return nil, 0, fmt.Errorf("%w: request %d: window %v (burst × interval) exceeds the Redis store's limit of 2^53-1 ns (%v)", limiter.ErrInvalidRequest, i, w, maxWindow)
 		}
 	}

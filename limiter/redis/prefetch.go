@@ -116,7 +116,7 @@ func newPrefetcher(k int64, life time.Duration) *prefetcher {
 // its burst.
 func (p *prefetcher) serves(r *limiter.Request) bool {
 	lim := r.Limit
-	w := lim.Window()
+	w := gcra.Window(lim)
 	return lim.MaxInFlight == 0 && !r.DryRun && r.Cost <= p.k && r.Cost <= lim.Burst &&
 		gcra.Free(lim) == w && gcra.Ceiling(lim) == w
 }
@@ -167,7 +167,7 @@ func (p *prefetcher) alloc(s *holdSet, r *limiter.Request, name string, now int6
 	for _, g := range e.pend[:e.npend] {
 		p.dropped.Add(g.n)
 	}
-	life := min(p.life, int64(r.Limit.Window()))
+	life := min(p.life, int64(gcra.Window(r.Limit)))
 	*e = hold{key: r.Key, name: name, interval: int64(r.Limit.Rate.Interval()), burst: r.Limit.Burst,
 		life: life, sent: now - 2*life}
 	return e
@@ -544,7 +544,7 @@ func (l *Limiter) sendFetch(ctx context.Context, f *fetchCall, t, sent int64) (v
 	tctx, cancel := context.WithDeadline(ctx, l.deadline(ctx))
 	defer cancel()
 	args := make([]any, 0, 9+4*len(f.refunds))
-	args = append(args, nil, nil, int64(1), f.name, l.mode(true, sent), t, int64(r.Limit.Window()), r.Cost, f.want)
+	args = append(args, nil, nil, int64(1), f.name, l.mode(true, sent), t, int64(gcra.Window(r.Limit)), r.Cost, f.want)
 	for _, g := range f.refunds {
 		args = append(args, g.sec, g.nsec, g.n*t, g.w)
 		back += g.n
@@ -628,7 +628,7 @@ func (p *prefetcher) lifeOf(e *hold, r *limiter.Request) int64 {
 	if e != nil {
 		return e.life
 	}
-	return min(p.life, int64(r.Limit.Window()))
+	return min(p.life, int64(gcra.Window(r.Limit)))
 }
 
 // giveBack sends one refund of g's tokens of the bucket named name
