@@ -66,7 +66,7 @@ func Window(l limiter.Limit) time.Duration {
 	return time.Duration(b * t)
 }
 
-// MaxWindow is the largest window (limiter.Limit.Window, Burst × Interval)
+// MaxWindow is the largest window ([Window], Burst × Interval)
 // limiter/redis accepts: 2^53-1 ns, about 104 days and 6 hours, the bound
 // of its Lua arithmetic (doubles); it refuses a larger one with
 // limiter.ErrInvalidRequest, and the demo's configuration check refuses

@@ -32,7 +32,7 @@ const (
 	maxPrefixLen = 128
 )
 
-// maxWindow is the largest [limiter.Limit.Window] (Burst × Interval) the
+// maxWindow is the largest window (Burst × Interval, [gcra.Window]) the
 // Redis store accepts: 2^53 - 1 ns, about 104 days and 6 hours. Larger
 // windows are refused with [limiter.ErrInvalidRequest], because the
 // script's arithmetic (Lua numbers are doubles) is exact only up to 2^53,
