@@ -11,10 +11,11 @@ import (
 
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 func TestAuthenticateOutcomes(t *testing.T) {
-	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("1/s", 100)}})
+	s := newStack(t, stackOptions{policies: []policy.Policy{perNetwork("1/s", 100)}})
 	good := s.token("alice", "")
 	parts := strings.Split(good, ".")
 	forged := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
@@ -64,7 +65,7 @@ func TestAuthenticateOutcomes(t *testing.T) {
 }
 
 func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 100)}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{perNetwork("1/s", 100)}})
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
 		t.Fatalf("anonymous: %d", w.Code)
 	}

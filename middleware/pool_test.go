@@ -19,6 +19,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // headerAuth vouches for the account named by the X-Test-Account header.
@@ -70,9 +71,9 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SamplePassed: 1, DecisionHeader: true,
-		Policies: []middleware.Policy{
+		Policies: []policy.Policy{
 			perNetwork("1000/s", 1000),
-			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: middleware.OnMissingSkip},
+			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: policy.OnMissingSkip},
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
 	lim := &keyLog{Limiter: memory.New(memory.Options{})}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{
+		Policies: []policy.Policy{
 			perNetwork("1000/s", 1000),
 			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000)},
 		}})
