@@ -1,4 +1,4 @@
-// Package identity turns request credentials into a verified [Principal] and
+// Package identity turns request credentials into a verified [limitkey.Principal] and
 // describes the budget a request spends as a typed, injectively encoded [Key].
 //
 // The package has no HTTP routing and no limiter. Its pieces are:
@@ -7,7 +7,7 @@
 //     bucket, with an encoding ([Key.String], [Key.AppendTo]) that is injective
 //     whatever bytes the values hold, printable ASCII, and parsed back by
 //     [ParseKey].
-//   - [Principal]: who a verified credential says the caller is. Only
+//   - [limitkey.Principal]: who a verified credential says the caller is. Only
 //     authenticators produce one, and only from verified input.
 //   - [BearerToken]: strict extraction of an RFC 6750 §2.1 bearer token from
 //     the Authorization header.

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"weak"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/adaptive"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
 )
 
@@ -137,7 +137,7 @@ type heldCap struct {
 // Principal when it has none) and operation op under priorities ps: the
 // first entry whose Tenant, Plan and Operation (each when set) match, else
 // sheddable (see [policy.Priority]).
-func classify(ps []policy.Priority, p *identity.Principal, op string) policy.Class {
+func classify(ps []policy.Priority, p *limitkey.Principal, op string) policy.Class {
 	for i := range ps {
 		pr := &ps[i]
 		if (pr.Tenant == "" || pr.Tenant == p.Tenant) && (pr.Plan == "" || pr.Plan == p.Plan) &&
@@ -151,7 +151,7 @@ func classify(ps []policy.Priority, p *identity.Principal, op string) policy.Cla
 // classify fills the result res of adaptive policy ap for a request of
 // principal p (the zero Principal when it has none) and operation op, and
 // notes its cap in sc, for decideAdaptive.
-func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *policy.Policy, p *identity.Principal, op string) {
+func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *policy.Policy, p *limitkey.Principal, op string) {
 	res.Class = classify(pol.Priorities, p, op)
 	res.Store = storeProcess
 	sc.caps = append(sc.caps, heldCap{e: ap.entry(op), ap: ap, idx: idx, critical: res.Class == policy.ClassCritical})

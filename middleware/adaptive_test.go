@@ -25,12 +25,12 @@ import (
 // whose principals carry the plan of the X-Test-Plan field (tenant t1).
 type planAuth struct{}
 
-func (planAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (planAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	plan := r.Header.Get("X-Test-Plan")
 	if plan == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Method: identity.MethodJWT, Tenant: "t1", Account: "a-" + plan, Plan: plan}, nil
+	return limitkey.Principal{Method: limitkey.MethodJWT, Tenant: "t1", Account: "a-" + plan, Plan: plan}, nil
 }
 
 // adaptiveCap returns an adaptive policy whose limit cannot move: min and

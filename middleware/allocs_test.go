@@ -19,8 +19,8 @@ import (
 // anonymousAuth admits every request as the anonymous principal.
 type anonymousAuth struct{}
 
-func (anonymousAuth) Authenticate(*http.Request) (identity.Principal, error) {
-	return identity.Principal{}, identity.ErrNoCredential
+func (anonymousAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
+	return limitkey.Principal{}, identity.ErrNoCredential
 }
 
 // TestChainAllocs pins ratekey's own allocations per request: the whole

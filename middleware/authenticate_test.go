@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/policy"
 )
@@ -79,20 +80,20 @@ func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
 }
 
 // authFunc adapts a function to identity.Authenticator.
-type authFunc func(r *http.Request) (identity.Principal, error)
+type authFunc func(r *http.Request) (limitkey.Principal, error)
 
-func (f authFunc) Authenticate(r *http.Request) (identity.Principal, error) {
+func (f authFunc) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	return f(r)
 }
 
 // requestAuth is an identity.Authenticator that reads the query.
 type requestAuth struct{}
 
-func (requestAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (requestAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	if r.URL.Query().Get("who") == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Tenant: "t", Account: r.URL.Query().Get("who"), Method: identity.MethodAPIKey}, nil
+	return limitkey.Principal{Tenant: "t", Account: r.URL.Query().Get("who"), Method: limitkey.MethodAPIKey}, nil
 }
 
 func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target string) *httptest.ResponseRecorder {
@@ -109,8 +110,8 @@ func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target str
 // identity.ErrKeySourceUnavailable is 503 with Retry-After and no challenge,
 // never 401 and never anonymous.
 func TestAuthenticateKeySourceUnavailable(t *testing.T) {
-	down := authFunc(func(*http.Request) (identity.Principal, error) {
-		return identity.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
+	down := authFunc(func(*http.Request) (limitkey.Principal, error) {
+		return limitkey.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
 	})
 	for _, anon := range []bool{false, true} {
 		w := serveAuth(down, middleware.AuthOptions{Anonymous: anon}, "/")

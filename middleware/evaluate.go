@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
@@ -322,7 +321,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 // subject is who a request is, from its request state: the principal and
 // the client address, when known.
 type subject struct {
-	principal     identity.Principal
+	principal     limitkey.Principal
 	client        *trustedproxy.Result
 	authenticated bool // a principal that is not anonymous
 }
@@ -337,7 +336,7 @@ func subjectOf(rs *requestState) subject {
 			who.client = &rs.client
 		}
 	}
-	who.authenticated = hasPrincipal && who.principal.Method != identity.MethodAnonymous
+	who.authenticated = hasPrincipal && who.principal.Method != limitkey.MethodAnonymous
 	return who
 }
 
@@ -480,7 +479,7 @@ func (res *PolicyResult) admitted() bool {
 // the request does not carry it. Only verified principal fields and the
 // resolved client network are used; an empty value counts as missing (p is
 // the zero Principal when no principal was established, so its fields are).
-func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d limitkey.Dimension, op string, p *identity.Principal, c *trustedproxy.Result) (string, bool) {
+func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d limitkey.Dimension, op string, p *limitkey.Principal, c *trustedproxy.Result) (string, bool) {
 	var v string
 	switch d {
 	case limitkey.DimOperation:

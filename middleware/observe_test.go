@@ -352,8 +352,8 @@ func TestLogFieldsMatchDebugNames(t *testing.T) {
 // stubAuth fails every credential with err, or finds none.
 type stubAuth struct{ err error }
 
-func (a stubAuth) Authenticate(*http.Request) (identity.Principal, error) {
-	return identity.Principal{}, a.err
+func (a stubAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
+	return limitkey.Principal{}, a.err
 }
 
 // TestAuthFailureMetricsAndRecord: refused credentials are counted by a
@@ -396,9 +396,9 @@ func TestAuthFailureMetricsAndRecord(t *testing.T) {
 // countingAuth counts verifications and refuses every credential.
 type countingAuth struct{ n *int }
 
-func (a countingAuth) Authenticate(*http.Request) (identity.Principal, error) {
+func (a countingAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
 	*a.n++
-	return identity.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
+	return limitkey.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
 }
 
 // TestPreAuthLimitsBadTokenFloods: a pre-auth network policy runs before

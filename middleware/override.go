@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
@@ -74,7 +73,7 @@ func addMatch[K comparable](table *map[K]int, m K, j int) {
 
 // match returns the first override matching pr, or nil: one map lookup
 // per kind of match the policy uses.
-func (t *overrideTable) match(pr *identity.Principal) *effective {
+func (t *overrideTable) match(pr *limitkey.Principal) *effective {
 	best := len(t.list)
 	if t.byTenant != nil && pr.Tenant != "" {
 		if j, ok := t.byTenant[pr.Tenant]; ok {
@@ -104,7 +103,7 @@ func (t *overrideTable) match(pr *identity.Principal) *effective {
 // the first of policy i's Overrides matching pr or, when none matches, of
 // its OverrideFunc's answer for key. An invalid answer of the function is
 // an error (res is then unchanged).
-func (st *rateLimitState) override(i int, res *PolicyResult, pr *identity.Principal, key limitkey.Key) error {
+func (st *rateLimitState) override(i int, res *PolicyResult, pr *limitkey.Principal, key limitkey.Key) error {
 	if t := st.ovr[i]; t != nil {
 		if e := t.match(pr); e != nil {
 			res.Limit, res.Cost, res.item, res.Override = e.limit, e.cost, e.item, e.name

@@ -3,8 +3,8 @@ package middleware
 import (
 	"testing"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
 )
 
@@ -12,7 +12,7 @@ import (
 // of match a policy's overrides use.
 func BenchmarkOverrideMatch(b *testing.B) {
 	l := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1e9}, Burst: 3}
-	pr := identity.Principal{Tenant: "beta", Plan: "free", Account: "alice"}
+	pr := limitkey.Principal{Tenant: "beta", Plan: "free", Account: "alice"}
 	for _, tc := range []struct {
 		name string
 		ovr  []policy.Override

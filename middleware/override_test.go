@@ -27,13 +27,13 @@ import (
 // issuer record or an API key record vouching for the three).
 type fakeAuth struct{}
 
-func (fakeAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (fakeAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	v := r.Header.Get("Authorization")
 	if v == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
 	f := strings.Split(strings.TrimPrefix(v, "Bearer "), ":")
-	return identity.Principal{Issuer: "test", Tenant: f[0], Plan: f[1], Account: f[2], Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: f[0], Plan: f[1], Account: f[2], Method: limitkey.MethodJWT}, nil
 }
 
 // overrideStack mounts a rate limiter with policies ps behind fakeAuth on

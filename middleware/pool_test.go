@@ -25,12 +25,12 @@ import (
 // headerAuth vouches for the account named by the X-Test-Account header.
 type headerAuth struct{}
 
-func (headerAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (headerAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	a := r.Header.Get("X-Test-Account")
 	if a == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Issuer: "test", Tenant: "acme", Account: a, Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: "acme", Account: a, Method: limitkey.MethodJWT}, nil
 }
 
 // keyLog is a limiter that keeps every key it is given, as a store that

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
@@ -599,9 +598,9 @@ func testSettleExactness(t *testing.T, store limiter.Limiter) {
 // credentials.
 type plannedAuth struct{}
 
-func (plannedAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (plannedAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	h := r.Header
-	return identity.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: limitkey.MethodJWT}, nil
 }
 
 // TestSettlePlans: quotas by plan in the units that matter, one settling

@@ -13,7 +13,7 @@ import (
 //
 // In [Policy.Overrides], one of Tenant, Plan and Account is set, or Tenant
 // and Account together (that tenant's account): the match, compared exactly
-// with the principal's identity.Principal fields of those names. Those
+// with the principal's limitkey.Principal fields of those names. Those
 // fields come from verified credentials only (an issuer record or an API
 // key record vouched for them), so a client cannot claim another limit. The
 // rest is optional and falls back to the policy's, field by field:
