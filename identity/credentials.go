@@ -92,7 +92,7 @@ type CombinedConfig struct {
 //
 // Extraction rules (decided; tests pin each one), following RFC 6750 §2
 // ("clients MUST NOT use more than one method to transmit the token"):
-//   - Authorization is parsed by [BearerToken] (scheme case-insensitive,
+//   - Authorization is parsed by [bearerToken] (scheme case-insensitive,
 //     two lines → 400 invalid_request, another scheme → the bare 401 of
 //     [ErrUnsupportedScheme]).
 //   - X-API-Key (only with APIKeys), the query parameter and the cookie:
@@ -257,7 +257,7 @@ func (x extractor) extract(h http.Header, q []string) (credential, error) {
 		return nil
 	}
 	if x.header {
-		tok, err := BearerToken(h)
+		tok, err := bearerToken(h)
 		switch {
 		case err == nil:
 			found = append(found, credential{value: tok, from: "authorization"})

@@ -234,7 +234,7 @@ func (a *JWTAuthenticator) Close() error {
 	return nil
 }
 
-// Authenticate extracts the bearer token from h with [BearerToken] and
+// Authenticate extracts the bearer token from h with [bearerToken] and
 // verifies it as described on [JWTAuthenticator], returning the Principal
 // it proves, with Method [limitkey.MethodJWT]. It returns
 // [ErrNoCredential] when h has no Authorization header,
@@ -246,7 +246,7 @@ func (a *JWTAuthenticator) Close() error {
 // Authorization header is read; see [CombinedAuthenticator] for other
 // credential sources and API keys. Safe for concurrent use.
 func (a *JWTAuthenticator) Authenticate(r *http.Request) (limitkey.Principal, error) {
-	tok, err := BearerToken(r.Header)
+	tok, err := bearerToken(r.Header)
 	if err != nil {
 		return limitkey.Principal{}, err
 	}

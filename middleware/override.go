@@ -35,16 +35,16 @@ type overrideTable struct {
 type tenantAccount struct{ tenant, account string }
 
 // compileOverrides builds p's table; nil when p has no Overrides. p must
-// be valid. share gives the limit this process states for a limit (its
+// be valid under rules r. share gives the limit this process states for a limit (its
 // share of a store shared by several processes).
-func compileOverrides(p *policy.Policy, share func(limiter.Limit) limiter.Limit) *overrideTable {
+func compileOverrides(p *policy.Policy, r policy.Rules, share func(limiter.Limit) limiter.Limit) *overrideTable {
 	if len(p.Overrides) == 0 {
 		return nil
 	}
 	t := &overrideTable{}
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
-		c := p.Complete(*o)
+		c, _ := p.CheckOverride(*o, r) // valid under r (Validate checked it): completes it
 		t.list = append(t.list, effective{name: o.String(), limit: c.Limit, cost: c.Cost, item: policyItem(p.Name, share(c.Limit))})
 		switch {
 		case o.Account != "":

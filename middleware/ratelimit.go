@@ -303,7 +303,7 @@ func (st *rateLimitState) compile() {
 			st.localPolicies = append(st.localPolicies, p.Name)
 		}
 		st.costs = append(st.costs, st.Costs[p.Name])
-		st.ovr = append(st.ovr, compileOverrides(p, st.share))
+		st.ovr = append(st.ovr, compileOverrides(p, st.rules, st.share))
 		var ap *adaptivePolicy
 		if p.Limit.MaxInFlightCeiling != 0 {
 			if caps == nil {

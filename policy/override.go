@@ -108,15 +108,6 @@ func (o *Override) value(d limitkey.Dimension) string {
 	return o.Account
 }
 
-// Complete returns o with its unset fields taken from p (whose defaults
-// are filled in, as [Validate] returns it): Limit.Rate when its Count is
-// 0, Limit.Burst, Limit.DelayAfter and Limit.MaxDelay when 0, Cost when 0.
-// Safe for concurrent use.
-func (p *Policy) Complete(o Override) Override {
-	o.Limit, o.Cost = p.complete(&o)
-	return o
-}
-
 // complete returns o's limit and cost with unset fields taken from p,
 // whose defaults are filled in.
 func (p *Policy) complete(o *Override) (limiter.Limit, int64) {

@@ -149,7 +149,7 @@ type Policy struct {
 	// be fast (an in-memory map, a cache; never a network call per
 	// request) and safe for concurrent use. ok false keeps the policy's
 	// limit. The Override it returns is completed from the policy like the
-	// entries of Overrides ([Policy.Complete]); its Tenant, Plan or
+	// entries of Overrides ([Policy.CheckOverride]); its Tenant, Plan or
 	// Account, when set, only name it in the log and the debug JSON
 	// ("tenant=acme", else "function"), so set the one it was chosen by. A
 	// limit that completed is invalid ([Policy.CheckOverride]) makes the

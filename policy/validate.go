@@ -126,11 +126,14 @@ func (v *validator) policyErrors(i int, p *Policy) []error {
 	return errs
 }
 
-// CheckOverride completes o from p (see [Policy.Complete]) and checks the
-// limit so completed as [Validate] checks an entry of p.Overrides, for an
-// override chosen at request time ([Policy].OverrideFunc's answer). p
-// must be a policy Validate returned, with the same r. The error reads
-// "override function: tenant=acme: burst: ...". Safe for concurrent use.
+// CheckOverride returns o completed from p (its unset fields taken from
+// p: Limit.Rate when its Count is 0, Limit.Burst, Limit.DelayAfter and
+// Limit.MaxDelay when 0, Cost when 0) and checks the limit so completed
+// as [Validate] checks an entry of p.Overrides: for an override chosen at
+// request time ([Policy].OverrideFunc's answer), or to see the limit an
+// entry of p.Overrides applies. p must be a policy Validate returned, with
+// the same r. The error reads "override function: tenant=acme: burst:
+// ...". Safe for concurrent use.
 func (p *Policy) CheckOverride(o Override, r Rules) (Override, error) {
 	name := o.String()
 	dynamic := slices.Contains(r.Costs, p.Name)
@@ -141,7 +144,8 @@ func (p *Policy) CheckOverride(o Override, r Rules) (Override, error) {
 	if maxWait <= 0 {
 		maxWait = defaultMaxWait
 	}
-	c := p.Complete(o)
+	c := o
+	c.Limit, c.Cost = p.complete(&o)
 	if err := limitError(name, c.Limit, c.Cost, p.DryRun, maxWait, dynamic); err != nil {
 		return o, err
 	}

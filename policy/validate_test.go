@@ -82,7 +82,7 @@ func TestValidateCopies(t *testing.T) {
 	}
 }
 
-// TestOverrideCompleteAndString: an override's unset fields come from its
+// TestOverrideCompleteAndString: CheckOverride completes an override: an override's unset fields come from its
 // policy; its name is what the debug JSON shows.
 func TestOverrideCompleteAndString(t *testing.T) {
 	ps, err := policy.Validate([]policy.Policy{perTenant()}, policy.Rules{})
@@ -104,7 +104,10 @@ func TestOverrideCompleteAndString(t *testing.T) {
 		{policy.Override{}, "function", perMinute(1, 3), 1},
 	}
 	for _, tc := range tests {
-		c := p.Complete(tc.o)
+		c, err := p.CheckOverride(tc.o, policy.Rules{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if tc.o.String() != tc.name || c.Limit != tc.limit || c.Cost != tc.cost {
 			t.Errorf("%+v: %q, %+v cost %d; want %q, %+v cost %d", tc.o, tc.o.String(), c.Limit, c.Cost, tc.name, tc.limit, tc.cost)
 		}
