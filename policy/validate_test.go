@@ -82,14 +82,21 @@ func TestValidateCopies(t *testing.T) {
 	}
 }
 
-// TestOverrideCompleteAndString: CheckOverride completes an override: an override's unset fields come from its
-// policy; its name is what the debug JSON shows.
-func TestOverrideCompleteAndString(t *testing.T) {
+// validPerTenant returns perTenant() as Validate returns it.
+func validPerTenant(t *testing.T) *policy.Policy {
+	t.Helper()
 	ps, err := policy.Validate([]policy.Policy{perTenant()}, policy.Rules{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ps[0]
+	return &ps[0]
+}
+
+// TestOverrideCompleteAndString: CheckOverride completes an override (its
+// unset fields come from its policy); its name is what the debug JSON
+// shows.
+func TestOverrideCompleteAndString(t *testing.T) {
+	p := validPerTenant(t)
 	tests := []struct {
 		o     policy.Override
 		name  string
@@ -117,11 +124,7 @@ func TestOverrideCompleteAndString(t *testing.T) {
 // TestCheckOverride: an OverrideFunc's answer is checked as an entry of
 // Overrides would be, against the same rules.
 func TestCheckOverride(t *testing.T) {
-	ps, err := policy.Validate([]policy.Policy{perTenant()}, policy.Rules{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &ps[0]
+	p := validPerTenant(t)
 	tests := []struct {
 		o    policy.Override
 		r    policy.Rules
