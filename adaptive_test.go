@@ -16,7 +16,7 @@ import (
 	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestNewRefusesAdaptive: ratekey.New refuses what cannot be an adaptive
@@ -34,10 +34,10 @@ func TestNewRefusesAdaptive(t *testing.T) {
 		{"keyed on the network", ratekey.Policy{Name: "protect", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: auto},
 			`policies[0] ("protect").key: an adaptive cap moves with this process's latency, which every client's requests share: key it on nothing ([]) or on operation (a cap per route)`},
 		{"a plan without an Authenticator", ratekey.Policy{Name: "protect", Limit: auto, Reserved: 0.2,
-			Priorities: []middleware.Priority{{Plan: "pro", Class: middleware.ClassCritical}}},
+			Priorities: []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}},
 			`policies[0].priorities[0]: a tenant or plan comes from a verified credential, but no Authenticator is configured`},
 		{"a priority's operation without its method", ratekey.Policy{Name: "protect", Limit: auto,
-			Priorities: []middleware.Priority{{Operation: "/v1/work", Class: middleware.ClassCritical}}},
+			Priorities: []policy.Priority{{Operation: "/v1/work", Class: policy.ClassCritical}}},
 			`policies[0] ("protect").priorities[0].operation: "/v1/work" is not an operation: write the method, a space and the route's template`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestAdaptivePriorityOperationNotServed(t *testing.T) {
 	r := chi.NewRouter()
 	var logs logtest.Lines
 	rk, err := ratekey.New(ratekey.Config{Router: r, Logger: slog.New(&logs), Policies: []ratekey.Policy{{Name: "p",
-		Limit: limiter.Limit{MaxInFlightCeiling: 8}, Priorities: []middleware.Priority{{Operation: "GET /v1/gone", Class: middleware.ClassCritical}}}}})
+		Limit: limiter.Limit{MaxInFlightCeiling: 8}, Priorities: []policy.Priority{{Operation: "GET /v1/gone", Class: policy.ClassCritical}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

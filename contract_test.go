@@ -26,7 +26,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -110,25 +110,25 @@ func newContractStack(t *testing.T, down bool) *contractStack {
 		DebugAllow:     []string{contractAdmin + "/32"},
 		Logger:         slog.New(slog.DiscardHandler),
 		Limiter:        store,
+		Costs: map[string]func(*http.Request) (int64, error){"uploads": func(r *http.Request) (int64, error) {
+			var n int64
+			if _, err := fmt.Sscan(r.Header.Get("X-Units"), &n); err != nil {
+				return 0, errors.New("X-Units is not a number")
+			}
+			return n, nil
+		}},
 		Policies: []ratekey.Policy{
 			{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: perMin(600, 3), PreAuth: true,
 				Operations: []string{"GET /v1/flood"}},
 			{Name: "per-account", Key: append(acct[:2:2], limitkey.DimPlan), Limit: perMin(60, 2), Operations: []string{"GET /v1/reports/{id}"},
-				Overrides: []middleware.Override{{Plan: "pro", Limit: perMin(600, 4)}}},
+				Overrides: []policy.Override{{Plan: "pro", Limit: perMin(600, 4)}}},
 			{Name: "per-plan", Key: []limitkey.Dimension{limitkey.DimPlan}, Limit: perMin(600, 100), Operations: []string{"GET /v1/plan"}},
-			{Name: "uploads", Key: acct, Limit: perMin(60, 5), Operations: []string{"POST /v1/upload"},
-				CostFunc: func(r *http.Request) (int64, error) {
-					var n int64
-					if _, err := fmt.Sscan(r.Header.Get("X-Units"), &n); err != nil {
-						return 0, errors.New("X-Units is not a number")
-					}
-					return n, nil
-				}},
+			{Name: "uploads", Key: acct, Limit: perMin(60, 5), Operations: []string{"POST /v1/upload"}},
 			{Name: "trial", Key: acct, Limit: perMin(60, 1), DryRun: true, Operations: []string{"GET /v1/trial"}},
 			{Name: "paced", Key: acct, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 3, DelayAfter: 1},
 				Operations: []string{"GET /v1/paced"}},
 			{Name: "one-at-a-time", Key: append(acct[:2:2], limitkey.DimOperation), Limit: limiter.Limit{MaxInFlight: 1}, Operations: []string{"GET /v1/cap"}},
-			{Name: "service", Key: op, Limit: perMin(6000, 1000), Operations: []string{"GET /v1/reports/{id}"}, OnStoreError: middleware.OnStoreErrorAllow},
+			{Name: "service", Key: op, Limit: perMin(6000, 1000), Operations: []string{"GET /v1/reports/{id}"}, OnStoreError: policy.OnStoreErrorAllow},
 		},
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -201,7 +202,7 @@ func ExampleNew_chi() {
 		Policies: []ratekey.Policy{
 			{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: perMinute(1), Burst: 3}, PreAuth: true},
 			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
-				Limit: limiter.Limit{Rate: perMinute(1), Burst: 1}, OnMissing: middleware.OnMissingSkip},
+				Limit: limiter.Limit{Rate: perMinute(1), Burst: 1}, OnMissing: policy.OnMissingSkip},
 		},
 		Deny: func(w http.ResponseWriter, _ *http.Request, status int, ev *middleware.Evaluation) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

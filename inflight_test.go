@@ -18,7 +18,7 @@ import (
 
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/limiter"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // gauge is a middleware.Metrics that keeps the in-flight gauge and counts
@@ -454,7 +454,7 @@ func TestInFlightRefusedConfigs(t *testing.T) {
 		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: 2}, Cost: 2}, `policies[0] ("a").cost: an in-flight policy's request holds one slot`},
 		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: -1}}, `policies[0] ("a").max_in_flight: -1 must be 1 to 1000000000`},
 		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: 2, Lease: time.Millisecond}}, `policies[0] ("a").lease: 1ms must be between 1s and 1h`},
-		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: 2}, Overrides: []middleware.Override{{Tenant: "x"}}}, `policies[0] ("a").overrides: overrides are for token-bucket policies`},
+		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: 2}, Overrides: []policy.Override{{Tenant: "x"}}}, `policies[0] ("a").overrides: overrides are for token-bucket policies`},
 		{ratekey.Policy{Name: "a", Limit: limiter.Limit{Rate: rate, Burst: 2}, RetryAfter: time.Second}, `policies[0] ("a").retry_after: 1s is for max_in_flight policies`},
 		{ratekey.Policy{Name: "a", Limit: limiter.Limit{MaxInFlight: 2}, RetryAfter: -time.Second}, `policies[0] ("a").retry_after: -1s must be 0`},
 	} {

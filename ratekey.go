@@ -17,20 +17,21 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
 // Policy is one named limit: its key dimensions, token bucket (rate and
 // burst), in-flight cap (max_in_flight) or adaptive cap (max_in_flight:
-// auto, with priorities), and corner cases. See [middleware.Policy] for
+// auto, with priorities), and corner cases. See [policy.Policy] for
 // every field.
-type Policy = middleware.Policy
+type Policy = policy.Policy
 
 // Override is a policy's own limit for the requests of one tenant, plan
 // or account, matched on verified fields only (the first matching
-// override of Policy.Overrides applies). See [middleware.Override] for the
+// override of Policy.Overrides applies). See [policy.Override] for the
 // rules New checks.
-type Override = middleware.Override
+type Override = policy.Override
 
 // Config configures [New]. Only Router and Policies are required; the zero
 // value of every other field is the safe default.
@@ -99,6 +100,12 @@ type Config struct {
 	// [middleware.RateLimitConfig].Custom): a policy's Key may then name
 	// them beside the built-in ones.
 	Custom map[limitkey.Dimension]middleware.DimensionFunc
+	// Costs gives, by policy name, a function that returns each request's
+	// cost instead of the policy's fixed Cost (which must then be 0), e.g.
+	// the items of a batch call: see [middleware.RateLimitConfig].Costs
+	// for how a failing or oversized answer is refused. Token-bucket
+	// policies only; every name must be a policy's.
+	Costs map[string]func(r *http.Request) (int64, error)
 	// SamplePassed is the fraction (0 to 1) of requests whose PASSED
 	// decisions are logged too; 0 (the default) logs none of them.
 	SamplePassed float64
@@ -135,12 +142,12 @@ type Middleware struct {
 // ...". It refuses what can only be a mistake: no router or no policy, a
 // policy keyed by a verified dimension without an Authenticator, a cost
 // above the burst, a wait longer than the policy allows (see
-// [middleware.Policy]), an adaptive cap (max_in_flight: auto) keyed on
+// [policy.Policy]), an adaptive cap (max_in_flight: auto) keyed on
 // anything but the operation (it moves with this process's latency, which
 // every client shares), a priority on a tenant or plan without an
 // Authenticator, an override matching on a dimension its policy's
 // key lacks, an account override without its tenant unless the
-// Authenticator lists exactly one tenant (see [middleware.Override]), an
+// Authenticator lists exactly one tenant (see [policy.Override]), an
 // untrusted-everyone proxy range, an operation the router can never name
 // ("/v1/reports/{id}" without its method) in a policy's operations or its
 // priorities. Whether a route serves each
@@ -192,6 +199,7 @@ func New(cfg Config) (*Middleware, error) {
 			Deny:             cfg.Deny,
 			SingleTenant:     singleTenant(cfg.Authenticator),
 			Custom:           cfg.Custom,
+			Costs:            cfg.Costs,
 			SamplePassed:     cfg.SamplePassed,
 			MaxWait:          cfg.MaxWait,
 			LogEveryDecision: cfg.LogEveryDecision,

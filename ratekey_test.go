@@ -19,6 +19,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -233,15 +234,15 @@ func TestNewOverridesMatchKey(t *testing.T) {
 		want string
 	}{
 		{"account override, tenant claim", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
-			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
+			Overrides: []policy.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
 		{"account override, API keys", withKeys, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
-			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
+			Overrides: []policy.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, vip},
 		{"account override, one tenant", oneTenant, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
-			Overrides: []middleware.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
+			Overrides: []policy.Override{{Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
 		{"account of a tenant, tenant claim", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
-			Overrides: []middleware.Override{{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
+			Overrides: []policy.Override{{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
 		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: daily(3),
-			Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5)}}},
+			Overrides: []policy.Override{{Plan: "pro", Limit: daily(5)}}},
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
 	} {
 		m, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: c.auth, Policies: []ratekey.Policy{c.p}})

@@ -22,6 +22,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -46,12 +47,12 @@ func chainProxies() trustedproxy.Config {
 
 // chainPolicies are the chain's two policies: per-network, and per
 // tenant+account+operation (skipped for anonymous requests).
-func chainPolicies() []middleware.Policy {
+func chainPolicies() []policy.Policy {
 	lim := rkLimit(chainLimit)
-	return []middleware.Policy{
+	return []policy.Policy{
 		{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: lim},
 		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
-			Limit: lim, OnMissing: middleware.OnMissingSkip},
+			Limit: lim, OnMissing: policy.OnMissingSkip},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -172,7 +173,7 @@ func settleChain(b *testing.B, l limiter.Limiter, settle bool, report int64) htt
 	}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: l, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{{Name: "llm", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: settleLimit, Cost: 500, Settle: settle}}})
+		Policies: []policy.Policy{{Name: "llm", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: settleLimit, Cost: 500, Settle: settle}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // Front is the HTTP front door a [Limiter] runs gRPC calls through:
@@ -38,7 +39,7 @@ type Front interface {
 	// Policies returns the chain's policies (a copy), as
 	// ratekey.Middleware.Policies does: New reads which operations they
 	// name.
-	Policies() []middleware.Policy
+	Policies() []policy.Policy
 }
 
 // Limiter holds a gRPC server's unary and stream interceptors, which run

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // API key shape: rk_<id>_<secret><checksum>, every part base62
@@ -38,7 +40,7 @@ const (
 	// minPepperBytes is the shortest accepted pepper (the HMAC-SHA256 key
 	// the stored hashes are computed with), in bytes.
 	minPepperBytes = 32
-	// defaultAPIKeyIssuer is the [Principal].Issuer of API-key principals
+	// defaultAPIKeyIssuer is the [limitkey.Principal].Issuer of API-key principals
 	// when APIKeyConfig.Issuer is empty.
 	defaultAPIKeyIssuer = "urn:ratekey:api-key"
 )
@@ -65,7 +67,7 @@ type APIKeyRecord struct {
 	Tenant string
 	// Account is the principal's account, text like Tenant's.
 	Account string
-	// Plan, optional, is the principal's plan ([Principal].Plan): "" or
+	// Plan, optional, is the principal's plan ([limitkey.Principal].Plan): "" or
 	// text like Tenant's.
 	Plan string
 	// Hash is HMAC-SHA256 keyed with the pepper, over the secret's bytes.
@@ -260,9 +262,9 @@ type APIKeyConfig struct {
 }
 
 // APIKeyAuthenticator verifies API keys of the form
-// rk_<id>_<secret><checksum> (see [NewAPIKey]) and returns the [Principal]
+// rk_<id>_<secret><checksum> (see [NewAPIKey]) and returns the [limitkey.Principal]
 // of the stored record: Tenant and Account from the record, CredentialID the
-// public id, Method [MethodAPIKey].
+// public id, Method [limitkey.MethodAPIKey].
 //
 // Verification: the key's length, alphabet and checksum are checked first
 // (a typo or a random string costs no lookup); then the record is looked up
@@ -315,13 +317,13 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 // invalid_token; store failure: an error wrapping [ErrKeySourceUnavailable].
 // r.Context() bounds the store call. Use [CombinedAuthenticator] to accept
 // JWTs as well. Safe for concurrent use.
-func (a *APIKeyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
+func (a *APIKeyAuthenticator) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	c, err := headerExtractor(true).extract(r.Header, nil)
 	if err != nil {
-		return Principal{}, err
+		return limitkey.Principal{}, err
 	}
 	if !c.isAPIKey() {
-		return Principal{}, invalidToken("bearer token is not an API key", errAPIKeyMalformed)
+		return limitkey.Principal{}, invalidToken("bearer token is not an API key", errAPIKeyMalformed)
 	}
 	return a.verifyKey(r.Context(), c.value)
 }
@@ -331,14 +333,14 @@ func (a *APIKeyAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 // "API key is invalid" (unknown id or wrong secret, indistinguishable), or
 // an error wrapping [ErrKeySourceUnavailable] when the store fails. No
 // error contains the key or its secret. Safe for concurrent use.
-func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (Principal, error) {
+func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (limitkey.Principal, error) {
 	id, secret, err := parseAPIKey(key)
 	if err != nil {
-		return Principal{}, invalidToken("API key is malformed", errAPIKeyMalformed)
+		return limitkey.Principal{}, invalidToken("API key is malformed", errAPIKeyMalformed)
 	}
 	rec, found, err := a.store.LookupAPIKey(ctx, id)
 	if err != nil {
-		return Principal{}, fmt.Errorf("identity: API key store: %w: %w", ErrKeySourceUnavailable, err)
+		return limitkey.Principal{}, fmt.Errorf("identity: API key store: %w: %w", ErrKeySourceUnavailable, err)
 	}
 	want := &a.dummy
 	if found {
@@ -347,7 +349,7 @@ func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (Princi
 	got := hashSecret(a.pepper, secret)
 	match := subtle.ConstantTimeCompare(got[:], want[:]) == 1
 	if !match || !found || rec.ID != id {
-		return Principal{}, invalidToken("API key is invalid", errAPIKeyInvalid)
+		return limitkey.Principal{}, invalidToken("API key is invalid", errAPIKeyInvalid)
 	}
-	return Principal{Issuer: a.issuer, Tenant: rec.Tenant, Plan: rec.Plan, Account: rec.Account, CredentialID: id, Method: MethodAPIKey}, nil
+	return limitkey.Principal{Issuer: a.issuer, Tenant: rec.Tenant, Plan: rec.Plan, Account: rec.Account, CredentialID: id, Method: limitkey.MethodAPIKey}, nil
 }

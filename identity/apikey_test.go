@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 var testPepper = []byte("pepper-for-tests-0123456789abcdef")
@@ -66,7 +68,7 @@ func TestNewAPIKey(t *testing.T) {
 		t.Fatalf("apiKeyID = %q, %v", id, err)
 	}
 	p, err := a.verifyKey(context.Background(), key)
-	want := Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
+	want := limitkey.Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: limitkey.MethodAPIKey}
 	if err != nil || p != want {
 		t.Fatalf("Verify = %+v, %v", p, err)
 	}
@@ -185,7 +187,7 @@ func TestAPIKeyMalformed(t *testing.T) {
 
 func TestAPIKeyAuthenticateHeaders(t *testing.T) {
 	a, key, rec, _ := newAPIKeyFixture(t)
-	ok := Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
+	ok := limitkey.Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: limitkey.MethodAPIKey}
 	tests := []struct {
 		name   string
 		h      http.Header

@@ -2,11 +2,13 @@ package identity
 
 import (
 	"net/http"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // Authenticator verifies the credential a request carries (its headers,
 // and for [CombinedAuthenticator] its query string or a cookie when
-// enabled) and returns the [Principal] it proves. It is the one
+// enabled) and returns the [limitkey.Principal] it proves. It is the one
 // authenticator interface: JWT, API-key, combined and test authenticators
 // are interchangeable. A transport other than HTTP/1-2 (a gRPC call)
 // presents its metadata as the request's headers.
@@ -33,5 +35,5 @@ type Authenticator interface {
 	// Authorization scheme, an error wrapping ErrKeySourceUnavailable when
 	// the keys cannot be obtained, *AuthError otherwise on failure. Safe
 	// for concurrent use.
-	Authenticate(r *http.Request) (Principal, error)
+	Authenticate(r *http.Request) (limitkey.Principal, error)
 }

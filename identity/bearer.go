@@ -13,7 +13,7 @@ import (
 // flood of huge tokens costs a length comparison, not base64 and JSON work.
 const maxTokenBytes = 8192
 
-// Sentinels wrapped by the AuthErrors of BearerToken (for tests and
+// Sentinels wrapped by the AuthErrors of bearerToken (for tests and
 // errors.Is inside the package; their text is as safe as the descriptions).
 var (
 	errMultipleAuthorization = errors.New("identity: multiple Authorization header lines")
@@ -23,7 +23,7 @@ var (
 	errTokenTooLong          = errors.New("identity: bearer token exceeds maxTokenBytes")
 )
 
-// BearerToken extracts the bearer token from the Authorization header of h,
+// bearerToken extracts the bearer token from the Authorization header of h,
 // following RFC 6750 §2.1 and RFC 9110 §11.4:
 //
 //	Authorization: Bearer <b64token>
@@ -53,7 +53,7 @@ var (
 // The returned token has been checked only for shape; it is not verified.
 // Error descriptions never contain header bytes. h is only read; safe for
 // concurrent use with other readers.
-func BearerToken(h http.Header) (string, error) {
+func bearerToken(h http.Header) (string, error) {
 	vals := h["Authorization"] // the canonical key: h.Values without canonicalising it again
 	switch len(vals) {
 	case 0:

@@ -56,10 +56,10 @@ func TestBearerToken(t *testing.T) {
 			for _, l := range tt.lines {
 				h.Add("Authorization", l)
 			}
-			got, err := BearerToken(h)
+			got, err := bearerToken(h)
 			if tt.err == nil {
 				if err != nil || got != tt.want {
-					t.Fatalf("BearerToken = %q, %v; want %q", got, err, tt.want)
+					t.Fatalf("bearerToken = %q, %v; want %q", got, err, tt.want)
 				}
 				return
 			}
@@ -91,13 +91,13 @@ func TestBearerToken(t *testing.T) {
 }
 
 // TestBearerTokenCanonicalHeaderKey: net/http canonicalises header names,
-// and BearerToken reads through Header.Values, so a lower-case key added
+// and bearerToken reads through Header.Values, so a lower-case key added
 // with Add is found, while a raw non-canonical map key is not a second line.
 func TestBearerTokenCanonicalHeaderKey(t *testing.T) {
 	h := http.Header{}
 	h.Add("authorization", "Bearer abc")
-	if got, err := BearerToken(h); err != nil || got != "abc" {
-		t.Fatalf("BearerToken = %q, %v", got, err)
+	if got, err := bearerToken(h); err != nil || got != "abc" {
+		t.Fatalf("bearerToken = %q, %v", got, err)
 	}
 }
 
@@ -120,7 +120,7 @@ func TestAuthErrorStatus(t *testing.T) {
 	}
 }
 
-// bearerDescriptions is the closed set of descriptions BearerToken uses.
+// bearerDescriptions is the closed set of descriptions bearerToken uses.
 var bearerDescriptions = map[string]bool{
 	"multiple Authorization header lines":      true,
 	"authorization scheme is malformed":        true,
@@ -129,7 +129,7 @@ var bearerDescriptions = map[string]bool{
 	"token is too long":                        true,
 }
 
-// FuzzBearerToken checks that BearerToken never panics, that an accepted
+// FuzzBearerToken checks that bearerToken never panics, that an accepted
 // token is a b64token of at most maxTokenBytes found at the end of a
 // "Bearer" + 1*SP header, and that every failure is ErrNoCredential (only
 // without header), ErrUnsupportedScheme (only for one line in another
@@ -147,7 +147,7 @@ func FuzzBearerToken(f *testing.F) {
 		if two {
 			h["Authorization"] = append(h["Authorization"], v2)
 		}
-		tok, err := BearerToken(h)
+		tok, err := bearerToken(h)
 		if errors.Is(err, ErrUnsupportedScheme) {
 			name, _, _ := strings.Cut(v1, " ")
 			if two || strings.EqualFold(name, "bearer") || !httpguts.ValidHeaderFieldName(name) {

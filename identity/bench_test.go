@@ -160,7 +160,7 @@ func BenchmarkBearerToken(b *testing.B) {
 	h := http.Header{"Authorization": {"Bearer " + tok}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := BearerToken(h); err != nil {
+		if _, err := bearerToken(h); err != nil {
 			b.Fatal(err)
 		}
 	}

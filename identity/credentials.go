@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekey/ratekey/internal/quote"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // Source names a place a credential is read from (see [CombinedConfig]):
@@ -91,7 +92,7 @@ type CombinedConfig struct {
 //
 // Extraction rules (decided; tests pin each one), following RFC 6750 §2
 // ("clients MUST NOT use more than one method to transmit the token"):
-//   - Authorization is parsed by [BearerToken] (scheme case-insensitive,
+//   - Authorization is parsed by [bearerToken] (scheme case-insensitive,
 //     two lines → 400 invalid_request, another scheme → the bare 401 of
 //     [ErrUnsupportedScheme]).
 //   - X-API-Key (only with APIKeys), the query parameter and the cookie:
@@ -180,27 +181,27 @@ func (c *CombinedAuthenticator) Tenants() (tenants []string, complete bool) {
 // or cookie if enabled) and verifies it; r.Context() bounds any key-set
 // fetch or store call. See [CombinedAuthenticator] and the contract of
 // [Authenticator]. Safe for concurrent use.
-func (c *CombinedAuthenticator) Authenticate(r *http.Request) (Principal, error) {
+func (c *CombinedAuthenticator) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	var q []string
 	if c.x.query && r.URL != nil {
 		q = queryValues(r.URL.RawQuery, c.x.param)
 	}
 	cred, err := c.x.extract(r.Header, q)
 	if err != nil {
-		return Principal{}, err
+		return limitkey.Principal{}, err
 	}
 	return c.dispatch(r.Context(), cred)
 }
 
-func (c *CombinedAuthenticator) dispatch(ctx context.Context, cred credential) (Principal, error) {
+func (c *CombinedAuthenticator) dispatch(ctx context.Context, cred credential) (limitkey.Principal, error) {
 	if cred.isAPIKey() {
 		if c.apiKeys == nil {
-			return Principal{}, invalidToken("API keys are not accepted", errNotAccepted)
+			return limitkey.Principal{}, invalidToken("API keys are not accepted", errNotAccepted)
 		}
 		return c.apiKeys.verifyKey(ctx, cred.value)
 	}
 	if c.jwt == nil {
-		return Principal{}, invalidToken("bearer tokens are not accepted", errNotAccepted)
+		return limitkey.Principal{}, invalidToken("bearer tokens are not accepted", errNotAccepted)
 	}
 	return c.jwt.verifyToken(ctx, cred.value)
 }
@@ -256,7 +257,7 @@ func (x extractor) extract(h http.Header, q []string) (credential, error) {
 		return nil
 	}
 	if x.header {
-		tok, err := BearerToken(h)
+		tok, err := bearerToken(h)
 		switch {
 		case err == nil:
 			found = append(found, credential{value: tok, from: "authorization"})

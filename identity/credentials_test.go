@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 func newCombined(tb testing.TB, cfg CombinedConfig) *CombinedAuthenticator {
@@ -25,8 +27,8 @@ func TestCombinedSources(t *testing.T) {
 	jwtA, k := newTestAuthenticator(t)
 	keys, key, rec, _ := newAPIKeyFixture(t)
 	tok := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))
-	jwtP := Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}
-	keyP := Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: MethodAPIKey}
+	jwtP := limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}
+	keyP := limitkey.Principal{Issuer: defaultAPIKeyIssuer, Tenant: "acme", Account: "alice", CredentialID: rec.ID, Method: limitkey.MethodAPIKey}
 
 	headerOnly := newCombined(t, CombinedConfig{JWT: jwtA, APIKeys: keys})
 	all := newCombined(t, CombinedConfig{JWT: jwtA, APIKeys: keys, Sources: []Source{SourceHeader, SourceQuery, SourceCookie}, CookieName: "rk_session"})
@@ -41,7 +43,7 @@ func TestCombinedSources(t *testing.T) {
 		name   string
 		a      *CombinedAuthenticator
 		r      req
-		want   Principal
+		want   limitkey.Principal
 		err    error // ErrNoCredential / ErrUnsupportedScheme
 		status int   // AuthError status
 		desc   string

@@ -1,17 +1,15 @@
-// Package identity turns request credentials into a verified [Principal] and
-// describes the budget a request spends as a typed, injectively encoded [Key].
+// Package identity is authentication: it turns request credentials into a
+// verified [limitkey.Principal] (who the caller is: tenant, account, plan,
+// credential id), the only source of a key's principal dimensions.
 //
-// The package has no HTTP routing and no limiter. Its pieces are:
+// The package has no HTTP routing, no key model (package limitkey) and no
+// limiter. Its pieces are:
 //
-//   - [Key], [Part] and [Dimension]: the ordered tuple that names one rate-limit
-//     bucket, with an encoding ([Key.String], [Key.AppendTo]) that is injective
-//     whatever bytes the values hold, printable ASCII, and parsed back by
-//     [ParseKey].
-//   - [Principal]: who a verified credential says the caller is. Only
-//     authenticators produce one, and only from verified input.
-//   - [BearerToken]: strict extraction of an RFC 6750 §2.1 bearer token from
-//     the Authorization header.
-//   - [Authenticator] and [JWTAuthenticator]: JWT verification that is strict by
+//   - [Authenticator]: the one interface every authenticator implements;
+//     each reads the credential from the request (the Authorization header
+//     by strict RFC 6750 §2.1 extraction: one line, scheme Bearer, a
+//     b64token of bounded length).
+//   - [JWTAuthenticator]: JWT verification that is strict by
 //     construction (per-issuer keys, algorithms, audiences and type; one
 //     algorithm per key; exp required; crit, jku, x5u, jwk and x5c refused;
 //     token length capped before decoding; signature checked before claims).

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/servertest"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // fakeClock is a manually advanced clock whose timers fire on Advance.
@@ -258,7 +259,7 @@ func (s *jwksSet) waitAttempts(tb testing.TB, n int) {
 }
 
 // verifyOK fails the test unless tok verifies.
-func verifyOK(tb testing.TB, a *JWTAuthenticator, tok string) Principal {
+func verifyOK(tb testing.TB, a *JWTAuthenticator, tok string) limitkey.Principal {
 	tb.Helper()
 	p, err := a.verifyToken(context.Background(), tok)
 	if err != nil {

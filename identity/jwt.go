@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // Sentinels for header and key-selection failures (wrapped in AuthError.Err).
@@ -36,7 +38,7 @@ var untrustedHeaders = [...]string{"jku", "jwk", "x5u", "x5c"}
 // JWTAuthenticator verifies bearer JWTs (RFC 7519, JWS compact serialization
 // RFC 7515) against issuer records (static keys or a JWK Set per record,
 // plus records supplied at run time by an [IssuerResolver]) and returns the
-// [Principal] they prove.
+// [limitkey.Principal] they prove.
 //
 // Verification is strict by construction (ratekey's identity rules, RFC 8725):
 //
@@ -232,9 +234,9 @@ func (a *JWTAuthenticator) Close() error {
 	return nil
 }
 
-// Authenticate extracts the bearer token from h with [BearerToken] and
+// Authenticate extracts the bearer token from h with [bearerToken] and
 // verifies it as described on [JWTAuthenticator], returning the Principal
-// it proves, with Method [MethodJWT]. It returns
+// it proves, with Method [limitkey.MethodJWT]. It returns
 // [ErrNoCredential] when h has no Authorization header,
 // [ErrUnsupportedScheme] for another scheme, an [*AuthError] with
 // "invalid_request" (400) for a malformed header and with
@@ -243,17 +245,17 @@ func (a *JWTAuthenticator) Close() error {
 // keys cannot be obtained. r.Context() bounds any wait for a JWK Set fetch. Only the
 // Authorization header is read; see [CombinedAuthenticator] for other
 // credential sources and API keys. Safe for concurrent use.
-func (a *JWTAuthenticator) Authenticate(r *http.Request) (Principal, error) {
-	tok, err := BearerToken(r.Header)
+func (a *JWTAuthenticator) Authenticate(r *http.Request) (limitkey.Principal, error) {
+	tok, err := bearerToken(r.Header)
 	if err != nil {
-		return Principal{}, err
+		return limitkey.Principal{}, err
 	}
 	return a.verifyToken(r.Context(), tok)
 }
 
 // verifyToken verifies a compact-serialized JWT (the bearer token without
 // the "Bearer " prefix) as described on [JWTAuthenticator] and returns the
-// Principal it proves, with Method [MethodJWT]. Every verification failure
+// Principal it proves, with Method [limitkey.MethodJWT]. Every verification failure
 // is an [*AuthError] with "invalid_token"; its Err wraps a sentinel
 // (jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid, jwt.ErrTokenMalformed,
 // [ErrUnknownIssuer], ... or an internal one) for errors.Is. When the
@@ -263,9 +265,9 @@ func (a *JWTAuthenticator) Authenticate(r *http.Request) (Principal, error) {
 // successfully before may be answered from the verification cache (see
 // [JWTAuthenticator]) with the same Principal, without I/O and without
 // allocating. Safe for concurrent use.
-func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (Principal, error) {
+func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (limitkey.Principal, error) {
 	if len(token) > maxTokenBytes {
-		return Principal{}, invalidToken("token is too long", errTokenTooLong)
+		return limitkey.Principal{}, invalidToken("token is too long", errTokenTooLong)
 	}
 	c := a.env.cache
 	if c == nil {
@@ -298,7 +300,7 @@ type verified struct {
 // length cap): the token's shape, its protected header, the issuer record
 // it names and that record's algorithms and type, then golang-jwt's
 // signature and claims checks, then the Principal.
-func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal, verified, error) {
+func (a *JWTAuthenticator) verify(ctx context.Context, token string) (limitkey.Principal, verified, error) {
 	if a.onVerify != nil {
 		a.onVerify()
 	}
@@ -306,27 +308,27 @@ func (a *JWTAuthenticator) verify(ctx context.Context, token string) (Principal,
 	hseg, rest, ok1 := strings.Cut(token, ".")
 	pseg, sseg, ok2 := strings.Cut(rest, ".")
 	if !ok1 || !ok2 || strings.Contains(sseg, ".") {
-		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		return limitkey.Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
 	hdr, aerr := checkHeader(hseg)
 	if aerr != nil {
-		return Principal{}, none, aerr
+		return limitkey.Principal{}, none, aerr
 	}
 	iss, ok := peekIssuer(pseg)
 	if !ok {
-		return Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
+		return limitkey.Principal{}, none, invalidToken("token is malformed", jwt.ErrTokenMalformed)
 	}
 	st, err := a.issuerFor(ctx, iss, hdr)
 	if err != nil {
-		return Principal{}, none, err
+		return limitkey.Principal{}, none, err
 	}
 	claims, gen, err := st.parse(ctx, token, hdr)
 	if err != nil {
-		return Principal{}, none, err
+		return limitkey.Principal{}, none, err
 	}
 	p, err := st.principal(iss, claims)
 	if err != nil {
-		return Principal{}, none, err
+		return limitkey.Principal{}, none, err
 	}
 	v := verified{st: st, gen: gen, exp: claims.ExpiresAt.Time}
 	if claims.NotBefore != nil {
@@ -386,22 +388,22 @@ func (st *issuerState) parse(ctx context.Context, token string, hdr header) (*to
 // its tenant and plan (or the claimed ones, when the record vouches for
 // them), the subject as the account, and client_id (else azp) as the
 // credential id.
-func (st *issuerState) principal(iss string, claims *tokenClaims) (Principal, error) {
+func (st *issuerState) principal(iss string, claims *tokenClaims) (limitkey.Principal, error) {
 	// Defence in depth: golang-jwt compared iss with the record already.
 	if claims.Issuer != st.issuer || iss != st.issuer {
-		return Principal{}, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
+		return limitkey.Principal{}, invalidToken("token issuer is not accepted", jwt.ErrTokenInvalidIssuer)
 	}
 	tenant := st.tenant
 	if st.tenantClaim != "" {
 		if _, ok := st.tenants[claims.Tenant]; !claims.tenantOK || !ok {
-			return Principal{}, invalidToken("token tenant is not accepted", errTenant)
+			return limitkey.Principal{}, invalidToken("token tenant is not accepted", errTenant)
 		}
 		tenant = claims.Tenant
 	}
 	plan := st.plan
 	if st.planClaim != "" {
 		if _, ok := st.plans[claims.Plan]; !claims.planOK || !ok {
-			return Principal{}, invalidToken("token plan is not accepted", errPlan)
+			return limitkey.Principal{}, invalidToken("token plan is not accepted", errPlan)
 		}
 		plan = claims.Plan
 	}
@@ -409,13 +411,13 @@ func (st *issuerState) principal(iss string, claims *tokenClaims) (Principal, er
 	if cred == "" {
 		cred = claims.AZP
 	}
-	return Principal{
+	return limitkey.Principal{
 		Issuer:       st.issuer,
 		Tenant:       tenant,
 		Plan:         plan,
 		Account:      claims.Subject,
 		CredentialID: cred,
-		Method:       MethodJWT,
+		Method:       limitkey.MethodJWT,
 	}, nil
 }
 

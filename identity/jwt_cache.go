@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // Verification cache defaults for [JWTConfig].
@@ -163,7 +165,7 @@ func (b *secretBytes) set(token string) {
 
 // cacheEntry is one remembered successful verification.
 type cacheEntry struct {
-	p   Principal
+	p   limitkey.Principal
 	st  *issuerState // the issuer record whose key verified the token
 	gen uint64       // st.jwks's snapshot generation then (0: static keys)
 	// The entry is served at an instant now of JWTConfig.Now (Unix
@@ -205,22 +207,22 @@ func (c *verifyCache) shard(k cacheKey) *cacheShard {
 
 // get returns the Principal cached for token, whose key is k, if the entry
 // may be served now.
-func (c *verifyCache) get(k cacheKey, token string, env *jwtEnv) (Principal, bool) {
+func (c *verifyCache) get(k cacheKey, token string, env *jwtEnv) (limitkey.Principal, bool) {
 	now, ok := unixNano(env.now())
 	if !ok {
-		return Principal{}, false
+		return limitkey.Principal{}, false
 	}
 	sh := c.shard(k)
 	sh.mu.RLock()
 	i, found := sh.index[k]
 	if !found {
 		sh.mu.RUnlock()
-		return Principal{}, false
+		return limitkey.Principal{}, false
 	}
 	s := &sh.slots[i]
 	if !s.tok.equal(token) || !s.ent.servable(now, env) {
 		sh.mu.RUnlock()
-		return Principal{}, false
+		return limitkey.Principal{}, false
 	}
 	p := s.ent.p
 	if !s.ref.Load() { // write only when it changes: hot entries stay shared
@@ -234,7 +236,7 @@ func (c *verifyCache) get(k cacheKey, token string, env *jwtEnv) (Principal, boo
 // entry is served from the later of the verification instant, nbf and
 // iat, until the earlier of exp and the verification instant plus the TTL;
 // an entry that could never be served is not stored.
-func (c *verifyCache) put(k cacheKey, token string, p Principal, v verified, env *jwtEnv) {
+func (c *verifyCache) put(k cacheKey, token string, p limitkey.Principal, v verified, env *jwtEnv) {
 	at := env.now()
 	lo, hi := at, at.Add(c.ttl)
 	if v.nbf.After(lo) {

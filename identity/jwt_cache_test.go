@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // cacheClock is a settable JWTConfig.Now shared by the authenticators of a
@@ -70,11 +72,11 @@ func newCacheAuth(tb testing.TB, size int, ttl time.Duration, now func() time.Ti
 
 // outcome is what a verification decided, comparable across paths.
 type outcome struct {
-	p    Principal
+	p    limitkey.Principal
 	desc string // "" on success; "503" for ErrKeySourceUnavailable
 }
 
-func outcomeOf(p Principal, err error) outcome {
+func outcomeOf(p limitkey.Principal, err error) outcome {
 	var ae *AuthError
 	switch {
 	case err == nil:
@@ -99,16 +101,16 @@ func TestCacheHit(t *testing.T) {
 	cases := []struct {
 		name string
 		tok  string
-		want Principal
+		want limitkey.Principal
 	}{
 		{"ES256", mint(t, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "cli-1")),
-			Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-1", Method: MethodJWT}},
+			limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-1", Method: limitkey.MethodJWT}},
 		{"RS256", mint(t, "RS256", k.rsa, obj{"kid": "b-rsa"}, baseClaims(issB).with("tenant", "t2", "azp", "spa")),
-			Principal{Issuer: issB, Tenant: "t2", Account: "alice", CredentialID: "spa", Method: MethodJWT}},
+			limitkey.Principal{Issuer: issB, Tenant: "t2", Account: "alice", CredentialID: "spa", Method: limitkey.MethodJWT}},
 		{"EdDSA", mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", "bob")),
-			Principal{Issuer: issA, Tenant: "acme", Account: "bob", Method: MethodJWT}},
+			limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "bob", Method: limitkey.MethodJWT}},
 		{"HS256", mint(t, "HS256", k.hmac, nil, baseClaims(issH)),
-			Principal{Issuer: issH, Tenant: "hmac", Account: "alice", Method: MethodJWT}},
+			limitkey.Principal{Issuer: issH, Tenant: "hmac", Account: "alice", Method: limitkey.MethodJWT}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -455,7 +457,7 @@ func TestCacheResolvedRecord(t *testing.T) {
 	clk := newFakeClock()
 	a, calls := newCacheJWKSAuth(t, clk, res)
 	tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("exp", testNow.Add(48*time.Hour).Unix()))
-	want := Principal{Issuer: issC, Tenant: "customer-c", Account: "alice", Method: MethodJWT}
+	want := limitkey.Principal{Issuer: issC, Tenant: "customer-c", Account: "alice", Method: limitkey.MethodJWT}
 
 	steps := []struct {
 		name     string
@@ -609,7 +611,7 @@ func TestCacheKeepsOwnCopy(t *testing.T) {
 		switch ty.Kind() {
 		case reflect.String, reflect.Slice, reflect.Interface, reflect.Map:
 			if !strings.HasPrefix(path, "cacheSlot.ent.p.") {
-				t.Errorf("%s is a %v: a slot may hold variable-size data only in its Principal and its token copy", path, ty)
+				t.Errorf("%s is a %v: a slot may hold variable-size data only in its limitkey.Principal and its token copy", path, ty)
 			}
 		case reflect.Struct:
 			if ty.PkgPath() == "sync/atomic" || ty == reflect.TypeFor[secretBytes]() {
@@ -707,12 +709,12 @@ func TestCacheCollision(t *testing.T) {
 			alice := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("client_id", "cli-a"))
 			bob := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", "bob", "client_id", "cli-b"))
 			forged := mint(t, "EdDSA", k.edOther, obj{"kid": "a-ed"}, baseClaims(issA).with("sub", "mallory"))
-			wantA := Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-a", Method: MethodJWT}
-			wantB := Principal{Issuer: issA, Tenant: "acme", Account: "bob", CredentialID: "cli-b", Method: MethodJWT}
+			wantA := limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-a", Method: limitkey.MethodJWT}
+			wantB := limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "bob", CredentialID: "cli-b", Method: limitkey.MethodJWT}
 			steps := []struct {
 				name  string
 				tok   string
-				want  Principal
+				want  limitkey.Principal
 				desc  string
 				calls int64 // full verifications so far
 			}{
@@ -720,10 +722,10 @@ func TestCacheCollision(t *testing.T) {
 				{"alice from the cache", strings.Clone(alice), wantA, "", 1},
 				{"bob collides with alice: verified in full", bob, wantB, "", 2},
 				{"bob from the cache", strings.Clone(bob), wantB, "", 2},
-				{"a forgery colliding with bob is refused", forged, Principal{}, "token signature is invalid", 3},
+				{"a forgery colliding with bob is refused", forged, limitkey.Principal{}, "token signature is invalid", 3},
 				{"alice again: verified in full, her own principal", alice, wantA, "", 4},
 				{"bob's entry was taken over", bob, wantB, "", 5},
-				{"alice's prefix is not alice", alice[:len(alice)-1], Principal{}, "x", 6},
+				{"alice's prefix is not alice", alice[:len(alice)-1], limitkey.Principal{}, "x", 6},
 			}
 			for _, s := range steps {
 				p, err := a.verifyToken(context.Background(), s.tok)

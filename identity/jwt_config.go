@@ -85,7 +85,7 @@ type IssuerRecord struct {
 	// may name: required with TenantClaim, forbidden with Tenant.
 	Tenants []string
 	// Plan, optional, is the fixed plan of every principal this record
-	// verifies ([Principal].Plan, the plan key dimension and overrides).
+	// verifies ([limitkey.Principal].Plan, the plan key dimension and overrides).
 	Plan string
 	// PlanClaim, instead of Plan, is the name of a claim that holds the
 	// plan: a token whose claim is missing, not a string or outside Plans

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // FuzzVerify checks that Verify never panics on arbitrary input, that every
@@ -18,7 +20,7 @@ func FuzzVerify(f *testing.F) {
 	}
 	// Without a signing key the fuzzer can only be accepted by replaying a
 	// seed's signed content, so any success must be a seed's principal.
-	known := map[Principal]bool{}
+	known := map[limitkey.Principal]bool{}
 	for _, s := range seeds {
 		p, err := a.verifyToken(context.Background(), s)
 		if err != nil {

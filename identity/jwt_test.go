@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // jwtCase is one Verify outcome: either want (success) or desc (failure
@@ -16,7 +18,7 @@ import (
 type jwtCase struct {
 	name  string
 	token func(tb testing.TB, k *testKeys) string
-	want  Principal
+	want  limitkey.Principal
 	desc  string
 	is    error // optional: errors.Is target
 }
@@ -46,26 +48,26 @@ func jwtCases() []jwtCase {
 	return []jwtCase{
 		// Successes, one per algorithm family.
 		{name: "EdDSA valid, client_id", token: edA(a.with("client_id", "cli-1", "azp", "ignored")),
-			want: Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-1", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", CredentialID: "cli-1", Method: limitkey.MethodJWT}},
 		{name: "ES256 valid, azp fallback", token: func(tb testing.TB, k *testKeys) string {
 			return mint(tb, "ES256", k.es, obj{"kid": "a-es"}, a.with("azp", "spa-7", "sub", "bob"))
-		}, want: Principal{Issuer: issA, Tenant: "acme", Account: "bob", CredentialID: "spa-7", Method: MethodJWT}},
+		}, want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "bob", CredentialID: "spa-7", Method: limitkey.MethodJWT}},
 		{name: "RS256 valid, tenant claim, aud array", token: rsB(b.with("aud", []string{"other", "api2"})),
-			want: Principal{Issuer: issB, Tenant: "t2", Account: "alice", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issB, Tenant: "t2", Account: "alice", Method: limitkey.MethodJWT}},
 		{name: "HS256 valid, single key, no kid", token: func(tb testing.TB, k *testKeys) string {
 			return mint(tb, "HS256", k.hmac, nil, baseClaims(issH).with("sub", "svc|1"))
-		}, want: Principal{Issuer: issH, Tenant: "hmac", Account: "svc|1", Method: MethodJWT}},
+		}, want: limitkey.Principal{Issuer: issH, Tenant: "hmac", Account: "svc|1", Method: limitkey.MethodJWT}},
 		{name: "single-key record, token with its kid", token: func(tb testing.TB, k *testKeys) string {
 			return mint(tb, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC))
-		}, want: Principal{Issuer: issC, Tenant: "tc", Account: "alice", Method: MethodJWT}},
+		}, want: limitkey.Principal{Issuer: issC, Tenant: "tc", Account: "alice", Method: limitkey.MethodJWT}},
 		{name: "expired within leeway", token: edA(a.with("exp", testNow.Add(-10*time.Second).Unix())),
-			want: Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}},
 		{name: "fractional exp", token: edA(a.with("exp", float64(future)+0.5)),
-			want: Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}},
 		{name: "no iat", token: edA(a.with("iat", nil)),
-			want: Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}},
 		{name: "unrelated case-variant claim ignored", token: edA(a.with("Role", "x", "role", "y")),
-			want: Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}},
+			want: limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}},
 
 		// Algorithm.
 		{name: "alg none", token: func(tb testing.TB, k *testKeys) string {
@@ -266,7 +268,7 @@ func TestVerify(t *testing.T) {
 			if tt.is != nil && !errors.Is(err, tt.is) {
 				t.Errorf("errors.Is(err, %v) = false; err.Err = %v", tt.is, ae.Err)
 			}
-			if got != (Principal{}) {
+			if got != (limitkey.Principal{}) {
 				t.Errorf("failed Verify returned non-zero principal %+v", got)
 			}
 		})
@@ -334,11 +336,11 @@ func TestAuthErrorNeverLeaksToken(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	a, k := newTestAuthenticator(t)
 	valid := mint(t, "EdDSA", k.ed, obj{"kid": "a-ed"}, baseClaims(issA))
-	alice := Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: MethodJWT}
+	alice := limitkey.Principal{Issuer: issA, Tenant: "acme", Account: "alice", Method: limitkey.MethodJWT}
 	tests := []struct {
 		name   string
 		lines  []string // nil: no header
-		want   Principal
+		want   limitkey.Principal
 		err    error  // ErrNoCredential
 		code   string // AuthError code
 		status int

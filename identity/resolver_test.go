@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/jwkey"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // resolverFixture resolves issuers from a mutable map and counts calls.
@@ -380,7 +381,7 @@ func TestResolverTenantTakenDuringConfirmation(t *testing.T) {
 	g.gateNext(issX)
 	tx := tok(issX)
 	done := make(chan struct{})
-	var px Principal
+	var px limitkey.Principal
 	var ex error
 	go func() { px, ex = a.verifyToken(context.Background(), tx); close(done) }()
 	<-g.entered

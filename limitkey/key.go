@@ -30,7 +30,7 @@ const (
 	// e.g. "203.0.113.7/32" or "2001:db8::/64".
 	DimNetwork Dimension = "network"
 	// DimPlan is the plan vouched for by the verified issuer record or API
-	// key record (identity.Principal.Plan), e.g. "pro".
+	// key record (limitkey.Principal.Plan), e.g. "pro".
 	DimPlan Dimension = "plan"
 )
 

@@ -10,14 +10,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"weak"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/adaptive"
-	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // Adaptive caps (a Limit with MaxInFlightCeiling: the demo's max_in_flight:
@@ -32,9 +30,6 @@ import (
 // storeProcess is the Store of an adaptive cap's results: the process
 // decided, no store did.
 const storeProcess = "process"
-
-// defaultLimitLogFactor is a Policy's LimitLogFactor when 0.
-const defaultLimitLogFactor = 2
 
 // adaptiveCaps holds the caps of each store with adaptive policies, so
 // that every RateLimiter on it shares them. It holds the store weakly: an
@@ -107,7 +102,7 @@ type adaptivePolicy struct {
 
 // newAdaptivePolicy returns how the state runs adaptive policy p (valid,
 // defaults filled) with the caps of registry r.
-func newAdaptivePolicy(r *capRegistry, p *Policy) *adaptivePolicy {
+func newAdaptivePolicy(r *capRegistry, p *policy.Policy) *adaptivePolicy {
 	return &adaptivePolicy{caps: r.policy(p.Name), byOp: len(p.Key) > 0, logFactor: p.LimitLogFactor,
 		set: adaptive.Settings{Min: p.Limit.MinInFlight, Ceiling: p.Limit.MaxInFlightCeiling, Reserve: int64(math.Round(p.Reserved * 1000))}}
 }
@@ -138,59 +133,28 @@ type heldCap struct {
 	start    int64 // started, once the handler's answer counts (countTiming); 0 before
 }
 
-// validateAdaptive checks the fields of an adaptive policy, reporting each
-// problem to fail(field, format, args...).
-func (p *Policy) validateAdaptive(fail func(field, format string, args ...any)) {
-	l := p.Limit
-	switch {
-	case l.MaxInFlightCeiling < 1 || l.MaxInFlightCeiling > adaptive.MaxCeiling:
-		fail("max_in_flight_ceiling", "%d must be 1 to %d (the most requests this process runs at once, whatever latency says)", l.MaxInFlightCeiling, adaptive.MaxCeiling)
-	case l.MinInFlight < 0 || l.MinInFlight > l.MaxInFlightCeiling:
-		fail("min_in_flight", "%d must be 1 to max_in_flight_ceiling %d (0: 1)", l.MinInFlight, l.MaxInFlightCeiling)
-	}
-	if l.MaxInFlight != 0 {
-		fail("max_in_flight", "%d is a fixed cap; an adaptive one (max_in_flight: auto) moves between min_in_flight and max_in_flight_ceiling", l.MaxInFlight)
-	}
-	if l.Rate != (limiter.Rate{}) || l.Burst != 0 || l.DelayAfter != 0 || l.MaxDelay != 0 || l.Lease != 0 {
-		fail("max_in_flight", "an adaptive cap has no rate, burst, delay_after, max_delay or lease (it is this process's, never a store's)")
-	}
-	p.validateAdaptiveUse(fail)
-	p.validatePriorities(fail)
-}
-
-// validateAdaptiveUse checks what an adaptive cap p does not take (a cost,
-// overrides, a key other than operation, a store fail mode) and the
-// ranges of its retry_after and limit_log_factor.
-func (p *Policy) validateAdaptiveUse(fail func(field, format string, args ...any)) {
-	if p.Cost > 1 || p.CostFunc != nil {
-		fail("cost", "an in-flight policy's request holds one slot: no cost or cost function")
-	}
-	if len(p.Overrides) > 0 || p.OverrideFunc != nil {
-		fail("overrides", "overrides are for token-bucket policies (an adaptive cap sorts requests with priorities)")
-	}
-	for _, d := range p.Key {
-		if d != limitkey.DimOperation {
-			fail("key", "an adaptive cap moves with this process's latency, which every client's requests share: key it on nothing ([]) or on operation (a cap per route); %s would split one protection into many that each see the same latency (a per-client cap is a fixed max_in_flight)", quote.Value(d))
+// classify returns the class of a request of principal p (the zero
+// Principal when it has none) and operation op under priorities ps: the
+// first entry whose Tenant, Plan and Operation (each when set) match, else
+// sheddable (see [policy.Priority]).
+func classify(ps []policy.Priority, p *limitkey.Principal, op string) policy.Class {
+	for i := range ps {
+		pr := &ps[i]
+		if (pr.Tenant == "" || pr.Tenant == p.Tenant) && (pr.Plan == "" || pr.Plan == p.Plan) &&
+			(pr.Operation == "" || pr.Operation == op) {
+			return pr.Class
 		}
 	}
-	if p.RetryAfter < 0 || p.RetryAfter > time.Hour {
-		fail("retry_after", "%v must be 0 (1s) to 1h", p.RetryAfter)
-	}
-	if p.OnStoreError != "" && p.OnStoreError != OnStoreErrorDeny {
-		fail("on_store_error", "%s: an adaptive cap is decided in this process and never asks a store", quote.Value(p.OnStoreError))
-	}
-	if f := p.LimitLogFactor; f != 0 && (f <= 1 || f > 1000 || f != f) {
-		fail("limit_log_factor", "%v must be above 1 and at most 1000 (0: 2): the log reports a limit that moved by more than this factor", f)
-	}
+	return policy.ClassSheddable
 }
 
 // classify fills the result res of adaptive policy ap for a request of
 // principal p (the zero Principal when it has none) and operation op, and
 // notes its cap in sc, for decideAdaptive.
-func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *Policy, p *identity.Principal, op string) {
+func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *policy.Policy, p *limitkey.Principal, op string) {
 	res.Class = classify(pol.Priorities, p, op)
 	res.Store = storeProcess
-	sc.caps = append(sc.caps, heldCap{e: ap.entry(op), ap: ap, idx: idx, critical: res.Class == ClassCritical})
+	sc.caps = append(sc.caps, heldCap{e: ap.entry(op), ap: ap, idx: idx, critical: res.Class == policy.ClassCritical})
 }
 
 // decideAdaptive decides the adaptive caps sc noted, taking their slots

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // adaptiveMetrics keeps the last Adaptive report per policy and
@@ -92,7 +93,7 @@ func TestAdaptiveLimitFollowsLatency(t *testing.T) {
 		r := chi.NewRouter()
 		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 			Operation: middleware.RouteOperation(r), Metrics: m, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
-			Policies: []middleware.Policy{{Name: "protect", Key: []limitkey.Dimension{limitkey.DimOperation},
+			Policies: []policy.Policy{{Name: "protect", Key: []limitkey.Dimension{limitkey.DimOperation},
 				Limit: limiter.Limit{MaxInFlightCeiling: 64}, LimitLogFactor: 1.5}}})
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +184,7 @@ func TestAdaptiveIgnoresClientErrors(t *testing.T) {
 		r := chi.NewRouter()
 		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 			Operation: middleware.RouteOperation(r), Metrics: m, Logger: slog.New(slog.DiscardHandler),
-			Policies: []middleware.Policy{{Name: "protect", Key: []limitkey.Dimension{},
+			Policies: []policy.Policy{{Name: "protect", Key: []limitkey.Dimension{},
 				Limit: limiter.Limit{MaxInFlightCeiling: 64}}}})
 		if err != nil {
 			t.Fatal(err)

@@ -18,24 +18,25 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // planAuth verifies nothing: it is a test's stand-in for an authenticator
 // whose principals carry the plan of the X-Test-Plan field (tenant t1).
 type planAuth struct{}
 
-func (planAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (planAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	plan := r.Header.Get("X-Test-Plan")
 	if plan == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Method: identity.MethodJWT, Tenant: "t1", Account: "a-" + plan, Plan: plan}, nil
+	return limitkey.Principal{Method: limitkey.MethodJWT, Tenant: "t1", Account: "a-" + plan, Plan: plan}, nil
 }
 
 // adaptiveCap returns an adaptive policy whose limit cannot move: min and
 // ceiling n (the cap's own tests move it).
-func adaptiveCap(name string, n int64) middleware.Policy {
-	return middleware.Policy{Name: name, Limit: limiter.Limit{MinInFlight: n, MaxInFlightCeiling: n}}
+func adaptiveCap(name string, n int64) policy.Policy {
+	return policy.Policy{Name: name, Limit: limiter.Limit{MinInFlight: n, MaxInFlightCeiling: n}}
 }
 
 // holdRig is a chi router with GET /work behind Authenticate (planAuth,
@@ -50,7 +51,7 @@ type holdRig struct {
 	wg      sync.WaitGroup
 }
 
-func newHoldRig(t *testing.T, store limiter.Limiter, policies ...middleware.Policy) *holdRig {
+func newHoldRig(t *testing.T, store limiter.Limiter, policies ...policy.Policy) *holdRig {
 	t.Helper()
 	g := &holdRig{t: t, entered: make(chan struct{}, 64), release: make(chan struct{})}
 	r := chi.NewRouter()
@@ -171,7 +172,7 @@ func must(b []byte, err error) []byte {
 // class is in the record.
 func TestAdaptivePrioritiesShedSheddableFirst(t *testing.T) {
 	p := adaptiveCap("protect", 10)
-	p.Reserved, p.Priorities = 0.2, []middleware.Priority{{Plan: "pro", Class: middleware.ClassCritical}}
+	p.Reserved, p.Priorities = 0.2, []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}
 	g := newHoldRig(t, memory.New(memory.Options{}), p)
 	for range 8 {
 		g.hold("free")
@@ -185,13 +186,13 @@ func TestAdaptivePrioritiesShedSheddableFirst(t *testing.T) {
 	g.hold("pro")
 	g.hold("pro")
 	ev := g.check("pro")
-	if res := ev.Policies[0]; ev.Decision != middleware.DecisionRejected || res.Class != middleware.ClassCritical || res.InFlight != 10 || res.Limit.MaxInFlight != 10 {
+	if res := ev.Policies[0]; ev.Decision != middleware.DecisionRejected || res.Class != policy.ClassCritical || res.InFlight != 10 || res.Limit.MaxInFlight != 10 {
 		t.Errorf("a critical request with 10 held: %s %+v; want REJECTED, critical, 10 in flight of 10", ev.Decision, res)
 	}
 	if w := g.try("pro"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("the eleventh request, critical: %d, want 503", w.Code)
 	}
-	if ev := g.check("free"); ev.Policies[0].Class != middleware.ClassSheddable {
+	if ev := g.check("free"); ev.Policies[0].Class != policy.ClassSheddable {
 		t.Errorf("a free plan's class %q, want sheddable", ev.Policies[0].Class)
 	}
 }
@@ -203,8 +204,8 @@ func TestAdaptivePrioritiesShedSheddableFirst(t *testing.T) {
 func TestAdaptiveDebugJSON(t *testing.T) {
 	p := adaptiveCap("protect", 4)
 	p.Key = []limitkey.Dimension{limitkey.DimOperation}
-	p.Reserved, p.Priorities = 0.25, []middleware.Priority{{Plan: "pro", Class: middleware.ClassCritical}}
-	g := newHoldRig(t, memory.New(memory.Options{}), p, middleware.Policy{Name: "bucket", Limit: limit("10/s", 10)})
+	p.Reserved, p.Priorities = 0.25, []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}
+	g := newHoldRig(t, memory.New(memory.Options{}), p, policy.Policy{Name: "bucket", Limit: limit("10/s", 10)})
 	g.hold("pro")
 	ev := g.check("pro")
 	b, err := json.Marshal(ev.Policies)
@@ -227,7 +228,7 @@ func TestAdaptiveDebugJSON(t *testing.T) {
 // request the cap refuses spends no token (the bucket of 2 still admits
 // one more after the refusal).
 func TestAdaptiveAllOrNothing(t *testing.T) {
-	g := newHoldRig(t, memory.New(memory.Options{}), adaptiveCap("protect", 1), middleware.Policy{Name: "bucket", Limit: limit("1/h", 2)})
+	g := newHoldRig(t, memory.New(memory.Options{}), adaptiveCap("protect", 1), policy.Policy{Name: "bucket", Limit: limit("1/h", 2)})
 	g.hold("")
 	if w := g.try(""); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("the cap full: %d, want 503", w.Code)
@@ -274,48 +275,48 @@ func TestAdaptiveCapsOutliveTheRateLimiter(t *testing.T) {
 // adaptive cap, naming the field and why.
 func TestAdaptivePolicyErrors(t *testing.T) {
 	auto := limiter.Limit{MinInFlight: 2, MaxInFlightCeiling: 64}
-	critical := []middleware.Priority{{Plan: "pro", Class: middleware.ClassCritical}}
+	critical := []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}
 	for _, tc := range []struct {
 		name string
-		p    middleware.Policy
+		p    policy.Policy
 		want string
 	}{
-		{"key on network", middleware.Policy{Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: auto},
+		{"key on network", policy.Policy{Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: auto},
 			`policies[0] ("p").key: an adaptive cap moves with this process's latency, which every client's requests share: key it on nothing ([]) or on operation (a cap per route); "network" would split one protection into many that each see the same latency (a per-client cap is a fixed max_in_flight)`},
-		{"ceiling above the bound", middleware.Policy{Limit: limiter.Limit{MaxInFlightCeiling: 1_000_001}},
+		{"ceiling above the bound", policy.Policy{Limit: limiter.Limit{MaxInFlightCeiling: 1_000_001}},
 			`policies[0] ("p").max_in_flight_ceiling: 1000001 must be 1 to 1000000 (the most requests this process runs at once, whatever latency says)`},
-		{"min without ceiling", middleware.Policy{Limit: limiter.Limit{MinInFlight: 4}},
+		{"min without ceiling", policy.Policy{Limit: limiter.Limit{MinInFlight: 4}},
 			`policies[0] ("p").max_in_flight_ceiling: 0 must be 1 to 1000000`},
-		{"min above ceiling", middleware.Policy{Limit: limiter.Limit{MinInFlight: 9, MaxInFlightCeiling: 8}},
+		{"min above ceiling", policy.Policy{Limit: limiter.Limit{MinInFlight: 9, MaxInFlightCeiling: 8}},
 			`policies[0] ("p").min_in_flight: 9 must be 1 to max_in_flight_ceiling 8 (0: 1)`},
-		{"fixed and adaptive", middleware.Policy{Limit: limiter.Limit{MaxInFlight: 8, MaxInFlightCeiling: 8}},
+		{"fixed and adaptive", policy.Policy{Limit: limiter.Limit{MaxInFlight: 8, MaxInFlightCeiling: 8}},
 			`policies[0] ("p").max_in_flight: 8 is a fixed cap; an adaptive one (max_in_flight: auto) moves between min_in_flight and max_in_flight_ceiling`},
-		{"a rate", middleware.Policy{Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1}, MaxInFlightCeiling: 8}},
+		{"a rate", policy.Policy{Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1}, MaxInFlightCeiling: 8}},
 			`policies[0] ("p").max_in_flight: an adaptive cap has no rate, burst, delay_after, max_delay or lease`},
-		{"on_store_error local", middleware.Policy{Limit: auto, OnStoreError: middleware.OnStoreErrorLocal},
+		{"on_store_error local", policy.Policy{Limit: auto, OnStoreError: policy.OnStoreErrorLocal},
 			`policies[0] ("p").on_store_error: "local": an adaptive cap is decided in this process and never asks a store`},
-		{"log factor", middleware.Policy{Limit: auto, LimitLogFactor: 1},
+		{"log factor", policy.Policy{Limit: auto, LimitLogFactor: 1},
 			`policies[0] ("p").limit_log_factor: 1 must be above 1 and at most 1000 (0: 2)`},
-		{"priorities on a token bucket", middleware.Policy{Limit: limit("1/s", 1), Priorities: critical, Reserved: 0.2},
+		{"priorities on a token bucket", policy.Policy{Limit: limit("1/s", 1), Priorities: critical, Reserved: 0.2},
 			`policies[0] ("p").priorities: priorities, reserved and limit_log_factor are for adaptive caps (max_in_flight: auto); a fixed cap of this process that sheds by class is one with min_in_flight = max_in_flight_ceiling`},
-		{"priority matching everything", middleware.Policy{Limit: auto, Priorities: []middleware.Priority{{Class: middleware.ClassCritical}}},
+		{"priority matching everything", policy.Policy{Limit: auto, Priorities: []policy.Priority{{Class: policy.ClassCritical}}},
 			`policies[0] ("p").priorities[0]: matches every request: set tenant, plan or operation`},
-		{"priority on an operation the policy does not apply to", middleware.Policy{Limit: auto, Operations: []string{"GET /v1/work"},
-			Priorities: []middleware.Priority{{Operation: "GET /v1/reports/{id}", Class: middleware.ClassCritical}}},
+		{"priority on an operation the policy does not apply to", policy.Policy{Limit: auto, Operations: []string{"GET /v1/work"},
+			Priorities: []policy.Priority{{Operation: "GET /v1/reports/{id}", Class: policy.ClassCritical}}},
 			`policies[0] ("p").priorities[0].operation: "GET /v1/reports/{id}" is not one of the policy's operations: the entry never matches`},
-		{"unknown class", middleware.Policy{Limit: auto, Priorities: []middleware.Priority{{Plan: "pro", Class: "urgent"}}},
+		{"unknown class", policy.Policy{Limit: auto, Priorities: []policy.Priority{{Plan: "pro", Class: "urgent"}}},
 			`policies[0] ("p").priorities[0].class: "urgent" must be critical or sheddable`},
-		{"plan before authentication", middleware.Policy{Limit: auto, PreAuth: true, Priorities: critical},
+		{"plan before authentication", policy.Policy{Limit: auto, PreAuth: true, Priorities: critical},
 			`policies[0] ("p").priorities[0]: a pre_auth policy runs before credentials are verified: match on operation only`},
-		{"reserve without critical", middleware.Policy{Limit: auto, Reserved: 0.2},
+		{"reserve without critical", policy.Policy{Limit: auto, Reserved: 0.2},
 			`policies[0] ("p").reserved: 0.2 of the limit is kept for critical requests, but no priorities entry makes any request critical`},
-		{"reserve of all", middleware.Policy{Limit: auto, Reserved: 1, Priorities: critical},
+		{"reserve of all", policy.Policy{Limit: auto, Reserved: 1, Priorities: critical},
 			`policies[0] ("p").reserved: 1 must be a share of the limit from 0 to 0.99`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.p.Name = "p"
 			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-				Operation: func(*http.Request) string { return "GET /x" }, Policies: []middleware.Policy{tc.p}})
+				Operation: func(*http.Request) string { return "GET /x" }, Policies: []policy.Policy{tc.p}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v\nwant it to contain %s", err, tc.want)
 			}
@@ -330,7 +331,7 @@ func TestAdaptivePolicyErrors(t *testing.T) {
 func TestAdaptiveKeepsFlusher(t *testing.T) {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{adaptiveCap("cap", 4)}, Logger: slog.New(slog.DiscardHandler)})
+		Policies: []policy.Policy{adaptiveCap("cap", 4)}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

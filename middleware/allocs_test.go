@@ -13,13 +13,14 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // anonymousAuth admits every request as the anonymous principal.
 type anonymousAuth struct{}
 
-func (anonymousAuth) Authenticate(*http.Request) (identity.Principal, error) {
-	return identity.Principal{}, identity.ErrNoCredential
+func (anonymousAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
+	return limitkey.Principal{}, identity.ErrNoCredential
 }
 
 // TestChainAllocs pins ratekey's own allocations per request: the whole
@@ -59,7 +60,7 @@ func TestChainAllocs(t *testing.T) {
 			route(bare)
 			limited := chi.NewRouter()
 			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-				Operation: middleware.RouteOperation(limited), Policies: []middleware.Policy{
+				Operation: middleware.RouteOperation(limited), Policies: []policy.Policy{
 					perNetwork("1000000/s", 1000000),
 					{Name: "per-operation", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1000000/s", 1000000)},
 				}})
@@ -105,7 +106,7 @@ func TestSettleAllocs(t *testing.T) {
 		p := perNetwork("1000000/s", 1000000)
 		p.Cost, p.Settle = 500, settle
 		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-			Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{p}})
+			Operation: middleware.RouteOperation(r), Policies: []policy.Policy{p}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestAdaptiveAllocs(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/v1/reports/7", nil)
 	req.RemoteAddr = "10.0.0.1:1234"
 	req.Header.Set("X-Forwarded-For", "198.51.100.7")
-	run := func(p ...middleware.Policy) float64 {
+	run := func(p ...policy.Policy) float64 {
 		r := chi.NewRouter()
 		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
 			Operation: middleware.RouteOperation(r), Policies: p})
@@ -163,7 +164,7 @@ func TestAdaptiveAllocs(t *testing.T) {
 		})
 	}
 	bucket := perNetwork("1000000/s", 1000000)
-	capped := middleware.Policy{Name: "protect", Key: []limitkey.Dimension{limitkey.DimOperation},
+	capped := policy.Policy{Name: "protect", Key: []limitkey.Dimension{limitkey.DimOperation},
 		Limit: limiter.Limit{MinInFlight: 64, MaxInFlightCeiling: 64}}
 	base, with := run(bucket), run(bucket, capped)
 	if with > base+raceSlack {

@@ -6,12 +6,13 @@ import (
 	"strconv"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 // AuthOptions configures [Authenticate].
 type AuthOptions struct {
 	// Anonymous admits requests that carry no credential at all as the
-	// anonymous principal (Method identity.MethodAnonymous). Default false:
+	// anonymous principal (Method limitkey.MethodAnonymous). Default false:
 	// such requests get 401 with a bare `WWW-Authenticate: Bearer` challenge
 	// (RFC 6750 §3.1). A credential that is present but invalid is never
 	// treated as anonymous, whatever this says.
@@ -28,7 +29,7 @@ type AuthOptions struct {
 // authOutcome is the result of running an authenticator on a request, shared
 // by the middleware and the debug endpoint.
 type authOutcome struct {
-	principal identity.Principal // valid when ok
+	principal limitkey.Principal // valid when ok
 	ok        bool               // admitted (verified or anonymous)
 	status    int                // 0 when admitted
 	code      string             // RFC 6750 error code, "" for a bare challenge
@@ -53,7 +54,7 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 	}
 	if errors.Is(err, identity.ErrNoCredential) {
 		if opts.Anonymous {
-			return authOutcome{principal: identity.Principal{Method: identity.MethodAnonymous}, ok: true}
+			return authOutcome{principal: limitkey.Principal{Method: limitkey.MethodAnonymous}, ok: true}
 		}
 		return authOutcome{status: http.StatusUnauthorized, detail: "no credential was presented", reason: "missing"}
 	}
@@ -67,7 +68,7 @@ func authenticate(a identity.Authenticator, opts AuthOptions, r *http.Request) a
 }
 
 // Authenticate returns middleware that verifies the request's credential with
-// a and stores the resulting [identity.Principal] in the context (read it with
+// a and stores the resulting [limitkey.Principal] in the context (read it with
 // [PrincipalFrom]).
 //
 // Outcomes follow RFC 6750 §3.1: no credential → anonymous (if

@@ -38,6 +38,7 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -209,7 +210,7 @@ func (f *hostile) stack(t *testing.T, a identity.Authenticator, logger *slog.Log
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Metrics: m,
 		Limiter: memory.New(memory.Options{MaxKeys: 10000}),
-		Policies: []middleware.Policy{{Name: "per-credential", DryRun: true, OnMissing: middleware.OnMissingSkip,
+		Policies: []policy.Policy{{Name: "per-credential", DryRun: true, OnMissing: policy.OnMissingSkip,
 			Key:   []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimCredential},
 			Limit: limit("1/h", 1)}},
 		Operation: middleware.RouteOperation(r),

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 func TestAuthenticateOutcomes(t *testing.T) {
-	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("1/s", 100)}})
+	s := newStack(t, stackOptions{policies: []policy.Policy{perNetwork("1/s", 100)}})
 	good := s.token("alice", "")
 	parts := strings.Split(good, ".")
 	forged := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
@@ -64,7 +66,7 @@ func TestAuthenticateOutcomes(t *testing.T) {
 }
 
 func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 100)}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{perNetwork("1/s", 100)}})
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
 		t.Fatalf("anonymous: %d", w.Code)
 	}
@@ -78,20 +80,20 @@ func TestInvalidTokenNeverBecomesAnonymous(t *testing.T) {
 }
 
 // authFunc adapts a function to identity.Authenticator.
-type authFunc func(r *http.Request) (identity.Principal, error)
+type authFunc func(r *http.Request) (limitkey.Principal, error)
 
-func (f authFunc) Authenticate(r *http.Request) (identity.Principal, error) {
+func (f authFunc) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	return f(r)
 }
 
 // requestAuth is an identity.Authenticator that reads the query.
 type requestAuth struct{}
 
-func (requestAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (requestAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	if r.URL.Query().Get("who") == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Tenant: "t", Account: r.URL.Query().Get("who"), Method: identity.MethodAPIKey}, nil
+	return limitkey.Principal{Tenant: "t", Account: r.URL.Query().Get("who"), Method: limitkey.MethodAPIKey}, nil
 }
 
 func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target string) *httptest.ResponseRecorder {
@@ -108,8 +110,8 @@ func serveAuth(a identity.Authenticator, opts middleware.AuthOptions, target str
 // identity.ErrKeySourceUnavailable is 503 with Retry-After and no challenge,
 // never 401 and never anonymous.
 func TestAuthenticateKeySourceUnavailable(t *testing.T) {
-	down := authFunc(func(*http.Request) (identity.Principal, error) {
-		return identity.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
+	down := authFunc(func(*http.Request) (limitkey.Principal, error) {
+		return limitkey.Principal{}, fmt.Errorf("identity: issuer %q: %w", "x", identity.ErrKeySourceUnavailable)
 	})
 	for _, anon := range []bool{false, true} {
 		w := serveAuth(down, middleware.AuthOptions{Anonymous: anon}, "/")

@@ -12,6 +12,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // BenchmarkChain measures the whole chain in process: resolve a 3-hop
@@ -27,10 +28,10 @@ func BenchmarkChain(b *testing.B) {
 // from the signature check.
 func benchmarkChain(b *testing.B, withToken bool) {
 	t := &testing.T{}
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{
 		perNetwork("1000000/s", 1000000),
 		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
-			Limit: limit("1000000/s", 1000000), OnMissing: middleware.OnMissingSkip},
+			Limit: limit("1000000/s", 1000000), OnMissing: policy.OnMissingSkip},
 	}})
 	tok := s.token("alice", "app")
 	const clients = 10000
@@ -91,7 +92,7 @@ func BenchmarkLogSample(b *testing.B) {
 		for _, parallel := range []bool{false, true} {
 			b.Run(fmt.Sprintf("every=%v/parallel=%v", every, parallel), func(b *testing.B) {
 				rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-					Policies:  []middleware.Policy{perNetwork("1/h", 1)},
+					Policies:  []policy.Policy{perNetwork("1/h", 1)},
 					Operation: func(*http.Request) string { return "GET /v1/reports/{id}" },
 					Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)), LogEveryDecision: every})
 				if err != nil {
@@ -139,18 +140,18 @@ func BenchmarkOverrides(b *testing.B) {
 	big := limiter.Limit{Burst: 2000000}
 	cases := []struct {
 		name      string
-		overrides []middleware.Override
+		overrides []policy.Override
 		tenant    string // the tenant of every request ("" for t0..t99)
 	}{
 		{"none", nil, ""},
-		{"tenant-miss", []middleware.Override{{Tenant: "acme", Limit: big}}, ""},
-		{"three-kinds-miss", []middleware.Override{{Tenant: "acme", Limit: big}, {Plan: "pro", Limit: big}, {Tenant: "acme", Account: "vip", Limit: big}}, ""},
-		{"tenant-hit", []middleware.Override{{Tenant: "acme", Limit: big}}, "acme"},
+		{"tenant-miss", []policy.Override{{Tenant: "acme", Limit: big}}, ""},
+		{"three-kinds-miss", []policy.Override{{Tenant: "acme", Limit: big}, {Plan: "pro", Limit: big}, {Tenant: "acme", Account: "vip", Limit: big}}, ""},
+		{"tenant-hit", []policy.Override{{Tenant: "acme", Limit: big}}, "acme"},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-				Policies: []middleware.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount},
+				Policies: []policy.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount},
 					Limit: limit("1000000/s", 1000000), Overrides: tc.overrides}},
 				Operation: func(*http.Request) string { return "GET /v1/reports/{id}" },
 				Logger:    slog.New(slog.DiscardHandler)})

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/servertest"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestDebugPageInChromium loads the debug endpoint's HTML view in a real
@@ -25,7 +25,7 @@ import (
 // $RATEKEY_SCREENSHOT_DIR when set).
 func TestDebugPageInChromium(t *testing.T) {
 	chromium := servertest.Require(t, "chromium", "chromium", "chromium-browser")
-	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{perNetwork("1/s", 3)}, pageScenario()...),
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]policy.Policy{perNetwork("1/s", 3)}, pageScenario()...),
 		admins: []string{"127.0.0.1/32"}})
 	release := holdSlot(t, s.lim, capPolicy(), "127.0.0.1:7")
 	defer release()

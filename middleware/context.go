@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -34,7 +34,7 @@ const stateKey ctxKey = 0
 type requestState struct {
 	context.Context // the parent
 	client          trustedproxy.Result
-	principal       identity.Principal
+	principal       limitkey.Principal
 	record          *Record
 	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
 	out             arena               // the rate limiter's keys and response field values
@@ -158,11 +158,11 @@ func ClientFrom(ctx context.Context) (trustedproxy.Result, bool) {
 // PrincipalFrom returns the principal established by [Authenticate], and false
 // when that middleware did not run. An anonymous request (allowed by
 // [AuthOptions].Anonymous) yields a Principal whose Method is
-// identity.MethodAnonymous and whose other fields are empty.
-func PrincipalFrom(ctx context.Context) (identity.Principal, bool) {
+// limitkey.MethodAnonymous and whose other fields are empty.
+func PrincipalFrom(ctx context.Context) (limitkey.Principal, bool) {
 	st := stateFrom(ctx)
 	if st == nil || !st.hasPrincipal {
-		return identity.Principal{}, false
+		return limitkey.Principal{}, false
 	}
 	return st.principal, true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/internal/strictjson"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -429,7 +430,7 @@ func describedRequest(r *http.Request) (*http.Request, bool) {
 
 func describeAuth(out *authOutcome) DebugAuthentication {
 	switch {
-	case out.ok && out.principal.Method == identity.MethodAnonymous:
+	case out.ok && out.principal.Method == limitkey.MethodAnonymous:
 		return DebugAuthentication{Outcome: "anonymous"}
 	case out.ok:
 		return DebugAuthentication{Outcome: "verified"}

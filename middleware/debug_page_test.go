@@ -14,7 +14,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/net/html"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
@@ -22,6 +21,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // pageTables returns the tables of the page's section whose <h2> text is
@@ -211,24 +211,24 @@ func checkPageMatchesJSON(t *testing.T, page string, body []byte) {
 }
 
 // capPolicy is an in-flight cap of 2 per network.
-func capPolicy() middleware.Policy {
-	return middleware.Policy{Name: "conc", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{MaxInFlight: 2}}
+func capPolicy() policy.Policy {
+	return policy.Policy{Name: "conc", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{MaxInFlight: 2}}
 }
 
 // pageScenario: a token bucket per tenant with an override for tenant
 // acme (1/m, burst 6 instead of 3), and an in-flight cap of 2 per
 // network, in the memory store.
-func pageScenario() []middleware.Policy {
-	return []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}}), capPolicy()}
+func pageScenario() []policy.Policy {
+	return []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}}), capPolicy()}
 }
 
 // holdSlot runs one request from peer through a second rate limiter over
 // lim (another replica sharing the store) with only policy p, and returns
 // once its handler runs, holding p's slot; release lets it end.
-func holdSlot(t *testing.T, lim limiter.Limiter, p middleware.Policy, peer string) (release func()) {
+func holdSlot(t *testing.T, lim limiter.Limiter, p policy.Policy, peer string) (release func()) {
 	t.Helper()
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: []middleware.Policy{p},
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: []policy.Policy{p},
 		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -302,10 +302,10 @@ func TestDebugPageShowsEveryField(t *testing.T) {
 func TestDebugPageEscapesOverride(t *testing.T) {
 	const name = `<script>alert("x")</script>&amp;`
 	p := perTenant()
-	p.OverrideFunc = func(identity.Principal) (middleware.Override, bool) {
-		return middleware.Override{Tenant: name, Limit: limiter.Limit{Burst: 4}}, true
+	p.OverrideFunc = func(limitkey.Key) (policy.Override, bool) {
+		return policy.Override{Tenant: name, Limit: limiter.Limit{Burst: 4}}, true
 	}
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{p}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{p}})
 	w := s.do(req{path: "/debug/ratekey?path=/v1/reports/7", peer: "192.0.2.10:1", token: s.token("alice", "app-1"),
 		headers: http.Header{"Accept": {"text/html"}}})
 	page := w.Body.String()
@@ -328,7 +328,7 @@ func TestDebugPageRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: []middleware.Policy{perNetwork("1/m", 1)},
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Policies: []policy.Policy{perNetwork("1/m", 1)},
 		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +404,7 @@ func TestDebugPageShowsPrincipal(t *testing.T) {
 	lim := memory.New(memory.Options{Now: clocktest.NewManualClock().Time})
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})
+		Policies: []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

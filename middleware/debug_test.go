@@ -13,13 +13,14 @@ import (
 
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
-func debugPolicies() []middleware.Policy {
-	return []middleware.Policy{
+func debugPolicies() []policy.Policy {
+	return []policy.Policy{
 		perNetwork("1/s", 3),
 		{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
-			Limit: limit("1/s", 2), OnMissing: middleware.OnMissingSkip},
+			Limit: limit("1/s", 2), OnMissing: policy.OnMissingSkip},
 	}
 }
 
@@ -203,7 +204,7 @@ func TestLogLinesCarryNoSecret(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
 	defer slog.SetDefault(prev)
-	s := newStack(t, stackOptions{policies: []middleware.Policy{
+	s := newStack(t, stackOptions{policies: []policy.Policy{
 		{Name: "acct", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("1/h", 1)},
 	}})
 	tok := s.token("alice", "")
@@ -258,7 +259,7 @@ func TestDebugSaysWhenARouteIsNotLimited(t *testing.T) {
 }
 
 func TestDebugPredictsAFullStore(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []middleware.Policy{perNetwork("1/h", 1)}})
+	s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []policy.Policy{perNetwork("1/h", 1)}})
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
 		t.Fatalf("first: %d", w.Code)
 	}
@@ -281,7 +282,7 @@ func TestDebugPredictsAFullStore(t *testing.T) {
 func TestDebugStopsAtAFailedCredential(t *testing.T) {
 	pre := perNetwork("1/s", 3)
 	pre.Name, pre.PreAuth = "pre-network", true
-	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]policy.Policy{pre}, debugPolicies()...)})
 	names := func(v map[string]any) (out []string) {
 		for _, p := range v["policies"].([]any) {
 			out = append(out, p.(map[string]any)["name"].(string))
@@ -309,7 +310,7 @@ func preAuthSpent(t *testing.T) (*stack, string, map[string]any) {
 	t.Helper()
 	pre := perNetwork("1/h", 1)
 	pre.Name, pre.PreAuth = "pre-network", true
-	s := newStack(t, stackOptions{anonymous: true, policies: append([]middleware.Policy{pre}, debugPolicies()...)})
+	s := newStack(t, stackOptions{anonymous: true, policies: append([]policy.Policy{pre}, debugPolicies()...)})
 	tok := s.token("alice", "app-1")
 	s.do(req{path: "/v1/reports/1", peer: "192.0.2.10:1", token: tok}) // spends pre-network's one token
 	return s, tok, getDebug(t, s, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1", token: tok})
@@ -333,13 +334,13 @@ func TestDebugFollowsTheLiveChain(t *testing.T) {
 			a, v["principal"], names, v["decision"])
 	}
 
-	delayed := func(name string, preAuth bool, burst, cost int64) middleware.Policy {
-		p := middleware.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", burst), Cost: cost, PreAuth: preAuth}
+	delayed := func(name string, preAuth bool, burst, cost int64) policy.Policy {
+		p := policy.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", burst), Cost: cost, PreAuth: preAuth}
 		p.Limit.DelayAfter = 1
 		return p
 	}
 	// 2 s in the pre-auth phase (cost 3, one free), 3 s in the main one.
-	s2 := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{delayed("pre", true, 3, 3), delayed("main", false, 4, 4)}})
+	s2 := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{delayed("pre", true, 3, 3), delayed("main", false, 4, 4)}})
 	v = getDebug(t, s2, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})
 	if v["delay_seconds"] != 5.0 {
 		t.Errorf("delay_seconds %v; want 5 (2 s before authentication, then 3 s)", v["delay_seconds"])

@@ -1,7 +1,7 @@
 // Package middleware is ratekey's net/http glue for chi: it resolves the
 // client address ([ClientAddress]), verifies the credential
 // ([Authenticate]), names the operation from the chi route template
-// ([RouteOperation]), charges every applicable [Policy] all-or-nothing
+// ([RouteOperation]), charges every applicable [policy.Policy] all-or-nothing
 // ([RateLimiter]), answers rejections with RFC 9457 problems, Retry-After
 // and the IETF RateLimit fields, and explains each derivation on a
 // protected debug endpoint ([Debug]).

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -78,10 +78,10 @@ type PolicyResult struct {
 	// limit is the configured limit, the one the store is given (it
 	// names the bucket; a shared store decides at its share, Limit).
 	limit limiter.Limit
-	// Override names the [Override] whose limit applied ("tenant=acme",
+	// Override names the [policy.Override] whose limit applied ("tenant=acme",
 	// "plan=pro", "account=alice", "tenant=acme|account=alice", or
 	// "function" for an
-	// [Policy].OverrideFunc answer naming none); "" for the policy's own.
+	// [policy.Policy].OverrideFunc answer naming none); "" for the policy's own.
 	Override string
 	// Remaining is the whole tokens left after this request (after charging
 	// when it was charged).
@@ -107,7 +107,7 @@ type PolicyResult struct {
 	// SkippedReason explains SKIPPED and missing-dimension rejections.
 	SkippedReason string
 	// Err is the limiter error behind DecisionError (or the invalid limit
-	// an [Policy].OverrideFunc returned), or the cost function's failure
+	// an [policy.Policy].OverrideFunc returned), or the cost function's failure
 	// behind a REJECTED answered with urn:ratekey:problem:invalid-cost.
 	Err error
 	// Store names the limiter store that decided ("memory", "redis", ...:
@@ -116,7 +116,7 @@ type PolicyResult struct {
 	Store string
 	// Fallback reports that the policy was decided on
 	// [RateLimitConfig].Fallback while the store could not decide
-	// ([OnStoreErrorLocal]); Store then names the fallback's store and
+	// ([policy.OnStoreErrorLocal]); Store then names the fallback's store and
 	// Limit is this process's share on it.
 	Fallback bool
 	// Cached reports that the store answered this rejection from its
@@ -136,7 +136,7 @@ type PolicyResult struct {
 	// lowered while they were held (limiter.Decision.InFlight). 0 for a
 	// token bucket.
 	InFlight int64
-	// Settle reports that the policy settles ([Policy].Settle): Cost is
+	// Settle reports that the policy settles ([policy.Policy].Settle): Cost is
 	// the reservation, charged at admission, which the cost the handler
 	// reports ([ReportCost]) replaces once it returns.
 	Settle bool
@@ -147,14 +147,14 @@ type PolicyResult struct {
 	// handler runs; a Record's copy gets it when the handler returns).
 	Settled int64
 	// Class is, for an adaptive cap, the request's priority class (see
-	// [Priority]); "" for other policies.
-	Class Class
+	// [policy.Priority]); "" for other policies.
+	Class policy.Class
 
 	settled    bool  // Settled is set (the debug JSON's "settled" is not null)
 	maxCost    int64 // the most a report settles at: MaxCost, or the burst of the limit that applied
 	status     int
 	retryAfter time.Duration // an in-flight policy's RetryAfter
-	onStore    OnStoreError
+	onStore    policy.OnStoreError
 	principal  bool   // a principal (not anonymous) was present
 	item       string // the policy's RateLimit-Policy list item
 	badCost    bool   // the cost function failed or returned < 1 (Err says which)
@@ -259,7 +259,7 @@ const (
 )
 
 // covers reports whether policy p is evaluated in phase ph.
-func (ph phase) covers(p *Policy) bool {
+func (ph phase) covers(p *policy.Policy) bool {
 	switch ph {
 	case phasePreAuth:
 		return p.PreAuth
@@ -280,7 +280,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 	missingReject := false
 	for i := range st.Policies {
 		p := &st.Policies[i]
-		if !ph.covers(p) || !p.appliesTo(op) {
+		if !ph.covers(p) || !p.AppliesTo(op) {
 			continue
 		}
 		// The policy's result, filled in place: every path below leaves
@@ -321,7 +321,7 @@ func (st *rateLimitState) evaluate(r *http.Request, rs *requestState, op string,
 // subject is who a request is, from its request state: the principal and
 // the client address, when known.
 type subject struct {
-	principal     identity.Principal
+	principal     limitkey.Principal
 	client        *trustedproxy.Result
 	authenticated bool // a principal that is not anonymous
 }
@@ -336,7 +336,7 @@ func subjectOf(rs *requestState) subject {
 			who.client = &rs.client
 		}
 	}
-	who.authenticated = hasPrincipal && who.principal.Method != identity.MethodAnonymous
+	who.authenticated = hasPrincipal && who.principal.Method != limitkey.MethodAnonymous
 	return who
 }
 
@@ -349,7 +349,8 @@ func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *Poli
 	p := &st.Policies[i]
 	res.Policy, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
 	res.status, res.retryAfter, res.onStore, res.principal, res.item = p.Status, p.RetryAfter, p.OnStoreError, who.authenticated, st.items[i]
-	if !st.keyOf(r, sc, p, res, who, op) {
+	key, ok := st.keyOf(r, sc, p, res, who, op)
+	if !ok {
 		return req, false, res.Decision == DecisionRejected
 	}
 	if ap := st.adaptive[i]; ap != nil { // decided later, in the process
@@ -357,7 +358,7 @@ func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *Poli
 		return req, false, false
 	}
 	if who.authenticated && (st.ovr[i] != nil || p.OverrideFunc != nil) {
-		if err := st.override(i, res, &who.principal); err != nil {
+		if err := st.override(i, res, &who.principal, key); err != nil {
 			// An invalid limit from the caller's function: no silent
 			// fallback; the policy's fail mode decides.
 			res.Decision, res.Err = DecisionError, err
@@ -366,12 +367,12 @@ func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *Poli
 		}
 	}
 	res.limit = res.Limit
-	res.Settle, res.maxCost = p.Settle, p.maxCost(res.limit)
+	res.Settle, res.maxCost = p.Settle, maxCost(p, res.limit)
 	if st.replicas > 1 {
 		res.Limit = st.share(res.Limit)
 	}
-	if p.CostFunc != nil {
-		if res.Cost, res.Err = costOf(p, r, res.maxCost); res.Err != nil {
+	if f := st.costs[i]; f != nil {
+		if res.Cost, res.Err = costOf(f, r, res.maxCost); res.Err != nil {
 			res.badCost = true
 			res.Decision = DecisionRejected
 			if res.DryRun {
@@ -383,10 +384,11 @@ func (st *rateLimitState) prepare(r *http.Request, sc *scratch, i int, res *Poli
 	return limiter.Request{Key: res.Key, Limit: res.limit, Cost: res.Cost, DryRun: res.DryRun, Settle: p.Settle}, true, false
 }
 
-// keyOf derives policy p's key for r into res.Key and reports true, or,
-// when r lacks one of its dimensions, decides res by the policy's
-// on_missing and reports false.
-func (st *rateLimitState) keyOf(r *http.Request, sc *scratch, p *Policy, res *PolicyResult, who *subject, op string) bool {
+// keyOf derives policy p's key for r, encoded into res.Key, and returns
+// it (its Parts in sc, valid until the next keyOf) and true, or, when r
+// lacks one of its dimensions, decides res by the policy's on_missing and
+// reports false.
+func (st *rateLimitState) keyOf(r *http.Request, sc *scratch, p *policy.Policy, res *PolicyResult, who *subject, op string) (limitkey.Key, bool) {
 	key := limitkey.Key{Policy: p.Name, Parts: sc.parts[:0]}
 	for _, d := range p.Key {
 		v, ok := st.dimension(r, sc, d, op, &who.principal, who.client)
@@ -400,19 +402,19 @@ func (st *rateLimitState) keyOf(r *http.Request, sc *scratch, p *Policy, res *Po
 		start := len(sc.b)
 		sc.b = key.AppendTo(sc.b)
 		res.Key = sc.str(start)
-		return true
+		return key, true
 	}
 	res.Limit = st.share(res.Limit) // the limit this process states
 	res.SkippedReason = missingReason(res.Missing, who.authenticated)
 	switch {
-	case p.OnMissing == OnMissingSkip:
+	case p.OnMissing == policy.OnMissingSkip:
 		res.Decision = DecisionSkipped
 	case res.DryRun:
 		res.Decision = DecisionRejectedDryRun
 	default:
 		res.Decision = DecisionRejected
 	}
-	return false
+	return key, false
 }
 
 // summarise sets ev.Allowed from the enforcing policies' decisions and
@@ -477,7 +479,7 @@ func (res *PolicyResult) admitted() bool {
 // the request does not carry it. Only verified principal fields and the
 // resolved client network are used; an empty value counts as missing (p is
 // the zero Principal when no principal was established, so its fields are).
-func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d limitkey.Dimension, op string, p *identity.Principal, c *trustedproxy.Result) (string, bool) {
+func (st *rateLimitState) dimension(r *http.Request, sc *scratch, d limitkey.Dimension, op string, p *limitkey.Principal, c *trustedproxy.Result) (string, bool) {
 	var v string
 	switch d {
 	case limitkey.DimOperation:
@@ -722,7 +724,7 @@ func (st *rateLimitState) observe(ev *Evaluation) {
 		if res.Cached {
 			st.Metrics.CachedRejection(res.Policy)
 		}
-		if res.failMode() == string(OnStoreErrorAllow) && !ev.Abandoned {
+		if res.failMode() == string(policy.OnStoreErrorAllow) && !ev.Abandoned {
 			st.Metrics.FailOpen(res.Policy)
 		}
 	}

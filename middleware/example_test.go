@@ -11,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -28,7 +29,7 @@ func ExampleRateLimiter_Handler() {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{{
+		Policies: []policy.Policy{{
 			Name:  "per-network",
 			Key:   []limitkey.Dimension{limitkey.DimNetwork, limitkey.DimOperation},
 			Limit: limiter.Limit{Rate: rate, Burst: 2},
@@ -70,7 +71,7 @@ func ExampleReportCost() {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{{
+		Policies: []policy.Policy{{
 			Name:   "llm-tokens",
 			Key:    []limitkey.Dimension{limitkey.DimNetwork},
 			Limit:  limiter.Limit{Rate: rate, Burst: 100000},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // The local fallback (OnStoreErrorLocal): while the store cannot decide, a
@@ -106,7 +107,7 @@ func (st *rateLimitState) decideFallback(ctx context.Context, sc *scratch, ev *E
 	var lreqs []limiter.Request
 	for j, i := range idx {
 		res := &ev.Policies[i]
-		if res.onStore != OnStoreErrorLocal {
+		if res.onStore != policy.OnStoreErrorLocal {
 			res.Decision, res.Err = DecisionError, err
 			if res.refuses() {
 				charge = false

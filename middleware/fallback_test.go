@@ -19,6 +19,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestLocalFallback: a policy with on_store_error local on Redis, with a
@@ -40,10 +41,10 @@ func TestLocalFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := perNetwork("30/m", 9)
-	local.OnStoreError = middleware.OnStoreErrorLocal
+	local.OnStoreError = policy.OnStoreErrorLocal
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: memory.New(memory.Options{Replicas: 3}),
-		Policies: []middleware.Policy{local}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+		Policies: []policy.Policy{local}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestLocalFallback(t *testing.T) {
 // is below one token is refused.
 func TestLocalFallbackNeedsStore(t *testing.T) {
 	local := perNetwork("30/m", 2)
-	local.OnStoreError = middleware.OnStoreErrorLocal
+	local.OnStoreError = policy.OnStoreErrorLocal
 	for _, tc := range []struct {
 		fallback *memory.Limiter
 		want     string
@@ -124,7 +125,7 @@ func TestLocalFallbackNeedsStore(t *testing.T) {
 		{nil, `policies[0] ("per-network").on_store_error: local needs a fallback store (RateLimitConfig.Fallback: a memory store of this process)`},
 		{memory.New(memory.Options{Replicas: 3}), `policies[0] ("per-network").burst: 2 shared by 3 replicas is 0 per process, below one: raise it to at least 3 or run fewer replicas`},
 	} {
-		cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []middleware.Policy{local}, Operation: func(*http.Request) string { return "GET /" }}
+		cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{local}, Operation: func(*http.Request) string { return "GET /" }}
 		if tc.fallback != nil {
 			cfg.Fallback = tc.fallback
 		}
@@ -149,11 +150,11 @@ func TestLocalFallbackAllOrNothing(t *testing.T) {
 	srv.Stop()
 	fallback := memory.New(memory.Options{})
 	local := perNetwork("30/m", 3)
-	local.OnStoreError = middleware.OnStoreErrorLocal
-	strict := middleware.Policy{Name: "strict", Key: []limitkey.Dimension{}, Limit: limit("30/m", 5)}
+	local.OnStoreError = policy.OnStoreErrorLocal
+	strict := policy.Policy{Name: "strict", Key: []limitkey.Dimension{}, Limit: limit("30/m", 5)}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: fallback,
-		Policies: []middleware.Policy{local, strict}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+		Policies: []policy.Policy{local, strict}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,12 +188,12 @@ func TestLocalFallbackCachedProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot := middleware.Policy{Name: "hot", Key: []limitkey.Dimension{}, Limit: limit("1/m", 1), OnStoreError: middleware.OnStoreErrorLocal, Operations: []string{"GET /hot"}}
+	hot := policy.Policy{Name: "hot", Key: []limitkey.Dimension{}, Limit: limit("1/m", 1), OnStoreError: policy.OnStoreErrorLocal, Operations: []string{"GET /hot"}}
 	other := perNetwork("60/m", 10)
-	other.OnStoreError, other.Operations = middleware.OnStoreErrorLocal, []string{"GET /other"}
+	other.OnStoreError, other.Operations = policy.OnStoreErrorLocal, []string{"GET /other"}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{hot, other}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+		Policies: []policy.Policy{hot, other}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +241,12 @@ func TestLocalFallbackSurvivesReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := perNetwork("60/m", 9)
-	local.OnStoreError = middleware.OnStoreErrorLocal
+	local.OnStoreError = policy.OnStoreErrorLocal
 	fallback := memory.New(memory.Options{})
 	build := func() http.Handler {
 		r := chi.NewRouter()
 		rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Fallback: fallback,
-			Policies: []middleware.Policy{local}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
+			Policies: []policy.Policy{local}, Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/ratekey/ratekey/limitkey"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // parsedItem is one list member of RateLimit-Policy or RateLimit: its name
@@ -56,7 +56,7 @@ func parseList(t *testing.T, field string, values []string) []parsedItem {
 // policies in one field in configuration order; Retry-After on a rejection
 // is at most the violated policy's t, and both are rounded up.
 func TestRateLimitFieldsParse(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{
 		perNetwork("2/s", 3),
 		{Name: "global.v1_all", Key: []limitkey.Dimension{}, Limit: limit("10/m", 4)},
 	}})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/policy"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
@@ -34,7 +35,7 @@ type stack struct {
 }
 
 type stackOptions struct {
-	policies  []middleware.Policy
+	policies  []policy.Policy
 	anonymous bool
 	maxKeys   int
 	// replicas is the memory store's Replicas.

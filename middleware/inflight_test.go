@@ -14,6 +14,7 @@ import (
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestCheckReleasesSlots: Check with charge true takes an in-flight slot
@@ -24,7 +25,7 @@ func TestCheckReleasesSlots(t *testing.T) {
 	r := chi.NewRouter()
 	lim := memory.New(memory.Options{})
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{{Name: "conc", Limit: limiter.Limit{MaxInFlight: 1}}}})
+		Policies: []policy.Policy{{Name: "conc", Limit: limiter.Limit{MaxInFlight: 1}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestInFlightShowsHeld(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d held, cap 2 -> %d", tc.held, tc.cap), func(t *testing.T) {
-			policy := func(n int64) []middleware.Policy {
-				return []middleware.Policy{{Name: "conc", Limit: limiter.Limit{MaxInFlight: n}}}
+			policy := func(n int64) []policy.Policy {
+				return []policy.Policy{{Name: "conc", Limit: limiter.Limit{MaxInFlight: n}}}
 			}
 			r := chi.NewRouter()
 			cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // logRig is ClientAddress → RateLimiter over a store, logging JSON to a
@@ -150,7 +151,7 @@ func (l logLine) short() string {
 // 1 000 keys in 10 s write less than 100 KB of log, and the lines add up
 // to exactly the rejected count, which the metrics also hold.
 func TestLogFloodIsBounded(t *testing.T) {
-	g := newLogRig(t, middleware.RateLimitConfig{Policies: []middleware.Policy{perNetwork("1/h", 1)}})
+	g := newLogRig(t, middleware.RateLimitConfig{Policies: []policy.Policy{perNetwork("1/h", 1)}})
 	const keys, rejections = 1000, 50000
 	const total = keys + rejections // each key's first request passes
 	start := g.now
@@ -238,7 +239,7 @@ func TestLogSampleExact(t *testing.T) {
 			}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newLogRig(t, middleware.RateLimitConfig{Policies: []middleware.Policy{perNetwork("1/h", 1)}})
+			g := newLogRig(t, middleware.RateLimitConfig{Policies: []policy.Policy{perNetwork("1/h", 1)}})
 			g.late = tc.late
 			start := g.now
 			seen := map[int]bool{}
@@ -282,7 +283,7 @@ func TestLogSampleExact(t *testing.T) {
 // TestLogEveryDecision: the option keeps a line per rejection, and so no
 // summaries.
 func TestLogEveryDecision(t *testing.T) {
-	g := newLogRig(t, middleware.RateLimitConfig{Policies: []middleware.Policy{perNetwork("1/h", 1)}, LogEveryDecision: true})
+	g := newLogRig(t, middleware.RateLimitConfig{Policies: []policy.Policy{perNetwork("1/h", 1)}, LogEveryDecision: true})
 	g.get(1)
 	for i := range 50 {
 		g.advance(g.now.Add(100 * time.Millisecond))
@@ -312,8 +313,8 @@ func TestLogEveryDecision(t *testing.T) {
 // hashes; the distinct key count is then a lower bound, and says so.
 func TestLogDistinctKeysBounded(t *testing.T) {
 	p := perNetwork("1/h", 1)
-	p.OnStoreError = middleware.OnStoreErrorAllow
-	g := newLogRig(t, middleware.RateLimitConfig{Limiter: failingLimiter{}, Policies: []middleware.Policy{p}})
+	p.OnStoreError = policy.OnStoreErrorAllow
+	g := newLogRig(t, middleware.RateLimitConfig{Limiter: failingLimiter{}, Policies: []policy.Policy{p}})
 	const keys = 100_000
 	for n := range keys {
 		if code := g.get(n); code != 200 {
@@ -351,7 +352,7 @@ func TestLogDistinctKeysBounded(t *testing.T) {
 // from an enforcing one of the same key.
 func TestLogSampleAcrossReload(t *testing.T) {
 	lim := memory.New(memory.Options{})
-	policies := []middleware.Policy{perNetwork("1/h", 1)}
+	policies := []policy.Policy{perNetwork("1/h", 1)}
 	g := newLogRig(t, middleware.RateLimitConfig{Limiter: lim, Policies: policies})
 	g.get(1)
 	g.get(1)

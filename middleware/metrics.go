@@ -23,15 +23,15 @@ type Metrics interface {
 	// StoreCall records one limiter call: store names the limiter's
 	// implementation ("memory", "redis"), operation is "take" (charging),
 	// "peek" (the debug endpoint), "release" (in-flight slots) or
-	// "settle" (reservations, [Policy].Settle), d its latency, and err its error, nil
+	// "settle" (reservations, [policy.Policy].Settle), d its latency, and err its error, nil
 	// on success. A call the request abandoned (its context ended) is
 	// reported with a nil err: the store did not fail.
 	StoreCall(store, operation string, d time.Duration, err error)
 	// FailOpen counts a request let through by policy despite a store
-	// error, because the policy's OnStoreError is [OnStoreErrorAllow].
+	// error, because the policy's OnStoreError is [policy.OnStoreErrorAllow].
 	FailOpen(policy string)
 	// Fallback counts a policy's decision taken on the local fallback
-	// store while the store could not decide ([OnStoreErrorLocal]);
+	// store while the store could not decide ([policy.OnStoreErrorLocal]);
 	// Decision counts it too.
 	Fallback(policy string)
 	// CachedRejection counts a rejection the store answered from its local
@@ -47,7 +47,7 @@ type Metrics interface {
 	// slots count too). Token-bucket policies never call it.
 	InFlight(policy string, delta int)
 	// Settled counts one request's settled cost under a settling policy
-	// ([Policy].Settle), when its handler has returned: cost is the
+	// ([policy.Policy].Settle), when its handler has returned: cost is the
 	// tokens it finally spent (the cost reported, at most MaxCost, or the
 	// reservation when nothing was reported), and debt reports that it
 	// exceeded the reservation (the difference was charged
@@ -55,7 +55,7 @@ type Metrics interface {
 	Settled(policy string, cost int64, debt bool)
 	// Adaptive reports an adaptive cap's limit and latency estimates each
 	// time a window of its closes (a few times a second per cap under
-	// load; see [Policy], "Adaptive caps"): policy is its name, operation
+	// load; see [policy.Policy], "Adaptive caps"): policy is its name, operation
 	// the operation it caps when the policy is keyed on operation ("" when
 	// it is keyed on nothing; operations are route templates, a bounded
 	// set), limit the requests it lets run at once from now on, baseline

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +57,7 @@ type observedStack struct {
 	logs    bytes.Buffer
 }
 
-func newObservedStack(t *testing.T, lim limiter.Limiter, policies ...middleware.Policy) *observedStack {
+func newObservedStack(t *testing.T, lim limiter.Limiter, policies ...policy.Policy) *observedStack {
 	t.Helper()
 	s := &observedStack{reg: prometheus.NewRegistry()}
 	m, err := metrics.New(s.reg)
@@ -142,9 +143,9 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("store latency series: %d; want 1 (store=memory, operation=take)", n)
 	}
 
-	down := newObservedStack(t, failingLimiter{}, perNetwork("1/m", 2), func() middleware.Policy {
+	down := newObservedStack(t, failingLimiter{}, perNetwork("1/m", 2), func() policy.Policy {
 		p := perNetwork("1/m", 2)
-		p.Name, p.OnStoreError = "open", middleware.OnStoreErrorAllow
+		p.Name, p.OnStoreError = "open", policy.OnStoreErrorAllow
 		return p
 	}())
 	if code := down.get("198.51.100.7:1"); code != http.StatusServiceUnavailable {
@@ -351,8 +352,8 @@ func TestLogFieldsMatchDebugNames(t *testing.T) {
 // stubAuth fails every credential with err, or finds none.
 type stubAuth struct{ err error }
 
-func (a stubAuth) Authenticate(*http.Request) (identity.Principal, error) {
-	return identity.Principal{}, a.err
+func (a stubAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
+	return limitkey.Principal{}, a.err
 }
 
 // TestAuthFailureMetricsAndRecord: refused credentials are counted by a
@@ -395,9 +396,9 @@ func TestAuthFailureMetricsAndRecord(t *testing.T) {
 // countingAuth counts verifications and refuses every credential.
 type countingAuth struct{ n *int }
 
-func (a countingAuth) Authenticate(*http.Request) (identity.Principal, error) {
+func (a countingAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
 	*a.n++
-	return identity.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
+	return limitkey.Principal{}, &identity.AuthError{Code: "invalid_token", Description: "bad signature"}
 }
 
 // TestPreAuthLimitsBadTokenFloods: a pre-auth network policy runs before
@@ -413,7 +414,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 	}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{pre, main}, Operation: middleware.RouteOperation(r), DecisionHeader: true})
+		Policies: []policy.Policy{pre, main}, Operation: middleware.RouteOperation(r), DecisionHeader: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 	bad := pre
 	bad.Key = []limitkey.Dimension{limitkey.DimAccount}
 	if _, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{bad}, Operation: middleware.RouteOperation(r)}); err == nil || !strings.Contains(err.Error(), "pre_auth") {
+		Policies: []policy.Policy{bad}, Operation: middleware.RouteOperation(r)}); err == nil || !strings.Contains(err.Error(), "pre_auth") {
 		t.Errorf("a pre-auth account policy was accepted: %v", err)
 	}
 
@@ -446,7 +447,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 	// client reading only the first line, Header.Get, sees both).
 	r2 := chi.NewRouter()
 	rl2, _ := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{pre, main}, Operation: middleware.RouteOperation(r2), DecisionHeader: true})
+		Policies: []policy.Policy{pre, main}, Operation: middleware.RouteOperation(r2), DecisionHeader: true})
 	r2.Use(middleware.ClientAddress(res, middleware.ClientAddressOptions{}), rl2.PreAuthHandler, rl2.Handler)
 	r2.Get("/x", func(http.ResponseWriter, *http.Request) {})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -471,7 +472,7 @@ func TestPreAuthLimitsBadTokenFloods(t *testing.T) {
 // during its delay.
 func TestEndedRequestIsNotAStoreFailure(t *testing.T) {
 	open := perNetwork("1/m", 1)
-	open.OnStoreError = middleware.OnStoreErrorAllow
+	open.OnStoreError = policy.OnStoreErrorAllow
 	s := newObservedStack(t, memory.New(memory.Options{}), open)
 	served := 0
 	base := s.handler
@@ -523,13 +524,13 @@ func TestRecordAddsThePhasesDelays(t *testing.T) {
 
 func testRecordAddsThePhasesDelays(t *testing.T) {
 	r := chi.NewRouter()
-	pre := middleware.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3), Cost: 3, PreAuth: true}
+	pre := policy.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3), Cost: 3, PreAuth: true}
 	pre.Limit.DelayAfter = 1
-	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
+	main := policy.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 4), Cost: 4}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{pre, main},
+		Policies: []policy.Policy{pre, main},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // limitedTo returns a rate limiter for root with one policy: one request
@@ -20,7 +21,7 @@ func limitedTo(t *testing.T, root chi.Router, op string) (*middleware.RateLimite
 	res := proxyResolver(t)
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(root),
-		Policies: []middleware.Policy{{Name: "one-per-hour", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},
+		Policies: []policy.Policy{{Name: "one-per-hour", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{op}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,12 +10,13 @@ import (
 
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // perOperation allows one request per operation and network, so a second
 // request lands in the same bucket exactly when it has the same operation.
-func perOperation() []middleware.Policy {
-	return []middleware.Policy{{
+func perOperation() []policy.Policy {
+	return []policy.Policy{{
 		Name: "per-op", Key: []limitkey.Dimension{limitkey.DimOperation, limitkey.DimNetwork},
 		Limit: limit("1/h", 1),
 	}}

@@ -20,25 +20,26 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // fakeAuth verifies "Bearer tenant:plan:account" (a test stand-in for an
 // issuer record or an API key record vouching for the three).
 type fakeAuth struct{}
 
-func (fakeAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (fakeAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	v := r.Header.Get("Authorization")
 	if v == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
 	f := strings.Split(strings.TrimPrefix(v, "Bearer "), ":")
-	return identity.Principal{Issuer: "test", Tenant: f[0], Plan: f[1], Account: f[2], Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: f[0], Plan: f[1], Account: f[2], Method: limitkey.MethodJWT}, nil
 }
 
 // overrideStack mounts a rate limiter with policies ps behind fakeAuth on
 // POST /batch, with a Recorder; each response carries the debug JSON of
 // its policies in the X-Record header.
-func overrideStack(t *testing.T, ps []middleware.Policy) http.Handler {
+func overrideStack(t *testing.T, ps []policy.Policy) http.Handler {
 	t.Helper()
 	return overrideStackOf(t, middleware.RateLimitConfig{Policies: ps})
 }
@@ -104,9 +105,9 @@ func post(h http.Handler, who string, items int) *httptest.ResponseRecorder {
 	return w
 }
 
-func perTenant(overrides ...middleware.Override) middleware.Policy {
-	return middleware.Policy{Name: "per-tenant", Key: []limitkey.Dimension{limitkey.DimTenant},
-		Limit: limit("1/m", 3), Overrides: overrides, OnMissing: middleware.OnMissingSkip}
+func perTenant(overrides ...policy.Override) policy.Policy {
+	return policy.Policy{Name: "per-tenant", Key: []limitkey.Dimension{limitkey.DimTenant},
+		Limit: limit("1/m", 3), Overrides: overrides, OnMissing: policy.OnMissingSkip}
 }
 
 // admitted counts the requests of who admitted out of n sent at once.
@@ -126,13 +127,13 @@ func admitted(h http.Handler, who string, n int) int {
 // dimension the overrides match on.
 func TestOverrides(t *testing.T) {
 	p := perTenant(
-		middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}},
-		middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 10}},
-		middleware.Override{Tenant: "acme3", Account: "vip", Limit: limiter.Limit{Burst: 4}},
-		middleware.Override{Plan: "big", Cost: 2},
+		policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}},
+		policy.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 10}},
+		policy.Override{Tenant: "acme3", Account: "vip", Limit: limiter.Limit{Burst: 4}},
+		policy.Override{Plan: "big", Cost: 2},
 	)
 	p.Key = []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount}
-	h := overrideStack(t, []middleware.Policy{p})
+	h := overrideStack(t, []policy.Policy{p})
 	tests := []struct {
 		who        string
 		admitted   int
@@ -185,7 +186,7 @@ func TestOverrides(t *testing.T) {
 
 // TestOverrideProblemBody: a rejection names the effective limit.
 func TestOverrideProblemBody(t *testing.T) {
-	h := overrideStack(t, []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})})
+	h := overrideStack(t, []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})})
 	admitted(h, "acme:free:a", 6)
 	w := post(h, "acme:free:a", 0)
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `"detail":"policy per-tenant (burst 6, refill 1/m) has no room for this request; retry in 60 s"`) {
@@ -193,24 +194,28 @@ func TestOverrideProblemBody(t *testing.T) {
 	}
 }
 
-// TestOverrideFunc: the library's function of the principal, after the
-// static overrides; an invalid answer is ERROR with the fail mode.
+// TestOverrideFunc: the library's function of the key, after the static
+// overrides; an invalid answer is ERROR with the fail mode.
 func TestOverrideFunc(t *testing.T) {
 	calls := 0
-	p := perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})
-	p.OverrideFunc = func(pr identity.Principal) (middleware.Override, bool) {
+	p := perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})
+	p.OverrideFunc = func(k limitkey.Key) (policy.Override, bool) {
 		calls++
-		switch pr.Tenant {
-		case "db":
-			return middleware.Override{Tenant: pr.Tenant, Limit: limiter.Limit{Burst: 5}}, true
-		case "anon":
-			return middleware.Override{Limit: limiter.Limit{Burst: 2}}, true
-		case "bad":
-			return middleware.Override{Tenant: pr.Tenant, Cost: 9}, true
+		if k.Policy != "per-tenant" || len(k.Parts) != 1 || k.Parts[0].Dimension != limitkey.DimTenant {
+			t.Errorf("OverrideFunc asked with key %+v; want the per-tenant key", k)
+			return policy.Override{}, false
 		}
-		return middleware.Override{}, false
+		switch tenant := k.Parts[0].Value; tenant {
+		case "db":
+			return policy.Override{Tenant: tenant, Limit: limiter.Limit{Burst: 5}}, true
+		case "anon":
+			return policy.Override{Limit: limiter.Limit{Burst: 2}}, true
+		case "bad":
+			return policy.Override{Tenant: tenant, Cost: 9}, true
+		}
+		return policy.Override{}, false
 	}
-	h := overrideStack(t, []middleware.Policy{p})
+	h := overrideStack(t, []policy.Policy{p})
 	for _, tc := range []struct {
 		who      string
 		admitted int
@@ -247,7 +252,7 @@ func TestOverrideFunc(t *testing.T) {
 // never-satisfiable answer (429 without Retry-After).
 func TestCostFunc(t *testing.T) {
 	p := perTenant()
-	p.CostFunc = func(r *http.Request) (int64, error) {
+	items := func(r *http.Request) (int64, error) {
 		s := r.Header.Get("X-Items")
 		if s == "" {
 			return 0, errors.New("no X-Items")
@@ -256,7 +261,7 @@ func TestCostFunc(t *testing.T) {
 	}
 	dry := p
 	dry.Name, dry.DryRun = "dry", true
-	h := overrideStack(t, []middleware.Policy{p})
+	h := overrideStackOf(t, middleware.RateLimitConfig{Policies: []policy.Policy{p}, Costs: map[string]func(*http.Request) (int64, error){"per-tenant": items}})
 	tests := []struct {
 		items      int
 		code       int
@@ -287,7 +292,7 @@ func TestCostFunc(t *testing.T) {
 		t.Errorf("record of a failing cost function: %s", w.Header().Get("X-Record"))
 	}
 	// A dry-run policy reports the failure and lets the request through.
-	hd := overrideStack(t, []middleware.Policy{dry})
+	hd := overrideStackOf(t, middleware.RateLimitConfig{Policies: []policy.Policy{dry}, Costs: map[string]func(*http.Request) (int64, error){"dry": items}})
 	if w := post(hd, "acme:free:a", 0); w.Code != 200 || !strings.Contains(w.Header().Get("X-Record"), `"decision":"REJECTED_DRY_RUN"`) {
 		t.Errorf("dry run: %d %s", w.Code, w.Header().Get("X-Record"))
 	}
@@ -297,55 +302,57 @@ func TestCostFunc(t *testing.T) {
 func TestOverrideValidation(t *testing.T) {
 	costFn := func(*http.Request) (int64, error) { return 1, nil }
 	tests := []struct {
-		name string
-		p    middleware.Policy
-		want string
+		name  string
+		p     policy.Policy
+		want  string
+		costs bool // a cost function for per-tenant
 	}{
-		{"no match", perTenant(middleware.Override{Limit: limiter.Limit{Burst: 6}}),
-			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
-		{"two matches", perTenant(middleware.Override{Tenant: "a", Plan: "p"}),
-			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
-		{"duplicate", func() middleware.Policy {
-			p := perTenant(middleware.Override{Tenant: "acme"}, middleware.Override{Plan: "acme"}, middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})
+		{"no match", perTenant(policy.Override{Limit: limiter.Limit{Burst: 6}}),
+			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`, false},
+		{"two matches", perTenant(policy.Override{Tenant: "a", Plan: "p"}),
+			`policies[0] ("per-tenant").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`, false},
+		{"duplicate", func() policy.Policy {
+			p := perTenant(policy.Override{Tenant: "acme"}, policy.Override{Plan: "acme"}, policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 9}})
 			p.Key = append(p.Key, limitkey.DimPlan)
 			return p
-		}(), `policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
-		{"duplicate account of a tenant", func() middleware.Policy {
-			p := perTenant(middleware.Override{Tenant: "acme", Account: "vip"}, middleware.Override{Tenant: "beta", Account: "vip"}, middleware.Override{Tenant: "acme", Account: "vip"})
+		}(), `policies[0] ("per-tenant").overrides[2].tenant: "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`, false},
+		{"duplicate account of a tenant", func() policy.Policy {
+			p := perTenant(policy.Override{Tenant: "acme", Account: "vip"}, policy.Override{Tenant: "beta", Account: "vip"}, policy.Override{Tenant: "acme", Account: "vip"})
 			p.Key = append(p.Key, limitkey.DimAccount)
 			return p
-		}(), `policies[0] ("per-tenant").overrides[2].account: "vip" of tenant "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`},
-		{"cost above burst", perTenant(middleware.Override{Tenant: "beta", Cost: 4}),
-			`policies[0] ("per-tenant").overrides[0].cost: 4 exceeds burst 3, so no request could ever pass`},
-		{"negative burst", perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{Burst: -1}}),
-			`policies[0] ("per-tenant").overrides[0].burst: -1 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)`},
-		{"delay_after above the override's burst", func() middleware.Policy {
-			p := perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{Burst: 2}})
+		}(), `policies[0] ("per-tenant").overrides[2].account: "vip" of tenant "acme" is matched by overrides[0] already (the first match wins, so this one never applies)`, false},
+		{"cost above burst", perTenant(policy.Override{Tenant: "beta", Cost: 4}),
+			`policies[0] ("per-tenant").overrides[0].cost: 4 exceeds burst 3, so no request could ever pass`, false},
+		{"negative burst", perTenant(policy.Override{Tenant: "beta", Limit: limiter.Limit{Burst: -1}}),
+			`policies[0] ("per-tenant").overrides[0].burst: -1 must be >= 1 (the bucket capacity in tokens; nginx burst=N is N+1)`, false},
+		{"delay_after above the override's burst", func() policy.Policy {
+			p := perTenant(policy.Override{Tenant: "beta", Limit: limiter.Limit{Burst: 2}})
 			p.Limit.DelayAfter = 3
 			return p
-		}(), `policies[0] ("per-tenant").overrides[0].delay_after: 3 must be 1 to burst 2 (0: nothing is delayed, nginx nodelay)`},
-		{"wait too long", perTenant(middleware.Override{Tenant: "beta", Limit: limiter.Limit{DelayAfter: 1, Burst: 6}}),
-			`policies[0] ("per-tenant").overrides[0].delay_after: a request may have to wait up to 5m0s (burst beyond delay_after at 1/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
-		{"pre_auth", func() middleware.Policy {
-			p := perTenant(middleware.Override{Tenant: "acme"})
+		}(), `policies[0] ("per-tenant").overrides[0].delay_after: 3 must be 1 to burst 2 (0: nothing is delayed, nginx nodelay)`, false},
+		{"wait too long", perTenant(policy.Override{Tenant: "beta", Limit: limiter.Limit{DelayAfter: 1, Burst: 6}}),
+			`policies[0] ("per-tenant").overrides[0].delay_after: a request may have to wait up to 5m0s (burst beyond delay_after at 1/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`, false},
+		{"pre_auth", func() policy.Policy {
+			p := perTenant(policy.Override{Tenant: "acme"})
 			p.Key, p.PreAuth = []limitkey.Dimension{limitkey.DimNetwork}, true
 			return p
-		}(), `policies[0] ("per-tenant").overrides: a pre_auth policy runs before any credential is verified, so no tenant, plan or account can match`},
-		{"cost and cost function", func() middleware.Policy {
+		}(), `policies[0] ("per-tenant").overrides: a pre_auth policy runs before any credential is verified, so no tenant, plan or account can match`, false},
+		{"cost and cost function", func() policy.Policy {
 			p := perTenant()
-			p.Cost, p.CostFunc = 2, costFn
+			p.Cost = 2
 			return p
-		}(), `policies[0] ("per-tenant").cost: 2 is fixed, but the policy has a cost function: set one or the other`},
-		{"override cost with a cost function", func() middleware.Policy {
-			p := perTenant(middleware.Override{Tenant: "acme", Cost: 2})
-			p.CostFunc = costFn
-			return p
-		}(), `policies[0] ("per-tenant").overrides[0].cost: the policy's cost comes from its cost function`},
+		}(), `policies[0] ("per-tenant").cost: 2 is fixed, but the policy has a cost function: set one or the other`, true},
+		{"override cost with a cost function", perTenant(policy.Override{Tenant: "acme", Cost: 2}),
+			`policies[0] ("per-tenant").overrides[0].cost: the policy's cost comes from its cost function`, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []middleware.Policy{tc.p},
-				Operation: func(*http.Request) string { return "op" }})
+			cfg := middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{tc.p},
+				Operation: func(*http.Request) string { return "op" }}
+			if tc.costs {
+				cfg.Costs = map[string]func(*http.Request) (int64, error){"per-tenant": costFn}
+			}
+			_, err := middleware.NewRateLimiter(cfg)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("error:\n%v\nwant:\n%s", err, tc.want)
 			}
@@ -356,13 +363,13 @@ func TestOverrideValidation(t *testing.T) {
 // TestOverrideReload: a changed override is reported, and its tenants'
 // buckets restart in the new shape while the others keep theirs.
 func TestOverrideReload(t *testing.T) {
-	old := []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})}
-	nw := []middleware.Policy{perTenant(middleware.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 8}}, middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}}})}
-	got := middleware.DiffPolicies(old, nw)
-	want := []middleware.PolicyChange{{Policy: "per-tenant", Change: middleware.PolicyUpdated,
+	old := []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})}
+	nw := []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 8}}, policy.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}}})}
+	got := policy.Diff(old, nw)
+	want := []policy.Change{{Policy: "per-tenant", Change: policy.Updated,
 		Detail: `overrides ["tenant=acme" 1/m burst 6 cost 1] -> ["tenant=acme" 1/m burst 8 cost 1, "plan=pro" 1000/d burst 3 cost 1]`}}
 	if len(got) != 1 || got[0] != want[0] {
-		t.Errorf("DiffPolicies = %+v; want %+v", got, want)
+		t.Errorf("policy.Diff = %+v; want %+v", got, want)
 	}
 }
 
@@ -377,36 +384,36 @@ func TestOverridesMatchKeyDimensions(t *testing.T) {
 	tests := []struct {
 		name   string
 		key    []limitkey.Dimension
-		o      middleware.Override
+		o      policy.Override
 		single bool // RateLimitConfig.SingleTenant
 		want   string
 	}{
 		{"plan override on a tenant key (issue 24: 3 + 5 a day)", dims(limitkey.DimTenant),
-			middleware.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}}, false,
+			policy.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}}, false,
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
-		{"account override in every tenant", dims(limitkey.DimTenant, limitkey.DimAccount), middleware.Override{Account: "vip"}, false,
+		{"account override in every tenant", dims(limitkey.DimTenant, limitkey.DimAccount), policy.Override{Account: "vip"}, false,
 			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
-		{"account override, one tenant", dims(limitkey.DimAccount), middleware.Override{Account: "vip"}, true, ""},
-		{"account override on a tenant key, one tenant", dims(limitkey.DimTenant), middleware.Override{Account: "vip"}, true,
+		{"account override, one tenant", dims(limitkey.DimAccount), policy.Override{Account: "vip"}, true, ""},
+		{"account override on a tenant key, one tenant", dims(limitkey.DimTenant), policy.Override{Account: "vip"}, true,
 			`policies[0] ("p").overrides[0].account: account is not a dimension of the policy's key [tenant], so requests of one key with account "vip" and without it would spend two buckets, each with its own burst: add account to the key (a bucket per account), or match a dimension of the key`},
-		{"tenant override on a network key", dims(limitkey.DimNetwork), middleware.Override{Tenant: "acme"}, true,
+		{"tenant override on a network key", dims(limitkey.DimNetwork), policy.Override{Tenant: "acme"}, true,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [network], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
-		{"tenant override on an account key", dims(limitkey.DimAccount), middleware.Override{Tenant: "acme"}, true,
+		{"tenant override on an account key", dims(limitkey.DimAccount), policy.Override{Tenant: "acme"}, true,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
-		{"account of a tenant on an account key", dims(limitkey.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false,
+		{"account of a tenant on an account key", dims(limitkey.DimAccount), policy.Override{Tenant: "acme", Account: "vip"}, false,
 			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "acme" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
-		{"override on the global bucket", nil, middleware.Override{Plan: "pro"}, false,
+		{"override on the global bucket", nil, policy.Override{Plan: "pro"}, false,
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
-		{"account of a tenant", dims(limitkey.DimTenant, limitkey.DimAccount), middleware.Override{Tenant: "acme", Account: "vip"}, false, ""},
-		{"plan override on a plan key", dims(limitkey.DimTenant, limitkey.DimPlan), middleware.Override{Plan: "pro"}, false, ""},
-		{"tenant override on a tenant key", dims(limitkey.DimTenant, limitkey.DimOperation), middleware.Override{Tenant: "acme"}, false, ""},
-		{"tenant and plan", dims(limitkey.DimTenant, limitkey.DimPlan), middleware.Override{Tenant: "acme", Plan: "pro"}, false,
+		{"account of a tenant", dims(limitkey.DimTenant, limitkey.DimAccount), policy.Override{Tenant: "acme", Account: "vip"}, false, ""},
+		{"plan override on a plan key", dims(limitkey.DimTenant, limitkey.DimPlan), policy.Override{Plan: "pro"}, false, ""},
+		{"tenant override on a tenant key", dims(limitkey.DimTenant, limitkey.DimOperation), policy.Override{Tenant: "acme"}, false, ""},
+		{"tenant and plan", dims(limitkey.DimTenant, limitkey.DimPlan), policy.Override{Tenant: "acme", Plan: "pro"}, false,
 			`policies[0] ("p").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := middleware.Policy{Name: "p", Key: tc.key, Limit: daily, Overrides: []middleware.Override{tc.o}}
-			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []middleware.Policy{p},
+			p := policy.Policy{Name: "p", Key: tc.key, Limit: daily, Overrides: []policy.Override{tc.o}}
+			_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{p},
 				Operation: func(*http.Request) string { return "op" }, SingleTenant: tc.single})
 			if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
 				t.Errorf("error:\n%v\nwant:\n%s", err, tc.want)
@@ -421,13 +428,13 @@ func TestOverridesMatchKeyDimensions(t *testing.T) {
 // one tenant (its rows use tenant "solo"); {tenant: acme, account: vip}
 // before it still wins for acme's.
 func TestAccountOverrideOfOneTenant(t *testing.T) {
-	per := func(os ...middleware.Override) []middleware.Policy {
-		return []middleware.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount},
+	per := func(os ...policy.Override) []policy.Policy {
+		return []policy.Policy{{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount},
 			Limit: limit("1/m", 3), Overrides: os}}
 	}
-	acmeVIP := middleware.Override{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 5}}
+	acmeVIP := policy.Override{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 5}}
 	h := overrideStack(t, per(acmeVIP))
-	single := overrideStackOf(t, middleware.RateLimitConfig{SingleTenant: true, Policies: per(acmeVIP, middleware.Override{Account: "vip", Limit: limiter.Limit{Burst: 2}})})
+	single := overrideStackOf(t, middleware.RateLimitConfig{SingleTenant: true, Policies: per(acmeVIP, policy.Override{Account: "vip", Limit: limiter.Limit{Burst: 2}})})
 	for _, tc := range []struct {
 		h        http.Handler
 		who      string

@@ -12,6 +12,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestEmptyPhase: a phase without policies (PreAuthHandler when no policy
@@ -41,14 +42,14 @@ func TestEmptyPhase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := middleware.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("1/s", 3)}
+			p := policy.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("1/s", 3)}
 			if tc.preAuth {
 				p = perNetwork("1/s", 3)
 				p.PreAuth = true
 			}
 			r := chi.NewRouter()
 			rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-				Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{p}, DecisionHeader: true})
+				Operation: middleware.RouteOperation(r), Policies: []policy.Policy{p}, DecisionHeader: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,17 +19,18 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // headerAuth vouches for the account named by the X-Test-Account header.
 type headerAuth struct{}
 
-func (headerAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (headerAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	a := r.Header.Get("X-Test-Account")
 	if a == "" {
-		return identity.Principal{}, identity.ErrNoCredential
+		return limitkey.Principal{}, identity.ErrNoCredential
 	}
-	return identity.Principal{Issuer: "test", Tenant: "acme", Account: a, Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: "acme", Account: a, Method: limitkey.MethodJWT}, nil
 }
 
 // keyLog is a limiter that keeps every key it is given, as a store that
@@ -70,9 +71,9 @@ func TestPooledMemoryCarriesNothingBetweenRequests(t *testing.T) {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SamplePassed: 1, DecisionHeader: true,
-		Policies: []middleware.Policy{
+		Policies: []policy.Policy{
 			perNetwork("1000/s", 1000),
-			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: middleware.OnMissingSkip},
+			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000), OnMissing: policy.OnMissingSkip},
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestConcurrentEvaluationsOfOneRequest(t *testing.T) {
 	lim := &keyLog{Limiter: memory.New(memory.Options{})}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: lim, Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{
+		Policies: []policy.Policy{
 			perNetwork("1000/s", 1000),
 			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1000/s", 1000)},
 		}})

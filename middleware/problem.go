@@ -36,7 +36,7 @@ const (
 	// problemKeySourceUnavailable: credentials could not be checked because a
 	// key source is unreachable.
 	problemKeySourceUnavailable = "urn:ratekey:problem:key-source-unavailable"
-	// problemInvalidCost: a policy's cost function ([Policy].CostFunc)
+	// problemInvalidCost: a policy's cost function (RateLimitConfig.Costs)
 	// failed for the request or returned a cost below 1; 400, naming the
 	// policy, without Retry-After (the same request fails again).
 	problemInvalidCost = "urn:ratekey:problem:invalid-cost"

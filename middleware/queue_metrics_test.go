@@ -18,6 +18,7 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestQueueMetrics: a DELAYED request is in its policy's queue while it
@@ -32,7 +33,7 @@ func TestQueueMetrics(t *testing.T) {
 }
 
 func testQueueMetrics(t *testing.T) {
-	slow := middleware.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3)}
+	slow := policy.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3)}
 	slow.Limit.DelayAfter = 1
 	shadow := slow
 	shadow.Name, shadow.DryRun = "shadow", true
@@ -44,7 +45,7 @@ func testQueueMetrics(t *testing.T) {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{slow, shadow}, Metrics: m,
+		Policies: []policy.Policy{slow, shadow}, Metrics: m,
 	})
 	if err != nil {
 		t.Fatal(err)

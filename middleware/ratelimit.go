@@ -17,8 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // RateLimitConfig configures [NewRateLimiter] and [RateLimiter.Reload].
@@ -27,7 +29,7 @@ type RateLimitConfig struct {
 	// any limiter.Limiter). Required.
 	Limiter limiter.Limiter
 	// Fallback is the store of this process that the policies whose
-	// OnStoreError is [OnStoreErrorLocal] decide on while Limiter cannot
+	// OnStoreError is [policy.OnStoreErrorLocal] decide on while Limiter cannot
 	// (see below): typically a memory store whose Replicas is
 	// the number of processes sharing Limiter, so that the fleet stays
 	// within every limit (each process at its share, which the policies
@@ -38,12 +40,30 @@ type RateLimitConfig struct {
 	Fallback limiter.Limiter
 	// Policies are evaluated in order; every applicable enforcing one must
 	// admit the request (all-or-nothing). Names must be unique.
-	Policies []Policy
+	Policies []policy.Policy
 	// Operation names a request's operation. Required; use
 	// [RouteOperation] with the root chi router.
 	Operation func(*http.Request) string
 	// Custom supplies the values of custom key dimensions by name.
 	Custom map[limitkey.Dimension]DimensionFunc
+	// Costs gives, by policy name, a function that returns each request's
+	// cost instead of the policy's fixed Cost (which must then be 0), e.g.
+	// the number of items in a batch call. A function is called once per
+	// request its policy applies to (after the key is built), must be fast
+	// and safe for concurrent use, and must not consume the request body
+	// unless it restores it. A cost it returns that is below 1, or an
+	// error, refuses the request with 400 and the problem
+	// urn:ratekey:problem:invalid-cost naming the policy (the error text
+	// goes to the log and the debug JSON, never to the client); a cost
+	// above the burst (or beyond max_delay's room), or above a settling
+	// policy's max_cost, is the never-satisfiable answer, 429 without
+	// Retry-After, as for a fixed cost. A dry-run policy reports either as
+	// REJECTED_DRY_RUN and lets the request through. Token-bucket policies
+	// only; every name must be a policy's. The policy model
+	// ([policy.Policy]) holds no function of an *http.Request: the
+	// transport supplies the cost, as Envoy's HTTP filter supplies a
+	// descriptor's hits_addend.
+	Costs map[string]func(r *http.Request) (int64, error)
 	// Logger receives the decision log (see LogEveryDecision); nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -111,7 +131,7 @@ type RateLimitConfig struct {
 	MaxWait time.Duration
 	// SingleTenant declares that every verified principal carries one and
 	// the same tenant (one issuer record with a fixed tenant, say), so that
-	// an account name names one account: an [Override] may then match an
+	// an account name names one account: an [policy.Override] may then match an
 	// Account without its Tenant. false, the default, is the safe reading:
 	// the credentials may name several tenants, an account name is unique
 	// only per tenant, and such an override (which would give that account
@@ -146,6 +166,11 @@ type rateLimitState struct {
 	localPolicies    []string
 	breaker          *breaker
 	items            []string // each policy's RateLimit-Policy list item (see policyItem)
+	// rules are what the policies were validated against (for an
+	// OverrideFunc's answers); costs holds each policy's cost function
+	// (nil for a fixed cost).
+	rules policy.Rules
+	costs []func(*http.Request) (int64, error)
 	// ovr holds each policy's compiled Overrides; nil for a policy without
 	// (the hot path then pays one nil check).
 	ovr []*overrideTable
@@ -185,17 +210,51 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		st.breaker = breakerOf(cfg.Limiter)
 	}
 	st.Custom = maps.Clone(cfg.Custom)
-	st.Policies = nil
+	st.Costs = maps.Clone(cfg.Costs)
 	errs := st.settings()
-	errs = append(errs, st.addPolicies(cfg.Policies)...)
+	st.rules = st.policyRules()
+	ps, err := policy.Validate(cfg.Policies, st.rules)
+	errs = append(errs, err)
+	errs = append(errs, st.costErrors(cfg.Policies)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	st.Policies = ps
 	st.compile()
-	if err := checkPhases(st.Policies, st.MaxWait); err != nil {
-		return nil, err
-	}
 	return st, nil
+}
+
+// policyRules returns what st's policies are validated against: its
+// custom dimensions, cost functions, MaxWait, SingleTenant and the shares
+// of its store and Fallback.
+func (st *rateLimitState) policyRules() policy.Rules {
+	r := policy.Rules{MaxWait: st.MaxWait, SingleTenant: st.SingleTenant, Replicas: st.replicas}
+	if st.Fallback != nil {
+		r.FallbackReplicas = st.fallbackReplicas
+	}
+	for d := range st.Custom {
+		r.Custom = append(r.Custom, d)
+	}
+	for name, f := range st.Costs {
+		if f != nil {
+			r.Costs = append(r.Costs, name)
+		}
+	}
+	slices.Sort(r.Costs)
+	return r
+}
+
+// costErrors refuses a cost function named for no policy of ps: its
+// policy was renamed or removed, and the function would silently do
+// nothing.
+func (st *rateLimitState) costErrors(ps []policy.Policy) []error {
+	var errs []error
+	for _, name := range st.rules.Costs {
+		if !slices.ContainsFunc(ps, func(p policy.Policy) bool { return p.Name == name }) {
+			errs = append(errs, fmt.Errorf("costs[%s]: no policy has that name", quote.Value(name)))
+		}
+	}
+	return errs
 }
 
 // settings checks st's settings other than its policies and fills in
@@ -223,57 +282,6 @@ func (st *rateLimitState) settings() []error {
 	if st.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", st.MaxWait))
 	}
-	if st.MaxWait <= 0 {
-		st.MaxWait = defaultMaxWait
-	}
-	return errs
-}
-
-// addPolicies validates copies of policies into st, with their
-// RateLimit-Policy items and the phases they run in.
-func (st *rateLimitState) addPolicies(policies []Policy) []error {
-	var errs []error
-	names := map[string]bool{}
-	for i, p := range policies {
-		p.Key = append([]limitkey.Dimension(nil), p.Key...)
-		p.Operations = append([]string(nil), p.Operations...)
-		p.Overrides = slices.Clone(p.Overrides)
-		errs = append(errs, st.policyErrors(i, &p)...)
-		if names[p.Name] {
-			errs = append(errs, fmt.Errorf("%s.name: defined twice", p.ref(i)))
-		}
-		names[p.Name] = true
-		st.Policies = append(st.Policies, p)
-		for ph := range st.has {
-			st.has[ph] = st.has[ph] || phase(ph).covers(&p)
-		}
-		item := ""
-		if p.Limit.MaxInFlight == 0 && p.Limit.MaxInFlightCeiling == 0 { // draft-10 fields cover quotas only
-			item = policyItem(p.Name, st.share(p.Limit))
-		}
-		st.items = append(st.items, item)
-	}
-	return errs
-}
-
-// policyErrors checks policy i, p, and its shares of the store and of the
-// local fallback.
-func (st *rateLimitState) policyErrors(i int, p *Policy) []error {
-	if err := p.validate(i, st.Custom, st.MaxWait, st.SingleTenant); err != nil {
-		return []error{err}
-	}
-	if p.Limit.MaxInFlightCeiling != 0 { // an adaptive cap is this process's: no share
-		return nil
-	}
-	errs := st.sharesErrors(i, p, st.replicas)
-	if p.OnStoreError == OnStoreErrorLocal {
-		st.localPolicies = append(st.localPolicies, p.Name)
-		if st.Fallback == nil {
-			errs = append(errs, fmt.Errorf("%s.on_store_error: local needs a fallback store (RateLimitConfig.Fallback: a memory store of this process)", p.ref(i)))
-		} else {
-			errs = append(errs, st.sharesErrors(i, p, st.fallbackReplicas)...)
-		}
-	}
 	return errs
 }
 
@@ -283,7 +291,19 @@ func (st *rateLimitState) compile() {
 	var caps *capRegistry
 	for i := range st.Policies {
 		p := &st.Policies[i]
-		st.ovr = append(st.ovr, compileOverrides(p, st.share))
+		for ph := range st.has {
+			st.has[ph] = st.has[ph] || phase(ph).covers(p)
+		}
+		item := ""
+		if p.Limit.MaxInFlight == 0 && p.Limit.MaxInFlightCeiling == 0 { // draft-10 fields cover quotas only
+			item = policyItem(p.Name, st.share(p.Limit))
+		}
+		st.items = append(st.items, item)
+		if p.OnStoreError == policy.OnStoreErrorLocal {
+			st.localPolicies = append(st.localPolicies, p.Name)
+		}
+		st.costs = append(st.costs, st.Costs[p.Name])
+		st.ovr = append(st.ovr, compileOverrides(p, st.rules, st.share))
 		var ap *adaptivePolicy
 		if p.Limit.MaxInFlightCeiling != 0 {
 			if caps == nil {
@@ -364,7 +384,7 @@ func (st *rateLimitState) queue(ev *Evaluation, waited time.Duration, join bool)
 
 // Policies returns a copy of the current policies, defaults filled in.
 // Safe for concurrent use.
-func (rl *RateLimiter) Policies() []Policy {
+func (rl *RateLimiter) Policies() []policy.Policy {
 	return slices.Clone(rl.state.Load().Policies)
 }
 
@@ -379,15 +399,15 @@ func (rl *RateLimiter) Policies() []Policy {
 // budgets when cfg.Limiter is the same store, and a policy whose rate or
 // burst changed starts from full buckets. Reload logs one line per policy
 // added, removed or changed (at Info, on the new configuration's logger)
-// and returns the same list (see [DiffPolicies]).
-func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
+// and returns the same list (see [policy.Diff]).
+func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]policy.Change, error) {
 	st, err := newRateLimitState(cfg)
 	if err != nil {
 		return nil, err
 	}
 	st.logs = rl.state.Load().logs
 	old := rl.state.Swap(st)
-	changes := DiffPolicies(old.Policies, st.Policies)
+	changes := policy.Diff(old.Policies, st.Policies)
 	if old.Limiter != st.Limiter {
 		st.Logger.Info("ratekey reload: new limiter store, every budget starts fresh")
 	}
@@ -417,7 +437,7 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]PolicyChange, error) {
 // starts (after any delay) to when it returns: that latency moves its
 // limit.
 //
-// Settling policies ([Policy].Settle): their reservations are charged in
+// Settling policies ([policy.Policy].Settle): their reservations are charged in
 // the same limiter call, and the handler reports actual costs with
 // [ReportCost] on the request's context. When next.ServeHTTP returns or
 // panics, each reservation is settled once, on a context that outlives
@@ -731,7 +751,7 @@ func refusalOf(ev *Evaluation) refusal {
 		switch {
 		case res.Decision == DecisionRejected && res.badCost:
 			f.badCost = cmp.Or(f.badCost, res)
-		case res.failMode() == string(OnStoreErrorDeny):
+		case res.failMode() == string(policy.OnStoreErrorDeny):
 			f.storeErr, f.storeRetry = true, max(f.storeRetry, secs)
 		case res.Decision == DecisionRejected && res.Missing != "":
 			f.missing = cmp.Or(f.missing, res)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/policy"
 )
 
 func TestCeilSeconds(t *testing.T) {
@@ -39,7 +40,7 @@ func TestCeilSeconds(t *testing.T) {
 // known.
 func TestRateLimitFieldsList(t *testing.T) {
 	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
-		p := Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
+		p := policy.Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
 		return PolicyResult{Policy: name, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
 			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(p.Name, p.Limit)}
 	}

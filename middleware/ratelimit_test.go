@@ -14,6 +14,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 type problemBody struct {
@@ -34,8 +35,8 @@ func decodeProblem(t *testing.T, body string) problemBody {
 	return p
 }
 
-func perNetwork(rate string, burst int64) middleware.Policy {
-	return middleware.Policy{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit(rate, burst)}
+func perNetwork(rate string, burst int64) policy.Policy {
+	return policy.Policy{Name: "per-network", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit(rate, burst)}
 }
 
 // TestRejectionNamesTheWait: when the first rejecting policy is not the
@@ -45,7 +46,7 @@ func perNetwork(rate string, burst int64) middleware.Policy {
 func TestRejectionNamesTheWait(t *testing.T) {
 	fast, slow := perNetwork("1/s", 1), perNetwork("1/m", 1)
 	fast.Name, slow.Name = "fast", "slow"
-	s := newStack(t, stackOptions{policies: []middleware.Policy{fast, slow}, anonymous: true})
+	s := newStack(t, stackOptions{policies: []policy.Policy{fast, slow}, anonymous: true})
 	if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != http.StatusOK {
 		t.Fatalf("first: %d", w.Code)
 	}
@@ -59,7 +60,7 @@ func TestRejectionNamesTheWait(t *testing.T) {
 
 func TestRejectionResponse(t *testing.T) {
 	// burst 3 at 2/s: three pass, the fourth waits 0.5 s → Retry-After 1.
-	s := newStack(t, stackOptions{policies: []middleware.Policy{perNetwork("2/s", 3)}, anonymous: true})
+	s := newStack(t, stackOptions{policies: []policy.Policy{perNetwork("2/s", 3)}, anonymous: true})
 	peer := "198.51.100.7:1"
 	wantRL := []string{`"per-network";r=2;t=1`, `"per-network";r=1;t=1`, `"per-network";r=0;t=2`}
 	for i, want := range wantRL {
@@ -113,7 +114,7 @@ func TestRejectionResponse(t *testing.T) {
 
 func TestRetryAfterIsTheLongestWait(t *testing.T) {
 	// Two policies reject; Retry-After covers the longer wait (5 s, not 1 s).
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{
 		perNetwork("1/s", 1),
 		{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("12/m", 1), Status: 503},
 	}})
@@ -129,7 +130,7 @@ func TestRetryAfterIsTheLongestWait(t *testing.T) {
 }
 
 func TestPolicyStatus(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{
 		{Name: "nginx-like", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/s", 1), Status: 503},
 	}})
 	s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
@@ -141,7 +142,7 @@ func TestPolicyStatus(t *testing.T) {
 func TestAllOrNothingAcrossPolicies(t *testing.T) {
 	// The narrow per-export policy rejects; the broad per-network budget
 	// must not be charged for it (Envoy ratelimit issue 1060).
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{
 		perNetwork("1/h", 3),
 		{Name: "export", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limit("1/h", 1), Operations: []string{"POST /v1/export"}},
 	}})
@@ -175,21 +176,21 @@ func TestMissingDimension(t *testing.T) {
 	account := []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}
 	tests := []struct {
 		name      string
-		policy    middleware.Policy
+		policy    policy.Policy
 		anonymous bool
 		token     bool
 		clientID  string
 		wantCode  int
 		wantAuthn string
 	}{
-		{"anonymous, reject", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5)}, true, false, "", 401, "Bearer"},
-		{"anonymous, skip", middleware.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5), OnMissing: middleware.OnMissingSkip}, true, false, "", 200, ""},
-		{"verified, no client_id, reject", middleware.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "", 403, ""},
-		{"verified, client_id", middleware.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "app-1", 200, ""},
+		{"anonymous, reject", policy.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5)}, true, false, "", 401, "Bearer"},
+		{"anonymous, skip", policy.Policy{Name: "acct", Key: account, Limit: limit("1/s", 5), OnMissing: policy.OnMissingSkip}, true, false, "", 200, ""},
+		{"verified, no client_id, reject", policy.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "", 403, ""},
+		{"verified, client_id", policy.Policy{Name: "cred", Key: []limitkey.Dimension{limitkey.DimCredential}, Limit: limit("1/s", 5)}, false, true, "app-1", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStack(t, stackOptions{anonymous: tt.anonymous, policies: []middleware.Policy{tt.policy}})
+			s := newStack(t, stackOptions{anonymous: tt.anonymous, policies: []policy.Policy{tt.policy}})
 			q := req{path: "/v1/reports/1", peer: "198.51.100.7:1"}
 			if tt.token {
 				q.token = s.token("alice", tt.clientID)
@@ -211,7 +212,7 @@ func TestMissingDimension(t *testing.T) {
 }
 
 func TestAccountsDoNotShareBudgets(t *testing.T) {
-	s := newStack(t, stackOptions{policies: []middleware.Policy{
+	s := newStack(t, stackOptions{policies: []policy.Policy{
 		{Name: "acct", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: limit("1/h", 2)},
 	}})
 	alice, bob := s.token("alice", ""), s.token("bob", "")
@@ -233,17 +234,17 @@ func TestAccountsDoNotShareBudgets(t *testing.T) {
 func TestStoreErrorFailsClosedByDefault(t *testing.T) {
 	// A real store error: the memory store is full of in-debt states that
 	// must not be evicted (an abuser is never handed a fresh bucket).
-	for _, mode := range []middleware.OnStoreError{"", middleware.OnStoreErrorAllow} {
+	for _, mode := range []policy.OnStoreError{"", policy.OnStoreErrorAllow} {
 		t.Run("on_store_error="+string(mode), func(t *testing.T) {
 			p := perNetwork("1/h", 1)
 			p.OnStoreError = mode
-			s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []middleware.Policy{p}})
+			s := newStack(t, stackOptions{anonymous: true, maxKeys: 1, policies: []policy.Policy{p}})
 			if w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"}); w.Code != 200 {
 				t.Fatalf("first: %d", w.Code)
 			}
 			w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.8:1"})
 			want := 503
-			if mode == middleware.OnStoreErrorAllow {
+			if mode == policy.OnStoreErrorAllow {
 				want = 200
 			}
 			if w.Code != want {
@@ -262,7 +263,7 @@ func TestStoreErrorFailsClosedByDefault(t *testing.T) {
 }
 
 func TestMalformedChainIsRefused(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{perNetwork("1/s", 5)}})
 	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1",
 		headers: http.Header{"X-Forwarded-For": {"203.0.113.7, garbage, 10.0.0.1"}}})
 	if w.Code != 400 {
@@ -274,7 +275,7 @@ func TestMalformedChainIsRefused(t *testing.T) {
 }
 
 func TestNewRateLimiterListsEveryError(t *testing.T) {
-	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Policies: []middleware.Policy{
+	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Policies: []policy.Policy{
 		{Name: "bad name!", Limit: limit("1/s", 1)},
 		{Name: "x", Key: []limitkey.Dimension{"colour"}, Limit: limit("1/s", 1), OnMissing: "ignore"},
 		{Name: "x", Limit: limit("1/s", 0), Status: 200},
@@ -308,20 +309,20 @@ func TestNewRateLimiterRefusesWhatCannotWork(t *testing.T) {
 	net := []limitkey.Dimension{limitkey.DimNetwork}
 	for _, c := range []struct {
 		name     string
-		policies []middleware.Policy
+		policies []policy.Policy
 		maxWait  time.Duration
 		want     string
 	}{
-		{"cost above burst", []middleware.Policy{{Name: "export", Key: net, Limit: limit("1/m", 2), Cost: 5}}, 0,
+		{"cost above burst", []policy.Policy{{Name: "export", Key: net, Limit: limit("1/m", 2), Cost: 5}}, 0,
 			`policies[0] ("export").cost: 5 exceeds burst 2, so no request could ever pass`},
-		{"max_delay too short for the cost", []middleware.Policy{{Name: "export", Key: net, Limit: withDelay("1/s", 10, 1, 2*time.Second), Cost: 5}}, 0,
+		{"max_delay too short for the cost", []policy.Policy{{Name: "export", Key: net, Limit: withDelay("1/s", 10, 1, 2*time.Second), Cost: 5}}, 0,
 			`policies[0] ("export").max_delay: 2s is too short for cost 5: even from a full bucket a request would wait 4s (its cost beyond delay_after's 1 tokens), so no request could ever pass`},
-		{"max_delay of 100 000 h", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("1/s", 10, 1, 100000*time.Hour)}}, 0,
+		{"max_delay of 100 000 h", []policy.Policy{{Name: "p", Key: net, Limit: withDelay("1/s", 10, 1, 100000*time.Hour)}}, 0,
 			`policies[0] ("p").max_delay: 100000h0m0s exceeds the longest wait allowed, 50s (RateLimitConfig.MaxWait)`},
-		{"a wait beyond MaxWait", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 0,
+		{"a wait beyond MaxWait", []policy.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 0,
 			`policies[0] ("p").delay_after: a request may have to wait up to 1m30s (burst beyond delay_after at 2/m), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
-		{"a wait within a larger MaxWait", []middleware.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 2 * time.Minute, ""},
-		{"the two phases together", []middleware.Policy{
+		{"a wait within a larger MaxWait", []policy.Policy{{Name: "p", Key: net, Limit: withDelay("2/m", 4, 1, 0)}}, 2 * time.Minute, ""},
+		{"the two phases together", []policy.Policy{
 			{Name: "pre", Key: net, Limit: withDelay("1/s", 50, 1, 0), PreAuth: true},
 			{Name: "dry", Key: net, Limit: withDelay("1/s", 50, 1, 0), DryRun: true},
 			{Name: "main", Key: net, Limit: withDelay("1/s", 50, 2, 0)},
@@ -336,7 +337,7 @@ func TestNewRateLimiterRefusesWhatCannotWork(t *testing.T) {
 }
 
 func TestChainTooLongIsNamed(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{perNetwork("1/s", 5)}})
 	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1",
 		headers: http.Header{"X-Forwarded-For": {strings.Repeat("10.0.0.1, ", 40) + "10.0.0.1"}}})
 	p := decodeProblem(t, w.Body.String())
@@ -364,7 +365,7 @@ func TestUnknownNodeIsNamed(t *testing.T) {
 func TestResetIsNeverEarly(t *testing.T) {
 	p := perNetwork("3/s", 3)
 	p.Cost = 3
-	s := newStack(t, stackOptions{policies: []middleware.Policy{p}, anonymous: true})
+	s := newStack(t, stackOptions{policies: []policy.Policy{p}, anonymous: true})
 	first := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
 	second := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
 	got := []string{

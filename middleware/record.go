@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -34,7 +34,7 @@ type Record struct {
 	Derivation trustedproxy.Derivation `json:"derivation"`
 	// Principal is the verified principal, null when none was established
 	// (anonymous requests included: Authentication says "anonymous").
-	Principal *identity.Principal `json:"principal"`
+	Principal *limitkey.Principal `json:"principal"`
 	// Authentication is the credential check's outcome.
 	Authentication DebugAuthentication `json:"authentication"`
 	// Operation is the request's operation (method and route template).
@@ -120,7 +120,7 @@ func (rec *Record) recordDerivation(peer string, res *trustedproxy.Result, err e
 // recordAuth fills the authentication part of rec.
 func (rec *Record) recordAuth(out *authOutcome) {
 	rec.Authentication = describeAuth(out)
-	if out.ok && out.principal.Method != identity.MethodAnonymous {
+	if out.ok && out.principal.Method != limitkey.MethodAnonymous {
 		p := out.principal
 		rec.Principal = &p
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestConcurrentEvaluationsOfOneRequestWithRecord: concurrent evaluations
@@ -19,7 +20,7 @@ func TestConcurrentEvaluationsOfOneRequestWithRecord(t *testing.T) {
 	res := proxyResolver(t)
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{perNetwork("1000/s", 1000)}})
+		Policies: []policy.Policy{perNetwork("1000/s", 1000)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // One policy outcome, rendered. Each value derived from a PolicyResult
@@ -31,9 +32,9 @@ func (res *PolicyResult) failMode() string {
 		return ""
 	case res.DryRun:
 		return failModeDryRun
-	case res.onStore == OnStoreErrorLocal:
+	case res.onStore == policy.OnStoreErrorLocal:
 		// Its fallback failed too (a full local store): fail closed.
-		return string(OnStoreErrorDeny)
+		return string(policy.OnStoreErrorDeny)
 	}
 	return string(res.onStore)
 }
@@ -41,7 +42,7 @@ func (res *PolicyResult) failMode() string {
 // refuses reports whether the policy refuses the request: REJECTED, or an
 // ERROR failing closed.
 func (res *PolicyResult) refuses() bool {
-	return res.Decision == DecisionRejected || res.failMode() == string(OnStoreErrorDeny)
+	return res.Decision == DecisionRejected || res.failMode() == string(policy.OnStoreErrorDeny)
 }
 
 // retryAfterSeconds returns the Retry-After, in whole seconds rounded up
@@ -60,7 +61,7 @@ func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
 		return max(ceilSeconds(res.retryAfter), 1), res.retryAfter > 0
 	case rejected:
 		return max(ceilSeconds(res.RetryAfter), 1), true
-	case res.failMode() == string(OnStoreErrorDeny):
+	case res.failMode() == string(policy.OnStoreErrorDeny):
 		return storeRetryAfter(res.Err), true
 	}
 	return 0, false
@@ -133,32 +134,32 @@ func rank(d Decision, refuses bool) int {
 // answer) and its HTML page show it. Field names and order are a public
 // contract.
 type policyJSON struct {
-	Name              string   `json:"name"`
-	Key               *string  `json:"key"` // null when a dimension is missing
-	Decision          Decision `json:"decision"`
-	DryRun            bool     `json:"dry_run"`
-	Cost              int64    `json:"cost"`
-	Rate              *string  `json:"rate"`  // "5/s"; null for an in-flight policy
-	Burst             *int64   `json:"burst"` // null for an in-flight policy
-	Remaining         int64    `json:"remaining"`
-	RetryAfterSeconds *int64   `json:"retry_after_seconds"`
-	Store             string   `json:"store"`
-	FailMode          *string  `json:"fail_mode"`
-	DelayAfter        *int64   `json:"delay_after"` // null for an in-flight policy
-	DelaySeconds      *float64 `json:"delay_seconds"`
-	SkippedReason     *string  `json:"skipped_reason"`
-	Error             *string  `json:"error"`
-	Override          *string  `json:"override"`       // null when the policy's own limit applied
-	MaxInFlight       *int64   `json:"max_in_flight"`  // null for a token bucket
-	InFlight          *int64   `json:"in_flight"`      // null for a token bucket
-	Cached            bool     `json:"cached"`         // answered by the store's local deny cache
-	Slot              *int     `json:"slot"`           // the Redis Cluster slot that decided; null for other stores
-	Fallback          bool     `json:"fallback"`       // decided on the local fallback while the store could not
-	Prefetched        bool     `json:"prefetched"`     // decided from tokens the process prefetched from Redis
-	Reserved          *int64   `json:"reserved"`       // a settling policy's reservation (its cost); null otherwise
-	Settled           *int64   `json:"settled"`        // what it settled at once the handler returned; null otherwise
-	AdaptiveLimit     *int64   `json:"adaptive_limit"` // an adaptive cap's limit in force; null for other policies
-	Class             *Class   `json:"class"`          // the request's class under an adaptive cap; null for other policies
+	Name              string        `json:"name"`
+	Key               *string       `json:"key"` // null when a dimension is missing
+	Decision          Decision      `json:"decision"`
+	DryRun            bool          `json:"dry_run"`
+	Cost              int64         `json:"cost"`
+	Rate              *string       `json:"rate"`  // "5/s"; null for an in-flight policy
+	Burst             *int64        `json:"burst"` // null for an in-flight policy
+	Remaining         int64         `json:"remaining"`
+	RetryAfterSeconds *int64        `json:"retry_after_seconds"`
+	Store             string        `json:"store"`
+	FailMode          *string       `json:"fail_mode"`
+	DelayAfter        *int64        `json:"delay_after"` // null for an in-flight policy
+	DelaySeconds      *float64      `json:"delay_seconds"`
+	SkippedReason     *string       `json:"skipped_reason"`
+	Error             *string       `json:"error"`
+	Override          *string       `json:"override"`       // null when the policy's own limit applied
+	MaxInFlight       *int64        `json:"max_in_flight"`  // null for a token bucket
+	InFlight          *int64        `json:"in_flight"`      // null for a token bucket
+	Cached            bool          `json:"cached"`         // answered by the store's local deny cache
+	Slot              *int          `json:"slot"`           // the Redis Cluster slot that decided; null for other stores
+	Fallback          bool          `json:"fallback"`       // decided on the local fallback while the store could not
+	Prefetched        bool          `json:"prefetched"`     // decided from tokens the process prefetched from Redis
+	Reserved          *int64        `json:"reserved"`       // a settling policy's reservation (its cost); null otherwise
+	Settled           *int64        `json:"settled"`        // what it settled at once the handler returned; null otherwise
+	AdaptiveLimit     *int64        `json:"adaptive_limit"` // an adaptive cap's limit in force; null for other policies
+	Class             *policy.Class `json:"class"`          // the request's class under an adaptive cap; null for other policies
 }
 
 // held returns the slots of an in-flight policy's key held now: InFlight,
@@ -183,7 +184,10 @@ func (res *PolicyResult) view() policyJSON {
 		held := res.held()
 		v.MaxInFlight, v.InFlight = &m, &held
 	} else {
-		rate, burst, da := res.Limit.Rate.String(), res.Limit.Burst, delayAfter(res.Limit)
+		rate, burst, da := res.Limit.Rate.String(), res.Limit.Burst, res.Limit.DelayAfter
+		if da == 0 { // the whole burst, as nginx limit_req's default
+			da = burst
+		}
 		v.Rate, v.Burst, v.DelayAfter = &rate, &burst, &da
 	}
 	if res.Key != "" {
@@ -243,7 +247,7 @@ func (res *PolicyResult) view() policyJSON {
 // are the limit that applied: the policy's, or the override's named by
 // override ("tenant=acme", "plan=pro", "account=alice",
 // "tenant=acme|account=alice", "function"; null
-// when none matched; see [Override]). Durations are in seconds (Retry-After in whole
+// when none matched; see [policy.Override]). Durations are in seconds (Retry-After in whole
 // seconds rounded up, at least 1; null when no Retry-After applies);
 // fail_mode is "deny", "allow" or "dry_run" for ERROR, null otherwise;
 // key, skipped_reason and error are null when empty; cached is true for a
@@ -255,7 +259,7 @@ func (res *PolicyResult) view() policyJSON {
 // fallback's, and rate, burst and max_in_flight are its share);
 // prefetched is true for a decision taken from tokens the process had
 // prefetched from Redis (limiter/redis Prefetch), without its own round
-// trip; reserved is a settling policy's reservation ([Policy].Settle: its
+// trip; reserved is a settling policy's reservation ([policy.Policy].Settle: its
 // cost, charged at admission) and settled the tokens the request finally
 // spent under it once its handler returned (the cost reported, at most
 // max_cost, or the reservation when nothing was), both null for a policy

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // failingPolicy is a limiter whose calls for policy fail; the others go
@@ -57,13 +58,13 @@ func TestDecisionAcrossPhases(t *testing.T) {
 
 func testDecisionAcrossPhases(t *testing.T) {
 	r := chi.NewRouter()
-	pre := middleware.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3),
-		PreAuth: true, OnStoreError: middleware.OnStoreErrorAllow}
-	main := middleware.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
+	pre := policy.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 3),
+		PreAuth: true, OnStoreError: policy.OnStoreErrorAllow}
+	main := policy.Policy{Name: "main", Key: []limitkey.Dimension{limitkey.DimOperation}, Limit: limit("1/s", 2), Cost: 2}
 	main.Limit.DelayAfter = 1
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   failingPolicy{memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), "pre"},
-		Operation: middleware.RouteOperation(r), Policies: []middleware.Policy{pre, main}, DecisionHeader: true,
+		Operation: middleware.RouteOperation(r), Policies: []policy.Policy{pre, main}, DecisionHeader: true,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -123,7 +124,7 @@ func TestStoreDiagnostics(t *testing.T) {
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   shared{memory.New(memory.Options{Now: clocktest.NewManualClock().Time})},
 		Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{{Name: "pre", Key: op, Limit: limit("1/m", 5), PreAuth: true},
+		Policies: []policy.Policy{{Name: "pre", Key: op, Limit: limit("1/m", 5), PreAuth: true},
 			{Name: "cached", Key: op, Limit: limit("1/m", 1)}},
 		Logger: slog.New(slog.DiscardHandler),
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestReplicasStateTheShare: on a memory store shared by 3 processes
@@ -18,7 +19,7 @@ import (
 // share, 10 per 3 s burst 3: the RateLimit fields, the problem body, the
 // debug JSON (with "replicas": 3) all say so.
 func TestReplicasStateTheShare(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, replicas: 3, policies: []middleware.Policy{perNetwork("10/s", 9)}})
+	s := newStack(t, stackOptions{anonymous: true, replicas: 3, policies: []policy.Policy{perNetwork("10/s", 9)}})
 	for i := range 3 {
 		w := s.do(req{path: "/v1/reports/1", peer: "198.51.100.7:1"})
 		if w.Code != 200 {
@@ -42,7 +43,7 @@ func TestReplicasStateTheShare(t *testing.T) {
 		t.Errorf("debug: replicas %v, burst %v, rate %v, remaining %v; want 3, 3, 10/3s, 2", rec["replicas"], pol["burst"], pol["rate"], pol["remaining"])
 	}
 	// A policy skipped for a missing dimension states the share too.
-	s2 := newStack(t, stackOptions{anonymous: true, replicas: 3, policies: []middleware.Policy{perAccountSkip(t)}})
+	s2 := newStack(t, stackOptions{anonymous: true, replicas: 3, policies: []policy.Policy{perAccountSkip(t)}})
 	pol2 := getDebug(t, s2, req{path: "?path=/v1/reports/1", peer: "192.0.2.10:1"})["policies"].([]any)[0].(map[string]any)
 	if pol2["decision"] != "SKIPPED" || pol2["burst"] != 3.0 || pol2["rate"] != "10/3s" {
 		t.Errorf("skipped policy: %v %v %v; want SKIPPED, burst 3, rate 10/3s", pol2["decision"], pol2["burst"], pol2["rate"])
@@ -60,14 +61,14 @@ func TestReplicasRefused(t *testing.T) {
 	bucket := perNetwork("10/s", 2)
 	costly := perNetwork("10/s", 9)
 	costly.Cost = 4
-	capped := middleware.Policy{Name: "cap", Key: perNetwork("1/s", 1).Key, Limit: limiter.Limit{MaxInFlight: 2}}
+	capped := policy.Policy{Name: "cap", Key: perNetwork("1/s", 1).Key, Limit: limiter.Limit{MaxInFlight: 2}}
 	ovr := perNetwork("10/s", 9)
 	ovr.Key = append(ovr.Key, limitkey.DimTenant)
-	ovr.Overrides = []middleware.Override{{Tenant: "acme", Limit: limiter.Limit{Burst: 1}}}
+	ovr.Overrides = []policy.Override{{Tenant: "acme", Limit: limiter.Limit{Burst: 1}}}
 	slow := perNetwork("1/s", 130)
 	slow.Limit.DelayAfter = 100
 	for _, tc := range []struct {
-		p    middleware.Policy
+		p    policy.Policy
 		want string
 		n    int // replicas; 0 means 3
 	}{
@@ -81,7 +82,7 @@ func TestReplicasRefused(t *testing.T) {
 	} {
 		_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 			Limiter:   memory.New(memory.Options{Replicas: cmp.Or(tc.n, 3)}),
-			Policies:  []middleware.Policy{tc.p},
+			Policies:  []policy.Policy{tc.p},
 			Operation: func(*http.Request) string { return "GET /" },
 		})
 		if err == nil || err.Error() != tc.want {
@@ -92,7 +93,7 @@ func TestReplicasRefused(t *testing.T) {
 
 // perAccountSkip is a policy of 10/s burst 9 keyed by account, skipped
 // for anonymous requests.
-func perAccountSkip(t *testing.T) middleware.Policy {
+func perAccountSkip(t *testing.T) policy.Policy {
 	t.Helper()
-	return middleware.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("10/s", 9), OnMissing: middleware.OnMissingSkip}
+	return policy.Policy{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimAccount}, Limit: limit("10/s", 9), OnMissing: policy.OnMissingSkip}
 }

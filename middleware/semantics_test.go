@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 
 	"github.com/go-chi/chi/v5"
 
@@ -94,7 +95,7 @@ func (s *nginxStack) getWithin(path string, patience time.Duration) (int, string
 
 // nginxPolicy translates an nginx limit_req zone at 1r/s into a Policy:
 // burst=N is Burst N+1; delay=D is DelayAfter D+1; nodelay is DelayAfter 0.
-func nginxPolicy(name string, burst int64, nodelay bool, delay int64) middleware.Policy {
+func nginxPolicy(name string, burst int64, nodelay bool, delay int64) policy.Policy {
 	l := limit("1r/s", burst+1)
 	switch {
 	case nodelay:
@@ -103,7 +104,7 @@ func nginxPolicy(name string, burst int64, nodelay bool, delay int64) middleware
 	default:
 		l.DelayAfter = 1
 	}
-	return middleware.Policy{Name: name, Key: []limitkey.Dimension{argDim}, Limit: l, Status: http.StatusTooManyRequests}
+	return policy.Policy{Name: name, Key: []limitkey.Dimension{argDim}, Limit: l, Status: http.StatusTooManyRequests}
 }
 
 type outcome struct {
@@ -121,7 +122,7 @@ func TestNginxBurstModes(t *testing.T) {
 	rej := outcome{429, "REJECTED", 0}
 	tests := []struct {
 		name   string
-		policy middleware.Policy
+		policy policy.Policy
 		dryRun bool
 		want   []outcome
 	}{
@@ -133,7 +134,7 @@ func TestNginxBurstModes(t *testing.T) {
 			[]outcome{pass, pass, {200, "DELAYED", 1 * s}, rej, rej, rej}},
 		{"no burst", nginxPolicy("p", 0, false, 0), false,
 			[]outcome{pass, rej, rej, rej, rej, rej}},
-		{"no burst, default nginx status 503", func() middleware.Policy {
+		{"no burst, default nginx status 503", func() policy.Policy {
 			p := nginxPolicy("p", 0, false, 0)
 			p.Status = http.StatusServiceUnavailable
 			return p
@@ -146,7 +147,7 @@ func TestNginxBurstModes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{tc.policy}, DryRun: tc.dryRun, DecisionHeader: true})
+				st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{tc.policy}, DryRun: tc.dryRun, DecisionHeader: true})
 				for i, want := range tc.want {
 					code, dec, delay := st.get("/a?k=x")
 					if got := (outcome{code, dec, delay}); got != want {
@@ -172,7 +173,7 @@ func TestDryRunAccountsLikeEnforcing(t *testing.T) {
 		run := func(dry bool) (codes []int, remaining []int64) {
 			p := nginxPolicy("p", 2, true, 0)
 			p.DryRun = dry
-			st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{p}, DecisionHeader: true})
+			st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{p}, DecisionHeader: true})
 			for _, at := range trace {
 				st.clock.Set(at * time.Millisecond)
 				code, _, _ := st.get("/a?k=x")
@@ -209,7 +210,7 @@ func TestDryRunPolicyNeverWeakensEnforcing(t *testing.T) {
 		enf := nginxPolicy("enf", 4, true, 0) // 5 requests at once
 		dry := nginxPolicy("dry", 0, true, 0) // 1 at once
 		dry.DryRun = true
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{enf, dry}, DecisionHeader: true})
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{enf, dry}, DecisionHeader: true})
 		var decisions []string
 		for range 7 {
 			code, dec, _ := st.get("/a?k=x")
@@ -233,7 +234,7 @@ func TestMaxDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := nginxPolicy("p", 4, false, 0) // burst=4: delays 1s, 2s, 3s, 4s
 		p.Limit.MaxDelay = 2 * time.Second
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{p}, DecisionHeader: true})
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{p}, DecisionHeader: true})
 		want := []outcome{{200, "PASSED", 0}, {200, "DELAYED", time.Second}, {200, "DELAYED", 2 * time.Second}, {429, "REJECTED", 0}, {429, "REJECTED", 0}}
 		for i, w := range want {
 			code, dec, delay := st.get("/a?k=x")
@@ -255,7 +256,7 @@ func TestMaxDelay(t *testing.T) {
 // as a client timeout, not served, and its budget stays spent.
 func TestDelayAbandoned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 2, false, 0)}, DecisionHeader: true})
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{nginxPolicy("p", 2, false, 0)}, DecisionHeader: true})
 		if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "PASSED" {
 			t.Fatalf("first: %d %s", code, dec)
 		}
@@ -280,7 +281,7 @@ func TestDelayAbandoned(t *testing.T) {
 // operation dimension share one budget, as two nginx locations share a zone.
 func TestTwoRoutesShareAPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 1, true, 0)}})
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{nginxPolicy("p", 1, true, 0)}})
 		got := []int{}
 		for _, path := range []string{"/a?k=x", "/b?k=x", "/a?k=x", "/b?k=x"} {
 			code, _, _ := st.get(path)
@@ -295,7 +296,7 @@ func TestTwoRoutesShareAPolicy(t *testing.T) {
 // TestDecisionHeaderOff: without decision_header no RateLimit-Decision field.
 func TestDecisionHeaderOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{nginxPolicy("p", 1, true, 0)}})
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{nginxPolicy("p", 1, true, 0)}})
 		if _, dec, _ := st.get("/a?k=x"); dec != "" {
 			t.Errorf("RateLimit-Decision %q without decision_header", dec)
 		}
@@ -309,8 +310,8 @@ func TestReload(t *testing.T) {
 		keep := nginxPolicy("keep", 1, true, 0)
 		change := nginxPolicy("change", 1, true, 0)
 		change.Key = []limitkey.Dimension{argDim}
-		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []middleware.Policy{keep}})
-		st2Policies := func(ps ...middleware.Policy) middleware.RateLimitConfig {
+		st := newNginxStack(t, middleware.RateLimitConfig{Policies: []policy.Policy{keep}})
+		st2Policies := func(ps ...policy.Policy) middleware.RateLimitConfig {
 			c := st.cfg
 			c.Policies = ps
 			return c
@@ -335,7 +336,7 @@ func TestReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []middleware.PolicyChange{{Policy: "other", Change: middleware.PolicyAdded}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "other", Change: policy.Added}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 		if code, _, _ := st.get("/a?k=x"); code != 429 {
@@ -350,9 +351,9 @@ func TestReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []middleware.PolicyChange{
-			{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 2 -> 5"},
-			{Policy: "other", Change: middleware.PolicyRemoved},
+		want := []policy.Change{
+			{Policy: "keep", Change: policy.Restarted, Detail: "burst 2 -> 5"},
+			{Policy: "other", Change: policy.Removed},
 		}
 		if !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
@@ -364,7 +365,7 @@ func TestReload(t *testing.T) {
 			t.Errorf("reload not logged:\n%s", st.logs.String())
 		}
 		changes, _ = st.rl.Reload(st2Policies(slower))
-		if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyRestarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "keep", Change: policy.Restarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 		if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "" {
@@ -374,7 +375,7 @@ func TestReload(t *testing.T) {
 		delayed := slower
 		delayed.Limit.DelayAfter = 1
 		changes, _ = st.rl.Reload(st2Policies(delayed))
-		if want := []middleware.PolicyChange{{Policy: "keep", Change: middleware.PolicyUpdated, Detail: "delay_after 2 -> 1"}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "keep", Change: policy.Updated, Detail: "delay_after 2 -> 1"}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 	})

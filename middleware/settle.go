@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // Reserve, then settle (Policy.Settle): a settling policy's request
@@ -44,7 +45,7 @@ type settleEntry struct {
 // maxCost returns the most a request of p settles at under limit l (the
 // policy's or an override's): MaxCost, or l's burst when it is 0; 0 for
 // a policy that does not settle.
-func (p *Policy) maxCost(l limiter.Limit) int64 {
+func maxCost(p *policy.Policy, l limiter.Limit) int64 {
 	switch {
 	case !p.Settle:
 		return 0
@@ -60,7 +61,7 @@ var (
 )
 
 // ReportCost reports the actual cost, in tokens, of the request whose
-// context is ctx to its settling policies ([Policy].Settle): to the policy
+// context is ctx to its settling policies ([policy.Policy].Settle): to the policy
 // named policy, or, when policy is "", to every settling policy that
 // reserved tokens for the request (when they count the same units). A
 // handler behind [RateLimiter.Handler] (or [RateLimiter.PreAuthHandler])

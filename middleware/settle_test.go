@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
@@ -29,6 +28,7 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // settleRig is a chi router whose POST /v1/complete runs the test's
@@ -48,12 +48,19 @@ type settleRig struct {
 
 // llm is the rigs' settling policy: one bucket, 1000 tokens an hour (3.6 s
 // a token: nothing refills during a test), burst 1000, 500 reserved.
-func llm() middleware.Policy {
-	return middleware.Policy{Name: "llm", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: time.Hour}, Burst: 1000},
+func llm() policy.Policy {
+	return policy.Policy{Name: "llm", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: time.Hour}, Burst: 1000},
 		Cost: 500, Settle: true, MaxCost: 2000}
 }
 
-func newSettleRig(t *testing.T, policies ...middleware.Policy) *settleRig {
+func newSettleRig(t *testing.T, policies ...policy.Policy) *settleRig {
+	t.Helper()
+	return newSettleRigCosts(t, nil, policies...)
+}
+
+// newSettleRigCosts is newSettleRig with cost functions by policy name
+// (RateLimitConfig.Costs).
+func newSettleRigCosts(t *testing.T, costs map[string]func(*http.Request) (int64, error), policies ...policy.Policy) *settleRig {
 	t.Helper()
 	g := &settleRig{t: t, clk: clocktest.NewManualClock(), reg: prometheus.NewRegistry()}
 	g.lim = memory.New(memory.Options{Now: g.clk.Time})
@@ -62,7 +69,7 @@ func newSettleRig(t *testing.T, policies ...middleware.Policy) *settleRig {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: remoteLike{g.lim}, Policies: policies,
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: remoteLike{g.lim}, Policies: policies, Costs: costs,
 		Operation: middleware.RouteOperation(r), Metrics: m, LogEveryDecision: true, SamplePassed: 1,
 		Logger: slog.New(slog.NewJSONHandler(&g.logs, nil))})
 	if err != nil {
@@ -112,7 +119,7 @@ func (g *settleRig) doCtx(ctx context.Context) (w *httptest.ResponseRecorder, pa
 }
 
 // tokens returns the whole tokens in policy p's bucket (key: its name).
-func (g *settleRig) tokens(p middleware.Policy) int64 {
+func (g *settleRig) tokens(p policy.Policy) int64 {
 	g.t.Helper()
 	d, err := g.lim.Peek(context.Background(), nil, []limiter.Request{{Key: p.Name, Limit: p.Limit, Cost: 1}})
 	if err != nil {
@@ -176,8 +183,8 @@ func TestSettleOutcomes(t *testing.T) {
 	type row struct {
 		name    string
 		serve   func(errs *[]string, late *func()) http.HandlerFunc
-		cancel  bool                     // the client goes away while the handler runs (before it reports)
-		policy  func(*middleware.Policy) // changes llm()
+		cancel  bool                 // the client goes away while the handler runs (before it reports)
+		policy  func(*policy.Policy) // changes llm()
 		settled int64
 		tokens  int64
 		errs    []string
@@ -235,12 +242,12 @@ func TestSettleOutcomes(t *testing.T) {
 			settled: 100, tokens: 900},
 		{name: "client gone, nothing reported", cancel: true, serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm") },
 			settled: 500, tokens: 500},
-		{name: "dry run: accounted", policy: func(p *middleware.Policy) { p.DryRun = true },
+		{name: "dry run: accounted", policy: func(p *policy.Policy) { p.DryRun = true },
 			serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm", 1500) }, settled: 1500, tokens: 0, debts: 1},
-		{name: "delayed admission (nginx delay)", policy: func(p *middleware.Policy) { p.Limit.DelayAfter, p.Limit.MaxDelay = 490, 40*time.Second },
+		{name: "delayed admission (nginx delay)", policy: func(p *policy.Policy) { p.Limit.DelayAfter, p.Limit.MaxDelay = 490, 40*time.Second },
 			serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm", 100) }, settled: 100, tokens: 900},
 	}
-	plain := middleware.Policy{Name: "plain", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 10}}
+	plain := policy.Policy{Name: "plain", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 10}}
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -364,7 +371,7 @@ func TestSettleDelayed(t *testing.T) {
 }
 
 func testSettleDelayed(t *testing.T) {
-	p := middleware.Policy{Name: "llm", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 4, DelayAfter: 1},
+	p := policy.Policy{Name: "llm", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 4, DelayAfter: 1},
 		Cost: 2, Settle: true}
 	g := newSettleRig(t, p)
 	var errs []string
@@ -435,32 +442,32 @@ func TestSettleValidation(t *testing.T) {
 	daily := func(n int64) limiter.Limit {
 		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 24 * time.Hour}, Burst: n}
 	}
-	plans := middleware.Policy{Name: "tokens", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan}, Limit: daily(100_000), Cost: 500, Settle: true,
-		Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5_000_000)}}}
+	plans := policy.Policy{Name: "tokens", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan}, Limit: daily(100_000), Cost: 500, Settle: true,
+		Overrides: []policy.Override{{Plan: "pro", Limit: daily(5_000_000)}}}
 	for _, c := range []struct {
 		name string
-		p    middleware.Policy
+		p    policy.Policy
 		want string
 	}{
 		{"plans", plans, ""},
-		{"max_cost without settle", middleware.Policy{Name: "p", Limit: limit("1/s", 10), MaxCost: 5},
+		{"max_cost without settle", policy.Policy{Name: "p", Limit: limit("1/s", 10), MaxCost: 5},
 			`policies[0] ("p").max_cost: 5 is for settling policies (settle: true)`},
-		{"negative max_cost", middleware.Policy{Name: "p", Limit: limit("1/s", 10), Settle: true, MaxCost: -1},
+		{"negative max_cost", policy.Policy{Name: "p", Limit: limit("1/s", 10), Settle: true, MaxCost: -1},
 			`policies[0] ("p").max_cost: -1 must not be negative (0: the burst)`},
-		{"max_cost below the reservation", middleware.Policy{Name: "p", Limit: limit("1/s", 10), Cost: 5, Settle: true, MaxCost: 4},
+		{"max_cost below the reservation", policy.Policy{Name: "p", Limit: limit("1/s", 10), Cost: 5, Settle: true, MaxCost: 4},
 			`policies[0] ("p").max_cost: 4 is below the cost 5 reserved: no request could settle at its own reservation`},
-		{"an override's reservation", middleware.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: limit("1/s", 10), Cost: 2, Settle: true, MaxCost: 4,
-			Overrides: []middleware.Override{{Tenant: "acme", Cost: 6}}},
+		{"an override's reservation", policy.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: limit("1/s", 10), Cost: 2, Settle: true, MaxCost: 4,
+			Overrides: []policy.Override{{Tenant: "acme", Cost: 6}}},
 			`policies[0] ("p").max_cost: 4 is below the cost 6 reserved (overrides[0]): no request could settle at its own reservation`},
-		{"max_cost beyond the largest settle", middleware.Policy{Name: "p", Limit: limit("1/h", 10), Settle: true, MaxCost: 3_000_000},
+		{"max_cost beyond the largest settle", policy.Policy{Name: "p", Limit: limit("1/h", 10), Settle: true, MaxCost: 3_000_000},
 			`policies[0] ("p").max_cost: 3000000 tokens at 1/h exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost`},
-		{"a default max_cost (the burst) beyond it", middleware.Policy{Name: "p", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 200_000}, Settle: true},
+		{"a default max_cost (the burst) beyond it", policy.Policy{Name: "p", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}, Burst: 200_000}, Settle: true},
 			`policies[0] ("p").max_cost: 200000 tokens at 1000/d exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost`},
-		{"in-flight", middleware.Policy{Name: "p", Limit: limiter.Limit{MaxInFlight: 2}, Settle: true},
+		{"in-flight", policy.Policy{Name: "p", Limit: limiter.Limit{MaxInFlight: 2}, Settle: true},
 			`policies[0] ("p").settle: an in-flight policy's request holds one slot: nothing to settle (settle and max_cost are for token buckets)`},
 	} {
 		_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}),
-			Operation: func(*http.Request) string { return "GET /x" }, Policies: []middleware.Policy{c.p}})
+			Operation: func(*http.Request) string { return "GET /x" }, Policies: []policy.Policy{c.p}})
 		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
 			t.Errorf("%s: error %v\nwant %s", c.name, err, c.want)
 		}
@@ -513,11 +520,11 @@ func mustRedis(t *testing.T, c goredis.UniversalClient) limiter.Limiter {
 func testSettleExactness(t *testing.T, store limiter.Limiter) {
 	const nets, workers, each = 8, 16, 8
 	slow := limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Hour}, Burst: 2000}
-	pol := func(name string) middleware.Policy {
-		return middleware.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: slow, Cost: 50, Settle: true, MaxCost: 100}
+	pol := func(name string) policy.Policy {
+		return policy.Policy{Name: name, Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: slow, Cost: 50, Settle: true, MaxCost: 100}
 	}
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []middleware.Policy{pol("in"), pol("out")},
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []policy.Policy{pol("in"), pol("out")},
 		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -591,9 +598,9 @@ func testSettleExactness(t *testing.T, store limiter.Limiter) {
 // credentials.
 type plannedAuth struct{}
 
-func (plannedAuth) Authenticate(r *http.Request) (identity.Principal, error) {
+func (plannedAuth) Authenticate(r *http.Request) (limitkey.Principal, error) {
 	h := r.Header
-	return identity.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: identity.MethodJWT}, nil
+	return limitkey.Principal{Issuer: "test", Tenant: "acme", Plan: h.Get("Plan"), Account: h.Get("Account"), Method: limitkey.MethodJWT}, nil
 }
 
 // TestSettlePlans: quotas by plan in the units that matter, one settling
@@ -605,13 +612,13 @@ func TestSettlePlans(t *testing.T) {
 	daily := func(n int64) limiter.Limit {
 		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: 24 * time.Hour}, Burst: n}
 	}
-	p := middleware.Policy{Name: "tokens", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount},
+	p := policy.Policy{Name: "tokens", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan, limitkey.DimAccount},
 		Limit: daily(100_000), Cost: 1000, Settle: true, MaxCost: 1_000_000,
-		Overrides: []middleware.Override{{Plan: "pro", Limit: daily(5_000_000)}}}
+		Overrides: []policy.Override{{Plan: "pro", Limit: daily(5_000_000)}}}
 	clk := clocktest.NewManualClock()
 	store := memory.New(memory.Options{Now: clk.Time})
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []middleware.Policy{p},
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []policy.Policy{p},
 		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -672,8 +679,8 @@ func TestSettlePlans(t *testing.T) {
 // replaces it.
 func TestSettleCostFunc(t *testing.T) {
 	p := llm()
-	p.Cost, p.CostFunc = 0, func(*http.Request) (int64, error) { return 300, nil }
-	g := newSettleRig(t, p)
+	p.Cost = 0
+	g := newSettleRigCosts(t, map[string]func(*http.Request) (int64, error){"llm": func(*http.Request) (int64, error) { return 300, nil }}, p)
 	var errs []string
 	g.serve = reports(&errs, "llm", 120)
 	_, rec := g.do()
@@ -696,8 +703,8 @@ func TestSettleCostFuncAboveMaxCost(t *testing.T) {
 	}{{2001, http.StatusBadRequest, 3000}, {2000, http.StatusOK, 1000}} {
 		p := llm()
 		p.Limit.Burst, p.Limit.Rate.Count = 3000, 3000
-		p.Cost, p.CostFunc = 0, func(*http.Request) (int64, error) { return tc.estimate, nil }
-		g := newSettleRig(t, p)
+		p.Cost = 0
+		g := newSettleRigCosts(t, map[string]func(*http.Request) (int64, error){"llm": func(*http.Request) (int64, error) { return tc.estimate, nil }}, p)
 		g.serve = func(http.ResponseWriter, *http.Request) {}
 		w, _ := g.do()
 		if int64(w.Code) != tc.status || g.tokens(p) != tc.tokens {
@@ -720,7 +727,7 @@ func TestSettleTwoPhases(t *testing.T) {
 	pre, main := llm(), llm()
 	pre.Name, pre.PreAuth, pre.Cost = "pre", true, 200
 	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []middleware.Policy{pre, main},
+	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []policy.Policy{pre, main},
 		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -735,7 +742,7 @@ func TestSettleTwoPhases(t *testing.T) {
 		t.Fatalf("%d, report errors %q", w.Code, errs)
 	}
 	for _, c := range []struct {
-		p                 middleware.Policy
+		p                 policy.Policy
 		reserved, settled string
 		tokens            int64
 	}{{pre, "200", "100", 900}, {main, "500", "100", 900}} {

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ratekey/ratekey/internal/clocktest"
+	"github.com/ratekey/ratekey/policy"
 
 	"github.com/ratekey/ratekey/limiter/memory"
-	"github.com/ratekey/ratekey/middleware"
 )
 
 // TestStoreFullRetryAfter: a full memory store's 503 says when the store
@@ -20,7 +20,7 @@ import (
 func TestStoreFullRetryAfter(t *testing.T) {
 	p := perNetwork("1/s", 60) // an empty bucket refills in 60 s
 	p.Cost = 60                // each request empties it
-	s := newStack(t, stackOptions{anonymous: true, maxKeys: 2, policies: []middleware.Policy{p}})
+	s := newStack(t, stackOptions{anonymous: true, maxKeys: 2, policies: []policy.Policy{p}})
 	get := func(peer string) *httptest.ResponseRecorder {
 		t.Helper()
 		return s.do(req{path: "/v1/reports/1", peer: peer})

@@ -11,6 +11,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // TestWithOperation: a request whose context WithOperation fixed is
@@ -23,7 +24,7 @@ func TestWithOperation(t *testing.T) {
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter:   memory.New(memory.Options{}),
 		Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{{
+		Policies: []policy.Policy{{
 			Name: "per-method", Key: []limitkey.Dimension{limitkey.DimNetwork, limitkey.DimOperation},
 			Limit: limit("1/h", 1), Operations: []string{"/pkg.Service/Method"},
 		}},

@@ -17,6 +17,7 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/otelmetrics"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -33,7 +34,7 @@ func ExampleNew() {
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{}),
-		Policies: []middleware.Policy{{
+		Policies: []policy.Policy{{
 			Name:  "per-network",
 			Key:   []limitkey.Dimension{limitkey.DimNetwork},
 			Limit: limiter.Limit{Rate: rate, Burst: 1},

@@ -16,6 +16,7 @@ import (
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -35,12 +36,12 @@ func TestThroughTheMiddleware(t *testing.T) {
 func testThroughTheMiddleware(t *testing.T) {
 	m, reader := newReader(t)
 	rate, _ := limiter.ParseRate("1/s")
-	slow := middleware.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: rate, Burst: 3, DelayAfter: 1}}
-	shadow := middleware.Policy{Name: "shadow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: rate, Burst: 1}, DryRun: true}
+	slow := policy.Policy{Name: "slow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: rate, Burst: 3, DelayAfter: 1}}
+	shadow := policy.Policy{Name: "shadow", Key: []limitkey.Dimension{limitkey.DimNetwork}, Limit: limiter.Limit{Rate: rate, Burst: 1}, DryRun: true}
 	r := chi.NewRouter()
 	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{
 		Limiter: memory.New(memory.Options{Now: clocktest.NewManualClock().Time}), Operation: middleware.RouteOperation(r),
-		Policies: []middleware.Policy{slow, shadow}, Metrics: m, Logger: slog.New(slog.DiscardHandler),
+		Policies: []policy.Policy{slow, shadow}, Metrics: m, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/otelmetrics"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -43,7 +44,7 @@ type app struct {
 	store       store         // kept across reloads
 	refresh     time.Duration // how often rules' file and URL sources are re-read; 0: never
 	limiter     limiter.Limiter
-	policies    []middleware.Policy
+	policies    []policy.Policy
 	logInterval time.Duration // the decision log's interval; 0: the library's default
 	// singleTenant: the credentials name one tenant at most (one issuer,
 	// of a fixed tenant, and no API keys), so account names are global
@@ -461,7 +462,7 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 
 // policyOperations returns the operations policy p names, with their
 // fields: operations[j], and priorities[j].operation.
-func policyOperations(p middleware.Policy) []struct{ field, op string } {
+func policyOperations(p policy.Policy) []struct{ field, op string } {
 	var fs []struct{ field, op string }
 	for j, op := range p.Operations {
 		fs = append(fs, struct{ field, op string }{fmt.Sprintf("operations[%d]", j), op})
@@ -524,7 +525,7 @@ func sameStore(a, b LimiterConfig) bool {
 // asks the store, as before).
 func (a *app) fallback() limiter.Limiter {
 	for _, p := range a.policies {
-		if p.OnStoreError == middleware.OnStoreErrorLocal {
+		if p.OnStoreError == policy.OnStoreErrorLocal {
 			return a.store.fallback
 		}
 	}
@@ -534,11 +535,11 @@ func (a *app) fallback() limiter.Limiter {
 // checkFallback checks limiter.replicas and on_store_error local against
 // the store: local needs a shared store (Redis), and with Redis,
 // replicas is the local fallback's share, so it needs a local policy.
-func checkFallback(lc LimiterConfig, policies []middleware.Policy) []error {
+func checkFallback(lc LimiterConfig, policies []policy.Policy) []error {
 	var errs []error
 	local := false
 	for i, p := range policies {
-		if p.OnStoreError != middleware.OnStoreErrorLocal {
+		if p.OnStoreError != policy.OnStoreErrorLocal {
 			continue
 		}
 		local = true
@@ -559,16 +560,16 @@ type principalSources struct {
 	plans       bool // some credential may carry a plan
 }
 
-// buildPolicy turns the YAML of policy i into a middleware.Policy: it
+// buildPolicy turns the YAML of policy i into a policy.Policy: it
 // parses what YAML writes as text (rate, max_delay, the key's names) and
 // checks what only the config can say (a missing key, an explicit
 // delay_after of 0, a verified dimension without credentials). Everything
 // else (name, burst, cost, waits) the rate limiter checks itself; its
 // errors name the field the same way: policies[i] ("name").field.
-func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Policy, []error) {
+func buildPolicy(i int, pc PolicyConfig, src principalSources) (policy.Policy, []error) {
 	ref := policyRef(i, pc.Name)
-	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
-		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
+	p := policy.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
+		OnMissing: policy.OnMissing(pc.OnMissing), OnStoreError: policy.OnStoreError(pc.OnStoreError),
 		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
 	errs := buildKey(ref, &pc, &p, src)
 	if pc.Operations != nil && len(pc.Operations) == 0 {
@@ -609,7 +610,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 // buildKey reads policy ref's key into p: built-in dimensions only, those
 // of a credential only when credentials are configured, and tenant beside
 // account or credential when several tenants exist.
-func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalSources) []error {
+func buildKey(ref string, pc *PolicyConfig, p *policy.Policy, src principalSources) []error {
 	var errs []error
 	if pc.Key == nil {
 		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
@@ -638,7 +639,7 @@ func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalS
 
 // buildBucket completes p, policy ref, as a token bucket: rate, burst,
 // delay_after, max_delay and overrides.
-func buildBucket(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+func buildBucket(ref string, pc PolicyConfig, p *policy.Policy) []error {
 	var errs []error
 	if pc.Lease != "" {
 		// A token bucket with a lease: one error, and the bucket is still
@@ -676,7 +677,7 @@ func buildBucket(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 // buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
 // (set) >= 1, lease (default 60s) between 1s and 1h, and none of the token
 // bucket's fields beside them.
-func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+func buildInFlight(ref string, pc PolicyConfig, p *policy.Policy) []error {
 	var errs []error
 	if pc.MaxInFlight.n < 1 {
 		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, pc.MaxInFlight.n))
@@ -714,7 +715,7 @@ func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 // lease (it is this process's: no store keeps it). A priority on a tenant
 // or a plan needs credentials. The rate limiter checks the rest (the key,
 // the bounds, the classes), naming the fields.
-func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy, src principalSources) []error {
+func buildAdaptive(ref string, pc PolicyConfig, p *policy.Policy, src principalSources) []error {
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -748,10 +749,10 @@ func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy, src princi
 }
 
 // priorities returns the entries of a config's priorities.
-func priorities(pcs []PriorityConfig) []middleware.Priority {
-	var ps []middleware.Priority
+func priorities(pcs []PriorityConfig) []policy.Priority {
+	var ps []policy.Priority
 	for _, pc := range pcs {
-		ps = append(ps, middleware.Priority{Tenant: pc.Tenant, Plan: pc.Plan, Operation: pc.Operation, Class: middleware.Class(pc.Class)})
+		ps = append(ps, policy.Priority{Tenant: pc.Tenant, Plan: pc.Plan, Operation: pc.Operation, Class: policy.Class(pc.Class)})
 	}
 	return ps
 }
@@ -759,9 +760,9 @@ func priorities(pcs []PriorityConfig) []middleware.Priority {
 // buildOverride parses what YAML writes as text in one override (where is
 // its path, policies[i] ("name").overrides[j]); the rate limiter checks the
 // rest with the same paths.
-func buildOverride(where string, oc OverrideConfig) (middleware.Override, []error) {
+func buildOverride(where string, oc OverrideConfig) (policy.Override, []error) {
 	var errs []error
-	o := middleware.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
+	o := policy.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
 		Limit: limiter.Limit{Burst: int64(oc.Burst)}}
 	if oc.Rate != "" {
 		rate, err := limiter.ParseRate(oc.Rate)
@@ -792,7 +793,7 @@ func buildOverride(where string, oc OverrideConfig) (middleware.Override, []erro
 // time), an account when no credential is checked. It runs once everything else is
 // valid (the API key file is loaded). With a Redis store, an override's
 // window must fit it as a policy's must.
-func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) []error {
+func checkOverrides(cfg *Config, auth authSetup, policies []policy.Policy) []error {
 	tenants, plans := map[string]bool{}, map[string]bool{}
 	for _, ic := range cfg.Auth.Issuers {
 		for _, t := range append([]string{ic.Tenant}, ic.Tenants...) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/limitkey"
 )
 
 func runDemo(t *testing.T, args ...string) (int, string, string) {
@@ -137,7 +137,7 @@ auth:
 // verifyMinted mints a token with `demo token -config cfgPath args...` and
 // verifies it against the same config: the embedded default when cfgPath
 // is "" (run from the repository root, where its key paths resolve).
-func verifyMinted(t *testing.T, cfgPath string, args ...string) (identity.Principal, error) {
+func verifyMinted(t *testing.T, cfgPath string, args ...string) (limitkey.Principal, error) {
 	t.Helper()
 	if cfgPath == "" {
 		t.Chdir("../..")

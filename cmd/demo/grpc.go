@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratekey/ratekey/grpclimit"
 	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // The demo's gRPC side (grpc.listen, -grpc-addr): the standard health
@@ -138,7 +139,7 @@ func (f *appFront) Handler(next http.Handler) http.Handler {
 func (f *appFront) Check(r *http.Request) *middleware.Record { return f.dc.Explain(r) }
 
 // Policies returns the chain's policies.
-func (f *appFront) Policies() []middleware.Policy { return f.rl.Policies() }
+func (f *appFront) Policies() []policy.Policy { return f.rl.Policies() }
 
 // describe is the debug endpoint's ?grpc=<method>: the Record of a call
 // of method with r's peer, header fields (as metadata) and credential.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/workload"
+	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -142,7 +142,7 @@ func whoamiOf(ctx context.Context) map[string]any {
 	if c, ok := middleware.ClientFrom(ctx); ok {
 		out["client"] = c.Client.String()
 	}
-	if p, ok := middleware.PrincipalFrom(ctx); ok && p.Method != identity.MethodAnonymous {
+	if p, ok := middleware.PrincipalFrom(ctx); ok && p.Method != limitkey.MethodAnonymous {
 		out["principal"] = p
 	}
 	return out

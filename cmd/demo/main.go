@@ -24,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/ratekey/ratekey/limiter"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 //go:embed default.yaml
@@ -122,7 +122,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 // this process's (its latency is), whatever the store: with Redis, or
 // limiter.replicas, every process runs its own, and the store is never
 // asked.
-func printAdaptive(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
+func printAdaptive(w io.Writer, lc LimiterConfig, policies []policy.Policy) {
 	header := "adaptive caps, each this process's own (moved by its latency; never shared, never in the store):\n"
 	if lc.Store == "redis" {
 		header = "adaptive caps, each this process's own (moved by its latency): with Redis too, every process runs its own and Redis is not asked:\n"
@@ -152,7 +152,7 @@ func printAdaptive(w io.Writer, lc LimiterConfig, policies []middleware.Policy) 
 // override (limiter.Limit.Share; build has checked that each keeps a
 // token or a slot): on Redis, only the local fallback's, of the policies
 // with on_store_error local.
-func printShares(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
+func printShares(w io.Writer, lc LimiterConfig, policies []policy.Policy) {
 	n := lc.Replicas
 	if n <= 1 {
 		return
@@ -165,7 +165,7 @@ func printShares(w io.Writer, lc LimiterConfig, policies []middleware.Policy) {
 	}
 	for i := range policies {
 		p := &policies[i]
-		if redis && p.OnStoreError != middleware.OnStoreErrorLocal {
+		if redis && p.OnStoreError != policy.OnStoreErrorLocal {
 			continue
 		}
 		fmt.Fprintf(w, "  %s: %s\n", p.Name, shareText(p.Limit, int64(n)))

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // server is the demo's root handler: the app built from the current config,
@@ -156,7 +156,7 @@ func (s *server) reload() (err error) {
 		s.logger.Info("ratekey reload: limiter.replicas changed; each process enforces its new share of every limit, and every bucket keeps its debt",
 			slog.Int64("replicas", int64(now)), slog.Int64("previous", int64(was)))
 	}
-	changes := middleware.DiffPolicies(effective(s.app), effective(a))
+	changes := policy.Diff(effective(s.app), effective(a))
 	for _, c := range changes {
 		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
 	}
@@ -176,7 +176,7 @@ func (s *server) reload() (err error) {
 
 // effective returns a's policies as they run: with the top-level dry_run
 // applied, so that turning it on or off is reported per policy.
-func effective(a *app) []middleware.Policy {
+func effective(a *app) []policy.Policy {
 	ps := slices.Clone(a.policies)
 	for i := range ps {
 		ps[i].DryRun = ps[i].DryRun || a.cfg.DryRun

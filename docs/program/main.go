@@ -24,7 +24,7 @@ import (
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
 
@@ -83,7 +83,7 @@ func main() {
 			// Per tenant and plan; pro gets ten times as much.
 			{Name: "per-plan", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimPlan},
 				Limit:        limiter.Limit{Rate: perMinute(600), Burst: 120},
-				OnStoreError: middleware.OnStoreErrorLocal,
+				OnStoreError: policy.OnStoreErrorLocal,
 				Overrides:    []ratekey.Override{{Plan: "pro", Limit: limiter.Limit{Rate: perMinute(6000), Burst: 1200}}}},
 		},
 	})

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limitkey"
+	"github.com/ratekey/ratekey/policy"
 
 	"github.com/go-chi/chi/v5"
 
@@ -113,8 +114,8 @@ func ratekeyConfig(loc location, store limiter.Limiter, op func(*http.Request) s
 	cfg := middleware.RateLimitConfig{Limiter: store, Operation: op, Logger: logger, DryRun: loc.dryRun, DecisionHeader: true,
 		Custom: map[limitkey.Dimension]middleware.DimensionFunc{"arg_k": queryArg("k"), "arg_g": queryArg("g")}}
 	for _, l := range loc.limits {
-		cfg.Policies = append(cfg.Policies, middleware.Policy{Name: l.zone.name, Key: []limitkey.Dimension{limitkey.Dimension("arg_" + l.zone.arg)},
-			Limit: ratekeyLimit(l), Status: status, OnMissing: middleware.OnMissingSkip})
+		cfg.Policies = append(cfg.Policies, policy.Policy{Name: l.zone.name, Key: []limitkey.Dimension{limitkey.Dimension("arg_" + l.zone.arg)},
+			Limit: ratekeyLimit(l), Status: status, OnMissing: policy.OnMissingSkip})
 	}
 	return cfg
 }

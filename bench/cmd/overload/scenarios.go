@@ -6,7 +6,7 @@ import (
 
 	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/limiter"
-	"github.com/ratekey/ratekey/middleware"
+	"github.com/ratekey/ratekey/policy"
 )
 
 // scenario is one run of a stack: its load, the capacity over time, what
@@ -52,7 +52,7 @@ var sweepCaps = []int64{4, 6, 8, 9, 10, 12, 16, 24, 32}
 func adaptivePolicy(priorities bool) *ratekey.Policy {
 	p := &ratekey.Policy{Name: "work", Limit: limiter.Limit{MinInFlight: 2, MaxInFlightCeiling: 64}}
 	if priorities {
-		p.Reserved, p.Priorities = 0.2, []middleware.Priority{{Plan: "pro", Class: middleware.ClassCritical}}
+		p.Reserved, p.Priorities = 0.2, []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}
 	}
 	return p
 }

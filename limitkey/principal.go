@@ -1,14 +1,14 @@
-package identity
+package limitkey
 
 // Method names how a [Principal] was authenticated.
 type Method string
 
 // Authentication methods.
 const (
-	// MethodJWT: a bearer JWT verified by a [JWTAuthenticator].
+	// MethodJWT: a bearer JWT verified by an identity.JWTAuthenticator.
 	MethodJWT Method = "jwt"
 	// MethodAPIKey: an API key of the form rk_<id>_<secret><checksum>,
-	// checked by an [APIKeyAuthenticator] against a keyed hash of its
+	// checked by an identity.APIKeyAuthenticator against a keyed hash of its
 	// secret.
 	MethodAPIKey Method = "api_key"
 	// MethodAnonymous: no credential was presented and the deployment
@@ -16,17 +16,19 @@ const (
 	MethodAnonymous Method = "anonymous"
 )
 
-// Principal is who a verified credential says the caller is.
+// Principal is who a verified credential says the caller is: the subject
+// whose tenant, account, plan and credential id fill a key's dimensions of
+// those names.
 //
-// A Principal is produced only by authenticators, and only from verified
+// A Principal is produced only by authenticators (package identity), and only from verified
 // input: for a JWT, after the signature, issuer, audience and expiry checks
 // passed, and only from the issuer record whose keys verified it (tenant A's
 // key never vouches for tenant B). Code outside authenticators must not
 // build one from request data. No field ever holds a secret, so a Principal
-// may be logged and its fields used as key values (package limitkey).
+// may be logged and its fields used as key values.
 type Principal struct {
 	// Issuer is the exact `iss` of the issuer record that verified the token
-	// (for API keys, APIKeyConfig.Issuer, by default "urn:ratekey:api-key").
+	// (for API keys, identity.APIKeyConfig.Issuer, by default "urn:ratekey:api-key").
 	Issuer string `json:"issuer"`
 	// Tenant is the record's fixed tenant, or the value of the record's tenant
 	// claim after it was checked against the record's tenant list (for API
