@@ -349,7 +349,7 @@ func TestChainTooLongIsNamed(t *testing.T) {
 // TestUnknownNodeIsNamed: an "unknown" node in a trusted chain gets its own
 // detail (told apart by the derivation's reason, unknown_node).
 func TestUnknownNodeIsNamed(t *testing.T) {
-	s := newStack(t, stackOptions{anonymous: true, policies: []middleware.Policy{perNetwork("1/s", 5)}})
+	s := newStack(t, stackOptions{anonymous: true, policies: []policy.Policy{perNetwork("1/s", 5)}})
 	w := s.do(req{path: "/v1/reports/1", peer: "10.0.0.2:1", headers: http.Header{"X-Forwarded-For": {"192.0.2.1, unknown"}}})
 	p := decodeProblem(t, w.Body.String())
 	if w.Code != 400 || p.Type != "urn:ratekey:problem:invalid-forwarding-chain" || p.Detail != "the forwarding chain reaches an unknown or obfuscated node before an untrusted address" {
