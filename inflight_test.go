@@ -48,6 +48,7 @@ func (g *gauge) get(m map[string]int, k string) int {
 }
 func (*gauge) StoreCall(string, string, time.Duration, error)               {}
 func (*gauge) FailOpen(string)                                              {}
+func (*gauge) JWKSFetch(string, error)                                      {}
 func (*gauge) Settled(string, int64, bool)                                  {}
 func (*gauge) CachedRejection(string)                                       {}
 func (*gauge) Fallback(string)                                              {}

@@ -100,7 +100,8 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 //   - OnFetch, when set, is called after every fetch attempt with the
 //     issuer and the attempt's error (nil on success), from the fetching
 //     goroutine; it must be safe for concurrent use and must not block
-//     (the metrics package's Metrics.JWKSFetch counts them).
+//     (middleware.Metrics.JWKSFetch, which packages metrics and
+//     otelmetrics implement, counts them).
 type JWKSOptions struct {
 	// Client is the HTTP client; nil means a client with Timeout as its
 	// timeout that follows no redirects. Whatever the client, each fetch
@@ -130,7 +131,8 @@ type JWKSOptions struct {
 	// OnFetch, when set, is called after every fetch attempt with the
 	// issuer and the attempt's error (nil on success), from the fetching
 	// goroutine; it must be safe for concurrent use and must not block
-	// (the metrics package's Metrics.JWKSFetch counts them).
+	// (middleware.Metrics.JWKSFetch, which packages metrics and otelmetrics
+	// implement, counts them).
 	OnFetch func(issuer string, err error)
 }
 

@@ -20,20 +20,7 @@ import (
 	"github.com/ratekey/ratekey/middleware"
 )
 
-// Metrics is ratekey's Prometheus collectors, as [New] returns them: the
-// [middleware.Metrics] the middlewares' options take, plus the JWK Set
-// fetch counter. Its methods are safe for concurrent use by multiple
-// goroutines and never block.
-type Metrics interface {
-	middleware.Metrics
-	// JWKSFetch counts one JWK Set fetch for issuer (its configured
-	// identifier): outcome "ok" when err is nil, "error" otherwise. Its
-	// signature is that of identity.JWKSOptions.OnFetch, which takes it
-	// as it is.
-	JWKSFetch(issuer string, err error)
-}
-
-// collectors implements Metrics.
+// collectors implements middleware.Metrics with Prometheus collectors.
 type collectors struct {
 	decisions      *prometheus.CounterVec
 	storeErrors    *prometheus.CounterVec
@@ -92,7 +79,7 @@ type collectors struct {
 //	                                                   without a header, all hops trusted, ...
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
 //	ratekey_jwks_refreshes_total{issuer,outcome}       counter: key set fetches (ok, error)
-func New(reg prometheus.Registerer) (Metrics, error) {
+func New(reg prometheus.Registerer) (middleware.Metrics, error) {
 	m := &collectors{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_decisions_total",
@@ -242,7 +229,8 @@ func (m *collectors) AuthFailure(reason string) {
 	m.authFailures.WithLabelValues(reason).Inc()
 }
 
-// JWKSFetch implements [Metrics].
+// JWKSFetch implements middleware.Metrics: outcome "ok" when err is nil,
+// "error" otherwise.
 func (m *collectors) JWKSFetch(issuer string, err error) {
 	outcome := "ok"
 	if err != nil {

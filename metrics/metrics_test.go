@@ -14,10 +14,7 @@ import (
 )
 
 // What New returns is what the middlewares take.
-var (
-	_ middleware.Metrics = (*collectors)(nil)
-	_ Metrics            = (*collectors)(nil)
-)
+var _ middleware.Metrics = (*collectors)(nil)
 
 // TestNew: every method counts under its metric's name and labels,
 // JWKSFetch by outcome; a second New on the same registry fails.

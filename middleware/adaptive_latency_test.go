@@ -47,6 +47,7 @@ func (m *adaptiveMetrics) InFlight(_ string, d int) {
 func (*adaptiveMetrics) Decision(string, string)                        {}
 func (*adaptiveMetrics) StoreCall(string, string, time.Duration, error) {}
 func (*adaptiveMetrics) FailOpen(string)                                {}
+func (*adaptiveMetrics) JWKSFetch(string, error)                        {}
 func (*adaptiveMetrics) Settled(string, int64, bool)                    {}
 func (*adaptiveMetrics) Fallback(string)                                {}
 func (*adaptiveMetrics) CachedRejection(string)                         {}

@@ -86,4 +86,10 @@ type Metrics interface {
 	// the RFC 6750 error code ("invalid_request", "invalid_token"),
 	// "missing", "unsupported_scheme" or "unavailable".
 	AuthFailure(reason string)
+	// JWKSFetch counts one JWK Set fetch attempt for issuer (its
+	// configured identifier), failed when err is not nil. The middlewares
+	// never call it: its signature is that of identity.JWKSOptions.OnFetch,
+	// which takes it as it is, so that one Metrics counts everything
+	// ratekey does (the authenticator is built before the chain).
+	JWKSFetch(issuer string, err error)
 }

@@ -51,7 +51,7 @@ func (failingLimiter) Settle(context.Context, []limiter.Request, []limiter.Decis
 // metrics on a fresh registry; the handler captures the Record it sees.
 type observedStack struct {
 	reg     *prometheus.Registry
-	m       metrics.Metrics
+	m       middleware.Metrics
 	handler http.Handler
 	seen    *middleware.Record
 	logs    bytes.Buffer

@@ -110,24 +110,11 @@ const (
 	attrErrorType = attribute.Key("error.type")
 )
 
-// Metrics is ratekey's OpenTelemetry instruments, as [New] returns them:
-// a [middleware.Metrics] for the middlewares' options, plus JWKSFetch for
-// identity.JWKSOptions.OnFetch (the method set of the metrics package's
-// Metrics interface, so either implementation fits where the other does).
-// Its methods are safe for concurrent use by multiple goroutines and never
-// wait for I/O (the SDK's reader and exporter run apart); after the first
-// call with given attribute values, they allocate nothing of their own
-// (their attribute sets are built once and kept, one per value
-// combination, all from bounded sets).
-type Metrics interface {
-	middleware.Metrics
-	// JWKSFetch counts one JWK Set fetch for issuer (its configured
-	// identifier) in ratekey.jwks.fetches, with error.type when err is
-	// not nil; its signature is that of identity.JWKSOptions.OnFetch.
-	JWKSFetch(issuer string, err error)
-}
-
-// instruments implements Metrics.
+// instruments implements middleware.Metrics with OpenTelemetry
+// instruments. Its methods never wait for I/O (the SDK's reader and
+// exporter run apart); after the first call with given attribute values,
+// they allocate nothing of their own (their attribute sets are built once
+// and kept, one per value combination, all from bounded sets).
 type instruments struct {
 	requests     metric.Int64Counter
 	storeCalls   metric.Float64Histogram
@@ -154,7 +141,7 @@ type instruments struct {
 	byIssuer   sets[[2]string] // issuer, error type
 }
 
-var _ Metrics = (*instruments)(nil)
+var _ middleware.Metrics = (*instruments)(nil)
 
 // New creates ratekey's instruments with the meter (instrumentation scope)
 // "github.com/ratekey/ratekey/otelmetrics" of mp (an SDK's
@@ -167,7 +154,7 @@ var _ Metrics = (*instruments)(nil)
 // authenticator is built before the front door, which cannot). Each New
 // creates instruments of the same identity: two on one provider add up
 // into the same streams.
-func New(mp metric.MeterProvider) (Metrics, error) {
+func New(mp metric.MeterProvider) (middleware.Metrics, error) {
 	meter := mp.Meter(scopeName)
 	m := &instruments{}
 	var errs []error

@@ -16,12 +16,13 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/otelmetrics"
 )
 
 // newReader returns instruments on a fresh SDK provider and the manual
 // reader that collects them.
-func newReader(t testing.TB) (otelmetrics.Metrics, *sdkmetric.ManualReader) {
+func newReader(t testing.TB) (middleware.Metrics, *sdkmetric.ManualReader) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
@@ -129,10 +130,10 @@ func TestDecisionKinds(t *testing.T) {
 func TestInstruments(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		calls func(m otelmetrics.Metrics)
+		calls func(m middleware.Metrics)
 		want  []string
 	}{
-		{"Decision, twice", func(m otelmetrics.Metrics) {
+		{"Decision, twice", func(m middleware.Metrics) {
 			m.Decision("p", "PASSED")
 			m.Decision("p", "PASSED")
 			m.Decision("q", "REJECTED")
@@ -140,7 +141,7 @@ func TestInstruments(t *testing.T) {
 			"ratekey.requests {request} counter {ratekey.decision=PASSED,ratekey.policy=p} 2",
 			"ratekey.requests {request} counter {ratekey.decision=REJECTED,ratekey.policy=q} 1",
 		}},
-		{"StoreCall: ok, timeout, other", func(m otelmetrics.Metrics) {
+		{"StoreCall: ok, timeout, other", func(m middleware.Metrics) {
 			m.StoreCall("redis", "take", 2*time.Millisecond, nil)
 			m.StoreCall("redis", "take", 4*time.Millisecond, nil)
 			m.StoreCall("redis", "take", 100*time.Millisecond, fmt.Errorf("redis: %w", context.DeadlineExceeded))
@@ -152,23 +153,23 @@ func TestInstruments(t *testing.T) {
 			"ratekey.store.call.duration s histogram {error.type=timeout,ratekey.store=redis,ratekey.store.operation=take} count 1 sum 0.1",
 			"ratekey.store.call.duration s histogram {ratekey.store=redis,ratekey.store.operation=take} count 2 sum 0.006",
 		}},
-		{"FailOpen", func(m otelmetrics.Metrics) { m.FailOpen("open") }, []string{
+		{"FailOpen", func(m middleware.Metrics) { m.FailOpen("open") }, []string{
 			"ratekey.fail_open.requests {request} counter {ratekey.policy=open} 1",
 		}},
-		{"Fallback", func(m otelmetrics.Metrics) { m.Fallback("shared"); m.Fallback("shared") }, []string{
+		{"Fallback", func(m middleware.Metrics) { m.Fallback("shared"); m.Fallback("shared") }, []string{
 			"ratekey.store.fallback.decisions {decision} counter {ratekey.policy=shared} 2",
 		}},
-		{"CachedRejection", func(m otelmetrics.Metrics) { m.CachedRejection("p") }, []string{
+		{"CachedRejection", func(m middleware.Metrics) { m.CachedRejection("p") }, []string{
 			"ratekey.cached_rejections {request} counter {ratekey.policy=p} 1",
 		}},
-		{"InFlight: two taken, one released", func(m otelmetrics.Metrics) {
+		{"InFlight: two taken, one released", func(m middleware.Metrics) {
 			m.InFlight("conc", +1)
 			m.InFlight("conc", +1)
 			m.InFlight("conc", -1)
 		}, []string{
 			"ratekey.active_request_leases {request} updowncounter {ratekey.policy=conc} 1",
 		}},
-		{"Queued and Dequeued: one proceeded, one abandoned, one waiting", func(m otelmetrics.Metrics) {
+		{"Queued and Dequeued: one proceeded, one abandoned, one waiting", func(m middleware.Metrics) {
 			m.Queued("slow")
 			m.Queued("slow")
 			m.Queued("slow")
@@ -179,14 +180,14 @@ func TestInstruments(t *testing.T) {
 			"ratekey.request.time_in_queue s histogram {ratekey.policy=slow,ratekey.queue.outcome=abandoned} count 1 sum 0.25",
 			"ratekey.request.time_in_queue s histogram {ratekey.policy=slow,ratekey.queue.outcome=proceeded} count 1 sum 1.5",
 		}},
-		{"Settled: one within, one in debt", func(m otelmetrics.Metrics) {
+		{"Settled: one within, one in debt", func(m middleware.Metrics) {
 			m.Settled("llm", 100, false)
 			m.Settled("llm", 1500, true)
 		}, []string{
 			"ratekey.settle.cost {token} counter {ratekey.policy=llm} 1600",
 			"ratekey.settle.debts {request} counter {ratekey.policy=llm} 1",
 		}},
-		{"Adaptive: keyed on nothing (the last report), on operation", func(m otelmetrics.Metrics) {
+		{"Adaptive: keyed on nothing (the last report), on operation", func(m middleware.Metrics) {
 			m.Adaptive("protect", "", 12, 20*time.Millisecond, 25*time.Millisecond)
 			m.Adaptive("protect", "", 9, 20*time.Millisecond, 30*time.Millisecond)
 			m.Adaptive("per-route", "GET /v1/work", 4, time.Second, 2*time.Second)
@@ -198,14 +199,14 @@ func TestInstruments(t *testing.T) {
 			"ratekey.adaptive.limit {request} gauge {ratekey.operation=GET /v1/work,ratekey.policy=per-route} 4",
 			"ratekey.adaptive.limit {request} gauge {ratekey.policy=protect} 9",
 		}},
-		{"ProxyAnomaly", func(m otelmetrics.Metrics) { m.ProxyAnomaly("malformed_entry") }, []string{
+		{"ProxyAnomaly", func(m middleware.Metrics) { m.ProxyAnomaly("malformed_entry") }, []string{
 			"ratekey.trusted_proxy.anomalies {request} counter {ratekey.trusted_proxy.reason=malformed_entry} 1",
 		}},
-		{"AuthFailure", func(m otelmetrics.Metrics) { m.AuthFailure("invalid_token"); m.AuthFailure("missing") }, []string{
+		{"AuthFailure", func(m middleware.Metrics) { m.AuthFailure("invalid_token"); m.AuthFailure("missing") }, []string{
 			"ratekey.authentication.failures {request} counter {ratekey.authentication.reason=invalid_token} 1",
 			"ratekey.authentication.failures {request} counter {ratekey.authentication.reason=missing} 1",
 		}},
-		{"JWKSFetch: ok, failed twice", func(m otelmetrics.Metrics) {
+		{"JWKSFetch: ok, failed twice", func(m middleware.Metrics) {
 			m.JWKSFetch("https://issuer.test", nil)
 			m.JWKSFetch("https://issuer.test", errors.New("404"))
 			m.JWKSFetch("https://issuer.test", errors.New("500"))

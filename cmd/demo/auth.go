@@ -14,7 +14,7 @@ import (
 	"github.com/ratekey/ratekey/internal/apikeyfile"
 	"github.com/ratekey/ratekey/internal/jwkey"
 	"github.com/ratekey/ratekey/internal/quote"
-	"github.com/ratekey/ratekey/metrics"
+	"github.com/ratekey/ratekey/middleware"
 )
 
 // defaultLeeway is identity's default JWTConfig.Leeway (auth.leeway
@@ -40,7 +40,7 @@ func (s authSetup) close() {
 
 // buildAuth validates the auth section and builds its authenticators,
 // reporting every problem found.
-func buildAuth(cfg *Config, logger *slog.Logger, m metrics.Metrics) (authSetup, []error) {
+func buildAuth(cfg *Config, logger *slog.Logger, m middleware.Metrics) (authSetup, []error) {
 	var errs []error
 	var out authSetup
 	jwtAuth, jerrs := buildJWT(cfg, logger, m)
@@ -91,7 +91,7 @@ func buildAuth(cfg *Config, logger *slog.Logger, m metrics.Metrics) (authSetup, 
 }
 
 // buildJWT builds the issuer records' authenticator; nil without issuers.
-func buildJWT(cfg *Config, logger *slog.Logger, m metrics.Metrics) (*identity.JWTAuthenticator, []error) {
+func buildJWT(cfg *Config, logger *slog.Logger, m middleware.Metrics) (*identity.JWTAuthenticator, []error) {
 	var errs []error
 	jc := identity.JWTConfig{Logger: logger}
 	if m != nil {

@@ -30,7 +30,6 @@ import (
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/metrics"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/otelmetrics"
 	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -54,10 +53,10 @@ type app struct {
 	// pending log summaries are flushed when the app is replaced or stops.
 	rl *middleware.RateLimiter
 	// registry and metrics live as long as the process: a reload keeps them.
-	// metrics is package metrics' method set, which otelmetrics.Metrics
-	// has too (exporter otlp; registry is nil then).
+	// metrics is package metrics' collectors, or package otelmetrics'
+	// instruments (exporter otlp; registry is nil then).
 	registry *prometheus.Registry
-	metrics  metrics.Metrics
+	metrics  middleware.Metrics
 	// otel is the OpenTelemetry SDK's provider when metrics go to an OTLP
 	// collector (metrics.exporter: otlp; registry is nil then), nil
 	// otherwise; it too lives as long as the process.
@@ -214,7 +213,7 @@ func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 	var err error
 	mc := a.cfg.Metrics
 	if endpoint, eerr := otlpEndpoint(mc.Endpoint); mc.Enabled && mc.Exporter == exporterOTLP && eerr == nil {
-		var m otelmetrics.Metrics
+		var m middleware.Metrics
 		if m, a.otel, err = newOTLPMetrics(endpoint, logger); err == nil {
 			a.metrics = m
 		}

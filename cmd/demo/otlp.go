@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/otelmetrics"
 )
 
@@ -76,7 +77,7 @@ func otlpEndpoint(raw string) (string, error) {
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. Shut the provider down
 // to push what is left. A failed export is logged on logger, at Warn
 // (the SDK's global error handler: the demo has one exporter).
-func newOTLPMetrics(endpoint string, logger *slog.Logger) (otelmetrics.Metrics, *sdkmetric.MeterProvider, error) {
+func newOTLPMetrics(endpoint string, logger *slog.Logger) (middleware.Metrics, *sdkmetric.MeterProvider, error) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("ratekey: OpenTelemetry metrics export failed", slog.String("error", err.Error()))
 	}))

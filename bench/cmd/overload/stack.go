@@ -128,6 +128,7 @@ func (l *limitLog) since(t0 time.Time) []report {
 }
 
 func (*limitLog) Decision(string, string)                        {}
+func (*limitLog) JWKSFetch(string, error)                        {}
 func (*limitLog) StoreCall(string, string, time.Duration, error) {}
 func (*limitLog) FailOpen(string)                                {}
 func (*limitLog) Fallback(string)                                {}
