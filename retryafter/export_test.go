@@ -18,19 +18,13 @@ const (
 // SyntaxError is the error type behind ErrInvalid.
 type SyntaxError = syntaxErr
 
-// SystemClock is the clock a Transport uses by default.
-type SystemClock = systemClock
-
-// Clock is the time source a test injects with WithClock.
-type Clock = clock
-
 // ParseDate parses an HTTP-date (see parseHTTPDate).
 func ParseDate(value string, received time.Time) (time.Time, error) {
 	return parseHTTPDate(value, received)
 }
 
-// WithClock sets t's clock and returns t.
-func WithClock(t *Transport, c Clock) *Transport {
-	t.clock = c
-	return t
+// Backoff is the wait before retry attempt when a response has no usable
+// Retry-After (see backoff).
+func Backoff(base time.Duration, attempt int, limit time.Duration) time.Duration {
+	return backoff(base, attempt, limit)
 }
