@@ -115,10 +115,10 @@ type JWKSOptions struct {
 	// MaxKeys caps the keys of a set; zero means 100.
 	MaxKeys int
 	// Refresh is the background refresh interval; zero means 1 hour; at
-	// least 1 second; measured with JWTConfig.Now.
+	// least 1 second; measured by a timer (the monotonic clock).
 	Refresh time.Duration
 	// Retry is the interval of refreshes after a failed fetch; zero means
-	// 30 seconds; at least 1 second; measured with JWTConfig.Now.
+	// 30 seconds; at least 1 second; measured by a timer.
 	Retry time.Duration
 	// Cooldown is the least time between two refreshes triggered by
 	// unknown kids, per issuer; zero means 5 minutes; at least 1 second;
@@ -202,26 +202,6 @@ func (o JWKSOptions) resolve() (jwksOptions, []error) {
 	return r, errs
 }
 
-// clock is the scheduling clock of the JWK Set refresher: JWTConfig.Now in
-// production, a manually advanced fake in tests.
-type clock interface {
-	Now() time.Time
-	// Timer returns a channel that receives once d has elapsed, and a
-	// function releasing the timer.
-	Timer(d time.Duration) (<-chan time.Time, func())
-}
-
-type realClock struct{ now func() time.Time }
-
-// Now returns JWTConfig.Now().
-func (c realClock) Now() time.Time { return c.now() }
-
-// Timer is time.NewTimer(d) as a channel and a stop function.
-func (realClock) Timer(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTimer(d)
-	return t.C, func() { t.Stop() }
-}
-
 // keySnapshot is one successfully fetched JWK Set, immutable once stored.
 type keySnapshot struct {
 	byKID    map[string]boundKey
@@ -291,7 +271,7 @@ type jwksSet struct {
 	done     chan struct{} // closed when the current/next attempt completes
 	attempts int           // completed fetch attempts
 	hasKick  bool          // a miss has triggered a refresh before
-	lastKick time.Time     // when (clock time)
+	lastKick time.Time     // when (JWTConfig.Now)
 	lastErr  error         // of the last attempt
 }
 
@@ -330,17 +310,17 @@ func (s *jwksSet) loop() {
 		if err != nil {
 			wait = s.env.jwks.retry
 		}
-		c, release := s.env.clk.Timer(wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-s.env.ctx.Done():
-			release()
+			t.Stop()
 			return
 		case <-s.stop:
-			release()
+			t.Stop()
 			return
-		case <-c:
+		case <-t.C:
 		case <-s.kick:
-			release()
+			t.Stop()
 		}
 		s.mu.Lock()
 		s.inflight = true
@@ -494,7 +474,7 @@ func (s *jwksSet) awaitRefresh(ctx context.Context, seen *keySnapshot) {
 		return
 	case s.inflight:
 	default:
-		now := s.env.clk.Now()
+		now := s.env.now()
 		if s.hasKick && now.Sub(s.lastKick) < s.env.jwks.cooldown {
 			s.mu.Unlock()
 			return

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -15,94 +16,42 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekey/ratekey/internal/servertest"
 	"github.com/ratekey/ratekey/limitkey"
 )
 
-// fakeClock is a manually advanced clock whose timers fire on Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
+// The JWK Set tests run in testing/synctest bubbles: the refresh loops'
+// timers and the request waits run on the bubble's clock, which jumps
+// ahead whenever every goroutine of the bubble is blocked; JWTConfig.Now
+// is bubbleNow, the same clock moved to testNow. The key servers are
+// in-process (jwksServer, reached through jwksClient): a socket is not a
+// wait the bubble can see through.
+
+// bubbleNow returns a time source that reads testNow when it is called
+// and then moves with the clock of the caller's bubble.
+func bubbleNow() func() time.Time {
+	start := time.Now()
+	return func() time.Time { return testNow.Add(time.Since(start)) }
 }
 
-type fakeTimer struct {
-	at   time.Time
-	c    chan time.Time
-	dead bool
+// fixedNow is the time source of a test that does not move its clock.
+func fixedNow() time.Time { return testNow }
+
+// advance moves the bubble's clock by d, firing the timers due by then,
+// and waits until every other goroutine of the bubble is blocked again
+// (the refresh loops parked, their fetches done).
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: testNow} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Timer(d time.Duration) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
-	c.timers = append(c.timers, t)
-	return t.c, func() {
-		c.mu.Lock()
-		t.dead = true
-		c.mu.Unlock()
-	}
-}
-
-// Advance moves the clock and fires every timer now due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	live := c.timers[:0]
-	for _, t := range c.timers {
-		if t.dead {
-			continue
-		}
-		if !t.at.After(c.now) {
-			t.c <- c.now
-			t.dead = true
-			continue
-		}
-		live = append(live, t)
-	}
-	c.timers = live
-}
-
-// pending counts live timers.
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.dead {
-			n++
-		}
-	}
-	return n
-}
-
-// waitPending waits until at least n timers are live (the refresh loops
-// are parked), so that an Advance is seen by them.
-func (c *fakeClock) waitPending(tb testing.TB, n int) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.pending() < n {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %d pending timers (have %d)", n, c.pending())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// jwksServer serves a mutable JWK Set and counts requests.
+// jwksServer serves a mutable JWK Set in process and counts requests. Its
+// URL names a loopback host of its own, which jwksClient routes to it.
 type jwksServer struct {
-	*httptest.Server
+	URL    string
 	mu     sync.Mutex
 	body   []byte
 	status int
@@ -110,26 +59,49 @@ type jwksServer struct {
 	hits   atomic.Int64
 }
 
+var (
+	jwksServers   sync.Map // host → *jwksServer
+	jwksNextPort  atomic.Int32
+	jwksTransport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		s, ok := jwksServers.Load(r.URL.Host)
+		if !ok {
+			return nil, errors.New("no in-process server at " + r.URL.Host)
+		}
+		if err := r.Context().Err(); err != nil {
+			return nil, err
+		}
+		rec := httptest.NewRecorder()
+		s.(*jwksServer).ServeHTTP(rec, r)
+		if err := r.Context().Err(); err != nil {
+			return nil, err // the client gave up while the server held the request
+		}
+		resp := rec.Result()
+		resp.Request = r
+		return resp, nil
+	})
+)
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// jwksClient is the default JWK Set client (timeout, no redirects) over
+// the in-process servers.
+func jwksClient(timeout time.Duration) *http.Client {
+	if timeout == 0 {
+		timeout = defaultJWKSTimeout
+	}
+	c := defaultJWKSClient(timeout)
+	c.Transport = jwksTransport
+	return c
+}
+
 func newJWKSServer(tb testing.TB, keys ...obj) *jwksServer {
 	tb.Helper()
-	s := &jwksServer{status: http.StatusOK}
+	host := fmt.Sprintf("127.0.0.1:%d", 10000+jwksNextPort.Add(1))
+	s := &jwksServer{URL: "http://" + host, status: http.StatusOK}
 	s.setKeys(keys...)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.hits.Add(1)
-		s.mu.Lock()
-		body, status, block := s.body, s.status, s.block
-		s.mu.Unlock()
-		if block != nil {
-			select {
-			case <-block:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.WriteHeader(status)
-		_, _ = w.Write(body)
-	}))
+	jwksServers.Store(host, s)
 	tb.Cleanup(func() {
 		s.mu.Lock()
 		if s.block != nil {
@@ -137,9 +109,28 @@ func newJWKSServer(tb testing.TB, keys ...obj) *jwksServer {
 			s.block = nil
 		}
 		s.mu.Unlock()
-		s.Close()
+		jwksServers.Delete(host)
 	})
 	return s
+}
+
+// ServeHTTP answers with the current set and status, after the hold, if
+// any, is released (or the request is cancelled).
+func (s *jwksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.hits.Add(1)
+	s.mu.Lock()
+	body, status, block := s.body, s.status, s.block
+	s.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func (s *jwksServer) setKeys(keys ...obj) {
@@ -217,9 +208,18 @@ func jwksRecord(iss, tenant string, srv *jwksServer, algs ...string) IssuerRecor
 	return IssuerRecord{Issuer: iss, Tenant: tenant, Audiences: []string{"api"}, Algorithms: algs, JWKSURL: srv.URL + "/jwks.json"}
 }
 
-// newJWKSAuth builds an authenticator on the fake clock with short request
-// waits; it is closed when the test ends.
-func newJWKSAuth(tb testing.TB, clk *fakeClock, logs io.Writer, opts JWKSOptions, recs ...IssuerRecord) *JWTAuthenticator {
+// newJWKSAuth builds an authenticator on the time source now, fetching
+// from the in-process servers, with short request waits; it is closed when
+// the test ends.
+func newJWKSAuth(tb testing.TB, now func() time.Time, logs io.Writer, opts JWKSOptions, recs ...IssuerRecord) *JWTAuthenticator {
+	tb.Helper()
+	opts.Client = jwksClient(opts.Timeout)
+	return newNetJWKSAuth(tb, now, logs, opts, recs...)
+}
+
+// newNetJWKSAuth is newJWKSAuth with opts.Client as given (nil: the
+// default client, over the network).
+func newNetJWKSAuth(tb testing.TB, now func() time.Time, logs io.Writer, opts JWKSOptions, recs ...IssuerRecord) *JWTAuthenticator {
 	tb.Helper()
 	if opts.MissWait == 0 {
 		opts.MissWait = 5 * time.Second // generous: only a hung fetch reaches it
@@ -227,7 +227,7 @@ func newJWKSAuth(tb testing.TB, clk *fakeClock, logs io.Writer, opts JWKSOptions
 	if logs == nil {
 		logs = io.Discard
 	}
-	a, err := NewJWTAuthenticator(JWTConfig{Issuers: recs, Now: clk.Now, clock: clk, JWKS: opts,
+	a, err := NewJWTAuthenticator(JWTConfig{Issuers: recs, Now: now, JWKS: opts,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		tb.Fatalf("NewJWTAuthenticator: %v", err)

@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -25,22 +25,24 @@ const (
 // TestJWKSVerifiesEachFamily: one set holding an Ed25519, a P-256 and an
 // RSA key, fetched once, verifies a token of each algorithm.
 func TestJWKSVerifiesEachFamily(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("ed", "EdDSA", k.ed.Public()), jwk("es", "", &k.es.PublicKey), jwk("rs", "RS256", &k.rsa.PublicKey))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA", "ES256", "RS256"))
-	for _, tc := range []struct {
-		alg, kid string
-		key      any
-	}{{"EdDSA", "ed", k.ed}, {"ES256", "es", k.es}, {"RS256", "rs", k.rsa}} {
-		p := verifyOK(t, a, mint(t, tc.alg, tc.key, obj{"kid": tc.kid}, baseClaims(issJ1)))
-		if p.Tenant != "j1" || p.Account != "alice" || p.Issuer != issJ1 {
-			t.Fatalf("%s: principal %+v", tc.alg, p)
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("ed", "EdDSA", k.ed.Public()), jwk("es", "", &k.es.PublicKey), jwk("rs", "RS256", &k.rsa.PublicKey))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA", "ES256", "RS256"))
+		for _, tc := range []struct {
+			alg, kid string
+			key      any
+		}{{"EdDSA", "ed", k.ed}, {"ES256", "es", k.es}, {"RS256", "rs", k.rsa}} {
+			p := verifyOK(t, a, mint(t, tc.alg, tc.key, obj{"kid": tc.kid}, baseClaims(issJ1)))
+			if p.Tenant != "j1" || p.Account != "alice" || p.Issuer != issJ1 {
+				t.Fatalf("%s: principal %+v", tc.alg, p)
+			}
 		}
-	}
-	if n := srv.hits.Load(); n != 1 {
-		t.Fatalf("fetches = %d, want 1", n)
-	}
+		if n := srv.hits.Load(); n != 1 {
+			t.Fatalf("fetches = %d, want 1", n)
+		}
+	})
 }
 
 // TestJWKSNoPoolingAcrossIssuers pins the keyfunc/Fiber pooling problem
@@ -48,239 +50,252 @@ func TestJWKSVerifiesEachFamily(t *testing.T) {
 // key under the same kid; a token naming issuer B signed with A's key fails,
 // with and without kid, and A's set is never consulted for B.
 func TestJWKSNoPoolingAcrossIssuers(t *testing.T) {
-	k := getKeys(t)
-	srvA := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
-	srvB := newJWKSServer(t, jwk("k1", "EdDSA", k.edD.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{},
-		jwksRecord(issJ1, "ta", srvA, "EdDSA"), jwksRecord(issJ2, "tb", srvB, "EdDSA"))
-	verifyOK(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issJ1)))
-	verifyOK(t, a, mint(t, "EdDSA", k.edD, obj{"kid": "k1"}, baseClaims(issJ2)))
-	verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issJ2)), "token signature is invalid")
-	verifyDesc(t, a, mint(t, "EdDSA", k.edC, nil, baseClaims(issJ2)), "token signature is invalid")
-	verifyDesc(t, a, mint(t, "EdDSA", k.edD, obj{"kid": "k1"}, baseClaims(issJ1)), "token signature is invalid")
-	// A kid only A publishes, on a token naming B: unknown in B's set.
-	srvA.setKeys(jwk("k1", "EdDSA", k.edC.Public()), jwk("only-a", "EdDSA", k.ed.Public()))
-	verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "only-a"}, baseClaims(issJ1))) // A refreshes on the miss
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "only-a"}, baseClaims(issJ2)), "unknown key id")
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srvA := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+		srvB := newJWKSServer(t, jwk("k1", "EdDSA", k.edD.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{},
+			jwksRecord(issJ1, "ta", srvA, "EdDSA"), jwksRecord(issJ2, "tb", srvB, "EdDSA"))
+		verifyOK(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issJ1)))
+		verifyOK(t, a, mint(t, "EdDSA", k.edD, obj{"kid": "k1"}, baseClaims(issJ2)))
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issJ2)), "token signature is invalid")
+		verifyDesc(t, a, mint(t, "EdDSA", k.edC, nil, baseClaims(issJ2)), "token signature is invalid")
+		verifyDesc(t, a, mint(t, "EdDSA", k.edD, obj{"kid": "k1"}, baseClaims(issJ1)), "token signature is invalid")
+		// A kid only A publishes, on a token naming B: unknown in B's set.
+		srvA.setKeys(jwk("k1", "EdDSA", k.edC.Public()), jwk("only-a", "EdDSA", k.ed.Public()))
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "only-a"}, baseClaims(issJ1))) // A refreshes on the miss
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "only-a"}, baseClaims(issJ2)), "unknown key id")
+	})
 }
 
 // TestJWKSBackgroundRotation: the set is refreshed every Refresh on the
 // (fake) clock; a rotated-out key stops verifying, the new one verifies.
 func TestJWKSBackgroundRotation(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("old", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{Refresh: time.Hour}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	if err := a.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	set := a.set(issJ1)
-	old := mint(t, "EdDSA", k.ed, obj{"kid": "old"}, baseClaims(issJ1).with("exp", testNow.Add(3*time.Hour).Unix()))
-	verifyOK(t, a, old)
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("old", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{Refresh: time.Hour}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		if err := a.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		set := a.set(issJ1)
+		old := mint(t, "EdDSA", k.ed, obj{"kid": "old"}, baseClaims(issJ1).with("exp", testNow.Add(3*time.Hour).Unix()))
+		verifyOK(t, a, old)
 
-	srv.setKeys(jwk("new", "EdDSA", k.edOther.Public()))
-	clk.waitPending(t, 1)
-	clk.Advance(59 * time.Minute)
-	if n := srv.hits.Load(); n != 1 {
-		t.Fatalf("refreshed before the interval: %d fetches", n)
-	}
-	clk.Advance(time.Minute)
-	set.waitAttempts(t, 2)
-	verifyOK(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "new"}, baseClaims(issJ1).with("iat", clk.Now().Unix())))
-	verifyDesc(t, a, old, "unknown key id") // the miss may refresh once; the key is gone
-	if n := srv.hits.Load(); n > 3 {
-		t.Fatalf("fetches = %d, want at most 3", n)
-	}
+		srv.setKeys(jwk("new", "EdDSA", k.edOther.Public()))
+		advance(59 * time.Minute)
+		if n := srv.hits.Load(); n != 1 {
+			t.Fatalf("refreshed before the interval: %d fetches", n)
+		}
+		advance(time.Minute)
+		set.waitAttempts(t, 2)
+		verifyOK(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "new"}, baseClaims(issJ1).with("iat", now().Unix())))
+		verifyDesc(t, a, old, "unknown key id") // the miss may refresh once; the key is gone
+		if n := srv.hits.Load(); n > 3 {
+			t.Fatalf("fetches = %d, want at most 3", n)
+		}
+	})
 }
 
 // TestJWKSRotationOnUnknownKid: a new kid published between refreshes is
 // picked up by the one refresh its first use triggers.
 func TestJWKSRotationOnUnknownKid(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1)))
-	srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
-	verifyOK(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1)))
-	if n := srv.hits.Load(); n != 2 {
-		t.Fatalf("fetches = %d, want 2", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1)))
+		srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
+		verifyOK(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1)))
+		if n := srv.hits.Load(); n != 2 {
+			t.Fatalf("fetches = %d, want 2", n)
+		}
+	})
 }
 
 // TestJWKSUnknownKidFloodIsRateLimited: 1 000 random kids (sequential and
 // concurrent) cause at most one refresh per cooldown; the cooldown is
 // counted from the last triggered refresh whatever the cache holds.
 func TestJWKSUnknownKidFloodIsRateLimited(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newJWKSAuth(t, clk, logs, JWKSOptions{Cooldown: 5 * time.Minute}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	if err := a.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	claims := baseClaims(issJ1)
-	var wg sync.WaitGroup
-	for g := 0; g < 10; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 100; i++ {
-				kid := fmt.Sprintf("rand-%016x", rand.Uint64())
-				_, err := a.verifyToken(context.Background(), mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims))
-				var ae *AuthError
-				if !errors.As(err, &ae) || ae.Description != "unknown key id" {
-					t.Errorf("random kid: %v", err)
-					return
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newJWKSAuth(t, now, logs, JWKSOptions{Cooldown: 5 * time.Minute}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		if err := a.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		claims := baseClaims(issJ1)
+		var wg sync.WaitGroup
+		for g := 0; g < 10; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 100; i++ {
+					kid := fmt.Sprintf("rand-%016x", rand.Uint64())
+					_, err := a.verifyToken(context.Background(), mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims))
+					var ae *AuthError
+					if !errors.As(err, &ae) || ae.Description != "unknown key id" {
+						t.Errorf("random kid: %v", err)
+						return
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	if n := srv.hits.Load(); n != 2 {
-		t.Fatalf("after 1000 unknown kids: %d fetches, want 2 (initial + one refresh)", n)
-	}
-	clk.Advance(4*time.Minute + 59*time.Second)
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "again"}, claims), "unknown key id")
-	if n := srv.hits.Load(); n != 2 {
-		t.Fatalf("refresh inside the cooldown: %d fetches", n)
-	}
-	clk.Advance(time.Second)
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "again"}, claims), "unknown key id")
-	if n := srv.hits.Load(); n != 3 {
-		t.Fatalf("after the cooldown: %d fetches, want 3", n)
-	}
-	// Kid path traversal and other hostile kids are map keys, never paths.
-	for _, kid := range []string{"../../../../etc/passwd", "..%2f..%2fjwks", "/dev/zero", "k1\x00", strings.Repeat("k", 4000)} {
-		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims), "unknown key id")
-	}
-	if n := srv.hits.Load(); n != 3 {
-		t.Fatalf("hostile kids: %d fetches, want 3", n)
-	}
+			}()
+		}
+		wg.Wait()
+		if n := srv.hits.Load(); n != 2 {
+			t.Fatalf("after 1000 unknown kids: %d fetches, want 2 (initial + one refresh)", n)
+		}
+		advance(4*time.Minute + 59*time.Second)
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "again"}, claims), "unknown key id")
+		if n := srv.hits.Load(); n != 2 {
+			t.Fatalf("refresh inside the cooldown: %d fetches", n)
+		}
+		advance(time.Second)
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "again"}, claims), "unknown key id")
+		if n := srv.hits.Load(); n != 3 {
+			t.Fatalf("after the cooldown: %d fetches, want 3", n)
+		}
+		// Kid path traversal and other hostile kids are map keys, never paths.
+		for _, kid := range []string{"../../../../etc/passwd", "..%2f..%2fjwks", "/dev/zero", "k1\x00", strings.Repeat("k", 4000)} {
+			verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": kid}, claims), "unknown key id")
+		}
+		if n := srv.hits.Load(); n != 3 {
+			t.Fatalf("hostile kids: %d fetches, want 3", n)
+		}
+	})
 }
 
 // TestJWKSCooldownSurvivesEmptyCache: with the source down and nothing
 // cached, requests get 503 and the unknown-kid cooldown still holds (a
 // cooldown that resets when the cache is empty is no cooldown).
 func TestJWKSCooldownSurvivesEmptyCache(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	srv.setStatus(http.StatusInternalServerError)
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newJWKSAuth(t, clk, logs, JWKSOptions{Retry: 30 * time.Second}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
-	verifyDesc(t, a, tok, "503") // waits for the initial fetch, which fails
-	a.set(issJ1).waitAttempts(t, 1)
-	verifyDesc(t, a, tok, "503") // triggers the one refresh of this cooldown
-	a.set(issJ1).waitAttempts(t, 2)
-	for i := 0; i < 200; i++ {
-		verifyDesc(t, a, tok, "503")
-	}
-	if n := srv.hits.Load(); n != 2 {
-		t.Fatalf("fetches = %d, want 2", n)
-	}
-	if !strings.Contains(logs.String(), "JWK Set fetch failed") {
-		t.Errorf("fetch failure not logged: %s", logs)
-	}
-	// The background retry recovers without any request.
-	srv.setStatus(http.StatusOK)
-	clk.waitPending(t, 1)
-	clk.Advance(30 * time.Second)
-	a.set(issJ1).waitAttempts(t, 3)
-	verifyOK(t, a, tok)
-	if n := srv.hits.Load(); n != 3 {
-		t.Fatalf("fetches = %d, want 3", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		srv.setStatus(http.StatusInternalServerError)
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newJWKSAuth(t, now, logs, JWKSOptions{Retry: 30 * time.Second}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
+		verifyDesc(t, a, tok, "503") // waits for the initial fetch, which fails
+		a.set(issJ1).waitAttempts(t, 1)
+		verifyDesc(t, a, tok, "503") // triggers the one refresh of this cooldown
+		a.set(issJ1).waitAttempts(t, 2)
+		for i := 0; i < 200; i++ {
+			verifyDesc(t, a, tok, "503")
+		}
+		if n := srv.hits.Load(); n != 2 {
+			t.Fatalf("fetches = %d, want 2", n)
+		}
+		if !strings.Contains(logs.String(), "JWK Set fetch failed") {
+			t.Errorf("fetch failure not logged: %s", logs)
+		}
+		// The background retry recovers without any request.
+		srv.setStatus(http.StatusOK)
+		advance(30 * time.Second)
+		a.set(issJ1).waitAttempts(t, 3)
+		verifyOK(t, a, tok)
+		if n := srv.hits.Load(); n != 3 {
+			t.Fatalf("fetches = %d, want 3", n)
+		}
+	})
 }
 
 // TestJWKSOutageKeepsLastGoodSet: every kind of failed refresh keeps the
 // previous set.
 func TestJWKSOutageKeepsLastGoodSet(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newJWKSAuth(t, clk, logs, JWKSOptions{Refresh: time.Minute, Retry: time.Minute, MaxBytes: 4096}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	if err := a.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	set := a.set(issJ1)
-	tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1).with("exp", testNow.Add(24*time.Hour).Unix()))
-	failures := []struct {
-		name  string
-		apply func()
-		log   string
-	}{
-		{"500", func() { srv.setStatus(500) }, "unexpected HTTP status 500"},
-		{"404", func() { srv.setStatus(404) }, "unexpected HTTP status 404"},
-		{"not JSON", func() { srv.setStatus(200); srv.setBody([]byte("<html>")) }, "not a JSON object"},
-		{"empty set", func() { srv.setKeys() }, "no key usable"},
-		{"only an HMAC key", func() { srv.setKeys(jwk("k1", "HS256", k.hmac)) }, "no key usable"},
-		{"oversized", func() { srv.setBody([]byte(`{"keys":[],"pad":"` + strings.Repeat("x", 5000) + `"}`)) }, "exceeds the size cap"},
-		{"duplicate kid", func() { srv.setKeys(jwk("k2", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public())) }, "same kid"},
-	}
-	for i, f := range failures {
-		f.apply()
-		clk.waitPending(t, 1)
-		clk.Advance(time.Minute)
-		set.waitAttempts(t, i+2)
-		if _, err := a.verifyToken(context.Background(), tok); err != nil {
-			t.Fatalf("%s: last good set not kept: %v", f.name, err)
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newJWKSAuth(t, now, logs, JWKSOptions{Refresh: time.Minute, Retry: time.Minute, MaxBytes: 4096}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		if err := a.Ready(context.Background()); err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(logs.String(), f.log) {
-			t.Fatalf("%s: log lacks %q:\n%s", f.name, f.log, logs)
+		set := a.set(issJ1)
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1).with("exp", testNow.Add(24*time.Hour).Unix()))
+		failures := []struct {
+			name  string
+			apply func()
+			log   string
+		}{
+			{"500", func() { srv.setStatus(500) }, "unexpected HTTP status 500"},
+			{"404", func() { srv.setStatus(404) }, "unexpected HTTP status 404"},
+			{"not JSON", func() { srv.setStatus(200); srv.setBody([]byte("<html>")) }, "not a JSON object"},
+			{"empty set", func() { srv.setKeys() }, "no key usable"},
+			{"only an HMAC key", func() { srv.setKeys(jwk("k1", "HS256", k.hmac)) }, "no key usable"},
+			{"oversized", func() { srv.setBody([]byte(`{"keys":[],"pad":"` + strings.Repeat("x", 5000) + `"}`)) }, "exceeds the size cap"},
+			{"duplicate kid", func() { srv.setKeys(jwk("k2", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public())) }, "same kid"},
 		}
-	}
+		for i, f := range failures {
+			f.apply()
+			advance(time.Minute)
+			set.waitAttempts(t, i+2)
+			if _, err := a.verifyToken(context.Background(), tok); err != nil {
+				t.Fatalf("%s: last good set not kept: %v", f.name, err)
+			}
+			if !strings.Contains(logs.String(), f.log) {
+				t.Fatalf("%s: log lacks %q:\n%s", f.name, f.log, logs)
+			}
+		}
+	})
 }
 
 // TestJWKSSlowResponse: a hung key server never holds a request longer
 // than MissWait; once the fetch completes, tokens verify.
 func TestJWKSSlowResponse(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	release := srv.hold()
-	defer release()
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{MissWait: 50 * time.Millisecond, Timeout: 10 * time.Second}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
-	start := time.Now()
-	verifyDesc(t, a, tok, "503")
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("request held %v by a slow key server", el)
-	}
-	// A request's own deadline is honoured too.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if _, err := a.verifyToken(ctx, tok); !isUnavailable(err) {
-		t.Fatalf("err = %v, want unavailable", err)
-	}
-	release()
-	a.set(issJ1).waitAttempts(t, 1)
-	verifyOK(t, a, tok)
-	if n := srv.hits.Load(); n != 1 {
-		t.Fatalf("fetches = %d, want 1 (requests wait for the fetch in flight)", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		release := srv.hold()
+		defer release()
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{MissWait: 50 * time.Millisecond, Timeout: 10 * time.Second}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
+		start := time.Now()
+		verifyDesc(t, a, tok, "503")
+		if el := time.Since(start); el != 50*time.Millisecond {
+			t.Fatalf("request held %v by a slow key server; want MissWait, 50ms", el)
+		}
+		// A request's own deadline is honoured too.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		if _, err := a.verifyToken(ctx, tok); !isUnavailable(err) {
+			t.Fatalf("err = %v, want unavailable", err)
+		}
+		release()
+		a.set(issJ1).waitAttempts(t, 1)
+		verifyOK(t, a, tok)
+		if n := srv.hits.Load(); n != 1 {
+			t.Fatalf("fetches = %d, want 1 (requests wait for the fetch in flight)", n)
+		}
+	})
 }
 
 // TestJWKSFetchTimeout: a key server slower than Timeout fails the fetch.
 func TestJWKSFetchTimeout(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	release := srv.hold()
-	defer release()
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newJWKSAuth(t, clk, logs, JWKSOptions{Timeout: 100 * time.Millisecond}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	err := a.Ready(context.Background())
-	if !isUnavailable(err) || !strings.Contains(err.Error(), issJ1) {
-		t.Fatalf("Ready = %v", err)
-	}
-	if !strings.Contains(logs.String(), "exceeded") {
-		t.Errorf("timeout not logged: %s", logs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		release := srv.hold()
+		defer release()
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newJWKSAuth(t, now, logs, JWKSOptions{Timeout: 100 * time.Millisecond}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		err := a.Ready(context.Background())
+		if !isUnavailable(err) || !strings.Contains(err.Error(), issJ1) {
+			t.Fatalf("Ready = %v", err)
+		}
+		if !strings.Contains(logs.String(), "exceeded") {
+			t.Errorf("timeout not logged: %s", logs)
+		}
+	})
 }
 
 // TestJWKSOversizedBody: bodies over MaxBytes are refused whether or not
@@ -299,9 +314,8 @@ func TestJWKSOversizedBody(t *testing.T) {
 				_, _ = w.Write(big)
 			}))
 			defer srv.Close()
-			clk := newFakeClock()
 			logs := &logBuffer{}
-			a := newJWKSAuth(t, clk, logs, JWKSOptions{MaxBytes: 64 << 10},
+			a := newNetJWKSAuth(t, fixedNow, logs, JWKSOptions{MaxBytes: 64 << 10},
 				IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
 			verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1)), "503")
 			if !strings.Contains(logs.String(), "exceeds the size cap") {
@@ -315,19 +329,21 @@ func TestJWKSOversizedBody(t *testing.T) {
 // PS256 token, even with the right kid and the same RSA key; an RSA JWK
 // without alg in a record allowing RS256 and PS256 is ambiguous and unusable.
 func TestJWKSKeyBoundToOneAlgorithm(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("rs", "RS256", &k.rsa.PublicKey), jwk("ambiguous", "", &k.rsaOther.PublicKey),
-		jwk("ed-as-es", "ES256", k.ed.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "RS256", "PS256", "EdDSA", "ES256"))
-	c := baseClaims(issJ1)
-	verifyOK(t, a, mint(t, "RS256", k.rsa, obj{"kid": "rs"}, c))
-	verifyDesc(t, a, mint(t, "PS256", k.rsa, obj{"kid": "rs"}, c), "token algorithm does not match its key")
-	verifyDesc(t, a, mint(t, "RS256", k.rsaOther, obj{"kid": "ambiguous"}, c), "token key is not usable for this issuer")
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "ed-as-es"}, c), "token key is not usable for this issuer")
-	if n := srv.hits.Load(); n != 1 {
-		t.Fatalf("unusable kids must not trigger refreshes: %d fetches", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("rs", "RS256", &k.rsa.PublicKey), jwk("ambiguous", "", &k.rsaOther.PublicKey),
+			jwk("ed-as-es", "ES256", k.ed.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "RS256", "PS256", "EdDSA", "ES256"))
+		c := baseClaims(issJ1)
+		verifyOK(t, a, mint(t, "RS256", k.rsa, obj{"kid": "rs"}, c))
+		verifyDesc(t, a, mint(t, "PS256", k.rsa, obj{"kid": "rs"}, c), "token algorithm does not match its key")
+		verifyDesc(t, a, mint(t, "RS256", k.rsaOther, obj{"kid": "ambiguous"}, c), "token key is not usable for this issuer")
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "ed-as-es"}, c), "token key is not usable for this issuer")
+		if n := srv.hits.Load(); n != 1 {
+			t.Fatalf("unusable kids must not trigger refreshes: %d fetches", n)
+		}
+	})
 }
 
 // TestParseJWKS pins which JWKs are used, ignored, or fail the set.
@@ -409,81 +425,90 @@ func TestParseJWKS(t *testing.T) {
 // TestJWKSNeverFetchesX5U: a JWK's x5u is not fetched, and a token's jku is
 // refused before any fetch.
 func TestJWKSNeverFetchesX5U(t *testing.T) {
-	k := getKeys(t)
-	var evilHits int
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { evilHits++ }))
-	defer evil.Close()
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()).with("x5u", evil.URL+"/cert.pem"))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1)))
-	verifyDesc(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "k1", "jku": evil.URL + "/jwks"}, baseClaims(issJ1)), "token header parameter is not allowed")
-	if evilHits != 0 {
-		t.Fatalf("attacker URL fetched %d times", evilHits)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		evil := newJWKSServer(t) // reachable through the same client: a fetch would count
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()).with("x5u", evil.URL+"/cert.pem"))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1)))
+		verifyDesc(t, a, mint(t, "EdDSA", k.edOther, obj{"kid": "k1", "jku": evil.URL + "/jwks"}, baseClaims(issJ1)), "token header parameter is not allowed")
+		if n := evil.hits.Load(); n != 0 {
+			t.Fatalf("attacker URL fetched %d times", n)
+		}
+	})
 }
 
 // TestJWKSNoKidSingleKey: a token without kid uses the set's only key and
 // is refused when the set has several.
 func TestJWKSNoKidSingleKey(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{Refresh: time.Minute}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	noKID := mint(t, "EdDSA", k.ed, nil, baseClaims(issJ1).with("exp", testNow.Add(time.Hour).Unix()))
-	verifyOK(t, a, noKID)
-	srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
-	clk.waitPending(t, 1)
-	clk.Advance(time.Minute)
-	a.set(issJ1).waitAttempts(t, 2)
-	verifyDesc(t, a, noKID, "token has no key id and the issuer has several keys")
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{Refresh: time.Minute}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		noKID := mint(t, "EdDSA", k.ed, nil, baseClaims(issJ1).with("exp", testNow.Add(time.Hour).Unix()))
+		verifyOK(t, a, noKID)
+		srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
+		advance(time.Minute)
+		a.set(issJ1).waitAttempts(t, 2)
+		verifyDesc(t, a, noKID, "token has no key id and the issuer has several keys")
+	})
 }
 
 // TestJWKSCloseStopsRefresh: after Close nothing is fetched; cached keys
 // keep working; an issuer never fetched is unavailable.
 func TestJWKSCloseStopsRefresh(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	srv2 := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"), jwksRecord(issJ2, "j2", srv2, "EdDSA"))
-	tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
-	verifyOK(t, a, tok)
-	_ = a.Close()
-	_ = a.Close()
-	clk.Advance(24 * time.Hour)
-	verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1).with("exp", clk.Now().Add(time.Hour).Unix())))
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ2).with("exp", clk.Now().Add(time.Hour).Unix())), "503")
-	if srv.hits.Load() != 1 || srv2.hits.Load() != 0 {
-		t.Fatalf("fetches after Close: %d, %d", srv.hits.Load(), srv2.hits.Load())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		srv2 := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		now := bubbleNow()
+		a := newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"), jwksRecord(issJ2, "j2", srv2, "EdDSA"))
+		tok := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1))
+		verifyOK(t, a, tok)
+		_ = a.Close()
+		_ = a.Close()
+		advance(24 * time.Hour)
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ1).with("exp", now().Add(time.Hour).Unix())))
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, baseClaims(issJ2).with("exp", now().Add(time.Hour).Unix())), "503")
+		if srv.hits.Load() != 1 || srv2.hits.Load() != 0 {
+			t.Fatalf("fetches after Close: %d, %d", srv.hits.Load(), srv2.hits.Load())
+		}
+	})
 }
 
 // TestJWKSNoFetchAtConstruction: building the authenticator (as `demo
 // check` does) performs no I/O.
 func TestJWKSNoFetchAtConstruction(t *testing.T) {
-	srv := newJWKSServer(t)
-	clk := newFakeClock()
-	newJWKSAuth(t, clk, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	time.Sleep(20 * time.Millisecond)
-	if n := srv.hits.Load(); n != 0 {
-		t.Fatalf("fetches at construction: %d", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newJWKSServer(t)
+		now := bubbleNow()
+		newJWKSAuth(t, now, nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		advance(2 * time.Hour) // past any refresh: nothing was started
+		if n := srv.hits.Load(); n != 0 {
+			t.Fatalf("fetches at construction: %d", n)
+		}
+	})
 }
 
 // TestJWKSRedirectNotFollowed: the default client refuses redirects.
 func TestJWKSRedirectNotFollowed(t *testing.T) {
 	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte(`{"keys":[` + jwk("k1", "EdDSA", k.ed.Public()).json() + `]}`))
+	}))
+	defer srv.Close()
 	redir := httptest.NewServer(http.RedirectHandler(srv.URL, http.StatusFound))
 	defer redir.Close()
-	clk := newFakeClock()
-	a := newJWKSAuth(t, clk, nil, JWKSOptions{},
+	a := newNetJWKSAuth(t, fixedNow, nil, JWKSOptions{},
 		IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: redir.URL})
 	if err := a.Ready(context.Background()); !isUnavailable(err) || !strings.Contains(err.Error(), "302") {
 		t.Fatalf("Ready = %v", err)
 	}
-	if srv.hits.Load() != 0 {
+	if hits.Load() != 0 {
 		t.Fatal("redirect followed")
 	}
 }
@@ -539,17 +564,19 @@ func TestJWKSConfigErrors(t *testing.T) {
 // TestJWKSLogRedactsURLPassword: fetch failures are logged with the URL's
 // password redacted.
 func TestJWKSLogRedactsURLPassword(t *testing.T) {
-	srv := newJWKSServer(t)
-	srv.setStatus(500)
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	u := strings.Replace(srv.URL, "http://", "http://user:hunter2-secret@", 1)
-	a := newJWKSAuth(t, clk, logs, JWKSOptions{},
-		IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: u})
-	_ = a.Ready(context.Background())
-	if strings.Contains(logs.String(), "hunter2-secret") || !strings.Contains(logs.String(), "500") {
-		t.Fatalf("log: %s", logs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newJWKSServer(t)
+		srv.setStatus(500)
+		now := bubbleNow()
+		logs := &logBuffer{}
+		u := strings.Replace(srv.URL, "http://", "http://user:hunter2-secret@", 1)
+		a := newJWKSAuth(t, now, logs, JWKSOptions{},
+			IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: u})
+		_ = a.Ready(context.Background())
+		if strings.Contains(logs.String(), "hunter2-secret") || !strings.Contains(logs.String(), "500") {
+			t.Fatalf("log: %s", logs)
+		}
+	})
 }
 
 // TestJWKSTransportErrorRedactsURLQuery: a fetch that fails in transport
@@ -563,7 +590,7 @@ func TestJWKSTransportErrorRedactsURLQuery(t *testing.T) {
 	u := "http://" + ln.Addr().String() + "/jwks.json?api_key=SECRET"
 	ln.Close()
 	logs := &logBuffer{}
-	a := newJWKSAuth(t, newFakeClock(), logs, JWKSOptions{},
+	a := newNetJWKSAuth(t, fixedNow, logs, JWKSOptions{},
 		IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: u})
 	rerr := a.Ready(context.Background())
 	if rerr == nil || strings.Contains(rerr.Error(), "SECRET") {
@@ -574,80 +601,49 @@ func TestJWKSTransportErrorRedactsURLQuery(t *testing.T) {
 	}
 }
 
-// gateClock is a fakeClock whose Timer call number free+1 blocks until
-// gate is closed (closing entered first): it holds a JWK Set loop between
-// the end of a fetch and its wait for the next.
-type gateClock struct {
-	*fakeClock
-	mu      sync.Mutex
-	calls   int
-	free    int
-	entered chan struct{}
-	gate    chan struct{}
-}
-
-func (g *gateClock) Timer(d time.Duration) (<-chan time.Time, func()) {
-	g.mu.Lock()
-	g.calls++
-	n := g.calls
-	g.mu.Unlock()
-	if n == g.free+1 {
-		close(g.entered)
-		<-g.gate
-	}
-	return g.fakeClock.Timer(d)
-}
-
 // TestJWKSSameNewKidTogether: two tokens with the same newly published
 // kid. The first triggers the refresh; the second, arriving before the
 // loop has taken that kick up, waits for the same fetch (it is in flight
 // from the kick on) rather than getting 401 at once under the cooldown.
+// The test plays the set's loop (marked started, no goroutine), so that
+// the second token comes exactly in that window.
 func TestJWKSSameNewKidTogether(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
-	gc := &gateClock{fakeClock: newFakeClock(), free: 0, entered: make(chan struct{}), gate: make(chan struct{})}
-	a, err := NewJWTAuthenticator(JWTConfig{Issuers: []IssuerRecord{jwksRecord(issJ1, "j1", srv, "EdDSA")}, Now: gc.Now, clock: gc,
-		JWKS: JWKSOptions{MissWait: 5 * time.Second}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	var once sync.Once
-	release := func() { once.Do(func() { close(gc.gate) }) }
-	defer release() // before Close, which waits for the loop the gate holds
-	if err := a.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// The loop finished the first fetch and is blocked before its select.
-	<-gc.entered
-	srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
-	tok := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1))
-	r1 := make(chan error, 1)
-	go func() { _, err := a.verifyToken(context.Background(), tok); r1 <- err }()
-	// Wait until R1 has kicked.
-	set := a.set(issJ1)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()))
+		a := newJWKSAuth(t, bubbleNow(), nil, JWKSOptions{}, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		set := a.set(issJ1)
 		set.mu.Lock()
-		h := set.hasKick
+		set.started, set.inflight = true, true // as start does, without the loop
 		set.mu.Unlock()
-		if h {
-			break
+		set.finish(set.fetch()) // the first fetch
+		srv.setKeys(jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
+		tok := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, baseClaims(issJ1))
+		r1 := make(chan error, 1)
+		go func() { _, err := a.verifyToken(context.Background(), tok); r1 <- err }()
+		synctest.Wait() // R1 has kicked and waits for the fetch
+		if len(set.kick) != 1 {
+			t.Fatal("the first token did not kick the loop")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	r2 := make(chan error, 1)
-	go func() { _, err := a.verifyToken(context.Background(), tok); r2 <- err }() // same kid, same moment
-	// The second must wait for the fetch the first triggered, which the
-	// gate holds back: an answer before the gate opens is the bug (a 401
-	// under the cooldown the first just spent).
-	select {
-	case err := <-r2:
-		t.Fatalf("second token answered before the triggered fetch could run: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	release()
-	err1, err2 := <-r1, <-r2
-	if err1 != nil || err2 != nil || srv.hits.Load() != 2 {
-		t.Errorf("first %v, second %v, fetches %d; want both verified by one refresh (2 fetches)", err1, err2, srv.hits.Load())
-	}
+		r2 := make(chan error, 1)
+		go func() { _, err := a.verifyToken(context.Background(), tok); r2 <- err }() // same kid, same moment
+		synctest.Wait()
+		// The second must wait for the fetch the first triggered, which the
+		// loop has not taken up: an answer now is the bug (a 401 under the
+		// cooldown the first just spent).
+		select {
+		case err := <-r2:
+			t.Fatalf("second token answered before the triggered fetch could run: %v", err)
+		default:
+		}
+		<-set.kick // the loop takes the kick up and fetches
+		set.mu.Lock()
+		set.inflight = true
+		set.mu.Unlock()
+		set.finish(set.fetch())
+		err1, err2 := <-r1, <-r2
+		if err1 != nil || err2 != nil || srv.hits.Load() != 2 {
+			t.Errorf("first %v, second %v, fetches %d; want both verified by one refresh (2 fetches)", err1, err2, srv.hits.Load())
+		}
+	})
 }

@@ -344,7 +344,7 @@ func (e *cacheEntry) servable(now int64, env *jwtEnv) bool {
 	if e.st.jwks != nil && e.st.jwks.gen() != e.gen {
 		return false
 	}
-	if e.st.res != nil && !e.st.res.inForce(env.clk.Now()) {
+	if e.st.res != nil && !e.st.res.inForce(env.now()) {
 		return false
 	}
 	return true

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -371,11 +372,11 @@ func TestCacheSweepMatchesUncached(t *testing.T) {
 }
 
 // newCacheJWKSAuth is newJWKSAuth with a cache TTL long enough for the
-// fake clock's jumps and a verification counter.
-func newCacheJWKSAuth(tb testing.TB, clk *fakeClock, res IssuerResolver, recs ...IssuerRecord) (*JWTAuthenticator, *atomic.Int64) {
+// tests' clock jumps and a verification counter.
+func newCacheJWKSAuth(tb testing.TB, now func() time.Time, res IssuerResolver, recs ...IssuerRecord) (*JWTAuthenticator, *atomic.Int64) {
 	tb.Helper()
-	a, err := NewJWTAuthenticator(JWTConfig{Issuers: recs, Resolver: res, Now: clk.Now, clock: clk,
-		JWKS: JWKSOptions{MissWait: 5 * time.Second, Refresh: time.Hour}, CacheTTL: 100 * time.Hour,
+	a, err := NewJWTAuthenticator(JWTConfig{Issuers: recs, Resolver: res, Now: now,
+		JWKS: JWKSOptions{MissWait: 5 * time.Second, Refresh: time.Hour, Client: jwksClient(0)}, CacheTTL: 100 * time.Hour,
 		ResolverTTL: 10 * time.Minute})
 	if err != nil {
 		tb.Fatal(err)
@@ -387,124 +388,127 @@ func newCacheJWKSAuth(tb testing.TB, clk *fakeClock, res IssuerResolver, recs ..
 // TestCacheJWKSRotation: an entry is served only while the issuer's JWK
 // Set holds the keys it held when the token was verified.
 func TestCacheJWKSRotation(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
-	clk := newFakeClock()
-	a, calls := newCacheJWKSAuth(t, clk, nil, jwksRecord(issJ1, "j1", srv, "EdDSA"))
-	if err := a.Ready(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	set := a.set(issJ1)
-	long := baseClaims(issJ1).with("exp", testNow.Add(90*time.Hour).Unix())
-	tok1 := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, long)
-	tok2 := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, long)
-	attempts := 1
-	refresh := func(keys ...obj) {
-		t.Helper()
-		srv.setKeys(keys...)
-		clk.waitPending(t, 1)
-		clk.Advance(time.Hour)
-		attempts++
-		set.waitAttempts(t, attempts)
-	}
-	steps := []struct {
-		name   string
-		keys   []obj // published before the step (nil: no refresh)
-		tok    string
-		desc   string
-		calls  int64 // full verifications so far
-		wantGn uint64
-	}{
-		{"first verification", nil, tok1, "", 1, 1},
-		{"hit", nil, tok1, "", 1, 1},
-		{"identical refresh keeps the entry", []obj{jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "", 1, 1},
-		{"key added: verified again", []obj{jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()), jwk("k3", "EdDSA", k.edC.Public())}, tok1, "", 2, 2},
-		{"hit after the re-verification", nil, tok1, "", 2, 2},
-		{"other token cached", nil, tok2, "", 3, 2},
-		{"kid bound to another key", []obj{jwk("k1", "EdDSA", k.edD.Public()), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "token signature is invalid", 4, 3},
-		{"refusal not cached", nil, tok1, "token signature is invalid", 5, 3},
-		{"kid now names a key this record cannot use", []obj{jwk("k1", "ES256", &k.es.PublicKey), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "token key is not usable for this issuer", 6, 4},
-		{"kid gone", []obj{jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "unknown key id", 7, 5},
-		{"surviving kid verified again", nil, tok2, "", 8, 5},
-	}
-	for _, s := range steps {
-		if s.keys != nil {
-			refresh(s.keys...)
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()))
+		now := bubbleNow()
+		a, calls := newCacheJWKSAuth(t, now, nil, jwksRecord(issJ1, "j1", srv, "EdDSA"))
+		if err := a.Ready(context.Background()); err != nil {
+			t.Fatal(err)
 		}
-		o := verifyOutcome(a, s.tok)
-		if o.desc != s.desc {
-			t.Fatalf("%s: outcome %+v, want %q", s.name, o, s.desc)
+		set := a.set(issJ1)
+		long := baseClaims(issJ1).with("exp", testNow.Add(90*time.Hour).Unix())
+		tok1 := mint(t, "EdDSA", k.ed, obj{"kid": "k1"}, long)
+		tok2 := mint(t, "EdDSA", k.edOther, obj{"kid": "k2"}, long)
+		attempts := 1
+		refresh := func(keys ...obj) {
+			t.Helper()
+			srv.setKeys(keys...)
+			advance(time.Hour)
+			attempts++
+			set.waitAttempts(t, attempts)
 		}
-		if got := calls.Load(); got != s.calls {
-			t.Fatalf("%s: %d full verifications, want %d", s.name, got, s.calls)
+		steps := []struct {
+			name   string
+			keys   []obj // published before the step (nil: no refresh)
+			tok    string
+			desc   string
+			calls  int64 // full verifications so far
+			wantGn uint64
+		}{
+			{"first verification", nil, tok1, "", 1, 1},
+			{"hit", nil, tok1, "", 1, 1},
+			{"identical refresh keeps the entry", []obj{jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "", 1, 1},
+			{"key added: verified again", []obj{jwk("k1", "EdDSA", k.ed.Public()), jwk("k2", "EdDSA", k.edOther.Public()), jwk("k3", "EdDSA", k.edC.Public())}, tok1, "", 2, 2},
+			{"hit after the re-verification", nil, tok1, "", 2, 2},
+			{"other token cached", nil, tok2, "", 3, 2},
+			{"kid bound to another key", []obj{jwk("k1", "EdDSA", k.edD.Public()), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "token signature is invalid", 4, 3},
+			{"refusal not cached", nil, tok1, "token signature is invalid", 5, 3},
+			{"kid now names a key this record cannot use", []obj{jwk("k1", "ES256", &k.es.PublicKey), jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "token key is not usable for this issuer", 6, 4},
+			{"kid gone", []obj{jwk("k2", "EdDSA", k.edOther.Public())}, tok1, "unknown key id", 7, 5},
+			{"surviving kid verified again", nil, tok2, "", 8, 5},
 		}
-		if got := set.gen(); got != s.wantGn {
-			t.Fatalf("%s: key-set generation %d, want %d", s.name, got, s.wantGn)
+		for _, s := range steps {
+			if s.keys != nil {
+				refresh(s.keys...)
+			}
+			o := verifyOutcome(a, s.tok)
+			if o.desc != s.desc {
+				t.Fatalf("%s: outcome %+v, want %q", s.name, o, s.desc)
+			}
+			if got := calls.Load(); got != s.calls {
+				t.Fatalf("%s: %d full verifications, want %d", s.name, got, s.calls)
+			}
+			if got := set.gen(); got != s.wantGn {
+				t.Fatalf("%s: key-set generation %d, want %d", s.name, got, s.wantGn)
+			}
 		}
-	}
+	})
 }
 
 // TestCacheResolvedRecord: an entry of a resolved issuer is served only
 // while the resolver cache holds that record unexpired; re-resolution,
 // replacement and deprovisioning all go through the full path.
 func TestCacheResolvedRecord(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
-	srv2 := newJWKSServer(t, jwk("k1", "EdDSA", k.edD.Public()))
-	rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL}
-	res := &resolverFixture{}
-	res.set(issC, rec)
-	clk := newFakeClock()
-	a, calls := newCacheJWKSAuth(t, clk, res)
-	tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("exp", testNow.Add(48*time.Hour).Unix()))
-	want := limitkey.Principal{Issuer: issC, Tenant: "customer-c", Account: "alice", Method: limitkey.MethodJWT}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+		srv2 := newJWKSServer(t, jwk("k1", "EdDSA", k.edD.Public()))
+		rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL}
+		res := &resolverFixture{}
+		res.set(issC, rec)
+		now := bubbleNow()
+		a, calls := newCacheJWKSAuth(t, now, res)
+		tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("exp", testNow.Add(48*time.Hour).Unix()))
+		want := limitkey.Principal{Issuer: issC, Tenant: "customer-c", Account: "alice", Method: limitkey.MethodJWT}
 
-	steps := []struct {
-		name     string
-		advance  time.Duration
-		change   func()
-		desc     string
-		calls    int64 // full verifications so far
-		resolves int64 // resolver calls so far
-	}{
-		{"first verification resolves", 0, nil, "", 1, 1},
-		{"hit within ResolverTTL", 9 * time.Minute, nil, "", 1, 1},
-		{"record due: full path asks the resolver", 2 * time.Minute, nil, "", 2, 2},
-		{"unchanged record: hit again", time.Minute, nil, "", 2, 2},
-		{"record replaced (another JWK Set)", 10 * time.Minute, func() {
-			r := rec
-			r.JWKSURL = srv2.URL
-			res.set(issC, r)
-		}, "token signature is invalid", 3, 3},
-		{"original record back", 11 * time.Minute, func() { res.set(issC, rec) }, "", 4, 4},
-		{"hit", 0, nil, "", 4, 4},
-		{"deprovisioned", 11 * time.Minute, func() {
-			res.mu.Lock()
-			delete(res.recs, issC)
-			res.mu.Unlock()
-		}, "token issuer is not accepted", 5, 5},
-		{"refusal not cached", 0, nil, "token issuer is not accepted", 6, 6},
-	}
-	for _, s := range steps {
-		if s.change != nil {
-			s.change()
+		steps := []struct {
+			name     string
+			advance  time.Duration
+			change   func()
+			desc     string
+			calls    int64 // full verifications so far
+			resolves int64 // resolver calls so far
+		}{
+			{"first verification resolves", 0, nil, "", 1, 1},
+			{"hit within ResolverTTL", 9 * time.Minute, nil, "", 1, 1},
+			{"record due: full path asks the resolver", 2 * time.Minute, nil, "", 2, 2},
+			{"unchanged record: hit again", time.Minute, nil, "", 2, 2},
+			{"record replaced (another JWK Set)", 10 * time.Minute, func() {
+				r := rec
+				r.JWKSURL = srv2.URL
+				res.set(issC, r)
+			}, "token signature is invalid", 3, 3},
+			{"original record back", 11 * time.Minute, func() { res.set(issC, rec) }, "", 4, 4},
+			{"hit", 0, nil, "", 4, 4},
+			{"deprovisioned", 11 * time.Minute, func() {
+				res.mu.Lock()
+				delete(res.recs, issC)
+				res.mu.Unlock()
+			}, "token issuer is not accepted", 5, 5},
+			{"refusal not cached", 0, nil, "token issuer is not accepted", 6, 6},
 		}
-		clk.Advance(s.advance)
-		o := verifyOutcome(a, tok)
-		wantO := outcome{desc: s.desc}
-		if s.desc == "" {
-			wantO.p = want
+		for _, s := range steps {
+			if s.change != nil {
+				s.change()
+			}
+			advance(s.advance)
+			o := verifyOutcome(a, tok)
+			wantO := outcome{desc: s.desc}
+			if s.desc == "" {
+				wantO.p = want
+			}
+			if o != wantO {
+				t.Fatalf("%s: outcome %+v, want %+v", s.name, o, wantO)
+			}
+			if got := calls.Load(); got != s.calls {
+				t.Fatalf("%s: %d full verifications, want %d", s.name, got, s.calls)
+			}
+			if got := res.calls.Load(); got != s.resolves {
+				t.Fatalf("%s: %d resolver calls, want %d", s.name, got, s.resolves)
+			}
 		}
-		if o != wantO {
-			t.Fatalf("%s: outcome %+v, want %+v", s.name, o, wantO)
-		}
-		if got := calls.Load(); got != s.calls {
-			t.Fatalf("%s: %d full verifications, want %d", s.name, got, s.calls)
-		}
-		if got := res.calls.Load(); got != s.resolves {
-			t.Fatalf("%s: %d resolver calls, want %d", s.name, got, s.resolves)
-		}
-	}
+	})
 }
 
 // TestCacheFailuresNeverCached: refused tokens are verified in full on

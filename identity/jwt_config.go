@@ -148,8 +148,9 @@ type JWTConfig struct {
 	// error.
 	Leeway time.Duration
 	// Now is the time source (golang-jwt's time function); nil means
-	// time.Now. It also drives the JWK
-	// Set refresh schedule and the unknown-kid cooldown.
+	// time.Now. It also measures the unknown-kid cooldown, ResolverTTL and
+	// CacheTTL; the JWK Set refresh and retry intervals and the request
+	// waits run on timers (tests run them in testing/synctest bubbles).
 	Now func() time.Time
 	// Resolver, optional, is consulted for an `iss` that no static record names
 	// (see [IssuerResolver]).
@@ -176,8 +177,6 @@ type JWTConfig struct {
 	// Now from the verification that filled the entry (the token's own exp
 	// usually ends it sooner); zero means 5 minutes; negative is an error.
 	CacheTTL time.Duration
-
-	clock clock // tests only: a fake clock whose timers can be advanced
 }
 
 // boundKey is a verification key and the one algorithm it may verify.
@@ -212,7 +211,6 @@ type issuerState struct {
 type jwtEnv struct {
 	leeway   time.Duration
 	now      func() time.Time
-	clk      clock
 	jwks     jwksOptions
 	logger   *slog.Logger
 	ctx      context.Context // cancelled by Close
@@ -249,7 +247,7 @@ func compile(cfg JWTConfig) (map[string]*issuerState, *jwtEnv, error) {
 }
 
 // compileEnv validates and builds what every issuer state shares: the
-// leeway, the clocks, the logger, the verification cache and the JWK Set
+// leeway, the time source, the logger, the verification cache and the JWK Set
 // options.
 func compileEnv(cfg JWTConfig) (*jwtEnv, []error) {
 	var errs []error
@@ -266,10 +264,7 @@ func compileEnv(cfg JWTConfig) (*jwtEnv, []error) {
 	if now == nil {
 		now = time.Now
 	}
-	env := &jwtEnv{leeway: leeway, now: now, clk: cfg.clock, logger: cfg.Logger}
-	if env.clk == nil {
-		env.clk = realClock{now: now}
-	}
+	env := &jwtEnv{leeway: leeway, now: now, logger: cfg.Logger}
 	if env.logger == nil {
 		env.logger = slog.Default()
 	}

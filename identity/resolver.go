@@ -126,7 +126,7 @@ type resolveCall struct {
 // resolve returns the state for an issuer no static record names.
 func (a *JWTAuthenticator) resolve(ctx context.Context, iss string) (*issuerState, error) {
 	c := a.env.resolver
-	now := a.env.clk.Now()
+	now := a.env.now()
 	c.mu.Lock()
 	if e := c.entries[iss]; e != nil && now.Before(e.expires) {
 		c.mu.Unlock()
@@ -137,14 +137,14 @@ func (a *JWTAuthenticator) resolve(ctx context.Context, iss string) (*issuerStat
 		// Wait no longer than the resolver was given (its ctx deadline):
 		// a resolver that ignores ctx then holds up only the request that
 		// called it, not every token of the issuer.
-		timeout, stop := a.env.clk.Timer(a.env.jwks.timeout)
-		defer stop()
+		timeout := time.NewTimer(a.env.jwks.timeout)
+		defer timeout.Stop()
 		select {
 		case <-call.done:
 			return call.st, call.err
 		case <-ctx.Done():
 			return nil, ErrKeySourceUnavailable
-		case <-timeout:
+		case <-timeout.C:
 			return nil, ErrKeySourceUnavailable
 		}
 	}
@@ -172,7 +172,7 @@ func (a *JWTAuthenticator) resolveSlow(iss string, old *resolvedEntry) (*issuerS
 	ctx, cancel := context.WithTimeout(a.env.ctx, a.env.jwks.timeout)
 	defer cancel()
 	rec, err := c.r.ResolveIssuer(ctx, iss)
-	now := a.env.clk.Now()
+	now := a.env.now()
 	switch {
 	case errors.Is(err, ErrUnknownIssuer):
 		if old != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekey/ratekey/internal/jwkey"
@@ -52,10 +53,11 @@ func (f *resolverFixture) set(iss string, rec IssuerRecord) {
 	f.recs[iss] = rec
 }
 
-func newResolverAuth(tb testing.TB, clk *fakeClock, logs *logBuffer, res IssuerResolver, static ...IssuerRecord) *JWTAuthenticator {
+func newResolverAuth(tb testing.TB, now func() time.Time, logs *logBuffer, res IssuerResolver, static ...IssuerRecord) *JWTAuthenticator {
 	tb.Helper()
-	a, err := NewJWTAuthenticator(JWTConfig{Issuers: static, Resolver: res, Now: clk.Now, clock: clk,
-		ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 3, Logger: logs.logger(), JWKS: JWKSOptions{MissWait: 2 * time.Second}})
+	a, err := NewJWTAuthenticator(JWTConfig{Issuers: static, Resolver: res, Now: now,
+		ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 3, Logger: logs.logger(),
+		JWKS: JWKSOptions{MissWait: 2 * time.Second, Client: jwksClient(0)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -70,9 +72,11 @@ func TestResolver(t *testing.T) {
 	res.set(issC, IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
 	static := IssuerRecord{Issuer: issA, Tenant: "acme", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
 		Keys: []VerificationKey{{KID: "a", Key: k.ed.Public()}}}
-	clk := newFakeClock()
+	// A manual Now, outside a bubble: this test waits on no timer, and its
+	// subtests could not run in one.
+	clk := newCacheClock(testNow)
 	logs := &logBuffer{}
-	a := newResolverAuth(t, clk, logs, res, static)
+	a := newResolverAuth(t, clk.Now, logs, res, static)
 	tokC := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("exp", testNow.Add(48*time.Hour).Unix()))
 
 	t.Run("resolved and cached", func(t *testing.T) {
@@ -127,16 +131,16 @@ func TestResolver(t *testing.T) {
 		res.mu.Lock()
 		res.err = errors.New("database unreachable")
 		res.mu.Unlock()
-		clk.Advance(11 * time.Minute)
+		clk.set(clk.Now().Add(11 * time.Minute))
 		tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix()))
 		verifyOK(t, a, tok)
 		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims("https://new.example/")), "503")
 		// Still down: the record was last confirmed 11 minutes ago, so it is
 		// kept until 20 minutes after that (one TTL past its expiry), then
 		// dropped however long the resolver stays down.
-		clk.Advance(8 * time.Minute) // 19 minutes after the confirmation
+		clk.set(clk.Now().Add(8 * time.Minute)) // 19 minutes after the confirmation
 		verifyOK(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())))
-		clk.Advance(2 * time.Minute) // 21 minutes
+		clk.set(clk.Now().Add(2 * time.Minute)) // 21 minutes
 		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())), "503")
 		res.mu.Lock()
 		res.err = nil
@@ -146,7 +150,7 @@ func TestResolver(t *testing.T) {
 		res.mu.Lock()
 		delete(res.recs, issC)
 		res.mu.Unlock()
-		clk.Advance(11 * time.Minute)
+		clk.set(clk.Now().Add(11 * time.Minute))
 		verifyDesc(t, a, mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC).with("iat", clk.Now().Unix())), "token issuer is not accepted")
 	})
 }
@@ -157,100 +161,106 @@ func TestResolver(t *testing.T) {
 // refused, whether the resolver confirms X's record again (401, and X's
 // entry is dropped) or is down (503, X is not kept for the outage).
 func TestResolverTenantPassesToAnotherIssuer(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
-	const issX, issY = "https://x.example/", "https://y.example/"
-	res := &resolverFixture{}
-	for _, iss := range []string{issX, issY} {
-		res.set(iss, IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
-	}
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newResolverAuth(t, clk, logs, res)
-	tok := func(iss string) string {
-		return mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
-	}
-	setErr := func(err error) {
-		res.mu.Lock()
-		res.err = err
-		res.mu.Unlock()
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+		const issX, issY = "https://x.example/", "https://y.example/"
+		res := &resolverFixture{}
+		for _, iss := range []string{issX, issY} {
+			res.set(iss, IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+		}
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newResolverAuth(t, now, logs, res)
+		tok := func(iss string) string {
+			return mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(iss).with("iat", now().Unix(), "exp", now().Add(time.Hour).Unix()))
+		}
+		setErr := func(err error) {
+			res.mu.Lock()
+			res.err = err
+			res.mu.Unlock()
+		}
 
-	verifyOK(t, a, tok(issX))
-	verifyDesc(t, a, tok(issY), "token issuer is not accepted")
-	clk.Advance(11 * time.Minute) // X's entry expired (TTL 10 minutes)
-	if p := verifyOK(t, a, tok(issY)); p.Issuer != issY || p.Tenant != "shared" {
-		t.Fatalf("Y after X expired: %+v", p)
-	}
-	setErr(errors.New("database unreachable"))
-	verifyDesc(t, a, tok(issX), "503") // not kept: Y vouches for the tenant now
-	setErr(nil)
-	verifyDesc(t, a, tok(issX), "token issuer is not accepted") // confirmed, but the tenant is Y's
-	verifyOK(t, a, tok(issY))
-	if n := strings.Count(logs.String(), "tenant another issuer vouches for"); n != 2 {
-		t.Errorf("%d refusals logged, want 2:\n%s", n, logs)
-	}
+		verifyOK(t, a, tok(issX))
+		verifyDesc(t, a, tok(issY), "token issuer is not accepted")
+		advance(11 * time.Minute) // X's entry expired (TTL 10 minutes)
+		if p := verifyOK(t, a, tok(issY)); p.Issuer != issY || p.Tenant != "shared" {
+			t.Fatalf("Y after X expired: %+v", p)
+		}
+		setErr(errors.New("database unreachable"))
+		verifyDesc(t, a, tok(issX), "503") // not kept: Y vouches for the tenant now
+		setErr(nil)
+		verifyDesc(t, a, tok(issX), "token issuer is not accepted") // confirmed, but the tenant is Y's
+		verifyOK(t, a, tok(issY))
+		if n := strings.Count(logs.String(), "tenant another issuer vouches for"); n != 2 {
+			t.Errorf("%d refusals logged, want 2:\n%s", n, logs)
+		}
+	})
 }
 
 // TestResolverSharesConcurrentCalls: a burst of tokens for one new issuer
 // makes one resolver call and one JWK Set.
 func TestResolverSharesConcurrentCalls(t *testing.T) {
-	k := getKeys(t)
-	srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
-	res := &resolverFixture{gate: make(chan struct{})}
-	res.set(issC, IssuerRecord{Issuer: issC, Tenant: "c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
-	clk := newFakeClock()
-	a := newResolverAuth(t, clk, &logBuffer{}, res)
-	tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC))
-	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := a.verifyToken(context.Background(), tok)
-			errs <- err
-		}()
-	}
-	for res.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
-	close(res.gate)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		srv := newJWKSServer(t, jwk("k1", "EdDSA", k.edC.Public()))
+		res := &resolverFixture{gate: make(chan struct{})}
+		res.set(issC, IssuerRecord{Issuer: issC, Tenant: "c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: srv.URL})
+		now := bubbleNow()
+		a := newResolverAuth(t, now, &logBuffer{}, res)
+		tok := mint(t, "EdDSA", k.edC, obj{"kid": "k1"}, baseClaims(issC))
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := a.verifyToken(context.Background(), tok)
+				errs <- err
+			}()
 		}
-	}
-	if res.calls.Load() != 1 || srv.hits.Load() != 1 {
-		t.Fatalf("resolver calls %d, fetches %d; want 1, 1", res.calls.Load(), srv.hits.Load())
-	}
+		synctest.Wait() // one token in the resolver, the others waiting for its call
+		if n := res.calls.Load(); n != 1 {
+			t.Fatalf("resolver calls %d while the first is held; want 1", n)
+		}
+		close(res.gate)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.calls.Load() != 1 || srv.hits.Load() != 1 {
+			t.Fatalf("resolver calls %d, fetches %d; want 1, 1", res.calls.Load(), srv.hits.Load())
+		}
+	})
 }
 
 // TestResolverBounded: at most MaxResolvedIssuers records are held; expired
 // ones make room.
 func TestResolverBounded(t *testing.T) {
-	k := getKeys(t)
-	res := &resolverFixture{}
-	for i := 0; i < 5; i++ {
-		iss := fmt.Sprintf("https://r%d.example/", i)
-		res.set(iss, IssuerRecord{Issuer: iss, Tenant: fmt.Sprint("t", i), Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
-			Keys: []VerificationKey{{Key: k.ed.Public()}}})
-	}
-	clk := newFakeClock()
-	logs := &logBuffer{}
-	a := newResolverAuth(t, clk, logs, res)
-	for i := 0; i < 3; i++ {
-		verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims(fmt.Sprintf("https://r%d.example/", i))))
-	}
-	verifyDesc(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/")), "503")
-	if !strings.Contains(logs.String(), "too many resolved issuers") {
-		t.Fatal(logs)
-	}
-	clk.Advance(11 * time.Minute)
-	verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/").with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix())))
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		res := &resolverFixture{}
+		for i := 0; i < 5; i++ {
+			iss := fmt.Sprintf("https://r%d.example/", i)
+			res.set(iss, IssuerRecord{Issuer: iss, Tenant: fmt.Sprint("t", i), Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+				Keys: []VerificationKey{{Key: k.ed.Public()}}})
+		}
+		now := bubbleNow()
+		logs := &logBuffer{}
+		a := newResolverAuth(t, now, logs, res)
+		for i := 0; i < 3; i++ {
+			verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims(fmt.Sprintf("https://r%d.example/", i))))
+		}
+		verifyDesc(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/")), "503")
+		if !strings.Contains(logs.String(), "too many resolved issuers") {
+			t.Fatal(logs)
+		}
+		advance(11 * time.Minute)
+		verifyOK(t, a, mint(t, "EdDSA", k.ed, nil, baseClaims("https://r3.example/").with("iat", now().Unix(), "exp", now().Add(time.Hour).Unix())))
+	})
 }
 
 func TestResolverOnlyConfig(t *testing.T) {
@@ -347,19 +357,19 @@ func (g *gatedResolver) gateNext(iss string) {
 }
 
 // newGatedAuth returns an authenticator resolving issuers with g (TTL 10
-// minutes, at most 1 resolved issuer) on a fake clock, and a function
-// minting an hour-long EdDSA token of an issuer, now.
-func newGatedAuth(t *testing.T, g *gatedResolver) (*JWTAuthenticator, *fakeClock, func(iss string) string) {
+// minutes, at most 1 resolved issuer) on the bubble's clock, and a
+// function minting an hour-long EdDSA token of an issuer, now.
+func newGatedAuth(t *testing.T, g *gatedResolver) (*JWTAuthenticator, func(iss string) string) {
 	t.Helper()
 	k := getKeys(t)
-	clk := newFakeClock()
-	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: clk.Now, clock: clk, ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
+	now := bubbleNow()
+	a, err := NewJWTAuthenticator(JWTConfig{Resolver: g, Now: now, ResolverTTL: 10 * time.Minute, MaxResolvedIssuers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
-	return a, clk, func(iss string) string {
-		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", clk.Now().Unix(), "exp", clk.Now().Add(time.Hour).Unix()))
+	return a, func(iss string) string {
+		return mint(t, "EdDSA", k.ed, nil, baseClaims(iss).with("iat", now().Unix(), "exp", now().Add(time.Hour).Unix()))
 	}
 }
 
@@ -368,97 +378,103 @@ func newGatedAuth(t *testing.T, g *gatedResolver) (*JWTAuthenticator, *fakeClock
 // room (MaxResolvedIssuers 1): the confirmation must not accept X's token
 // for a tenant Y vouches for.
 func TestResolverTenantTakenDuringConfirmation(t *testing.T) {
-	k := getKeys(t)
-	const issX, issY = "https://x.example/", "https://y.example/"
-	g := &gatedResolver{recs: map[string]IssuerRecord{}}
-	for _, iss := range []string{issX, issY} {
-		g.recs[iss] = IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
-			Keys: []VerificationKey{{Key: k.ed.Public()}}}
-	}
-	a, clk, tok := newGatedAuth(t, g)
-	verifyOK(t, a, tok(issX))
-	clk.Advance(11 * time.Minute) // X expired
-	g.gateNext(issX)
-	tx := tok(issX)
-	done := make(chan struct{})
-	var px limitkey.Principal
-	var ex error
-	go func() { px, ex = a.verifyToken(context.Background(), tx); close(done) }()
-	<-g.entered
-	py := verifyOK(t, a, tok(issY)) // Y takes "shared"; X evicted to make room
-	close(g.gate)
-	<-done
-	if ex == nil {
-		t.Errorf("X accepted (%+v) for tenant %q while Y (%+v) vouches for it", px, px.Tenant, py)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		const issX, issY = "https://x.example/", "https://y.example/"
+		g := &gatedResolver{recs: map[string]IssuerRecord{}}
+		for _, iss := range []string{issX, issY} {
+			g.recs[iss] = IssuerRecord{Issuer: iss, Tenant: "shared", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+				Keys: []VerificationKey{{Key: k.ed.Public()}}}
+		}
+		a, tok := newGatedAuth(t, g)
+		verifyOK(t, a, tok(issX))
+		advance(11 * time.Minute) // X expired
+		g.gateNext(issX)
+		tx := tok(issX)
+		done := make(chan struct{})
+		var px limitkey.Principal
+		var ex error
+		go func() { px, ex = a.verifyToken(context.Background(), tx); close(done) }()
+		<-g.entered
+		py := verifyOK(t, a, tok(issY)) // Y takes "shared"; X evicted to make room
+		close(g.gate)
+		<-done
+		if ex == nil {
+			t.Errorf("X accepted (%+v) for tenant %q while Y (%+v) vouches for it", px, px.Tenant, py)
+		}
+	})
 }
 
 // TestResolverPanicDoesNotWedgeTheIssuer: a resolver that panics (a bug in
 // the caller's code) fails that verification; the issuer's next token asks
 // the resolver again rather than waiting forever on a call that ended.
 func TestResolverPanicDoesNotWedgeTheIssuer(t *testing.T) {
-	k := getKeys(t)
-	rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
-		Keys: []VerificationKey{{Key: k.edC.Public()}}}
-	var calls atomic.Int64
-	res := resolverFunc(func(context.Context, string) (IssuerRecord, error) {
-		if calls.Add(1) == 1 {
-			panic("resolver bug")
-		}
-		return rec, nil
-	})
-	a := newResolverAuth(t, newFakeClock(), &logBuffer{}, res)
-	tok := mint(t, "EdDSA", k.edC, nil, baseClaims(issC))
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("the resolver's panic did not reach the caller")
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		rec := IssuerRecord{Issuer: issC, Tenant: "customer-c", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+			Keys: []VerificationKey{{Key: k.edC.Public()}}}
+		var calls atomic.Int64
+		res := resolverFunc(func(context.Context, string) (IssuerRecord, error) {
+			if calls.Add(1) == 1 {
+				panic("resolver bug")
 			}
+			return rec, nil
+		})
+		a := newResolverAuth(t, bubbleNow(), &logBuffer{}, res)
+		tok := mint(t, "EdDSA", k.edC, nil, baseClaims(issC))
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("the resolver's panic did not reach the caller")
+				}
+			}()
+			_, _ = a.verifyToken(context.Background(), tok)
 		}()
-		_, _ = a.verifyToken(context.Background(), tok)
-	}()
-	done := make(chan error, 1)
-	go func() { _, err := a.verifyToken(context.Background(), tok); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("after the panic: %v", err)
+		done := make(chan error, 1)
+		go func() { _, err := a.verifyToken(context.Background(), tok); done <- err }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("after the panic: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the issuer is wedged on the panicked call")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the issuer is wedged on the panicked call")
-	}
+	})
 }
 
 // TestResolverBoundHoldsForAnEvictedConfirmation: an issuer whose expired
 // entry is evicted while the resolver answers with a changed record is new
 // again, so MaxResolvedIssuers applies to it.
 func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
-	k := getKeys(t)
-	const issX, issY = "https://x.example/", "https://y.example/"
-	rec := func(iss, tenant string) IssuerRecord {
-		return IssuerRecord{Issuer: iss, Tenant: tenant, Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
-			Keys: []VerificationKey{{Key: k.ed.Public()}}}
-	}
-	g := &gatedResolver{recs: map[string]IssuerRecord{issX: rec(issX, "x"), issY: rec(issY, "y")}}
-	a, clk, tok := newGatedAuth(t, g)
-	verifyOK(t, a, tok(issX))
-	clk.Advance(11 * time.Minute) // X expired
-	g.mu.Lock()
-	g.recs[issX] = rec(issX, "x2") // changed
-	g.mu.Unlock()
-	g.gateNext(issX)
-	done := make(chan error, 1)
-	tx := tok(issX)
-	go func() { _, err := a.verifyToken(context.Background(), tx); done <- err }()
-	<-g.entered
-	verifyOK(t, a, tok(issY)) // evicts X's expired entry to make room
-	close(g.gate)
-	if err := <-done; !errors.Is(err, ErrKeySourceUnavailable) {
-		t.Errorf("X's changed record with Y in force and room for 1: %v; want ErrKeySourceUnavailable", err)
-	}
-	if n := len(a.env.resolver.entries); n > 1 {
-		t.Errorf("%d resolved issuers, bound 1", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		const issX, issY = "https://x.example/", "https://y.example/"
+		rec := func(iss, tenant string) IssuerRecord {
+			return IssuerRecord{Issuer: iss, Tenant: tenant, Audiences: []string{"api"}, Algorithms: []string{"EdDSA"},
+				Keys: []VerificationKey{{Key: k.ed.Public()}}}
+		}
+		g := &gatedResolver{recs: map[string]IssuerRecord{issX: rec(issX, "x"), issY: rec(issY, "y")}}
+		a, tok := newGatedAuth(t, g)
+		verifyOK(t, a, tok(issX))
+		advance(11 * time.Minute) // X expired
+		g.mu.Lock()
+		g.recs[issX] = rec(issX, "x2") // changed
+		g.mu.Unlock()
+		g.gateNext(issX)
+		done := make(chan error, 1)
+		tx := tok(issX)
+		go func() { _, err := a.verifyToken(context.Background(), tx); done <- err }()
+		<-g.entered
+		verifyOK(t, a, tok(issY)) // evicts X's expired entry to make room
+		close(g.gate)
+		if err := <-done; !errors.Is(err, ErrKeySourceUnavailable) {
+			t.Errorf("X's changed record with Y in force and room for 1: %v; want ErrKeySourceUnavailable", err)
+		}
+		if n := len(a.env.resolver.entries); n > 1 {
+			t.Errorf("%d resolved issuers, bound 1", n)
+		}
+	})
 }
 
 // TestResolverHangBoundsTheWaiters: a resolver that ignores its ctx and
@@ -466,35 +482,34 @@ func TestResolverBoundHoldsForAnEvictedConfirmation(t *testing.T) {
 // tokens wait for the shared call no longer than the resolver's timeout,
 // then fail with ErrKeySourceUnavailable (503) rather than hanging too.
 func TestResolverHangBoundsTheWaiters(t *testing.T) {
-	k := getKeys(t)
-	const issX = "https://x.example/"
-	g := &gatedResolver{recs: map[string]IssuerRecord{issX: {Issuer: issX, Tenant: "x", Audiences: []string{"api"},
-		Algorithms: []string{"EdDSA"}, Keys: []VerificationKey{{Key: k.ed.Public()}}}}}
-	a, clk, tok := newGatedAuth(t, g)
-	g.gateNext(issX)
-	leader := make(chan error, 1)
-	go func() { _, err := a.verifyToken(context.Background(), tok(issX)); leader <- err }()
-	<-g.entered
-	before := clk.pending()
-	waiter := make(chan error, 1)
-	go func() { _, err := a.verifyToken(context.Background(), tok(issX)); waiter <- err }()
-	clk.waitPending(t, before+1)
-	clk.Advance(a.env.jwks.timeout)
-	select {
-	case err := <-waiter:
+	synctest.Test(t, func(t *testing.T) {
+		k := getKeys(t)
+		const issX = "https://x.example/"
+		g := &gatedResolver{recs: map[string]IssuerRecord{issX: {Issuer: issX, Tenant: "x", Audiences: []string{"api"},
+			Algorithms: []string{"EdDSA"}, Keys: []VerificationKey{{Key: k.ed.Public()}}}}}
+		a, tok := newGatedAuth(t, g)
+		g.gateNext(issX)
+		leader := make(chan error, 1)
+		go func() { _, err := a.verifyToken(context.Background(), tok(issX)); leader <- err }()
+		<-g.entered
+		start := time.Now()
+		waiter := make(chan error, 1)
+		go func() { _, err := a.verifyToken(context.Background(), tok(issX)); waiter <- err }()
+		err := <-waiter // the bubble's clock runs on while the resolver hangs
 		if !errors.Is(err, ErrKeySourceUnavailable) {
 			t.Errorf("waiter after the timeout: %v, want ErrKeySourceUnavailable", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter is still waiting on the hung resolver call")
-	}
-	close(g.gate)
-	if err := <-leader; err != nil {
-		t.Errorf("leader after the resolver returned: %v", err)
-	}
-	if _, err := a.verifyToken(context.Background(), tok(issX)); err != nil {
-		t.Errorf("after the resolver returned: %v", err)
-	}
+		if el := time.Since(start); el != a.env.jwks.timeout {
+			t.Errorf("the waiter answered after %v; want the resolver's timeout, %v", el, a.env.jwks.timeout)
+		}
+		close(g.gate)
+		if err := <-leader; err != nil {
+			t.Errorf("leader after the resolver returned: %v", err)
+		}
+		if _, err := a.verifyToken(context.Background(), tok(issX)); err != nil {
+			t.Errorf("after the resolver returned: %v", err)
+		}
+	})
 }
 
 // resolverFunc adapts a function to IssuerResolver.

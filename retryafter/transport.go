@@ -59,28 +59,9 @@ func (e *WaitTooLongError) Error() string {
 		", not within " + limit
 }
 
-// clock is the time source of a [Transport]; tests inject a fake one.
-// Implementations must be safe for concurrent use.
-type clock interface {
-	// Now returns the current time. The system clock's readings carry a
-	// monotonic component, so durations between them ignore wall-clock
-	// jumps.
-	Now() time.Time
-	// Sleep waits for d, or until ctx is done, in which case it returns
-	// ctx.Err() promptly.
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-// systemClock is the clock a [Transport] uses unless a test set one:
-// time.Now (monotonic) and a timer.
-type systemClock struct{}
-
-// Now returns time.Now().
-func (systemClock) Now() time.Time { return time.Now() }
-
-// Sleep waits for d with a timer, or returns ctx.Err() as soon as ctx is
+// sleep waits for d on a timer, or returns ctx.Err() as soon as ctx is
 // done. It returns nil at once when d <= 0 and ctx is not done.
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+func sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -176,10 +157,6 @@ type Transport struct {
 	// outside that range are clamped into it. Nil means uniform random
 	// (math/rand/v2).
 	JitterFunc func(max time.Duration) time.Duration
-
-	// clock provides the time and the waits; nil means systemClock.
-	// Tests set it (export_test.go).
-	clock clock
 }
 
 var (
@@ -195,10 +172,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
-	}
-	clock := t.clock
-	if clock == nil {
-		clock = systemClock{}
 	}
 	maxAttempts := t.MaxAttempts
 	if maxAttempts <= 0 {
@@ -218,11 +191,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		received := clock.Now()
+		received := time.Now()
 		if attempt >= maxAttempts || !t.retriesStatus(resp.StatusCode) {
 			return resp, nil
 		}
-		if err := t.waitToRetry(ctx, clock, resp, received, attempt, maxWait); err != nil {
+		if err := t.waitToRetry(ctx, resp, received, attempt, maxWait); err != nil {
 			return nil, err
 		}
 	}
@@ -247,7 +220,7 @@ func send(base http.RoundTripper, req *http.Request, attempt int) (*http.Respons
 // discarding its body: or returns a *WaitTooLongError at once when the
 // wait is longer than maxWait or does not end before ctx's deadline, or
 // ctx.Err() when ctx is done.
-func (t *Transport) waitToRetry(ctx context.Context, clock clock, resp *http.Response, received time.Time, attempt int, maxWait time.Duration) error {
+func (t *Transport) waitToRetry(ctx context.Context, resp *http.Response, received time.Time, attempt int, maxWait time.Duration) error {
 	wait, present, perr := FromHeader(resp.Header, received)
 	if !present || perr != nil {
 		wait = backoff(t.Backoff, attempt, maxWait)
@@ -256,7 +229,7 @@ func (t *Transport) waitToRetry(ctx context.Context, clock clock, resp *http.Res
 		discard(resp.Body)
 		return err
 	}
-	now := clock.Now()
+	now := time.Now()
 	left := max(wait-max(now.Sub(received), 0), 0) // what is left of the wait
 	limit, byDeadline := maxWait, false
 	if dl, ok := ctx.Deadline(); ok {
@@ -277,8 +250,8 @@ func (t *Transport) waitToRetry(ctx context.Context, clock clock, resp *http.Res
 		total = maxDelay
 	}
 	discard(resp.Body)
-	if d := received.Add(total).Sub(clock.Now()); d > 0 {
-		return clock.Sleep(ctx, d)
+	if d := time.Until(received.Add(total)); d > 0 {
+		return sleep(ctx, d)
 	}
 	return ctx.Err()
 }
