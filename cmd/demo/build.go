@@ -22,6 +22,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
 
+	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/workload"
 	"github.com/ratekey/ratekey/limiter"
@@ -38,20 +40,17 @@ import (
 type app struct {
 	cfg         *Config
 	resolver    *trustedproxy.Resolver
-	auth        authSetup // authn nil when no issuer and no API key is configured
-	authOpts    middleware.AuthOptions
+	auth        authSetup     // authn nil when no issuer and no API key is configured
+	anonymous   bool          // auth.anonymous: allow
 	store       store         // kept across reloads
 	refresh     time.Duration // how often rules' file and URL sources are re-read; 0: never
 	limiter     limiter.Limiter
 	policies    []middleware.Policy
 	logInterval time.Duration // the decision log's interval; 0: the library's default
-	// singleTenant: the credentials name one tenant at most (one issuer,
-	// of a fixed tenant, and no API keys), so account names are global
-	// (middleware.RateLimitConfig.SingleTenant).
-	singleTenant bool
-	// rl is the rate limiter of the router built last (nil before): its
-	// pending log summaries are flushed when the app is replaced or stops.
-	rl *middleware.RateLimiter
+	// front is the chain (ratekey.New) of the router built last (nil
+	// before): its pending log summaries are flushed when the app is
+	// replaced or stops.
+	front *ratekey.Middleware
 	// registry and metrics live as long as the process: a reload keeps them.
 	// metrics is package metrics' method set, which otelmetrics.Metrics
 	// has too (exporter otlp; registry is nil then).
@@ -127,7 +126,7 @@ func (a *app) buildAnonymous() []error {
 	switch a.cfg.Auth.Anonymous {
 	case "", "reject":
 	case "allow":
-		a.authOpts.Anonymous = true
+		a.anonymous = true
 	default:
 		errs = append(errs, fmt.Errorf("auth.anonymous: %s must be allow or reject", shown(a.cfg.Auth.Anonymous)))
 	}
@@ -155,16 +154,11 @@ func sourcesOf(cfg *Config) principalSources {
 	return src
 }
 
-// buildPolicies builds the policies section.
+// buildPolicies builds the policies section. ratekey.New refuses none
+// (an empty file, or one that is only "---": see yamlError).
 func (a *app) buildPolicies() []error {
 	var errs []error
 	src := sourcesOf(a.cfg)
-	a.singleTenant = !src.tenants
-	if len(a.cfg.Policies) == 0 {
-		// An empty file, or one that is only "---", decodes to no policies:
-		// a demo that would limit nothing is a mistake, not a config.
-		errs = append(errs, errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)"))
-	}
 	for i, pc := range a.cfg.Policies {
 		p, perrs := buildPolicy(i, pc, src)
 		errs = append(errs, perrs...)
@@ -203,7 +197,6 @@ func (a *app) attachStore(prev *app, logger *slog.Logger) []error {
 func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 	if prev != nil {
 		a.registry, a.metrics, a.otel, a.work = prev.registry, prev.metrics, prev.otel, prev.work
-		a.authOpts.Metrics = a.metrics
 		if metricsNeedRestart(prev.cfg.Metrics, a.cfg.Metrics) {
 			return []error{errors.New("metrics: the otlp exporter was turned on or off or its endpoint changed; a reload keeps the running metrics, so restart the demo to apply it")}
 		}
@@ -222,7 +215,6 @@ func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		a.metrics, err = metrics.New(a.registry)
 	}
-	a.authOpts.Metrics = a.metrics
 	if err != nil {
 		return []error{err}
 	}
@@ -278,18 +270,17 @@ func (a *app) buildDebugEndpoint() []error {
 	if err := checkDebugPath("debug.path", dc.Path); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := trustedproxy.ParseSet(dc.Allow); err != nil {
-		errs = append(errs, indexedErrors("debug.allow", err)...)
-	}
+	// ratekey.New checks each entry (Config.DebugAllow; see yamlError).
 	if len(dc.Allow) == 0 {
 		errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
 	}
 	return errs
 }
 
-// checkAll runs the checks that need the whole app: the library's own
-// (names, keys, cost against burst and max_delay, waits against the demo's
-// 50 s bound), the operations against the demo's router (only when valid
+// checkAll runs the checks that need the whole app: ratekey.New's (names,
+// keys, cost against burst and max_delay, waits against the demo's 50 s
+// bound, debug.allow; its errors mapped onto the YAML's fields by
+// yamlError), the operations against the demo's router (only when valid
 // so far: the router needs a valid config), Redis windows, fallbacks and,
 // when nothing else is wrong, overrides against the credentials.
 func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
@@ -298,7 +289,10 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 		a.limiter = memory.New(memory.Options{})
 		a.store.fallback = memory.New(memory.Options{}) // (not "local needs a fallback" too)
 	}
-	if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
+	if a.auth.authn == nil && sourcesOf(a.cfg).credentials {
+		a.auth.authn = unbuiltAuth{} // auth's errors are reported; not "no Authenticator" too
+	}
+	if _, err := a.newFront(chi.NewRouter(), logger); err != nil {
 		errs = append(errs, splitErrors(err)...)
 	} else if valid {
 		errs = append(errs, a.checkOperations(logger)...)
@@ -483,32 +477,114 @@ func validPort(p string) bool {
 // validSample reports whether f is a sampling fraction: 0 to 1, not NaN.
 func validSample(f float64) bool { return f >= 0 && f <= 1 }
 
-func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
+// newFront builds the /v1 chain for the demo's router root with
+// ratekey.New, or returns its errors, mapped onto the YAML's fields.
+func (a *app) newFront(root chi.Router, logger *slog.Logger) (*ratekey.Middleware, error) {
+	m, err := ratekey.New(a.frontConfig(root, logger))
+	if err != nil {
+		var errs []error
+		for _, e := range splitErrors(err) {
+			if e = a.yamlError(e); e != nil {
+				errs = append(errs, e)
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	return m, nil
+}
+
+// frontConfig is the app as ratekey.Config, for the demo's router root.
+func (a *app) frontConfig(root chi.Router, logger *slog.Logger) ratekey.Config {
 	sample := a.cfg.Log.SamplePassed
 	if !validSample(sample) {
 		sample = 0 // out of range (or NaN): reported by build
 	}
-	return middleware.NewRateLimiter(middleware.RateLimitConfig{
+	cfg := ratekey.Config{
+		Router:         root,
+		Resolver:       a.resolver, // nil when trusted_proxies is invalid (reported)
+		Authenticator:  a.auth.authn,
+		Anonymous:      a.anonymous,
+		Policies:       a.policies,
 		Limiter:        a.limiter,
 		Fallback:       a.fallback(),
-		Policies:       a.policies,
-		Operation:      middleware.RouteOperation(root),
 		Logger:         logger,
+		Metrics:        a.metrics,
 		DryRun:         a.cfg.DryRun,
 		DecisionHeader: a.cfg.DecisionHeader,
-		Metrics:        a.metrics,
-		SamplePassed:   sample,
-		// Under the server's 60 s write timeout: a longer wait would be
-		// charged and then cut off.
-		MaxWait: 50 * time.Second,
+		// Only /v1 is behind the chain: the debug endpoint says so of
+		// /healthz and its own path.
+		DebugLimited: underV1,
+		SamplePassed: sample,
 		// Bounded by default: a client that is rejected at will must not
 		// fill the operator's disk (log.every_decision turns it off).
 		LogEveryDecision: a.cfg.Log.EveryDecision,
 		LogInterval:      min(a.logInterval, time.Hour),
-		// An account override must name its tenant unless account names
-		// are global: the library refuses it, naming the field.
-		SingleTenant: a.singleTenant,
-	})
+		// Under the server's 60 s write timeout: a longer wait would be
+		// charged and then cut off.
+		MaxWait: 50 * time.Second,
+	}
+	if a.cfg.Debug.Enabled {
+		cfg.DebugAllow = a.cfg.Debug.Allow
+	}
+	return cfg
+}
+
+// The errors of ratekey.New that name a Go field or word the YAML spells
+// otherwise (see yamlError).
+var (
+	libNoPolicy      = regexp.MustCompile(`^policies: at least one policy is required$`)
+	libUnverifiedKey = regexp.MustCompile(`^policies\[(\d+)\]\.key: dimension (\S+) comes from a verified credential, but no Authenticator is configured$`)
+	libUnverifiedPri = regexp.MustCompile(`^policies\[(\d+)\]\.priorities\[(\d+)\]: a tenant or plan comes from a verified credential, but no Authenticator is configured$`)
+	libTenantless    = regexp.MustCompile(`^policies\[\d+\]\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
+	libEveryTenant   = regexp.MustCompile(`^policies\[\d+\][^:]*\.overrides\[\d+\]\.account: .* would match the account of that name in every tenant \(`)
+)
+
+// yamlError maps an error of ratekey.New onto the YAML: most already name
+// the YAML's field (policies[0] ("p").rate: ...); "debug_allow[0]" is
+// debug.allow[0], and "no Authenticator" is no auth.issuers nor
+// auth.api_keys. nil drops an error the demo reports in its own words
+// already: a key without tenant beside account or credential, which
+// buildKey refuses whenever the credentials may name several tenants
+// (API keys too, which ratekey.New cannot list), and, with no
+// credentials at all, an account override without its tenant (there is
+// no tenant: checkOverrides says no credential is checked).
+func (a *app) yamlError(err error) error {
+	msg := err.Error()
+	ref := func(i string) string {
+		n, _ := strconv.Atoi(i)
+		if n < 0 || n >= len(a.cfg.Policies) {
+			return "policies[" + i + "]"
+		}
+		return policyRef(n, a.cfg.Policies[n].Name)
+	}
+	const noCredentials = "but neither auth.issuers nor auth.api_keys is configured"
+	switch {
+	case libNoPolicy.MatchString(msg):
+		// An empty file, or one that is only "---", decodes to no
+		// policies: a demo that would limit nothing is a mistake.
+		return errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)")
+	case libUnverifiedKey.MatchString(msg):
+		m := libUnverifiedKey.FindStringSubmatch(msg)
+		return fmt.Errorf("%s.key: dimension %s comes from a verified credential, %s", ref(m[1]), quote.Value(m[2]), noCredentials)
+	case libUnverifiedPri.MatchString(msg):
+		m := libUnverifiedPri.FindStringSubmatch(msg)
+		return fmt.Errorf("%s.priorities[%s]: tenant and plan come from a verified credential, %s", ref(m[1]), m[2], noCredentials)
+	case libTenantless.MatchString(msg),
+		libEveryTenant.MatchString(msg) && !sourcesOf(a.cfg).credentials:
+		return nil
+	case strings.HasPrefix(msg, "debug_allow"):
+		return fmt.Errorf("debug.allow%s", strings.TrimPrefix(msg, "debug_allow"))
+	}
+	return err
+}
+
+// unbuiltAuth stands in for the authenticator while the auth section has
+// errors (reported), so that ratekey.New checks the policies as it will
+// once the credentials load.
+type unbuiltAuth struct{}
+
+func (unbuiltAuth) Authenticate(*http.Request) (identity.Principal, error) {
+	return identity.Principal{}, errors.New("demo: the auth section is invalid")
 }
 
 // sameStore reports whether a and b configure the same store, replicas
@@ -584,7 +660,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 		p.RetryAfter = max(d, 0)
 	}
 	if pc.MaxInFlight != nil && pc.MaxInFlight.auto {
-		return p, append(errs, buildAdaptive(ref, pc, &p, src)...)
+		return p, append(errs, buildAdaptive(ref, pc, &p)...)
 	}
 	for _, f := range []struct {
 		name string
@@ -621,8 +697,10 @@ func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalS
 			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
 			continue
 		}
+		// ratekey.New refuses tenant, account and credential without
+		// credentials (see yamlError); plan is the demo's to check.
 		switch {
-		case !src.credentials && (d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential || d == limitkey.DimPlan):
+		case !src.credentials && d == limitkey.DimPlan:
 			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
 		case !src.plans && d == limitkey.DimPlan:
 			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
@@ -711,10 +789,10 @@ func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 // buildAdaptive completes p, policy ref, as an adaptive cap (max_in_flight:
 // auto): max_in_flight_ceiling (required), min_in_flight, priorities,
 // reserved and limit_log_factor, and none of a token bucket's fields or a
-// lease (it is this process's: no store keeps it). A priority on a tenant
-// or a plan needs credentials. The rate limiter checks the rest (the key,
-// the bounds, the classes), naming the fields.
-func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy, src principalSources) []error {
+// lease (it is this process's: no store keeps it). ratekey.New checks the
+// rest (the key, the bounds, the classes, a priority on a tenant or a plan
+// without credentials), naming the fields.
+func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -734,11 +812,8 @@ func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy, src princi
 	if pc.Reserved != nil {
 		p.Reserved = float64(*pc.Reserved)
 	}
-	for j, pr := range pc.Priorities {
-		if !src.credentials && (pr.Tenant != "" || pr.Plan != "") {
-			errs = append(errs, fmt.Errorf("%s.priorities[%d]: tenant and plan come from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, j))
-		}
-	}
+	// A priority on a tenant or a plan without credentials: ratekey.New
+	// refuses it (see yamlError).
 	for j, oc := range pc.Overrides {
 		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
 		errs = append(errs, oerrs...)
@@ -957,35 +1032,22 @@ func underV1(r *http.Request) bool {
 	return p == "/v1" || strings.HasPrefix(p, "/v1/")
 }
 
-// chain is the /v1 routes' middleware, in order: resolve the client →
-// pre-auth policies → authenticate (when credentials are configured) →
-// the other policies. The gRPC calls run through the same (grpc.go).
-func (a *app) chain(rl *middleware.RateLimiter) []func(http.Handler) http.Handler {
-	c := []func(http.Handler) http.Handler{
-		middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}),
-		rl.PreAuthHandler, // policies with pre_auth: before any credential is checked
-	}
-	if a.auth.authn != nil {
-		c = append(c, middleware.Authenticate(a.auth.authn, a.authOpts))
-	}
-	return append(c, rl.Handler)
-}
-
 // router wires the demo's routes: /healthz (not limited), the debug endpoint
-// (outside the client-address middleware so failed derivations can be
-// shown), and the /v1 API behind resolve → authenticate → rate limit.
+// (outside the chain so failed derivations can be shown), and the /v1 API
+// behind the chain of ratekey.New: resolve the client → pre-auth policies →
+// authenticate (when credentials are configured) → the other policies.
+// The gRPC calls run through the same chain (grpc.go).
 func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	r := chi.NewRouter()
-	rl, err := a.rateLimiter(r, logger)
+	m, err := a.newFront(r, logger)
 	if err != nil {
 		return nil, err
 	}
-	a.rl = rl
+	a.front = m
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	authn := a.auth.authn
 	if a.cfg.Metrics.Enabled && a.cfg.Metrics.Exporter != exporterOTLP && a.registry != nil {
 		admin, err := middleware.AdminOnly(a.resolver, a.cfg.Metrics.Allow)
 		if err != nil {
@@ -995,24 +1057,17 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	}
 	if a.grpcSrv != nil {
-		a.grpc = a.newGRPCSide(rl, logger)
+		a.grpc = a.newGRPCSide(m, logger)
 	}
 	if a.cfg.Debug.Enabled {
-		dc := middleware.DebugConfig{
-			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.cfg.Debug.Allow,
-			Limited: underV1, Authenticated: underV1,
-		}
+		debug := m.Debug()
 		if a.grpc != nil {
-			dc.GRPC = a.grpc.describe
-		}
-		debug, err := middleware.Debug(dc)
-		if err != nil {
-			return nil, fmt.Errorf("debug.%w", err)
+			debug = m.DebugGRPC(a.grpc.describe)
 		}
 		r.Handle(a.cfg.Debug.Path, debug)
 	}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(a.chain(rl)...)
+		v.Use(m.Handler)
 		v.Get("/reports/{id}", getReport)
 		v.Post("/export", postExport)
 		v.Get("/slow", getSlow)

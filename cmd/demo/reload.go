@@ -62,8 +62,8 @@ func (s *server) close() {
 	}
 	s.app.auth.close()
 	s.app.store.close()
-	if s.app.rl != nil {
-		s.app.rl.FlushLog()
+	if s.app.front != nil {
+		s.app.front.FlushLog()
 	}
 	if err := shutdownOTLP(s.app.otel); err != nil { // pushes what is left
 		s.logger.Warn("ratekey: the last OTLP metrics export failed", slog.String("error", err.Error()))
@@ -159,8 +159,8 @@ func (s *server) reload() (err error) {
 	s.current.Store(a)
 	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
-	if old.rl != nil {
-		old.rl.FlushLog() // its pending summaries; requests in flight may add more, flushed by its timer
+	if old.front != nil {
+		old.front.FlushLog() // its pending summaries; requests in flight may add more, flushed by its timer
 	}
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)),
 		slog.Int("issuers", len(cfg.Auth.Issuers)), slog.Int("api_keys", a.auth.apiKeys))
