@@ -536,6 +536,7 @@ var (
 	libUnverifiedKey = regexp.MustCompile(`^policies\[(\d+)\]\.key: dimension (\S+) comes from a verified credential, but no Authenticator is configured$`)
 	libUnverifiedPri = regexp.MustCompile(`^policies\[(\d+)\]\.priorities\[(\d+)\]: a tenant or plan comes from a verified credential, but no Authenticator is configured$`)
 	libTenantless    = regexp.MustCompile(`^policies\[\d+\]\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
+	libNoFallback    = regexp.MustCompile(`^policies\[\d+\][^:]*\.on_store_error: local needs a fallback store \(RateLimitConfig\.Fallback`)
 	libEveryTenant   = regexp.MustCompile(`^policies\[\d+\][^:]*\.overrides\[\d+\]\.account: .* would match the account of that name in every tenant \(`)
 )
 
@@ -547,7 +548,9 @@ var (
 // buildKey refuses whenever the credentials may name several tenants
 // (API keys too, which ratekey.New cannot list), and, with no
 // credentials at all, an account override without its tenant (there is
-// no tenant: checkOverrides says no credential is checked).
+// no tenant: checkOverrides says no credential is checked), and "local
+// needs a fallback store", which the demo gives every Redis store
+// (checkFallback says local needs limiter.store: redis).
 func (a *app) yamlError(err error) error {
 	msg := err.Error()
 	ref := func(i string) string {
@@ -569,7 +572,7 @@ func (a *app) yamlError(err error) error {
 	case libUnverifiedPri.MatchString(msg):
 		m := libUnverifiedPri.FindStringSubmatch(msg)
 		return fmt.Errorf("%s.priorities[%s]: tenant and plan come from a verified credential, %s", ref(m[1]), m[2], noCredentials)
-	case libTenantless.MatchString(msg),
+	case libTenantless.MatchString(msg), libNoFallback.MatchString(msg),
 		libEveryTenant.MatchString(msg) && !sourcesOf(a.cfg).credentials:
 		return nil
 	case strings.HasPrefix(msg, "debug_allow"):
