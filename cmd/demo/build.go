@@ -292,8 +292,9 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 	if a.auth.authn == nil && sourcesOf(a.cfg).credentials {
 		a.auth.authn = unbuiltAuth{} // auth's errors are reported; not "no Authenticator" too
 	}
-	if _, err := a.newFront(chi.NewRouter(), logger); err != nil {
-		errs = append(errs, splitErrors(err)...)
+	m, yaml, ferr := a.newFront(chi.NewRouter(), logger)
+	if m == nil {
+		errs = append(errs, yaml...)
 	} else if valid {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
@@ -301,6 +302,11 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 	errs = append(errs, checkFallback(a.cfg.Limiter, a.policies)...)
 	if valid && len(errs) == 0 {
 		errs = append(errs, checkOverrides(a.cfg, a.auth, a.policies)...)
+	}
+	if m == nil && valid && len(errs) == 0 {
+		// yamlError dropped New's errors as the demo's to say, and it
+		// said none: never a config New refuses.
+		errs = splitErrors(ferr)
 	}
 	return errs
 }
@@ -478,19 +484,19 @@ func validPort(p string) bool {
 func validSample(f float64) bool { return f >= 0 && f <= 1 }
 
 // newFront builds the /v1 chain for the demo's router root with
-// ratekey.New, or returns its errors, mapped onto the YAML's fields.
-func (a *app) newFront(root chi.Router, logger *slog.Logger) (*ratekey.Middleware, error) {
-	m, err := ratekey.New(a.frontConfig(root, logger))
+// ratekey.New. When New fails, m is nil, err is its error and yaml its
+// errors mapped onto the YAML's fields (yamlError), without those the
+// demo reports in its own words: yaml may be empty.
+func (a *app) newFront(root chi.Router, logger *slog.Logger) (m *ratekey.Middleware, yaml []error, err error) {
+	m, err = ratekey.New(a.frontConfig(root, logger))
 	if err != nil {
-		var errs []error
 		for _, e := range splitErrors(err) {
 			if e = a.yamlError(e); e != nil {
-				errs = append(errs, e)
+				yaml = append(yaml, e)
 			}
 		}
-		return nil, errors.Join(errs...)
 	}
-	return m, nil
+	return m, yaml, err
 }
 
 // frontConfig is the app as ratekey.Config, for the demo's router root.
@@ -1042,8 +1048,11 @@ func underV1(r *http.Request) bool {
 // The gRPC calls run through the same chain (grpc.go).
 func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	r := chi.NewRouter()
-	m, err := a.newFront(r, logger)
+	m, yaml, err := a.newFront(r, logger)
 	if err != nil {
+		if len(yaml) > 0 {
+			err = errors.Join(yaml...)
+		}
 		return nil, err
 	}
 	a.front = m
