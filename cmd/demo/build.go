@@ -45,7 +45,7 @@ type app struct {
 	store       store         // kept across reloads
 	refresh     time.Duration // how often rules' file and URL sources are re-read; 0: never
 	limiter     limiter.Limiter
-	policies    []middleware.Policy
+	policies    []ratekey.Policy
 	logInterval time.Duration // the decision log's interval; 0: the library's default
 	// front is the chain (ratekey.New) of the router built last (nil
 	// before): its pending log summaries are flushed when the app is
@@ -461,7 +461,7 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 
 // policyOperations returns the operations policy p names, with their
 // fields: operations[j], and priorities[j].operation.
-func policyOperations(p middleware.Policy) []struct{ field, op string } {
+func policyOperations(p ratekey.Policy) []struct{ field, op string } {
 	var fs []struct{ field, op string }
 	for j, op := range p.Operations {
 		fs = append(fs, struct{ field, op string }{fmt.Sprintf("operations[%d]", j), op})
@@ -619,7 +619,7 @@ func (a *app) fallback() limiter.Limiter {
 // checkFallback checks limiter.replicas and on_store_error local against
 // the store: local needs a shared store (Redis), and with Redis,
 // replicas is the local fallback's share, so it needs a local policy.
-func checkFallback(lc LimiterConfig, policies []middleware.Policy) []error {
+func checkFallback(lc LimiterConfig, policies []ratekey.Policy) []error {
 	var errs []error
 	local := false
 	for i, p := range policies {
@@ -644,15 +644,15 @@ type principalSources struct {
 	plans       bool // some credential may carry a plan
 }
 
-// buildPolicy turns the YAML of policy i into a middleware.Policy: it
+// buildPolicy turns the YAML of policy i into a ratekey.Policy: it
 // parses what YAML writes as text (rate, max_delay, the key's names) and
 // checks what only the config can say (a missing key, an explicit
 // delay_after of 0, a verified dimension without credentials). Everything
 // else (name, burst, cost, waits) the rate limiter checks itself; its
 // errors name the field the same way: policies[i] ("name").field.
-func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Policy, []error) {
+func buildPolicy(i int, pc PolicyConfig, src principalSources) (ratekey.Policy, []error) {
 	ref := policyRef(i, pc.Name)
-	p := middleware.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
+	p := ratekey.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: middleware.OnMissing(pc.OnMissing), OnStoreError: middleware.OnStoreError(pc.OnStoreError),
 		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
 	errs := buildKey(ref, &pc, &p, src)
@@ -694,7 +694,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (middleware.Polic
 // buildKey reads policy ref's key into p: built-in dimensions only, those
 // of a credential only when credentials are configured, and tenant beside
 // account or credential when several tenants exist.
-func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalSources) []error {
+func buildKey(ref string, pc *PolicyConfig, p *ratekey.Policy, src principalSources) []error {
 	var errs []error
 	if pc.Key == nil {
 		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
@@ -725,7 +725,7 @@ func buildKey(ref string, pc *PolicyConfig, p *middleware.Policy, src principalS
 
 // buildBucket completes p, policy ref, as a token bucket: rate, burst,
 // delay_after, max_delay and overrides.
-func buildBucket(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+func buildBucket(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	if pc.Lease != "" {
 		// A token bucket with a lease: one error, and the bucket is still
@@ -763,7 +763,7 @@ func buildBucket(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 // buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
 // (set) >= 1, lease (default 60s) between 1s and 1h, and none of the token
 // bucket's fields beside them.
-func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+func buildInFlight(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	if pc.MaxInFlight.n < 1 {
 		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, pc.MaxInFlight.n))
@@ -801,7 +801,7 @@ func buildInFlight(ref string, pc PolicyConfig, p *middleware.Policy) []error {
 // lease (it is this process's: no store keeps it). ratekey.New checks the
 // rest (the key, the bounds, the classes, a priority on a tenant or a plan
 // without credentials), naming the fields.
-func buildAdaptive(ref string, pc PolicyConfig, p *middleware.Policy) []error {
+func buildAdaptive(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -843,9 +843,9 @@ func priorities(pcs []PriorityConfig) []middleware.Priority {
 // buildOverride parses what YAML writes as text in one override (where is
 // its path, policies[i] ("name").overrides[j]); the rate limiter checks the
 // rest with the same paths.
-func buildOverride(where string, oc OverrideConfig) (middleware.Override, []error) {
+func buildOverride(where string, oc OverrideConfig) (ratekey.Override, []error) {
 	var errs []error
-	o := middleware.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
+	o := ratekey.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
 		Limit: limiter.Limit{Burst: int64(oc.Burst)}}
 	if oc.Rate != "" {
 		rate, err := limiter.ParseRate(oc.Rate)
@@ -876,7 +876,7 @@ func buildOverride(where string, oc OverrideConfig) (middleware.Override, []erro
 // time), an account when no credential is checked. It runs once everything else is
 // valid (the API key file is loaded). With a Redis store, an override's
 // window must fit it as a policy's must.
-func checkOverrides(cfg *Config, auth authSetup, policies []middleware.Policy) []error {
+func checkOverrides(cfg *Config, auth authSetup, policies []ratekey.Policy) []error {
 	tenants, plans := map[string]bool{}, map[string]bool{}
 	for _, ic := range cfg.Auth.Issuers {
 		for _, t := range append([]string{ic.Tenant}, ic.Tenants...) {

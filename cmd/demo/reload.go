@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/middleware"
 )
 
@@ -169,7 +170,7 @@ func (s *server) reload() (err error) {
 
 // effective returns a's policies as they run: with the top-level dry_run
 // applied, so that turning it on or off is reported per policy.
-func effective(a *app) []middleware.Policy {
+func effective(a *app) []ratekey.Policy {
 	ps := slices.Clone(a.policies)
 	for i := range ps {
 		ps[i].DryRun = ps[i].DryRun || a.cfg.DryRun
