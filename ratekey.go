@@ -49,8 +49,19 @@ type Config struct {
 	Router http.Handler
 	// Proxies says which TCP peers are trusted proxies and which forwarding
 	// header each writes. The zero value trusts nobody: every client is
-	// its TCP peer, and a forged X-Forwarded-For is never read.
+	// its TCP peer, and a forged X-Forwarded-For is never read. New loads
+	// the file and URL sources of its rules once (as nginx reads
+	// set_real_ip_from at start-up); to re-read them while serving, build
+	// the Resolver yourself and give it as Resolver instead.
 	Proxies trustedproxy.Config
+	// Resolver, instead of Proxies (New refuses both), is a resolver you
+	// built with trustedproxy.New and keep: you then call its Refresh from
+	// a ticker (it re-reads the rules' file and URL sources, such as a
+	// CDN's published ranges, swapping each set atomically and keeping the
+	// last good one when a load fails) and may
+	// share it with other admin endpoints (middleware.AdminOnly). nil:
+	// New builds one from Proxies.
+	Resolver *trustedproxy.Resolver
 	// Authenticator verifies credentials (identity.NewJWTAuthenticator,
 	// identity.NewAPIKeyAuthenticator, or both combined). nil reads no
 	// credential; policies keyed by tenant, account or credential are then
@@ -96,6 +107,16 @@ type Config struct {
 	// DebugAllow lists the admin networks (CIDRs or addresses) that may
 	// read [Middleware.Debug]; empty answers everyone 404.
 	DebugAllow []string
+	// DebugLimited reports whether Handler is mounted in front of the
+	// route that serves r (r carries the method and path the debug
+	// endpoint describes), when only some routes are behind it (a
+	// sub-router such as /v1, with /healthz outside). nil means every
+	// route. The debug endpoint shows the routes it excludes as "limited":
+	// false, with no policies and the authentication outcome
+	// "not_reached", so it never claims a limit or a 401 the route would
+	// not answer. Check, which describes r as Handler would decide it,
+	// does not consult it. Must be safe for concurrent use.
+	DebugLimited func(r *http.Request) bool
 	// Custom supplies the values of custom key dimensions by name (see
 	// [middleware.RateLimitConfig].Custom): a policy's Key may then name
 	// them beside the built-in ones.
@@ -131,7 +152,10 @@ type Middleware struct {
 	authn    identity.Authenticator
 	auth     middleware.AuthOptions
 	debug    middleware.DebugConfig
-	// debugHandler is middleware.Debug(debug).
+	// debugScope is Config.DebugLimited: the debug endpoint's, never
+	// Check's.
+	debugScope func(r *http.Request) bool
+	// debugHandler is middleware.Debug(debugConfig()).
 	debugHandler http.Handler
 	preAuth      bool            // some policy is PreAuth: the pre-auth phase runs
 	ops          *operationCheck // nil: no policy names an operation
@@ -148,7 +172,7 @@ type Middleware struct {
 // Authenticator, an override matching on a dimension its policy's
 // key lacks, an account override without its tenant unless the
 // Authenticator lists exactly one tenant (see [policy.Override]), an
-// untrusted-everyone proxy range, an operation the router can never name
+// untrusted-everyone proxy range, a Resolver beside Proxies, an operation the router can never name
 // ("/v1/reports/{id}" without its method) in a policy's operations or its
 // priorities. Whether a route serves each
 // operation a policy names is known only once the routes are registered
@@ -163,10 +187,8 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	res, err := trustedproxy.New(cfg.Proxies)
-	if err != nil {
-		errs = append(errs, prefixed("proxies.", err)...)
-	}
+	res, rerrs := resolver(cfg)
+	errs = append(errs, rerrs...)
 	if cfg.Authenticator != nil && isNil(cfg.Authenticator) {
 		errs = append(errs, fmt.Errorf("authenticator: a nil %T (was the error of its constructor ignored?)", cfg.Authenticator))
 		cfg.Authenticator = nil
@@ -219,10 +241,35 @@ func New(cfg Config) (*Middleware, error) {
 	m.preAuth = slices.ContainsFunc(cfg.Policies, func(p Policy) bool { return p.PreAuth })
 	m.ops = newOperationCheck(cfg)
 	m.debug = middleware.DebugConfig{Resolver: res, Authenticator: cfg.Authenticator, Auth: m.auth, RateLimiter: rl, Allow: cfg.DebugAllow}
-	if m.debugHandler, err = middleware.Debug(m.debug); err != nil {
+	m.debugScope = cfg.DebugLimited
+	if m.debugHandler, err = middleware.Debug(m.debugConfig()); err != nil {
 		return nil, err // checked above: cannot happen
 	}
 	return m, nil
+}
+
+// resolver returns cfg.Resolver, or the resolver of cfg.Proxies, or the
+// errors of either, each naming its field.
+func resolver(cfg Config) (*trustedproxy.Resolver, []error) {
+	if cfg.Resolver != nil {
+		if !reflect.ValueOf(cfg.Proxies).IsZero() {
+			return nil, []error{errors.New("resolver: set Resolver or Proxies, not both (Resolver is built from a trustedproxy.Config already)")}
+		}
+		return cfg.Resolver, nil
+	}
+	res, err := trustedproxy.New(cfg.Proxies)
+	if err != nil {
+		return nil, prefixed("proxies.", err)
+	}
+	return res, nil
+}
+
+// debugConfig is the debug endpoint's configuration: Check's, scoped to
+// the routes Config.DebugLimited says Handler is in front of.
+func (m *Middleware) debugConfig() middleware.DebugConfig {
+	dc := m.debug
+	dc.Limited, dc.Authenticated = m.debugScope, m.debugScope
+	return dc
 }
 
 // unauthenticatedKeys reports, for a chain without an Authenticator, the
@@ -413,6 +460,16 @@ func (m *Middleware) Policies() []Policy {
 	return ps
 }
 
+// FlushLog writes at once the summary lines of the bounded decision log's
+// interval under way (see Config.LogEveryDecision), instead of when the
+// interval ends: call it when the Middleware is replaced (a reload) or
+// the process stops, so that no count is lost. Requests still in flight
+// on m may add to a new interval, written by its timer. Safe for
+// concurrent use.
+func (m *Middleware) FlushLog() {
+	m.limiter.FlushLog()
+}
+
 // Debug returns the operators' debug endpoint (see [middleware.Debug]):
 // [Middleware.Check] of the request it receives, or of one described in a
 // POST, as JSON or HTML, for the networks in Config.DebugAllow only;
@@ -429,7 +486,7 @@ func (m *Middleware) Debug() http.Handler {
 // on m. The admin networks and everything else are Debug's. Safe for
 // concurrent use if describe is.
 func (m *Middleware) DebugGRPC(describe func(r *http.Request, fullMethod string) *middleware.Record) http.Handler {
-	cfg := m.debug
+	cfg := m.debugConfig()
 	cfg.GRPC = describe
 	h, _ := middleware.Debug(cfg) // the same config as Debug's, which New checked
 	return h

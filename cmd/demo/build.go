@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/workload"
@@ -38,20 +39,17 @@ import (
 type app struct {
 	cfg         *Config
 	resolver    *trustedproxy.Resolver
-	auth        authSetup // authn nil when no issuer and no API key is configured
-	authOpts    middleware.AuthOptions
+	auth        authSetup     // authn nil when no issuer and no API key is configured
+	anonymous   bool          // auth.anonymous: allow
 	store       store         // kept across reloads
 	refresh     time.Duration // how often rules' file and URL sources are re-read; 0: never
 	limiter     limiter.Limiter
-	policies    []policy.Policy
+	policies    []ratekey.Policy
 	logInterval time.Duration // the decision log's interval; 0: the library's default
-	// singleTenant: the credentials name one tenant at most (one issuer,
-	// of a fixed tenant, and no API keys), so account names are global
-	// (middleware.RateLimitConfig.SingleTenant).
-	singleTenant bool
-	// rl is the rate limiter of the router built last (nil before): its
-	// pending log summaries are flushed when the app is replaced or stops.
-	rl *middleware.RateLimiter
+	// front is the chain (ratekey.New) of the router built last (nil
+	// before): its pending log summaries are flushed when the app is
+	// replaced or stops.
+	front *ratekey.Middleware
 	// registry and metrics live as long as the process: a reload keeps them.
 	// metrics is package metrics' collectors, or package otelmetrics'
 	// instruments (exporter otlp; registry is nil then).
@@ -127,7 +125,7 @@ func (a *app) buildAnonymous() []error {
 	switch a.cfg.Auth.Anonymous {
 	case "", "reject":
 	case "allow":
-		a.authOpts.Anonymous = true
+		a.anonymous = true
 	default:
 		errs = append(errs, fmt.Errorf("auth.anonymous: %s must be allow or reject", shown(a.cfg.Auth.Anonymous)))
 	}
@@ -155,16 +153,11 @@ func sourcesOf(cfg *Config) principalSources {
 	return src
 }
 
-// buildPolicies builds the policies section.
+// buildPolicies builds the policies section. ratekey.New refuses none
+// (an empty file, or one that is only "---": see yamlError).
 func (a *app) buildPolicies() []error {
 	var errs []error
 	src := sourcesOf(a.cfg)
-	a.singleTenant = !src.tenants
-	if len(a.cfg.Policies) == 0 {
-		// An empty file, or one that is only "---", decodes to no policies:
-		// a demo that would limit nothing is a mistake, not a config.
-		errs = append(errs, errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)"))
-	}
 	for i, pc := range a.cfg.Policies {
 		p, perrs := buildPolicy(i, pc, src)
 		errs = append(errs, perrs...)
@@ -203,7 +196,6 @@ func (a *app) attachStore(prev *app, logger *slog.Logger) []error {
 func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 	if prev != nil {
 		a.registry, a.metrics, a.otel, a.work = prev.registry, prev.metrics, prev.otel, prev.work
-		a.authOpts.Metrics = a.metrics
 		if metricsNeedRestart(prev.cfg.Metrics, a.cfg.Metrics) {
 			return []error{errors.New("metrics: the otlp exporter was turned on or off or its endpoint changed; a reload keeps the running metrics, so restart the demo to apply it")}
 		}
@@ -222,7 +214,6 @@ func (a *app) attachMetrics(prev *app, logger *slog.Logger) []error {
 		a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		a.metrics, err = metrics.New(a.registry)
 	}
-	a.authOpts.Metrics = a.metrics
 	if err != nil {
 		return []error{err}
 	}
@@ -278,18 +269,17 @@ func (a *app) buildDebugEndpoint() []error {
 	if err := checkDebugPath("debug.path", dc.Path); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := trustedproxy.ParseSet(dc.Allow); err != nil {
-		errs = append(errs, indexedErrors("debug.allow", err)...)
-	}
+	// ratekey.New checks each entry (Config.DebugAllow; see yamlError).
 	if len(dc.Allow) == 0 {
 		errs = append(errs, errors.New("debug.allow: list the admin networks that may use the debug endpoint"))
 	}
 	return errs
 }
 
-// checkAll runs the checks that need the whole app: the library's own
-// (names, keys, cost against burst and max_delay, waits against the demo's
-// 50 s bound), the operations against the demo's router (only when valid
+// checkAll runs the checks that need the whole app: ratekey.New's (names,
+// keys, cost against burst and max_delay, waits against the demo's 50 s
+// bound, debug.allow; its errors mapped onto the YAML's fields by
+// yamlError), the operations against the demo's router (only when valid
 // so far: the router needs a valid config), Redis windows, fallbacks and,
 // when nothing else is wrong, overrides against the credentials.
 func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
@@ -298,8 +288,12 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 		a.limiter = memory.New(memory.Options{})
 		a.store.fallback = memory.New(memory.Options{}) // (not "local needs a fallback" too)
 	}
-	if _, err := a.rateLimiter(chi.NewRouter(), logger); err != nil {
-		errs = append(errs, splitErrors(err)...)
+	if a.auth.authn == nil && sourcesOf(a.cfg).credentials {
+		a.auth.authn = unbuiltAuth{} // auth's errors are reported; not "no Authenticator" too
+	}
+	m, yaml, ferr := a.newFront(chi.NewRouter(), logger)
+	if m == nil {
+		errs = append(errs, yaml...)
 	} else if valid {
 		errs = append(errs, a.checkOperations(logger)...)
 	}
@@ -307,6 +301,11 @@ func (a *app) checkAll(logger *slog.Logger, valid bool) []error {
 	errs = append(errs, checkFallback(a.cfg.Limiter, a.policies)...)
 	if valid && len(errs) == 0 {
 		errs = append(errs, checkOverrides(a.cfg, a.auth, a.policies)...)
+	}
+	if m == nil && valid && len(errs) == 0 {
+		// yamlError dropped New's errors as the demo's to say, and it
+		// said none: never a config New refuses.
+		errs = splitErrors(ferr)
 	}
 	return errs
 }
@@ -461,7 +460,7 @@ func (a *app) checkOperations(logger *slog.Logger) []error {
 
 // policyOperations returns the operations policy p names, with their
 // fields: operations[j], and priorities[j].operation.
-func policyOperations(p policy.Policy) []struct{ field, op string } {
+func policyOperations(p ratekey.Policy) []struct{ field, op string } {
 	var fs []struct{ field, op string }
 	for j, op := range p.Operations {
 		fs = append(fs, struct{ field, op string }{fmt.Sprintf("operations[%d]", j), op})
@@ -483,32 +482,117 @@ func validPort(p string) bool {
 // validSample reports whether f is a sampling fraction: 0 to 1, not NaN.
 func validSample(f float64) bool { return f >= 0 && f <= 1 }
 
-func (a *app) rateLimiter(root chi.Routes, logger *slog.Logger) (*middleware.RateLimiter, error) {
+// newFront builds the /v1 chain for the demo's router root with
+// ratekey.New. When New fails, m is nil, err is its error and yaml its
+// errors mapped onto the YAML's fields (yamlError), without those the
+// demo reports in its own words: yaml may be empty.
+func (a *app) newFront(root chi.Router, logger *slog.Logger) (m *ratekey.Middleware, yaml []error, err error) {
+	m, err = ratekey.New(a.frontConfig(root, logger))
+	if err != nil {
+		for _, e := range splitErrors(err) {
+			if e = a.yamlError(e); e != nil {
+				yaml = append(yaml, e)
+			}
+		}
+	}
+	return m, yaml, err
+}
+
+// frontConfig is the app as ratekey.Config, for the demo's router root.
+func (a *app) frontConfig(root chi.Router, logger *slog.Logger) ratekey.Config {
 	sample := a.cfg.Log.SamplePassed
 	if !validSample(sample) {
 		sample = 0 // out of range (or NaN): reported by build
 	}
-	return middleware.NewRateLimiter(middleware.RateLimitConfig{
+	cfg := ratekey.Config{
+		Router:         root,
+		Resolver:       a.resolver, // nil when trusted_proxies is invalid (reported)
+		Authenticator:  a.auth.authn,
+		Anonymous:      a.anonymous,
+		Policies:       a.policies,
 		Limiter:        a.limiter,
 		Fallback:       a.fallback(),
-		Policies:       a.policies,
-		Operation:      middleware.RouteOperation(root),
 		Logger:         logger,
+		Metrics:        a.metrics,
 		DryRun:         a.cfg.DryRun,
 		DecisionHeader: a.cfg.DecisionHeader,
-		Metrics:        a.metrics,
-		SamplePassed:   sample,
-		// Under the server's 60 s write timeout: a longer wait would be
-		// charged and then cut off.
-		MaxWait: 50 * time.Second,
+		// Only /v1 is behind the chain: the debug endpoint says so of
+		// /healthz and its own path.
+		DebugLimited: underV1,
+		SamplePassed: sample,
 		// Bounded by default: a client that is rejected at will must not
 		// fill the operator's disk (log.every_decision turns it off).
 		LogEveryDecision: a.cfg.Log.EveryDecision,
 		LogInterval:      min(a.logInterval, time.Hour),
-		// An account override must name its tenant unless account names
-		// are global: the library refuses it, naming the field.
-		SingleTenant: a.singleTenant,
-	})
+		// Under the server's 60 s write timeout: a longer wait would be
+		// charged and then cut off.
+		MaxWait: 50 * time.Second,
+	}
+	if a.cfg.Debug.Enabled {
+		cfg.DebugAllow = a.cfg.Debug.Allow
+	}
+	return cfg
+}
+
+// The errors of ratekey.New that name a Go field or word the YAML spells
+// otherwise (see yamlError).
+var (
+	libNoPolicy      = regexp.MustCompile(`^policies: at least one policy is required$`)
+	libUnverifiedKey = regexp.MustCompile(`^policies\[(\d+)\]\.key: dimension (\S+) comes from a verified credential, but no Authenticator is configured$`)
+	libUnverifiedPri = regexp.MustCompile(`^policies\[(\d+)\]\.priorities\[(\d+)\]: a tenant or plan comes from a verified credential, but no Authenticator is configured$`)
+	libTenantless    = regexp.MustCompile(`^policies\[\d+\]\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
+	libNoFallback    = regexp.MustCompile(`^policies\[\d+\][^:]*\.on_store_error: local needs a fallback store \(RateLimitConfig\.Fallback`)
+	libEveryTenant   = regexp.MustCompile(`^policies\[\d+\][^:]*\.overrides\[\d+\]\.account: .* would match the account of that name in every tenant \(`)
+)
+
+// yamlError maps an error of ratekey.New onto the YAML: most already name
+// the YAML's field (policies[0] ("p").rate: ...); "debug_allow[0]" is
+// debug.allow[0], and "no Authenticator" is no auth.issuers nor
+// auth.api_keys. nil drops an error the demo reports in its own words
+// already: a key without tenant beside account or credential, which
+// buildKey refuses whenever the credentials may name several tenants
+// (API keys too, which ratekey.New cannot list), and, with no
+// credentials at all, an account override without its tenant (there is
+// no tenant: checkOverrides says no credential is checked), and "local
+// needs a fallback store", which the demo gives every Redis store
+// (checkFallback says local needs limiter.store: redis).
+func (a *app) yamlError(err error) error {
+	msg := err.Error()
+	ref := func(i string) string {
+		n, _ := strconv.Atoi(i)
+		if n < 0 || n >= len(a.cfg.Policies) {
+			return "policies[" + i + "]"
+		}
+		return policyRef(n, a.cfg.Policies[n].Name)
+	}
+	const noCredentials = "but neither auth.issuers nor auth.api_keys is configured"
+	switch {
+	case libNoPolicy.MatchString(msg):
+		// An empty file, or one that is only "---", decodes to no
+		// policies: a demo that would limit nothing is a mistake.
+		return errors.New("policies: at least one policy is required (none is configured, so nothing would be limited)")
+	case libUnverifiedKey.MatchString(msg):
+		m := libUnverifiedKey.FindStringSubmatch(msg)
+		return fmt.Errorf("%s.key: dimension %s comes from a verified credential, %s", ref(m[1]), quote.Value(m[2]), noCredentials)
+	case libUnverifiedPri.MatchString(msg):
+		m := libUnverifiedPri.FindStringSubmatch(msg)
+		return fmt.Errorf("%s.priorities[%s]: tenant and plan come from a verified credential, %s", ref(m[1]), m[2], noCredentials)
+	case libTenantless.MatchString(msg), libNoFallback.MatchString(msg),
+		libEveryTenant.MatchString(msg) && !sourcesOf(a.cfg).credentials:
+		return nil
+	case strings.HasPrefix(msg, "debug_allow"):
+		return fmt.Errorf("debug.allow%s", strings.TrimPrefix(msg, "debug_allow"))
+	}
+	return err
+}
+
+// unbuiltAuth stands in for the authenticator while the auth section has
+// errors (reported), so that ratekey.New checks the policies as it will
+// once the credentials load.
+type unbuiltAuth struct{}
+
+func (unbuiltAuth) Authenticate(*http.Request) (limitkey.Principal, error) {
+	return limitkey.Principal{}, errors.New("demo: the auth section is invalid")
 }
 
 // sameStore reports whether a and b configure the same store, replicas
@@ -534,7 +618,7 @@ func (a *app) fallback() limiter.Limiter {
 // checkFallback checks limiter.replicas and on_store_error local against
 // the store: local needs a shared store (Redis), and with Redis,
 // replicas is the local fallback's share, so it needs a local policy.
-func checkFallback(lc LimiterConfig, policies []policy.Policy) []error {
+func checkFallback(lc LimiterConfig, policies []ratekey.Policy) []error {
 	var errs []error
 	local := false
 	for i, p := range policies {
@@ -559,15 +643,15 @@ type principalSources struct {
 	plans       bool // some credential may carry a plan
 }
 
-// buildPolicy turns the YAML of policy i into a policy.Policy: it
+// buildPolicy turns the YAML of policy i into a ratekey.Policy: it
 // parses what YAML writes as text (rate, max_delay, the key's names) and
 // checks what only the config can say (a missing key, an explicit
 // delay_after of 0, a verified dimension without credentials). Everything
 // else (name, burst, cost, waits) the rate limiter checks itself; its
 // errors name the field the same way: policies[i] ("name").field.
-func buildPolicy(i int, pc PolicyConfig, src principalSources) (policy.Policy, []error) {
+func buildPolicy(i int, pc PolicyConfig, src principalSources) (ratekey.Policy, []error) {
 	ref := policyRef(i, pc.Name)
-	p := policy.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
+	p := ratekey.Policy{Name: pc.Name, Cost: int64(pc.Cost), Operations: pc.Operations, Status: int(pc.Status),
 		OnMissing: policy.OnMissing(pc.OnMissing), OnStoreError: policy.OnStoreError(pc.OnStoreError),
 		DryRun: pc.DryRun, PreAuth: pc.PreAuth, Settle: pc.Settle, MaxCost: int64(pc.MaxCost)}
 	errs := buildKey(ref, &pc, &p, src)
@@ -584,7 +668,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (policy.Policy, [
 		p.RetryAfter = max(d, 0)
 	}
 	if pc.MaxInFlight != nil && pc.MaxInFlight.auto {
-		return p, append(errs, buildAdaptive(ref, pc, &p, src)...)
+		return p, append(errs, buildAdaptive(ref, pc, &p)...)
 	}
 	for _, f := range []struct {
 		name string
@@ -609,7 +693,7 @@ func buildPolicy(i int, pc PolicyConfig, src principalSources) (policy.Policy, [
 // buildKey reads policy ref's key into p: built-in dimensions only, those
 // of a credential only when credentials are configured, and tenant beside
 // account or credential when several tenants exist.
-func buildKey(ref string, pc *PolicyConfig, p *policy.Policy, src principalSources) []error {
+func buildKey(ref string, pc *PolicyConfig, p *ratekey.Policy, src principalSources) []error {
 	var errs []error
 	if pc.Key == nil {
 		errs = append(errs, fmt.Errorf("%s.key: required: list the dimensions (e.g. [network]); [] means one bucket shared by every request", ref))
@@ -621,8 +705,10 @@ func buildKey(ref string, pc *PolicyConfig, p *policy.Policy, src principalSourc
 			errs = append(errs, fmt.Errorf("%s.key: unknown dimension %s (tenant, account, credential, operation, network, plan)", ref, shown(k)))
 			continue
 		}
+		// ratekey.New refuses tenant, account and credential without
+		// credentials (see yamlError); plan is the demo's to check.
 		switch {
-		case !src.credentials && (d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential || d == limitkey.DimPlan):
+		case !src.credentials && d == limitkey.DimPlan:
 			errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, quote.Value(k)))
 		case !src.plans && d == limitkey.DimPlan:
 			errs = append(errs, fmt.Errorf("%s.key: dimension \"plan\" comes from an issuer's plan or plan_claim or an API key's plan, and no issuer has one (nor are API keys configured)", ref))
@@ -638,7 +724,7 @@ func buildKey(ref string, pc *PolicyConfig, p *policy.Policy, src principalSourc
 
 // buildBucket completes p, policy ref, as a token bucket: rate, burst,
 // delay_after, max_delay and overrides.
-func buildBucket(ref string, pc PolicyConfig, p *policy.Policy) []error {
+func buildBucket(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	if pc.Lease != "" {
 		// A token bucket with a lease: one error, and the bucket is still
@@ -676,7 +762,7 @@ func buildBucket(ref string, pc PolicyConfig, p *policy.Policy) []error {
 // buildInFlight completes p, policy ref, as an in-flight cap: max_in_flight
 // (set) >= 1, lease (default 60s) between 1s and 1h, and none of the token
 // bucket's fields beside them.
-func buildInFlight(ref string, pc PolicyConfig, p *policy.Policy) []error {
+func buildInFlight(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	if pc.MaxInFlight.n < 1 {
 		errs = append(errs, fmt.Errorf("%s.max_in_flight: %d must be >= 1 (requests of one key running at once)", ref, pc.MaxInFlight.n))
@@ -711,10 +797,10 @@ func buildInFlight(ref string, pc PolicyConfig, p *policy.Policy) []error {
 // buildAdaptive completes p, policy ref, as an adaptive cap (max_in_flight:
 // auto): max_in_flight_ceiling (required), min_in_flight, priorities,
 // reserved and limit_log_factor, and none of a token bucket's fields or a
-// lease (it is this process's: no store keeps it). A priority on a tenant
-// or a plan needs credentials. The rate limiter checks the rest (the key,
-// the bounds, the classes), naming the fields.
-func buildAdaptive(ref string, pc PolicyConfig, p *policy.Policy, src principalSources) []error {
+// lease (it is this process's: no store keeps it). ratekey.New checks the
+// rest (the key, the bounds, the classes, a priority on a tenant or a plan
+// without credentials), naming the fields.
+func buildAdaptive(ref string, pc PolicyConfig, p *ratekey.Policy) []error {
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -734,11 +820,8 @@ func buildAdaptive(ref string, pc PolicyConfig, p *policy.Policy, src principalS
 	if pc.Reserved != nil {
 		p.Reserved = float64(*pc.Reserved)
 	}
-	for j, pr := range pc.Priorities {
-		if !src.credentials && (pr.Tenant != "" || pr.Plan != "") {
-			errs = append(errs, fmt.Errorf("%s.priorities[%d]: tenant and plan come from a verified credential, but neither auth.issuers nor auth.api_keys is configured", ref, j))
-		}
-	}
+	// A priority on a tenant or a plan without credentials: ratekey.New
+	// refuses it (see yamlError).
 	for j, oc := range pc.Overrides {
 		o, oerrs := buildOverride(fmt.Sprintf("%s.overrides[%d]", ref, j), oc)
 		errs = append(errs, oerrs...)
@@ -759,9 +842,9 @@ func priorities(pcs []PriorityConfig) []policy.Priority {
 // buildOverride parses what YAML writes as text in one override (where is
 // its path, policies[i] ("name").overrides[j]); the rate limiter checks the
 // rest with the same paths.
-func buildOverride(where string, oc OverrideConfig) (policy.Override, []error) {
+func buildOverride(where string, oc OverrideConfig) (ratekey.Override, []error) {
 	var errs []error
-	o := policy.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
+	o := ratekey.Override{Tenant: oc.Tenant, Plan: oc.Plan, Account: oc.Account, Cost: int64(oc.Cost),
 		Limit: limiter.Limit{Burst: int64(oc.Burst)}}
 	if oc.Rate != "" {
 		rate, err := limiter.ParseRate(oc.Rate)
@@ -792,7 +875,7 @@ func buildOverride(where string, oc OverrideConfig) (policy.Override, []error) {
 // time), an account when no credential is checked. It runs once everything else is
 // valid (the API key file is loaded). With a Redis store, an override's
 // window must fit it as a policy's must.
-func checkOverrides(cfg *Config, auth authSetup, policies []policy.Policy) []error {
+func checkOverrides(cfg *Config, auth authSetup, policies []ratekey.Policy) []error {
 	tenants, plans := map[string]bool{}, map[string]bool{}
 	for _, ic := range cfg.Auth.Issuers {
 		for _, t := range append([]string{ic.Tenant}, ic.Tenants...) {
@@ -957,35 +1040,25 @@ func underV1(r *http.Request) bool {
 	return p == "/v1" || strings.HasPrefix(p, "/v1/")
 }
 
-// chain is the /v1 routes' middleware, in order: resolve the client →
-// pre-auth policies → authenticate (when credentials are configured) →
-// the other policies. The gRPC calls run through the same (grpc.go).
-func (a *app) chain(rl *middleware.RateLimiter) []func(http.Handler) http.Handler {
-	c := []func(http.Handler) http.Handler{
-		middleware.ClientAddress(a.resolver, middleware.ClientAddressOptions{Metrics: a.metrics}),
-		rl.PreAuthHandler, // policies with pre_auth: before any credential is checked
-	}
-	if a.auth.authn != nil {
-		c = append(c, middleware.Authenticate(a.auth.authn, a.authOpts))
-	}
-	return append(c, rl.Handler)
-}
-
 // router wires the demo's routes: /healthz (not limited), the debug endpoint
-// (outside the client-address middleware so failed derivations can be
-// shown), and the /v1 API behind resolve → authenticate → rate limit.
+// (outside the chain so failed derivations can be shown), and the /v1 API
+// behind the chain of ratekey.New: resolve the client → pre-auth policies →
+// authenticate (when credentials are configured) → the other policies.
+// The gRPC calls run through the same chain (grpc.go).
 func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 	r := chi.NewRouter()
-	rl, err := a.rateLimiter(r, logger)
+	m, yaml, err := a.newFront(r, logger)
 	if err != nil {
+		if len(yaml) > 0 {
+			err = errors.Join(yaml...)
+		}
 		return nil, err
 	}
-	a.rl = rl
+	a.front = m
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	authn := a.auth.authn
 	if a.cfg.Metrics.Enabled && a.cfg.Metrics.Exporter != exporterOTLP && a.registry != nil {
 		admin, err := middleware.AdminOnly(a.resolver, a.cfg.Metrics.Allow)
 		if err != nil {
@@ -995,24 +1068,17 @@ func (a *app) router(logger *slog.Logger) (http.Handler, error) {
 			promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	}
 	if a.grpcSrv != nil {
-		a.grpc = a.newGRPCSide(rl, logger)
+		a.grpc = a.newGRPCSide(m, logger)
 	}
 	if a.cfg.Debug.Enabled {
-		dc := middleware.DebugConfig{
-			Resolver: a.resolver, Authenticator: authn, Auth: a.authOpts, RateLimiter: rl, Allow: a.cfg.Debug.Allow,
-			Limited: underV1, Authenticated: underV1,
-		}
+		debug := m.Debug()
 		if a.grpc != nil {
-			dc.GRPC = a.grpc.describe
-		}
-		debug, err := middleware.Debug(dc)
-		if err != nil {
-			return nil, fmt.Errorf("debug.%w", err)
+			debug = m.DebugGRPC(a.grpc.describe)
 		}
 		r.Handle(a.cfg.Debug.Path, debug)
 	}
 	r.Route("/v1", func(v chi.Router) {
-		v.Use(a.chain(rl)...)
+		v.Use(m.Handler)
 		v.Get("/reports/{id}", getReport)
 		v.Post("/export", postExport)
 		v.Get("/slow", getSlow)

@@ -496,3 +496,56 @@ func TestTokenExpired(t *testing.T) {
 		t.Errorf("-ttl -5s: exit %d %q; want 1 and the leeway named", code, errOut)
 	}
 }
+
+// TestCheckMapsTheLibrarysErrors: ratekey.New's errors name the YAML's
+// fields and words, each problem once: the demo does not check again what
+// the library checks (verified dimensions and priorities without
+// credentials, debug.allow entries), and drops an account override's
+// "every tenant" when no credential is configured (there is no tenant)
+// and "local needs a fallback store" (the demo's own error names
+// limiter.store).
+func TestCheckMapsTheLibrarysErrors(t *testing.T) {
+	cfg := writeConfig(t, `
+policies:
+  - name: p1
+    key: [account, plan]
+    rate: 5/s
+    burst: 1
+  - name: ad
+    key: [operation]
+    max_in_flight: auto
+    max_in_flight_ceiling: 10
+    priorities: [{tenant: acme, class: critical}]
+  - name: p2
+    key: [network]
+    rate: 5/s
+    burst: 1
+    overrides: [{account: alice, rate: 10/s}]
+  - {name: p3, key: [network], rate: 5/s, burst: 1, on_store_error: local}
+debug: {enabled: true, allow: [not-a-cidr]}
+`)
+	code, _, errOut := runDemo(t, "check", "-config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		`policies[0] ("p1").key: dimension "account" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
+		`policies[0] ("p1").key: dimension "plan" comes from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
+		`policies[1] ("ad").priorities[0]: tenant and plan come from a verified credential, but neither auth.issuers nor auth.api_keys is configured`,
+		`policies[2] ("p2").overrides[0].account: account is not a dimension of the policy's key [network]`,
+		`debug.allow[0] "not-a-cidr": not an IP address or CIDR prefix`,
+		`policies[3].on_store_error: local decides on this process's memory while a shared store cannot; it needs limiter.store: redis`,
+	} {
+		if n := strings.Count(errOut, want); n != 1 {
+			t.Errorf("check output has %q %d times; want once:\n%s", want, n, errOut)
+		}
+	}
+	for _, not := range []string{"Authenticator", "debug_allow", "in every tenant", "RateLimitConfig"} {
+		if strings.Contains(errOut, not) {
+			t.Errorf("check output names %q, which the YAML does not:\n%s", not, errOut)
+		}
+	}
+	if lines := strings.Count(errOut, "\n  - "); lines != 6 {
+		t.Errorf("%d errors; want 6:\n%s", lines, errOut)
+	}
+}

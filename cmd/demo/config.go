@@ -170,7 +170,7 @@ type PolicyConfig struct {
 	// rejections (none by default).
 	RetryAfter string `yaml:"retry_after"`
 	// Settle makes cost a reservation that the handler's reported cost
-	// replaces when it returns (policy.Policy.Settle): a refund below
+	// replaces when it returns (ratekey.Policy.Settle): a refund below
 	// it, a debt above it. POST /v1/complete reports its tokens=N.
 	Settle bool `yaml:"settle"`
 	// MaxCost bounds what one request settles at (a report above it is

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/grpclimit"
 	"github.com/ratekey/ratekey/middleware"
-	"github.com/ratekey/ratekey/policy"
 )
 
 // The demo's gRPC side (grpc.listen, -grpc-addr): the standard health
@@ -110,36 +110,13 @@ type grpcSide struct {
 	stream grpc.StreamServerInterceptor
 }
 
-// newGRPCSide builds a's Limiter over the /v1 chain on rl, registered on
+// newGRPCSide builds a's Limiter over the /v1 chain m, registered on
 // a's gRPC server.
-func (a *app) newGRPCSide(rl *middleware.RateLimiter, logger *slog.Logger) *grpcSide {
-	f := &appFront{a: a, rl: rl, dc: middleware.DebugConfig{Resolver: a.resolver, Authenticator: a.auth.authn, Auth: a.authOpts, RateLimiter: rl}}
-	lim := grpclimit.New(f, logger)
+func (a *app) newGRPCSide(m *ratekey.Middleware, logger *slog.Logger) *grpcSide {
+	lim := grpclimit.New(m, logger)
 	lim.Register(a.grpcSrv)
 	return &grpcSide{lim: lim, unary: lim.UnaryServerInterceptor(), stream: lim.StreamServerInterceptor()}
 }
-
-// appFront is the /v1 chain of an app as a grpclimit.Front.
-type appFront struct {
-	a  *app
-	rl *middleware.RateLimiter
-	dc middleware.DebugConfig
-}
-
-// Handler returns next behind the /v1 chain.
-func (f *appFront) Handler(next http.Handler) http.Handler {
-	c := f.a.chain(f.rl)
-	for i := len(c) - 1; i >= 0; i-- {
-		next = c[i](next)
-	}
-	return next
-}
-
-// Check explains r as the /v1 chain would decide it.
-func (f *appFront) Check(r *http.Request) *middleware.Record { return f.dc.Explain(r) }
-
-// Policies returns the chain's policies.
-func (f *appFront) Policies() []policy.Policy { return f.rl.Policies() }
 
 // describe is the debug endpoint's ?grpc=<method>: the Record of a call
 // of method with r's peer, header fields (as metadata) and credential.

@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/policy"
 )
@@ -122,7 +123,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 // this process's (its latency is), whatever the store: with Redis, or
 // limiter.replicas, every process runs its own, and the store is never
 // asked.
-func printAdaptive(w io.Writer, lc LimiterConfig, policies []policy.Policy) {
+func printAdaptive(w io.Writer, lc LimiterConfig, policies []ratekey.Policy) {
 	header := "adaptive caps, each this process's own (moved by its latency; never shared, never in the store):\n"
 	if lc.Store == "redis" {
 		header = "adaptive caps, each this process's own (moved by its latency): with Redis too, every process runs its own and Redis is not asked:\n"
@@ -152,7 +153,7 @@ func printAdaptive(w io.Writer, lc LimiterConfig, policies []policy.Policy) {
 // override (limiter.Limit.Share; build has checked that each keeps a
 // token or a slot): on Redis, only the local fallback's, of the policies
 // with on_store_error local.
-func printShares(w io.Writer, lc LimiterConfig, policies []policy.Policy) {
+func printShares(w io.Writer, lc LimiterConfig, policies []ratekey.Policy) {
 	n := lc.Replicas
 	if n <= 1 {
 		return

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/policy"
 )
 
@@ -69,8 +70,8 @@ func (s *server) close() {
 	}
 	s.app.auth.close()
 	s.app.store.close()
-	if s.app.rl != nil {
-		s.app.rl.FlushLog()
+	if s.app.front != nil {
+		s.app.front.FlushLog()
 	}
 	if err := shutdownOTLP(s.app.otel); err != nil { // pushes what is left
 		s.logger.Warn("ratekey: the last OTLP metrics export failed", slog.String("error", err.Error()))
@@ -166,8 +167,8 @@ func (s *server) reload() (err error) {
 	s.current.Store(a)
 	s.activate(a)
 	old.auth.close() // requests in flight keep verifying against cached keys
-	if old.rl != nil {
-		old.rl.FlushLog() // its pending summaries; requests in flight may add more, flushed by its timer
+	if old.front != nil {
+		old.front.FlushLog() // its pending summaries; requests in flight may add more, flushed by its timer
 	}
 	s.logger.Info("ratekey config reloaded", slog.String("config", s.describe()), slog.Int("policies", len(a.policies)), slog.Int("changes", len(changes)),
 		slog.Int("issuers", len(cfg.Auth.Issuers)), slog.Int("api_keys", a.auth.apiKeys))
@@ -176,7 +177,7 @@ func (s *server) reload() (err error) {
 
 // effective returns a's policies as they run: with the top-level dry_run
 // applied, so that turning it on or off is reported per policy.
-func effective(a *app) []policy.Policy {
+func effective(a *app) []ratekey.Policy {
 	ps := slices.Clone(a.policies)
 	for i := range ps {
 		ps[i].DryRun = ps[i].DryRun || a.cfg.DryRun

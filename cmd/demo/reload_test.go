@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -198,4 +201,76 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, body := scrape("192.0.2.1:1"); !strings.Contains(body, `ratekey_decisions_total{decision="PASSED",policy="kept"} 2`) {
 		t.Errorf("after a reload the counters restarted:\n%s", body)
 	}
+}
+
+// TestReloadFlushesTheDecisionLog: a reload writes the replaced chain's
+// pending decision-log summaries at once (Middleware.FlushLog), not when
+// its interval ends; a refused reload writes none and keeps the chain.
+func TestReloadFlushesTheDecisionLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "ratekey.yaml")
+		cfg := "log: {interval: 1h}\npolicies:\n  - {name: tight, key: [network], rate: 1/m, burst: 1}\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var logs syncBuffer
+		logger := newJSONLogger(&logs)
+		c, err := loadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := build(c, logger, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newServer(path, logger, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		for range 6 { // one admitted, five rejected: a line, then counts
+			call(s, "203.0.113.1:1", "/v1/reports/1", nil)
+		}
+		if strings.Contains(logs.String(), "ratekey decisions summarised") {
+			t.Fatalf("a summary before the interval ended:\n%s", logs.String())
+		}
+		if err := os.WriteFile(path, []byte("policies: [{name: tight}]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if s.reload() == nil || strings.Contains(logs.String(), "ratekey decisions summarised") {
+			t.Fatalf("a refused reload flushed the running chain's log:\n%s", logs.String())
+		}
+		if w := call(s, "203.0.113.1:1", "/v1/reports/1", nil); w.Code != http.StatusTooManyRequests {
+			t.Errorf("after a refused reload: %d; want 429 (the running chain and its budgets stay)", w.Code)
+		}
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.reload(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "ratekey decisions summarised") {
+			t.Errorf("no summary after the reload:\n%s", logs.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes (a logger's
+// output) and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // TestTrustedProxyRules: trusted_proxies.rules are evaluated in order (a
@@ -87,4 +89,79 @@ debug: {enabled: true, allow: [0.0.0.0/0]}
 	if code != 1 || !strings.Contains(errOut, "trusted_proxies: rules and the v0 form (cidrs, header) cannot be combined") {
 		t.Errorf("v0 and rules together: %d %s", code, errOut)
 	}
+}
+
+// TestTrustedProxySourcesRefreshWhileServing: the demo runs the refresh
+// loop of the resolver it gives ratekey.New (Config.Resolver), so that a
+// rule's file, re-read every trusted_proxies.refresh, changes whom the
+// running chain trusts; a reload's new app gets the loop, and the old
+// one's stops.
+func TestTrustedProxySourcesRefreshWhileServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		ranges := filepath.Join(dir, "cdn.txt")
+		if err := os.WriteFile(ranges, []byte("192.0.2.0/24\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "ratekey.yaml")
+		if err := os.WriteFile(path, []byte(`
+trusted_proxies:
+  rules: [{files: [cdn.txt], header: CF-Connecting-IP}]
+  refresh: 1m
+policies:
+  - {name: per-network, key: [network], rate: 100/s, burst: 100}
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := loadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := build(c, discardLogger(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newServer(path, discardLogger(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		client := func() string {
+			w := call(s, "192.0.2.9:1", "/v1/reports/1", map[string]string{"CF-Connecting-IP": "203.0.113.6"})
+			var body struct {
+				Served struct {
+					Client string `json:"client"`
+				} `json:"served"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			return body.Served.Client
+		}
+		if got := client(); got != "203.0.113.6" {
+			t.Fatalf("behind the file's CDN range: client %q; want 203.0.113.6", got)
+		}
+		if err := os.WriteFile(ranges, []byte("198.51.100.0/24\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.reload(); err != nil { // the new app's loop; the old one's stops
+			t.Fatal(err)
+		}
+		if got := client(); got != "192.0.2.9" {
+			t.Errorf("after a reload re-read the file: client %q; want the peer 192.0.2.9", got)
+		}
+		if err := os.WriteFile(ranges, []byte("192.0.2.0/24\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if got := client(); got != "192.0.2.9" {
+			t.Errorf("before the refresh interval: client %q; want the peer 192.0.2.9", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := client(); got != "203.0.113.6" {
+			t.Errorf("after the refresh interval: client %q; want 203.0.113.6", got)
+		}
+	})
 }

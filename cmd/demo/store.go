@@ -12,12 +12,12 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey"
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/internal/regularfile"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	rkredis "github.com/ratekey/ratekey/limiter/redis"
-	"github.com/ratekey/ratekey/policy"
 )
 
 // store is the demo's limiter store and how to release it.
@@ -212,7 +212,7 @@ func redisClient(opt *goredis.Options, copt *goredis.ClusterOptions) goredis.Uni
 
 // checkWindows refuses limits the Redis store cannot hold exactly: a window
 // (burst × interval) above 2^53-1 ns, about 104 days.
-func checkWindows(lc LimiterConfig, policies []policy.Policy) []error {
+func checkWindows(lc LimiterConfig, policies []ratekey.Policy) []error {
 	if lc.Store != "redis" {
 		return nil
 	}
