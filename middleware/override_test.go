@@ -366,7 +366,7 @@ func TestOverrideReload(t *testing.T) {
 	old := []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 6}})}
 	nw := []policy.Policy{perTenant(policy.Override{Tenant: "acme", Limit: limiter.Limit{Burst: 8}}, policy.Override{Plan: "pro", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1000, Per: 24 * time.Hour}}})}
 	got := policy.Diff(old, nw)
-	want := []policy.Change{{Policy: "per-tenant", Change: policy.Updated,
+	want := []policy.Change{{Policy: "per-tenant", Change: "updated",
 		Detail: `overrides ["tenant=acme" 1/m burst 6 cost 1] -> ["tenant=acme" 1/m burst 8 cost 1, "plan=pro" 1000/d burst 3 cost 1]`}}
 	if len(got) != 1 || got[0] != want[0] {
 		t.Errorf("policy.Diff = %+v; want %+v", got, want)

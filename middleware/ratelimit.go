@@ -412,7 +412,7 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]policy.Change, error) {
 		st.Logger.Info("ratekey reload: new limiter store, every budget starts fresh")
 	}
 	for _, c := range changes {
-		st.Logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
+		st.Logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", c.Change), slog.String("detail", c.Detail))
 	}
 	return changes, nil
 }

@@ -336,7 +336,7 @@ func TestReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []policy.Change{{Policy: "other", Change: policy.Added}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "other", Change: "added"}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 		if code, _, _ := st.get("/a?k=x"); code != 429 {
@@ -352,8 +352,8 @@ func TestReload(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []policy.Change{
-			{Policy: "keep", Change: policy.Restarted, Detail: "burst 2 -> 5"},
-			{Policy: "other", Change: policy.Removed},
+			{Policy: "keep", Change: "restarted", Detail: "burst 2 -> 5"},
+			{Policy: "other", Change: "removed"},
 		}
 		if !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
@@ -365,7 +365,7 @@ func TestReload(t *testing.T) {
 			t.Errorf("reload not logged:\n%s", st.logs.String())
 		}
 		changes, _ = st.rl.Reload(st2Policies(slower))
-		if want := []policy.Change{{Policy: "keep", Change: policy.Restarted, Detail: "burst 5 -> 2, dry_run false -> true"}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "keep", Change: "restarted", Detail: "burst 5 -> 2, dry_run false -> true"}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 		if code, dec, _ := st.get("/a?k=x"); code != 200 || dec != "" {
@@ -375,7 +375,7 @@ func TestReload(t *testing.T) {
 		delayed := slower
 		delayed.Limit.DelayAfter = 1
 		changes, _ = st.rl.Reload(st2Policies(delayed))
-		if want := []policy.Change{{Policy: "keep", Change: policy.Updated, Detail: "delay_after 2 -> 1"}}; !slices.Equal(changes, want) {
+		if want := []policy.Change{{Policy: "keep", Change: "updated", Detail: "delay_after 2 -> 1"}}; !slices.Equal(changes, want) {
 			t.Errorf("changes %+v; want %+v", changes, want)
 		}
 	})

@@ -7,32 +7,23 @@ import (
 	"github.com/ratekey/ratekey/internal/quote"
 )
 
-// ChangeKind says how a reload changed a policy.
-type ChangeKind string
-
-const (
-	// Added: a policy of that name is new; its buckets start full.
-	Added ChangeKind = "added"
-	// Removed: the policy is gone; its states expire or are evicted.
-	Removed ChangeKind = "removed"
-	// Restarted: the rate or burst changed, so the buckets have a new
-	// shape and start full (the old states are left to expire).
-	Restarted ChangeKind = "restarted"
-	// Updated: other settings changed (key, cost, delay_after,
-	// max_delay, dry_run, status, operations, fail modes, overrides,
-	// settle, max_cost);
-	// budgets are kept. A changed key list names other buckets: they start
-	// full; so do the buckets of an override whose rate or burst changed
-	// (its tenants, plans or accounts only).
-	Updated ChangeKind = "updated"
-)
-
-// Change is one line of [Diff]' report.
+// Change is one line of [Diff]'s report.
 type Change struct {
 	// Policy is the policy's name.
 	Policy string
-	// Change is what happened to it.
-	Change ChangeKind
+	// Change is what happened to it, one of four strings (a public
+	// contract: the demo's reload log and output print them):
+	//   - "added": a policy of that name is new; its buckets start full.
+	//   - "removed": the policy is gone; its states expire or are evicted.
+	//   - "restarted": the rate or burst changed, so the buckets have a
+	//     new shape and start full (the old states are left to expire).
+	//   - "updated": other settings changed (key, cost, delay_after,
+	//     max_delay, dry_run, status, operations, fail modes, overrides,
+	//     settle, max_cost); budgets are kept. A changed key list names
+	//     other buckets: they start full; so do the buckets of an override
+	//     whose rate or burst changed (its tenants, plans or accounts
+	//     only).
+	Change string
 	// Detail names the changed settings, e.g. "burst 3 -> 5".
 	Detail string
 }
@@ -53,7 +44,7 @@ func Diff(old, new []Policy) []Change {
 		seen[o.Name] = true
 		n := byName[o.Name]
 		if n == nil {
-			out = append(out, Change{Policy: o.Name, Change: Removed})
+			out = append(out, Change{Policy: o.Name, Change: "removed"})
 			continue
 		}
 		var diffs []string
@@ -72,9 +63,9 @@ func Diff(old, new []Policy) []Change {
 		note("reserved", o.Reserved, n.Reserved)
 		note("limit_log_factor", o.LimitLogFactor, n.LimitLogFactor)
 		note("retry_after", o.RetryAfter, n.RetryAfter)
-		kind := Updated
+		kind := "updated"
 		if o.Limit.Rate.Interval() != n.Limit.Rate.Interval() || o.Limit.Burst != n.Limit.Burst {
-			kind = Restarted
+			kind = "restarted"
 		}
 		if ot, nt := o.overridesText(), n.overridesText(); ot != nt {
 			diffs = append(diffs, fmt.Sprintf("overrides %s -> %s", ot, nt))
@@ -99,7 +90,7 @@ func Diff(old, new []Policy) []Change {
 	}
 	for i := range new {
 		if !seen[new[i].Name] {
-			out = append(out, Change{Policy: new[i].Name, Change: Added})
+			out = append(out, Change{Policy: new[i].Name, Change: "added"})
 		}
 	}
 	return out

@@ -159,7 +159,7 @@ func (s *server) reload() (err error) {
 	}
 	changes := policy.Diff(effective(s.app), effective(a))
 	for _, c := range changes {
-		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", string(c.Change)), slog.String("detail", c.Detail))
+		s.logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", c.Change), slog.String("detail", c.Detail))
 	}
 	old := s.app
 	s.app = a
