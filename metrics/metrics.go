@@ -13,6 +13,7 @@
 package metrics
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +81,9 @@ type collectors struct {
 //	ratekey_authentication_failures_total{reason}      counter: refused credentials by RFC 6750 code or cause
 //	ratekey_jwks_refreshes_total{issuer,outcome}       counter: key set fetches (ok, error)
 func New(reg prometheus.Registerer) (middleware.Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: a nil Registerer (prometheus.DefaultRegisterer registers globally)")
+	}
 	m := &collectors{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekey_decisions_total",

@@ -18,6 +18,14 @@ var _ middleware.Metrics = (*collectors)(nil)
 
 // TestNew: every method counts under its metric's name and labels,
 // JWKSFetch by outcome; a second New on the same registry fails.
+// TestNewNil: a nil Registerer is an error, not a panic at the first
+// registration.
+func TestNewNil(t *testing.T) {
+	if m, err := New(nil); m != nil || err == nil || err.Error() != "metrics: a nil Registerer (prometheus.DefaultRegisterer registers globally)" {
+		t.Errorf("New(nil) = %v, %v", m, err)
+	}
+}
+
 func TestNew(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := New(reg)

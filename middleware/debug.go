@@ -345,7 +345,7 @@ func simulatedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, *p
 		return bad(http.StatusBadRequest, `"method" must be an HTTP method token such as GET`)
 	}
 	u, err := url.ParseRequestURI(sim.Path)
-	if err != nil || !strings.HasPrefix(u.Path, "/") {
+	if err != nil || !strings.HasPrefix(sim.Path, "/") { // "http://x/..." parses, but is no path
 		return bad(http.StatusBadRequest, `"path" must be an absolute path such as /v1/reports/1`)
 	}
 	h := make(http.Header, len(sim.Headers))
@@ -420,7 +420,7 @@ func describedRequest(r *http.Request) (*http.Request, bool) {
 	}
 	if p != "" {
 		u, err := url.ParseRequestURI(p)
-		if err != nil || !strings.HasPrefix(u.Path, "/") {
+		if err != nil || !strings.HasPrefix(p, "/") { // "http://x/..." parses, but is no path
 			return nil, false
 		}
 		r2.URL.Path, r2.URL.RawPath = u.Path, u.RawPath

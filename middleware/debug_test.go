@@ -226,7 +226,7 @@ func TestLogLinesCarryNoSecret(t *testing.T) {
 func TestDebugDescribedRequests(t *testing.T) {
 	s := newStack(t, stackOptions{anonymous: true, policies: debugPolicies()})
 	admin := "192.0.2.10:1"
-	for _, bad := range []string{"v1/reports/1", "*", "%zz", "http://[::1"} {
+	for _, bad := range []string{"v1/reports/1", "*", "%zz", "http://[::1", "http://x/v1/reports/1"} {
 		w := s.do(req{path: "/debug/ratekey?path=" + url.QueryEscape(bad), peer: admin})
 		if w.Code != 400 || decodeProblem(t, w.Body.String()).Type != "urn:ratekey:problem:invalid-request" {
 			t.Errorf("path=%q: %d %s, want 400 invalid-request", bad, w.Code, w.Body)

@@ -266,6 +266,7 @@ func TestDebugSimulate(t *testing.T) {
 		{"unknown field", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/", "body": "x"}`, 400},
 		{"no peer", "192.0.2.10:1", "application/json", `{"path": "/v1/reports/1"}`, 400},
 		{"relative path", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "v1/reports/1"}`, 400},
+		{"absolute URI, not a path", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "http://x/v1/reports/1"}`, 400},
 		{"bad method", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "method": "GE T", "path": "/"}`, 400},
 		{"header with a newline", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/", "headers": {"X": ["a\nb"]}}`, 400},
 		{"two objects", "192.0.2.10:1", "application/json", `{"peer": "192.0.2.1:1", "path": "/"} {}`, 400},

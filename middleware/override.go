@@ -44,7 +44,7 @@ func compileOverrides(p *policy.Policy, r policy.Rules, share func(limiter.Limit
 	t := &overrideTable{}
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
-		c, _ := p.CheckOverride(*o, r) // valid under r (Validate checked it): completes it
+		c, _ := p.CheckOverride(*o, r) // completed; valid under r, as Validate checked
 		t.list = append(t.list, effective{name: o.String(), limit: c.Limit, cost: c.Cost, item: policyItem(p.Name, share(c.Limit))})
 		switch {
 		case o.Account != "":

@@ -54,10 +54,11 @@ type RateLimitConfig struct {
 	// unless it restores it. A cost it returns that is below 1, or an
 	// error, refuses the request with 400 and the problem
 	// urn:ratekey:problem:invalid-cost naming the policy (the error text
-	// goes to the log and the debug JSON, never to the client); a cost
-	// above the burst (or beyond max_delay's room), or above a settling
-	// policy's max_cost, is the never-satisfiable answer, 429 without
-	// Retry-After, as for a fixed cost. A dry-run policy reports either as
+	// goes to the log and the debug JSON, never to the client), and so
+	// does a settling policy's cost above its max_cost (the most a
+	// request settles at); a cost above the burst (or beyond max_delay's
+	// room) is the never-satisfiable answer, 429 without Retry-After, as
+	// for a fixed cost. A dry-run policy reports either as
 	// REJECTED_DRY_RUN and lets the request through. Token-bucket policies
 	// only; every name must be a policy's. The policy model
 	// ([policy.Policy]) holds no function of an *http.Request: the
@@ -215,7 +216,6 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 	st.rules = st.policyRules()
 	ps, err := policy.Validate(cfg.Policies, st.rules)
 	errs = append(errs, err)
-	errs = append(errs, st.costErrors(cfg.Policies)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -235,26 +235,11 @@ func (st *rateLimitState) policyRules() policy.Rules {
 	for d := range st.Custom {
 		r.Custom = append(r.Custom, d)
 	}
-	for name, f := range st.Costs {
-		if f != nil {
-			r.Costs = append(r.Costs, name)
-		}
+	for name := range st.Costs {
+		r.Costs = append(r.Costs, name)
 	}
 	slices.Sort(r.Costs)
 	return r
-}
-
-// costErrors refuses a cost function named for no policy of ps: its
-// policy was renamed or removed, and the function would silently do
-// nothing.
-func (st *rateLimitState) costErrors(ps []policy.Policy) []error {
-	var errs []error
-	for _, name := range st.rules.Costs {
-		if !slices.ContainsFunc(ps, func(p policy.Policy) bool { return p.Name == name }) {
-			errs = append(errs, fmt.Errorf("costs[%s]: no policy has that name", quote.Value(name)))
-		}
-	}
-	return errs
 }
 
 // settings checks st's settings other than its policies and fills in
@@ -266,6 +251,16 @@ func (st *rateLimitState) settings() []error {
 	}
 	if st.Operation == nil {
 		errs = append(errs, errors.New("operation: required (use RouteOperation with the root router)"))
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Costs)) {
+		if st.Costs[name] == nil {
+			errs = append(errs, fmt.Errorf("costs[%s]: a nil function", quote.Value(name)))
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(st.Custom)) {
+		if st.Custom[d] == nil {
+			errs = append(errs, fmt.Errorf("custom[%s]: a nil function (every request would lack the dimension)", quote.Value(d)))
+		}
 	}
 	if st.SamplePassed < 0 || st.SamplePassed > 1 || math.IsNaN(st.SamplePassed) {
 		errs = append(errs, fmt.Errorf("sample_passed: %v must be between 0 and 1", st.SamplePassed))
@@ -303,6 +298,9 @@ func (st *rateLimitState) compile() {
 			st.localPolicies = append(st.localPolicies, p.Name)
 		}
 		st.costs = append(st.costs, st.Costs[p.Name])
+		if p.PreAuth {
+			st.rules.PhaseWait = max(st.rules.PhaseWait, p.LongestWait()) // an OverrideFunc's answer waits after it
+		}
 		st.ovr = append(st.ovr, compileOverrides(p, st.rules, st.share))
 		var ap *adaptivePolicy
 		if p.Limit.MaxInFlightCeiling != 0 {
@@ -781,9 +779,13 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		// The caller's cost function failed or returned less than 1: the
 		// request is malformed for this policy (a batch without items,
 		// say). Its error stays in the log and the debug JSON.
+		bound := "at least 1"
+		if f.badCost.maxCost > 0 { // a settling policy's reservation: at most what a request settles at
+			bound = fmt.Sprintf("from 1 to its max_cost, %d", f.badCost.maxCost)
+		}
 		return problem{Type: problemInvalidCost, Status: http.StatusBadRequest, Policy: f.badCost.Policy,
 			Title:  "Request cost cannot be determined",
-			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, at least 1)", f.badCost.Policy)}
+			Detail: fmt.Sprintf("policy %s cannot determine this request's cost (a whole number of tokens, %s)", f.badCost.Policy, bound)}
 	case f.storeErr:
 		h.Set("Retry-After", strconv.FormatInt(f.storeRetry, 10))
 		return problem{Type: problemStoreUnavailable, Status: http.StatusServiceUnavailable,

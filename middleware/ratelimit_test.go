@@ -296,6 +296,28 @@ func TestNewRateLimiterListsEveryError(t *testing.T) {
 	}
 }
 
+// TestNewRateLimiterRefusesNilFunctions: a nil cost or dimension function
+// would silently do nothing (every request lacking the dimension), and a
+// cost function must name a policy.
+func TestNewRateLimiterRefusesNilFunctions(t *testing.T) {
+	p := policy.Policy{Name: "p", Key: []limitkey.Dimension{"region"}, Limit: limit("1/s", 5)}
+	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{p},
+		Operation: func(*http.Request) string { return "op" },
+		Costs:     map[string]func(*http.Request) (int64, error){"p": nil},
+		Custom:    map[limitkey.Dimension]middleware.DimensionFunc{"region": nil}})
+	want := "costs[\"p\"]: a nil function\n" +
+		"custom[\"region\"]: a nil function (every request would lack the dimension)"
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
+	}
+	_, err = middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{{Name: "p", Limit: limit("1/s", 5)}},
+		Operation: func(*http.Request) string { return "op" },
+		Costs:     map[string]func(*http.Request) (int64, error){"gone": func(*http.Request) (int64, error) { return 1, nil }}})
+	if want := `costs["gone"]: no policy has that name`; err == nil || err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
+	}
+}
+
 // TestNewRateLimiterRefusesWhatCannotWork: the safety checks are the
 // library's own, each error naming the policy and the field. (A cost that
 // can never fit is refused here; the never-satisfiable answer remains for

@@ -711,8 +711,9 @@ func TestSettleCostFuncAboveMaxCost(t *testing.T) {
 			t.Errorf("estimate %d: %d, %d tokens left; want %d, %d", tc.estimate, w.Code, g.tokens(p), tc.status, tc.tokens)
 		}
 		if tc.status == http.StatusBadRequest {
-			if pr := decodeProblem(t, w.Body.String()); pr.Type != "urn:ratekey:problem:invalid-cost" || pr.Policy != "llm" {
-				t.Errorf("estimate %d: problem %+v; want invalid-cost naming llm", tc.estimate, pr)
+			if pr := decodeProblem(t, w.Body.String()); pr.Type != "urn:ratekey:problem:invalid-cost" || pr.Policy != "llm" ||
+				pr.Detail != "policy llm cannot determine this request's cost (a whole number of tokens, from 1 to its max_cost, 2000)" {
+				t.Errorf("estimate %d: problem %+v; want invalid-cost naming llm and its max_cost", tc.estimate, pr)
 			}
 		}
 	}

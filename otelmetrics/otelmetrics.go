@@ -155,6 +155,9 @@ var _ middleware.Metrics = (*instruments)(nil)
 // creates instruments of the same identity: two on one provider add up
 // into the same streams.
 func New(mp metric.MeterProvider) (middleware.Metrics, error) {
+	if mp == nil {
+		return nil, errors.New("otelmetrics: a nil MeterProvider (otel.GetMeterProvider() is the global one)")
+	}
 	meter := mp.Meter(scopeName)
 	m := &instruments{}
 	var errs []error

@@ -103,6 +103,13 @@ func equal(t *testing.T, what string, got, want []string) {
 // TestDecisionKinds: each decision kind is one ratekey.requests data point
 // (counter, unit {request}) with exactly the attributes ratekey.policy and
 // ratekey.decision, and nothing else is recorded.
+// TestNewNil: a nil MeterProvider is an error, not a panic.
+func TestNewNil(t *testing.T) {
+	if m, err := otelmetrics.New(nil); m != nil || err == nil || err.Error() != "otelmetrics: a nil MeterProvider (otel.GetMeterProvider() is the global one)" {
+		t.Errorf("New(nil) = %v, %v", m, err)
+	}
+}
+
 func TestDecisionKinds(t *testing.T) {
 	for _, tc := range []struct {
 		decision string

@@ -19,18 +19,20 @@ type Change struct {
 	//     new shape and start full (the old states are left to expire).
 	//   - "updated": other settings changed (key, cost, delay_after,
 	//     max_delay, dry_run, status, operations, fail modes, overrides,
-	//     settle, max_cost); budgets are kept. A changed key list names
-	//     other buckets: they start full; so do the buckets of an override
-	//     whose rate or burst changed (its tenants, plans or accounts
-	//     only).
+	//     settle, max_cost, an OverrideFunc set or removed); budgets are
+	//     kept. A changed key list names other buckets: they start full;
+	//     so do the buckets of an override whose rate or burst changed
+	//     (its tenants, plans or accounts only).
 	Change string
 	// Detail names the changed settings, e.g. "burst 3 -> 5".
 	Detail string
 }
 
-// Diff compares two policy lists by name and returns one change per
-// policy added, removed, restarted or updated, in the order old then new;
-// unchanged policies (which keep their budgets) are not listed.
+// Diff compares two policy lists by name (each name once, as [Validate]
+// requires) and returns one change per policy added, removed, restarted
+// or updated, in the order old then new; unchanged policies (which keep
+// their budgets) are not listed. An OverrideFunc is compared by whether
+// it is set: functions cannot be compared.
 func Diff(old, new []Policy) []Change {
 	var out []Change
 	old, new = withDefaults(old), withDefaults(new)
@@ -83,6 +85,7 @@ func Diff(old, new []Policy) []Change {
 		note("on_missing", o.OnMissing, n.OnMissing)
 		note("on_store_error", o.OnStoreError, n.OnStoreError)
 		note("settle", o.Settle, n.Settle)
+		note("override_func", o.OverrideFunc != nil, n.OverrideFunc != nil) // set or not: a function cannot be compared
 		note("max_cost", o.MaxCost, n.MaxCost)
 		if len(diffs) > 0 {
 			out = append(out, Change{Policy: o.Name, Change: kind, Detail: strings.Join(diffs, ", ")})

@@ -257,9 +257,12 @@ func (p *Policy) AppliesTo(op string) bool {
 	return len(p.Operations) == 0 || slices.Contains(p.Operations, op)
 }
 
-// longestWait is the longest a request may wait for the policy, under its
-// own limit or any of its overrides'. The policy must be valid.
-func (p *Policy) longestWait() time.Duration {
+// LongestWait is the longest a request may be delayed under the policy,
+// under its own limit or any of its overrides' (the burst beyond
+// delay_after at the rate, or max_delay); 0 for a dry-run policy and an
+// in-flight cap, which never delay. The policy must be one [Validate]
+// returned. Safe for concurrent use.
+func (p *Policy) LongestWait() time.Duration {
 	d := longestWait(p.Limit, p.DryRun)
 	for j := range p.Overrides {
 		l, _ := p.complete(&p.Overrides[j])

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,6 +43,12 @@ type Rules struct {
 	// OnStoreErrorLocal policies; 0 means there is none (no policy may
 	// then use OnStoreErrorLocal).
 	FallbackReplicas int64
+	// PhaseWait is, for [Policy.CheckOverride], the longest a request may
+	// have waited in the phase before the policy's (the pre-auth
+	// policies' longest [Policy.LongestWait]): an override's waits must
+	// fit MaxWait less it, as Validate checks the two phases together.
+	// Validate ignores it.
+	PhaseWait time.Duration
 }
 
 // Validate checks policies against r and returns copies of them with
@@ -59,7 +66,7 @@ type Rules struct {
 // concurrent use.
 func Validate(policies []Policy, r Rules) ([]Policy, error) {
 	v := newValidator(r)
-	var errs []error
+	errs := r.errors(policies)
 	out := make([]Policy, 0, len(policies))
 	names := map[string]bool{}
 	for i, p := range policies {
@@ -81,6 +88,25 @@ func Validate(policies []Policy, r Rules) ([]Policy, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// errors refuses rules that cannot describe a program: a negative count
+// of replicas, a cost function named for no policy of ps (renamed or
+// removed: it would silently do nothing).
+func (r *Rules) errors(ps []Policy) []error {
+	var errs []error
+	if r.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("replicas: %d must not be negative (0 or 1: one process)", r.Replicas))
+	}
+	if r.FallbackReplicas < 0 {
+		errs = append(errs, fmt.Errorf("fallback replicas: %d must not be negative (0: no fallback store)", r.FallbackReplicas))
+	}
+	for _, name := range r.Costs {
+		if !slices.ContainsFunc(ps, func(p Policy) bool { return p.Name == name }) {
+			errs = append(errs, fmt.Errorf("costs[%s]: no policy has that name", quote.Value(name)))
+		}
+	}
+	return errs
 }
 
 // validator is [Rules] as Validate uses them: defaults filled, lists as
@@ -129,28 +155,34 @@ func (v *validator) policyErrors(i int, p *Policy) []error {
 // CheckOverride returns o completed from p (its unset fields taken from
 // p: Limit.Rate when its Count is 0, Limit.Burst, Limit.DelayAfter and
 // Limit.MaxDelay when 0, Cost when 0) and checks the limit so completed
-// as [Validate] checks an entry of p.Overrides: for an override chosen at
-// request time ([Policy].OverrideFunc's answer), or to see the limit an
-// entry of p.Overrides applies. p must be a policy Validate returned, with
-// the same r. The error reads "override function: tenant=acme: burst:
-// ...". Safe for concurrent use.
+// as [Validate] checks an entry of p.Overrides (the limit and cost, the
+// waits within MaxWait less PhaseWait, a settling policy's largest
+// settle, the shares of the store and of the fallback): for an override
+// chosen at request time ([Policy].OverrideFunc's answer), or to see the
+// limit an entry of p.Overrides applies. p must be a policy Validate
+// returned, with the same r. The error lists every problem: "override
+// function: tenant=acme: burst: ...; max_cost: ..."; the override is
+// completed either way. It allocates only for an error. Safe for
+// concurrent use.
 func (p *Policy) CheckOverride(o Override, r Rules) (Override, error) {
-	name := o.String()
 	dynamic := slices.Contains(r.Costs, p.Name)
-	if o.Cost != 0 && dynamic {
-		return o, fmt.Errorf("override function: %s: cost: the policy's cost comes from its cost function", name)
-	}
-	maxWait := r.MaxWait
-	if maxWait <= 0 {
-		maxWait = defaultMaxWait
-	}
 	c := o
 	c.Limit, c.Cost = p.complete(&o)
-	if err := limitError(name, c.Limit, c.Cost, p.DryRun, maxWait, dynamic); err != nil {
-		return o, err
+	if o.Cost != 0 && dynamic {
+		return c, fmt.Errorf("override function: %s: cost: the policy's cost comes from its cost function", o.String())
 	}
-	if probs := shareProblems(c.Limit, c.Cost, max(r.Replicas, 1)); len(probs) > 0 {
-		return o, fmt.Errorf("override function: %s: %s: %s", name, probs[0].field, probs[0].text)
+	v := validator{Rules: r}
+	v.MaxWait = max(cmp.Or(max(r.MaxWait, 0), defaultMaxWait)-max(r.PhaseWait, 0), 0)
+	probs := limitProblems(c.Limit, c.Cost, p.DryRun, v.MaxWait, dynamic, true)
+	if len(probs) == 0 {
+		probs = append(probs, p.settleProblems(c.Limit, c.Cost, dynamic, "")...)
+		probs = append(probs, v.shareProblems(p, c.Limit, c.Cost, max(r.Replicas, 1), dynamic)...)
+		if p.OnStoreError == OnStoreErrorLocal && r.FallbackReplicas > 0 {
+			probs = append(probs, v.shareProblems(p, c.Limit, c.Cost, r.FallbackReplicas, dynamic)...)
+		}
+	}
+	if len(probs) > 0 {
+		return c, overrideError(o.String(), probs)
 	}
 	return c, nil
 }
@@ -171,6 +203,9 @@ func (v *validator) validate(i int, p *Policy) error {
 		fail("name", "%s must be 1-64 letters, digits, '.', '_' or '-'", quote.Value(p.Name))
 	}
 	p.validateKey(v.custom, fail)
+	if p.PreAuth && p.OverrideFunc != nil {
+		fail("overrides", "a pre_auth policy runs before any credential is verified, so its OverrideFunc would never be asked")
+	}
 	if v.dynamic[p.Name] && p.Cost != 0 {
 		fail("cost", "%d is fixed, but the policy has a cost function: set one or the other", p.Cost)
 	}
@@ -247,23 +282,38 @@ func (p *Policy) validateSettle(i int, dynamic bool) []error {
 	case !p.Settle:
 		return nil
 	}
-	check := func(l limiter.Limit, cost int64, where string) {
-		m := p.MaxCost
-		if m == 0 {
-			m = l.Burst
-		} else if !dynamic && cost > m {
-			fail("%d is below the cost %d reserved%s: no request could settle at its own reservation", m, cost, where)
-		}
-		if t := int64(l.Rate.Interval()); m > gcra.MaxSettle/t {
-			fail("%d tokens at %v%s exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost", m, l.Rate, where)
-		}
+	for _, pr := range p.settleProblems(p.Limit, p.Cost, dynamic, "") {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), pr.field, pr.text))
 	}
-	check(p.Limit, p.Cost, "")
 	for j := range p.Overrides {
 		l, cost := p.complete(&p.Overrides[j])
-		check(l, cost, fmt.Sprintf(" (overrides[%d])", j))
+		for _, pr := range p.settleProblems(l, cost, dynamic, fmt.Sprintf(" (overrides[%d])", j)) {
+			errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), pr.field, pr.text))
+		}
 	}
 	return errs
+}
+
+// settleProblems checks what a settling policy p's request settles at
+// under limit l with fixed cost (dynamic: a cost function's): max_cost
+// (or the burst) at least the cost reserved, and within the largest
+// settle (gcra.MaxSettle) at l's rate; where follows the limit's numbers
+// in the text (" (overrides[1])"). nil for a policy that does not settle.
+func (p *Policy) settleProblems(l limiter.Limit, cost int64, dynamic bool, where string) []fieldProblem {
+	if !p.Settle {
+		return nil
+	}
+	var out []fieldProblem
+	m := p.MaxCost
+	if m == 0 {
+		m = l.Burst
+	} else if !dynamic && cost > m {
+		out = append(out, fieldProblem{"max_cost", fmt.Sprintf("%d is below the cost %d reserved%s: no request could settle at its own reservation", m, cost, where)})
+	}
+	if t := int64(l.Rate.Interval()); t > 0 && m > gcra.MaxSettle/t {
+		out = append(out, fieldProblem{"max_cost", fmt.Sprintf("%d tokens at %v%s exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost", m, l.Rate, where)})
+	}
+	return out
 }
 
 // validateInFlight checks the fields of an in-flight policy, reporting
@@ -330,7 +380,7 @@ func checkPhases(ps []Policy, maxWait time.Duration) error {
 		if ps[i].PreAuth {
 			ph = 0
 		}
-		if d := ps[i].longestWait(); d > longest[ph] {
+		if d := ps[i].LongestWait(); d > longest[ph] {
 			longest[ph], which[ph] = d, i
 		}
 	}
@@ -530,7 +580,8 @@ func limitProblems(l limiter.Limit, cost int64, dryRun bool, maxWait time.Durati
 	case l.MaxDelay < 0:
 		fail("max_delay", "%v must not be negative", l.MaxDelay)
 	case l.Validate() != nil:
-		fail("burst", "%d at %v takes longer than 292 years to refill", l.Burst, l.Rate)
+		field, text := limitField(l.Validate())
+		fail(field, "%s", text)
 	}
 	switch {
 	case cost < 1:
@@ -541,6 +592,23 @@ func limitProblems(l limiter.Limit, cost int64, dryRun bool, maxWait time.Durati
 		out = append(out, waitProblems(l, cost, dryRun, maxWait, dynamicCost)...)
 	}
 	return out
+}
+
+// limitField names the field of limit error err (limiter.Limit.Validate's
+// for a limit whose rate, burst, delay_after and max_delay are each in
+// range) as a config file writes it, and its text without the package's
+// prefix.
+func limitField(err error) (field, text string) {
+	text = strings.TrimPrefix(err.Error(), "limiter: invalid limit: ")
+	switch {
+	case strings.Contains(text, "adaptive"):
+		return "max_in_flight_ceiling", text
+	case strings.HasPrefix(text, "lease"):
+		return "lease", text
+	case strings.HasPrefix(text, "max_in_flight"):
+		return "max_in_flight", text
+	}
+	return "burst", text
 }
 
 // waitProblems refuses a valid limit whose requests could never pass
@@ -565,13 +633,9 @@ func waitProblems(l limiter.Limit, cost int64, dryRun bool, maxWait time.Duratio
 	return nil
 }
 
-// limitError is limitProblems as one error, for a limit chosen at request
-// time ([Policy.OverrideFunc]): "override function: tenant=acme: burst: ...".
-func limitError(name string, l limiter.Limit, cost int64, dryRun bool, maxWait time.Duration, dynamicCost bool) error {
-	probs := limitProblems(l, cost, dryRun, maxWait, dynamicCost, true)
-	if len(probs) == 0 {
-		return nil
-	}
+// overrideError is an override function's answer's problems as one
+// error: "override function: tenant=acme: burst: ...; max_delay: ...".
+func overrideError(name string, probs []fieldProblem) error {
 	var b strings.Builder
 	for k, pr := range probs {
 		if k > 0 {
@@ -617,23 +681,30 @@ func shareProblems(l limiter.Limit, cost, n int64) []fieldProblem {
 // nil when they all pass.
 func (v *validator) sharesErrors(i int, p *Policy, n int64) []error {
 	var errs []error
-	check := func(where string, l limiter.Limit, cost int64) {
-		probs := shareProblems(l, cost, n)
-		if len(probs) == 0 && n > 1 && l.MaxInFlight == 0 {
-			s, _ := l.Share(n)
-			for _, pr := range waitProblems(s, max(cost, 1), p.DryRun, v.MaxWait, v.dynamic[p.Name]) {
-				pr.text = fmt.Sprintf("its share over %d replicas (%v, burst %d): %s", n, s.Rate, s.Burst, pr.text)
-				probs = append(probs, pr)
-			}
-		}
-		for _, pr := range probs {
-			errs = append(errs, fmt.Errorf("%s.%s: %s", where, pr.field, pr.text))
-		}
+	for _, pr := range v.shareProblems(p, p.Limit, p.Cost, n, v.dynamic[p.Name]) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", p.ref(i), pr.field, pr.text))
 	}
-	check(p.ref(i), p.Limit, p.Cost)
 	for j := range p.Overrides {
 		l, cost := p.complete(&p.Overrides[j])
-		check(fmt.Sprintf("%s.overrides[%d]", p.ref(i), j), l, cost)
+		for _, pr := range v.shareProblems(p, l, cost, n, v.dynamic[p.Name]) {
+			errs = append(errs, fmt.Errorf("%s.overrides[%d].%s: %s", p.ref(i), j, pr.field, pr.text))
+		}
 	}
 	return errs
+}
+
+// shareProblems checks limit l of policy p, with fixed cost, against n
+// replicas: it keeps a share (shareProblems), and the share's waits stay
+// within MaxWait (a share refills n times slower, so its delays are n
+// times longer: waitProblems on the share).
+func (v *validator) shareProblems(p *Policy, l limiter.Limit, cost, n int64, dynamic bool) []fieldProblem {
+	probs := shareProblems(l, cost, n)
+	if len(probs) == 0 && n > 1 && l.MaxInFlight == 0 {
+		s, _ := l.Share(n)
+		for _, pr := range waitProblems(s, max(cost, 1), p.DryRun, v.MaxWait, dynamic) {
+			pr.text = fmt.Sprintf("its share over %d replicas (%v, burst %d): %s", n, s.Rate, s.Burst, pr.text)
+			probs = append(probs, pr)
+		}
+	}
+	return probs
 }

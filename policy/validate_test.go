@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,11 @@ func TestValidateRules(t *testing.T) {
 	fixed.Cost = 2
 	vip := perTenant(policy.Override{Account: "vip"})
 	vip.Key = append(vip.Key, limitkey.DimAccount)
+	preAuthFunc := perTenant()
+	preAuthFunc.Key, preAuthFunc.PreAuth = []limitkey.Dimension{limitkey.DimNetwork}, true
+	preAuthFunc.OverrideFunc = func(limitkey.Key) (policy.Override, bool) { return policy.Override{}, false }
+	leased := perTenant()
+	leased.Limit.Lease = time.Second
 	tests := []struct {
 		name string
 		ps   []policy.Policy
@@ -49,6 +55,14 @@ func TestValidateRules(t *testing.T) {
 		{"account without its tenant", []policy.Policy{vip}, policy.Rules{},
 			`policies[0] ("per-tenant").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
 		{"account of the single tenant", []policy.Policy{vip}, policy.Rules{SingleTenant: true}, ""},
+		{"a cost function of no policy", []policy.Policy{perTenant()}, policy.Rules{Costs: []string{"per-tenant", "renamed"}},
+			`costs["renamed"]: no policy has that name`},
+		{"negative replicas", []policy.Policy{perTenant()}, policy.Rules{Replicas: -5, FallbackReplicas: -3},
+			"replicas: -5 must not be negative (0 or 1: one process)\nfallback replicas: -3 must not be negative (0: no fallback store)"},
+		{"an override function before authentication", []policy.Policy{preAuthFunc}, policy.Rules{},
+			`policies[0] ("per-tenant").overrides: a pre_auth policy runs before any credential is verified, so its OverrideFunc would never be asked`},
+		{"a lease on a token bucket", []policy.Policy{leased}, policy.Rules{},
+			`policies[0] ("per-tenant").lease: lease 1s on a token bucket, want 0 (lease is for max_in_flight)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,5 +180,82 @@ func TestAppliesTo(t *testing.T) {
 		if got := tc.p.AppliesTo(tc.op); got != tc.want {
 			t.Errorf("%v applies to %q: %v; want %v", tc.p.Operations, tc.op, got, tc.want)
 		}
+	}
+}
+
+// TestCheckOverrideAsValidate: an override a function answers is refused
+// for what Validate refuses the same entry of Overrides for: the largest
+// settle, a share's waits, the fallback's share, and the two phases'
+// waits together.
+func TestCheckOverrideAsValidate(t *testing.T) {
+	perSecond := func(n, burst int64) limiter.Limit {
+		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: time.Second}, Burst: burst}
+	}
+	settling := policy.Policy{Name: "tokens", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: perSecond(1, 3), Settle: true}
+	shared := policy.Policy{Name: "shared", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: perSecond(1, 8)}
+	local := shared
+	local.OnStoreError = policy.OnStoreErrorLocal
+	pre := policy.Policy{Name: "pre", Key: []limitkey.Dimension{limitkey.DimNetwork}, PreAuth: true,
+		Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: 31, DelayAfter: 1}}
+	tests := []struct {
+		name   string
+		others []policy.Policy // validated with p, before it
+		p      policy.Policy
+		o      policy.Override
+		r      policy.Rules
+		static string // Validate's error for o in p.Overrides
+		want   string // CheckOverride's
+	}{
+		{"largest settle", nil, settling, policy.Override{Tenant: "x", Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: 1000 * time.Hour}}}, policy.Rules{},
+			`policies[0] ("tokens").max_cost: 3 tokens at 1/1000h (overrides[0]) exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost`,
+			`override function: tenant=x: max_cost: 3 tokens at 1/1000h exceed the largest settle, 2^53-1 ns of the rate (about 104 days): lower max_cost`},
+		{"a share's waits", nil, shared, policy.Override{Tenant: "x", Limit: limiter.Limit{Burst: 57, DelayAfter: 7}}, policy.Rules{Replicas: 4},
+			`policies[0] ("shared").overrides[0].delay_after: its share over 4 replicas (1/4s, burst 14): a request may have to wait up to 52s (burst beyond delay_after at 1/4s), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`,
+			`override function: tenant=x: delay_after: its share over 4 replicas (1/4s, burst 14): a request may have to wait up to 52s (burst beyond delay_after at 1/4s), longer than 50s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
+		{"the fallback's share", nil, local, policy.Override{Tenant: "x", Limit: limiter.Limit{Burst: 3}}, policy.Rules{FallbackReplicas: 4},
+			`policies[0] ("shared").overrides[0].burst: 3 shared by 4 replicas is 0 per process, below one: raise it to at least 4 or run fewer replicas`,
+			`override function: tenant=x: burst: 3 shared by 4 replicas is 0 per process, below one: raise it to at least 4 or run fewer replicas`},
+		{"both phases' waits", []policy.Policy{pre}, shared, policy.Override{Tenant: "x", Limit: limiter.Limit{Burst: 41, DelayAfter: 1}}, policy.Rules{},
+			`policies[0] ("pre") (pre_auth) and policies[1] ("shared"): a request may wait up to 30s before authentication and 40s after it, 1m10s in all, longer than 50s (RateLimitConfig.MaxWait): lower their max_delay or delay_after's share`,
+			`override function: tenant=x: delay_after: a request may have to wait up to 40s (burst beyond delay_after at 1/s), longer than 20s (RateLimitConfig.MaxWait): set max_delay, a larger delay_after or a faster rate`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			with := tc.p
+			with.Overrides = []policy.Override{tc.o}
+			if _, err := policy.Validate(append(slices.Clone(tc.others), with), tc.r); err == nil || err.Error() != tc.static {
+				t.Errorf("Validate:\n%v\nwant:\n%s", err, tc.static)
+			}
+			ps, err := policy.Validate(append(slices.Clone(tc.others), tc.p), tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := tc.r
+			for _, q := range ps[:len(tc.others)] {
+				r.PhaseWait = max(r.PhaseWait, q.LongestWait())
+			}
+			c, err := ps[len(ps)-1].CheckOverride(tc.o, r)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("CheckOverride:\n%v\nwant:\n%s", err, tc.want)
+			}
+			if c.Limit.Rate.Count == 0 || c.Limit.Burst == 0 || c.Cost == 0 {
+				t.Errorf("not completed with the error: %+v", c)
+			}
+		})
+	}
+}
+
+// TestDiffOverrideFunc: an OverrideFunc set or removed is a change (a
+// function cannot be compared, its presence can).
+func TestDiffOverrideFunc(t *testing.T) {
+	with := perTenant()
+	with.OverrideFunc = func(limitkey.Key) (policy.Override, bool) { return policy.Override{}, false }
+	got := policy.Diff([]policy.Policy{perTenant()}, []policy.Policy{with})
+	want := []policy.Change{{Policy: "per-tenant", Change: "updated", Detail: "override_func false -> true"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Diff = %+v; want %+v", got, want)
+	}
+	if got := policy.Diff([]policy.Policy{with}, []policy.Policy{with}); len(got) != 0 {
+		t.Errorf("the same function set: %+v; want no change", got)
 	}
 }
