@@ -35,7 +35,7 @@ func TestNewRefusesAdaptive(t *testing.T) {
 			`policies[0] ("protect").key: an adaptive cap moves with this process's latency, which every client's requests share: key it on nothing ([]) or on operation (a cap per route)`},
 		{"a plan without an Authenticator", ratekey.Policy{Name: "protect", Limit: auto, Reserved: 0.2,
 			Priorities: []policy.Priority{{Plan: "pro", Class: policy.ClassCritical}}},
-			`policies[0].priorities[0]: a tenant or plan comes from a verified credential, but no Authenticator is configured`},
+			`policies[0] ("protect").priorities[0]: a tenant or plan comes from a verified credential, but no Authenticator is configured`},
 		{"a priority's operation without its method", ratekey.Policy{Name: "protect", Limit: auto,
 			Priorities: []policy.Priority{{Operation: "/v1/work", Class: policy.ClassCritical}}},
 			`policies[0] ("protect").priorities[0].operation: "/v1/work" is not an operation: write the method, a space and the route's template`},

@@ -279,12 +279,12 @@ func unauthenticatedKeys(policies []Policy) []error {
 	for i, p := range policies {
 		for _, d := range p.Key {
 			if d == limitkey.DimTenant || d == limitkey.DimAccount || d == limitkey.DimCredential {
-				errs = append(errs, fmt.Errorf("policies[%d].key: dimension %s comes from a verified credential, but no Authenticator is configured", i, d))
+				errs = append(errs, fmt.Errorf("%s.key: dimension %s comes from a verified credential, but no Authenticator is configured", policyRef(i, p.Name), d))
 			}
 		}
 		for j, pr := range p.Priorities {
 			if pr.Tenant != "" || pr.Plan != "" {
-				errs = append(errs, fmt.Errorf("policies[%d].priorities[%d]: a tenant or plan comes from a verified credential, but no Authenticator is configured", i, j))
+				errs = append(errs, fmt.Errorf("%s.priorities[%d]: a tenant or plan comes from a verified credential, but no Authenticator is configured", policyRef(i, p.Name), j))
 			}
 		}
 	}
@@ -330,7 +330,7 @@ func tenantlessKeys(a identity.Authenticator, policies []Policy) []error {
 	for i, p := range policies {
 		if !slices.Contains(p.Key, limitkey.DimTenant) &&
 			(slices.Contains(p.Key, limitkey.DimAccount) || slices.Contains(p.Key, limitkey.DimCredential)) {
-			errs = append(errs, fmt.Errorf("policies[%d].key: account and credential are unique only per tenant, and the Authenticator names %d tenants: add tenant to the key", i, len(ts)))
+			errs = append(errs, fmt.Errorf("%s.key: account and credential are unique only per tenant, and the Authenticator names %d tenants: add tenant to the key", policyRef(i, p.Name), len(ts)))
 		}
 	}
 	return errs

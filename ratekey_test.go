@@ -41,8 +41,8 @@ func TestNewRefuses(t *testing.T) {
 			"router: a http.HandlerFunc is neither a chi router nor an *http.ServeMux"},
 		{"account without an authenticator", ratekey.Config{Router: chi.NewRouter(), Policies: []ratekey.Policy{
 			{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: perMinute(1, 1)}}},
-			"policies[0].key: dimension tenant comes from a verified credential, but no Authenticator is configured\n" +
-				"policies[0].key: dimension account comes from a verified credential, but no Authenticator is configured"},
+			"policies[0] (\"p\").key: dimension tenant comes from a verified credential, but no Authenticator is configured\n" +
+				"policies[0] (\"p\").key: dimension account comes from a verified credential, but no Authenticator is configured"},
 		{"trust everyone", ratekey.Config{Router: http.NewServeMux(),
 			Proxies:  trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"0.0.0.0/0"}, Header: "X-Forwarded-For"}}},
 			Policies: []ratekey.Policy{{Name: "p", Limit: perMinute(1, 1)}}},
@@ -269,9 +269,9 @@ func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
 		want string
 	}{
 		{"account, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimAccount},
-			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
+			"policies[0] (\"p\").key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
 		{"credential, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimCredential, limitkey.DimOperation},
-			"policies[0].key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
+			"policies[0] (\"p\").key: account and credential are unique only per tenant, and the Authenticator names 2 tenants: add tenant to the key"},
 		{"tenant and account, two tenants", twoTenants, []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, ""},
 		{"account, one tenant", oneTenant, []limitkey.Dimension{limitkey.DimAccount}, ""},
 	} {

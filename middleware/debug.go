@@ -398,7 +398,8 @@ func wantsHTML(r *http.Request) bool {
 
 // describedRequest applies the optional query parameters "method" and
 // "path": the operation and policies are then computed as if the request
-// had that method and path (peer, headers and credential stay the live
+// had that method and path, with the query path carries, if any, and not
+// the debug request's own (peer, headers and credential stay the live
 // request's). The path is routed, never used as a key.
 // It reports false when path is not an absolute path, method not an
 // RFC 9110 token, or either is given twice.
@@ -423,7 +424,9 @@ func describedRequest(r *http.Request) (*http.Request, bool) {
 		if err != nil || !strings.HasPrefix(p, "/") { // "http://x/..." parses, but is no path
 			return nil, false
 		}
-		r2.URL.Path, r2.URL.RawPath = u.Path, u.RawPath
+		// The query is path's (?path=/v1/batch%3Fitems%3D4, for a cost
+		// function), never the debug request's own (method=, path=).
+		r2.URL.Path, r2.URL.RawPath, r2.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
 	}
 	return r2, true
 }

@@ -15,8 +15,10 @@ type Change struct {
 	// contract: the demo's reload log and output print them):
 	//   - "added": a policy of that name is new; its buckets start full.
 	//   - "removed": the policy is gone; its states expire or are evicted.
-	//   - "restarted": the rate or burst changed, so the buckets have a
-	//     new shape and start full (the old states are left to expire).
+	//   - "restarted": the rate's interval (one token every Per/Count) or
+	//     the burst changed, so the buckets have a new shape and start
+	//     full (the old states are left to expire); 1/s written 60/m is
+	//     the same shape, an update.
 	//   - "updated": other settings changed (key, cost, delay_after,
 	//     max_delay, dry_run, status, operations, fail modes, overrides,
 	//     settle, max_cost, an OverrideFunc set or removed); budgets are

@@ -538,9 +538,9 @@ func (a *app) frontConfig(root chi.Router, logger *slog.Logger) ratekey.Config {
 // otherwise (see yamlError).
 var (
 	libNoPolicy      = regexp.MustCompile(`^policies: at least one policy is required$`)
-	libUnverifiedKey = regexp.MustCompile(`^policies\[(\d+)\]\.key: dimension (\S+) comes from a verified credential, but no Authenticator is configured$`)
-	libUnverifiedPri = regexp.MustCompile(`^policies\[(\d+)\]\.priorities\[(\d+)\]: a tenant or plan comes from a verified credential, but no Authenticator is configured$`)
-	libTenantless    = regexp.MustCompile(`^policies\[\d+\]\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
+	libUnverifiedKey = regexp.MustCompile(`^policies\[(\d+)\][^:]*\.key: dimension (\S+) comes from a verified credential, but no Authenticator is configured$`)
+	libUnverifiedPri = regexp.MustCompile(`^policies\[(\d+)\][^:]*\.priorities\[(\d+)\]: a tenant or plan comes from a verified credential, but no Authenticator is configured$`)
+	libTenantless    = regexp.MustCompile(`^policies\[\d+\][^:]*\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
 	libNoFallback    = regexp.MustCompile(`^policies\[\d+\][^:]*\.on_store_error: local needs a fallback store \(RateLimitConfig\.Fallback`)
 	libEveryTenant   = regexp.MustCompile(`^policies\[\d+\][^:]*\.overrides\[\d+\]\.account: .* would match the account of that name in every tenant \(`)
 )

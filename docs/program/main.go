@@ -64,16 +64,17 @@ func main() {
 	r := chi.NewRouter()
 	rk, err := ratekey.New(ratekey.Config{
 		Router: r,
-		// The load balancers in 10.0.0.0/8 write X-Forwarded-For; nobody
-		// else is believed.
-		Proxies:       trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}},
+		// The load balancers, in 10.0.0.0/28, write X-Forwarded-For;
+		// nobody else is believed (name the balancers, not the LAN).
+		Proxies:       trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/28"}, Header: "X-Forwarded-For"}}},
 		Authenticator: auth,
 		Limiter:       store,
 		// While Redis cannot decide, "local" policies decide here, at this
 		// process's share of 3: the fleet stays within each limit.
 		Fallback: memory.New(memory.Options{Replicas: 3}),
 		Metrics:  m,
-		// Operators read the debug endpoint from this network only.
+		// Operators read the debug endpoint from this network only,
+		// connecting to the admin port directly (not through a balancer).
 		DebugAllow: []string{"10.1.0.0/16"},
 		Policies: []ratekey.Policy{
 			// Before any signature check: a flood of bad tokens is capped
@@ -93,9 +94,13 @@ func main() {
 	r.Use(rk.Handler) // before the routes
 	r.Get("/v1/reports/{id}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("report\n")) })
 
-	admin := http.NewServeMux() // on an address only operators reach
+	// The admin port: the balancers do not forward it, and a firewall
+	// opens it to the operators' network only; Debug also checks
+	// DebugAllow against the peer (a loopback listener would be out of
+	// the operators' reach).
+	admin := http.NewServeMux()
 	admin.Handle("/debug/ratekey", rk.Debug())
 	admin.Handle("/metrics", promhttp.Handler())
-	go func() { log.Fatal(http.ListenAndServe("127.0.0.1:9090", admin)) }()
+	go func() { log.Fatal(http.ListenAndServe(":9090", admin)) }()
 	log.Fatal(http.ListenAndServe(":8080", r))
 }
