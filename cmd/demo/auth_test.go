@@ -38,19 +38,8 @@ func serveConfig(t *testing.T, dir, cfg string) http.Handler {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := loadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := build(c, discardLogger(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.auth.close)
-	s, err := newServer(path, discardLogger(), a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startServer(t, path, discardLogger())
+	t.Cleanup(s.close)
 	return s
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,12 +50,18 @@ func reloadServer(t *testing.T, cfg string) (*server, string, *strings.Builder) 
 // JSON into the returned builder.
 func serverAt(t *testing.T, path string) (*server, *strings.Builder) {
 	t.Helper()
+	logs := &strings.Builder{}
+	return startServer(t, path, newJSONLogger(logs)), logs
+}
+
+// startServer builds the demo's server from the config file at path,
+// logging to logger.
+func startServer(t *testing.T, path string, logger *slog.Logger) *server {
+	t.Helper()
 	c, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &strings.Builder{}
-	logger := newJSONLogger(logs)
 	a, err := build(c, logger, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,7 @@ func serverAt(t *testing.T, path string) (*server, *strings.Builder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, logs
+	return s
 }
 
 func hit(s http.Handler, method, path string) (int, string) {
@@ -215,19 +222,7 @@ func TestReloadFlushesTheDecisionLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs syncBuffer
-		logger := newJSONLogger(&logs)
-		c, err := loadConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := build(c, logger, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := newServer(path, logger, a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := startServer(t, path, newJSONLogger(&logs))
 		defer s.close()
 		for range 6 { // one admitted, five rejected: a line, then counts
 			call(s, "203.0.113.1:1", "/v1/reports/1", nil)

@@ -113,18 +113,7 @@ policies:
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := loadConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := build(c, discardLogger(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := newServer(path, discardLogger(), a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := startServer(t, path, discardLogger())
 		defer s.close()
 		client := func() string {
 			w := call(s, "192.0.2.9:1", "/v1/reports/1", map[string]string{"CF-Connecting-IP": "203.0.113.6"})

@@ -41,10 +41,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/racetest"
 
 	"github.com/ratekey/ratekey/internal/clocktest"
 
@@ -698,7 +699,7 @@ func testConcurrentBurst(t *testing.T, h *harness) {
 	for rep := range 20 {
 		key := fmt.Sprintf("hot-%d", rep)
 		var admitted atomic.Int64
-		race(16, func(int) {
+		racetest.Run(16, func(int) {
 			d, err := h.l.Take(context.Background(), nil, []limiter.Request{req(key, li, 1)})
 			if err != nil {
 				t.Error(err)
@@ -723,7 +724,7 @@ func testConcurrentAllOrNothing(t *testing.T, h *harness) {
 	private := lim(1, time.Minute, 2)
 	for rep := range 20 {
 		var admitted atomic.Int64
-		race(16, func(g int) {
+		racetest.Run(16, func(g int) {
 			for i := range 3 {
 				reqs := []limiter.Request{
 					req(fmt.Sprintf("shared-%d", rep), shared, 1),
@@ -753,24 +754,6 @@ func testConcurrentAllOrNothing(t *testing.T, h *harness) {
 			t.Fatalf("rep %d: private buckets charged %d tokens; want 5", rep, charged)
 		}
 	}
-}
-
-// race starts n goroutines that each run f(g), g = 0..n-1, once, releases
-// them together (so they contend for whatever f touches) and returns when
-// all have returned: the conformance suite's races; run them with -race.
-func race(n int, f func(g int)) {
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for g := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			f(g)
-		}()
-	}
-	start.Done()
-	done.Wait()
 }
 
 // inFlight returns an in-flight cap of n slots.
@@ -1036,7 +1019,7 @@ func testInFlightRandom(t *testing.T, h *harness) {
 func testInFlightConcurrent(t *testing.T, h *harness) {
 	li := inFlight(4)
 	var holding, most, admitted atomic.Int64
-	race(16, func(g int) {
+	racetest.Run(16, func(g int) {
 		for range 50 {
 			reqs := []limiter.Request{req("hot", li, 1)}
 			d, err := h.l.Take(context.Background(), nil, reqs)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/racetest"
+
 	"github.com/ratekey/ratekey/internal/gcra"
 	"github.com/ratekey/ratekey/limiter"
 )
@@ -274,7 +276,7 @@ func testSettleConcurrent(t *testing.T, h *harness) {
 	const burst = 1_000_000
 	li := lim(1000, time.Second, burst)
 	var settled atomic.Int64
-	race(16, func(g int) {
+	racetest.Run(16, func(g int) {
 		rng := rand.New(rand.NewSource(int64(g)))
 		for range 20 {
 			r := settling(req("hot", li, 1+rng.Int63n(100)))

@@ -3,10 +3,11 @@ package memory
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekey/ratekey/internal/racetest"
 
 	"github.com/ratekey/ratekey/internal/clocktest"
 
@@ -16,31 +17,13 @@ import (
 // The races on one burst and on all-or-nothing calls are in the
 // conformance suite (limitertest), which TestConformance runs on this store.
 
-// race starts n goroutines that each run f(g), g = 0..n-1, once, releases
-// them together (so they contend for whatever f touches) and returns when
-// all have returned; run with -race.
-func race(n int, f func(g int)) {
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for g := range n {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			start.Wait()
-			f(g)
-		}()
-	}
-	start.Done()
-	done.Wait()
-}
-
 // TestConcurrentEviction exercises sweeps under contention with a moving
 // clock; run with -race.
 func TestConcurrentEviction(t *testing.T) {
 	clk := clocktest.NewManualClock()
 	l := New(Options{MaxKeys: 4096, Now: clk.Time})
 	li := lim(10, time.Second, 1)
-	race(8, func(g int) {
+	racetest.Run(8, func(g int) {
 		for i := range 2000 {
 			if i%100 == 0 {
 				clk.Advance(50 * time.Millisecond)
@@ -76,7 +59,7 @@ func TestChargesWhileTablesChange(t *testing.T) {
 	const nHot = 2
 	key := func(i int) string { return fmt.Sprintf("hot-%d", i) }
 	var admitted [nHot]atomic.Int64
-	race(8, func(g int) {
+	racetest.Run(8, func(g int) {
 		for i := range 10_000 {
 			a, b := (g+i)%nHot, (g+3*i+1)%nHot
 			switch i % 4 {
