@@ -482,6 +482,19 @@ func TestServeNamesABadRedisFlag(t *testing.T) {
 	}
 }
 
+// TestServeNamesABadAddressFlag: an address flag that is not host:port is
+// refused before anything listens, naming the flag (it was net.Listen's
+// bare error, after the HTTP side had started).
+func TestServeNamesABadAddressFlag(t *testing.T) {
+	for _, tc := range []struct{ flag, value string }{{"-addr", "127.0.0.1:99999"}, {"-grpc-addr", "bad:addr:x"}} {
+		code, out, errOut := runDemo(t, "serve", tc.flag, tc.value)
+		want := "demo serve: " + tc.flag + ": \"" + tc.value + "\" is not host:port with a port of 0 to 65535 (e.g. 127.0.0.1:8080)\n"
+		if code != 2 || errOut != want || out != "" {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 2 and %q", tc.flag, tc.value, code, out, errOut, want)
+		}
+	}
+}
+
 // TestTokenExpired: -ttl -1h mints a token that expired an hour ago
 // (past the 30 s leeway), which the demo refuses as expired.
 func TestTokenExpired(t *testing.T) {

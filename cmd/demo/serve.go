@@ -63,6 +63,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo serve: "+msg)
 		return 2
 	}
+	for _, f := range []struct{ name, value string }{{"-addr", *addr}, {"-grpc-addr", *grpcAddr}} {
+		if errs := checkListen(f.name, f.value); f.value != "" && len(errs) > 0 {
+			fmt.Fprintln(stderr, "demo serve: "+errs[0].Error())
+			return 2
+		}
+	}
 	logger := newJSONLogger(stderr)
 	cfg, err := loadConfig(*path)
 	if err != nil {
@@ -91,7 +97,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "demo serve: cannot listen on %s: %v\n", listen, err)
 		return 1
 	}
 	srv := newHTTPServer(h, logger)
@@ -111,7 +117,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		stopGRPC, err := serveGRPC(h.gsrv, grpcListen, stdout)
 		if err != nil {
 			_ = ln.Close()
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "demo serve: cannot serve gRPC on %s: %v\n", grpcListen, err)
 			return 1
 		}
 		defer stopGRPC()
