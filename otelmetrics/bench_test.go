@@ -27,36 +27,34 @@ func implementations(b *testing.B) map[string]middleware.Metrics {
 	return map[string]middleware.Metrics{"otel": o, "prometheus": p}
 }
 
-// BenchmarkDecision: one policy's decision counted, attributes known
-// (the steady state: every request after a policy's first), from
-// GOMAXPROCS goroutines.
-func BenchmarkDecision(b *testing.B) {
+// benchParallel runs call on each implementation, from GOMAXPROCS
+// goroutines, reporting allocations.
+func benchParallel(b *testing.B, call func(m middleware.Metrics)) {
 	for _, name := range []string{"otel", "prometheus"} {
 		m := implementations(b)[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					m.Decision("per-account", "PASSED")
+					call(m)
 				}
 			})
 		})
 	}
 }
 
+// BenchmarkDecision: one policy's decision counted, attributes known
+// (the steady state: every request after a policy's first), from
+// GOMAXPROCS goroutines.
+func BenchmarkDecision(b *testing.B) {
+	benchParallel(b, func(m middleware.Metrics) { m.Decision("per-account", "PASSED") })
+}
+
 // BenchmarkInFlight: a slot taken and released (two calls), from
 // GOMAXPROCS goroutines.
 func BenchmarkInFlight(b *testing.B) {
-	for _, name := range []string{"otel", "prometheus"} {
-		m := implementations(b)[name]
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					m.InFlight("per-account-concurrency", +1)
-					m.InFlight("per-account-concurrency", -1)
-				}
-			})
-		})
-	}
+	benchParallel(b, func(m middleware.Metrics) {
+		m.InFlight("per-account-concurrency", +1)
+		m.InFlight("per-account-concurrency", -1)
+	})
 }

@@ -34,7 +34,8 @@ type Change struct {
 // requires) and returns one change per policy added, removed, restarted
 // or updated, in the order old then new; unchanged policies (which keep
 // their budgets) are not listed. An OverrideFunc is compared by whether
-// it is set: functions cannot be compared.
+// it is set: functions cannot be compared. old and new are not modified;
+// safe for concurrent use.
 func Diff(old, new []Policy) []Change {
 	var out []Change
 	old, new = withDefaults(old), withDefaults(new)

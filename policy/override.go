@@ -61,6 +61,7 @@ type Override struct {
 // "tenant=acme|account=alice" for an account of a tenant, else
 // "tenant=acme", "plan=pro" or "account=alice" (the first of those set),
 // or "function" for a [Policy].OverrideFunc answer that names none.
+// Safe for concurrent use.
 func (o Override) String() string {
 	switch {
 	case o.Tenant != "" && o.Account != "":

@@ -18,7 +18,8 @@ import (
 // Rules is what [Validate] checks policies against besides the policies
 // themselves: what the program around them supplies. The zero value is a
 // program with no custom dimension, no cost function, one process on its
-// store, no fallback store, and the default longest wait.
+// store, no fallback store, and the default longest wait. Validate and
+// CheckOverride only read it: one Rules may serve concurrent calls.
 type Rules struct {
 	// Custom lists the custom key dimensions the program supplies a value
 	// for (middleware.RateLimitConfig.Custom); a policy's Key may name
