@@ -12,10 +12,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
-	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -204,7 +204,7 @@ func ExampleNew_chi() {
 			{Name: "per-account", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount, limitkey.DimOperation},
 				Limit: limiter.Limit{Rate: perMinute(1), Burst: 1}, OnMissing: policy.OnMissingSkip},
 		},
-		Deny: func(w http.ResponseWriter, _ *http.Request, status int, ev *middleware.Evaluation) {
+		Deny: func(w http.ResponseWriter, _ *http.Request, status int, ev *decide.Evaluation) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(status)
 			fmt.Fprintf(w, "slow down (%s)\n", ev.Decision)

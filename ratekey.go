@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -97,7 +98,7 @@ type Config struct {
 	// Deny, when set, writes the response to a refused request instead of
 	// the RFC 9457 problem body; the RateLimit fields and Retry-After are
 	// set already. See [middleware.RateLimitConfig].Deny.
-	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *middleware.Evaluation)
+	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *decide.Evaluation)
 	// DryRun accounts every policy but rejects and delays nothing (nginx
 	// limit_req_dry_run).
 	DryRun bool
@@ -120,7 +121,7 @@ type Config struct {
 	// Custom supplies the values of custom key dimensions by name (see
 	// [middleware.RateLimitConfig].Custom): a policy's Key may then name
 	// them beside the built-in ones.
-	Custom map[limitkey.Dimension]middleware.DimensionFunc
+	Custom map[limitkey.Dimension]func(*http.Request) (string, bool)
 	// Costs gives, by policy name, a function that returns each request's
 	// cost instead of the policy's fixed Cost (which must then be 0), e.g.
 	// the items of a batch call: see [middleware.RateLimitConfig].Costs

@@ -14,11 +14,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/internal/logtest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
-	"github.com/ratekey/ratekey/middleware"
 	"github.com/ratekey/ratekey/policy"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -131,7 +131,7 @@ func TestCheckSpendsNothing(t *testing.T) {
 	req := httptest.NewRequest("GET", "/x", nil)
 	req.RemoteAddr = "192.0.2.1:1"
 	for range 3 {
-		if rec := rk.Check(req); rec.Policies[0].Decision != middleware.DecisionPassed || rec.Client == nil || *rec.Client != "192.0.2.1" {
+		if rec := rk.Check(req); rec.Policies[0].Decision != decide.DecisionPassed || rec.Client == nil || *rec.Client != "192.0.2.1" {
 			t.Fatalf("Check = %+v", rec)
 		}
 	}
@@ -311,7 +311,7 @@ func TestNewPassesTheLimiterSettings(t *testing.T) {
 	var logs logtest.Lines
 	r := chi.NewRouter()
 	m, err := ratekey.New(ratekey.Config{Router: r, Logger: slog.New(&logs), SamplePassed: 1,
-		Custom: map[limitkey.Dimension]middleware.DimensionFunc{region: func(r *http.Request) (string, bool) {
+		Custom: map[limitkey.Dimension]func(*http.Request) (string, bool){region: func(r *http.Request) (string, bool) {
 			return r.Header.Get("X-Region"), true
 		}},
 		Policies: []ratekey.Policy{{Name: "p", Key: []limitkey.Dimension{region}, Limit: perMinute(10, 10)}}})

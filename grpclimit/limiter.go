@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/middleware"
@@ -267,7 +268,7 @@ func (l *Limiter) Check(ctx context.Context, fullMethod string) *middleware.Reco
 		// checked, no policy applies; the derivation shows its client.
 		rec.Principal, rec.Limited, rec.Decision = nil, false, ""
 		rec.Authentication = middleware.DebugAuthentication{Outcome: "not_reached"}
-		rec.Policies, rec.DelaySeconds, rec.RoundTrips = []middleware.PolicyResult{}, nil, 0
+		rec.Policies, rec.DelaySeconds, rec.RoundTrips = []decide.PolicyResult{}, nil, 0
 	}
 	return rec
 }

@@ -69,7 +69,7 @@ type Limit struct {
 	// starts at MinInFlight and moves between the two with the latency of
 	// the requests it admits (see package middleware, "Adaptive caps").
 	// MaxInFlight is then 0 in a policy, and the limit in force in a
-	// middleware.PolicyResult; every other field is zero. No store
+	// decide.PolicyResult; every other field is zero. No store
 	// decides it: [Limit.Validate] refuses it.
 	MaxInFlightCeiling int64
 	// MinInFlight is, for an adaptive cap, the least its limit may fall

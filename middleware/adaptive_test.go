@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -111,8 +112,8 @@ func (g *holdRig) try(plan string) *httptest.ResponseRecorder {
 
 // check returns the would-be decision of a request of the plan (through
 // Authenticate, so that it has its principal), charging nothing.
-func (g *holdRig) check(plan string) middleware.Evaluation {
-	var ev middleware.Evaluation
+func (g *holdRig) check(plan string) decide.Evaluation {
+	var ev decide.Evaluation
 	middleware.Authenticate(planAuth{}, middleware.AuthOptions{Anonymous: true})(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		ev = g.rl.Check(r, false)
 	})).ServeHTTP(httptest.NewRecorder(), request(plan))
@@ -152,7 +153,7 @@ func TestAdaptiveRefusesOverloaded(t *testing.T) {
 		t.Errorf("problem %s, want %s", b, must(json.Marshal(want)))
 	}
 	g.done()
-	if ev := g.check(""); ev.Decision != middleware.DecisionPassed || ev.Policies[0].InFlight != 1 {
+	if ev := g.check(""); ev.Decision != decide.DecisionPassed || ev.Policies[0].InFlight != 1 {
 		t.Errorf("after the two ended: %s, in flight %d (with this request); want PASSED, 1", ev.Decision, ev.Policies[0].InFlight)
 	}
 }
@@ -186,7 +187,7 @@ func TestAdaptivePrioritiesShedSheddableFirst(t *testing.T) {
 	g.hold("pro")
 	g.hold("pro")
 	ev := g.check("pro")
-	if res := ev.Policies[0]; ev.Decision != middleware.DecisionRejected || res.Class != policy.ClassCritical || res.InFlight != 10 || res.Limit.MaxInFlight != 10 {
+	if res := ev.Policies[0]; ev.Decision != decide.DecisionRejected || res.Class != policy.ClassCritical || res.InFlight != 10 || res.Limit.MaxInFlight != 10 {
 		t.Errorf("a critical request with 10 held: %s %+v; want REJECTED, critical, 10 in flight of 10", ev.Decision, res)
 	}
 	if w := g.try("pro"); w.Code != http.StatusServiceUnavailable {
@@ -246,10 +247,10 @@ func TestAdaptiveAllOrNothing(t *testing.T) {
 		t.Fatalf("the bucket empty: %d, want 429", w.Code)
 	}
 	ev := g.check("")
-	if res := ev.Policies[0]; res.InFlight != 1 || res.Decision != middleware.DecisionPassed {
+	if res := ev.Policies[0]; res.InFlight != 1 || res.Decision != decide.DecisionPassed {
 		t.Errorf("the cap after the bucket's refusal: %+v; want PASSED with 1 in flight (this request only): its slot went back", res)
 	}
-	if ev := g.rl.Check(request(""), true); ev.Allowed || ev.Charged || ev.Policies[0].Charged || ev.Policies[0].Decision != middleware.DecisionPassed {
+	if ev := g.rl.Check(request(""), true); ev.Allowed || ev.Charged || ev.Policies[0].Charged || ev.Policies[0].Decision != decide.DecisionPassed {
 		t.Errorf("Check charging, the bucket empty: allowed %v, charged %v, cap %s charged %v; want refused, nothing charged, the cap PASSED but not charged",
 			ev.Allowed, ev.Charged, ev.Policies[0].Decision, ev.Policies[0].Charged)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/ratekey/ratekey/internal/engine"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -45,7 +46,7 @@ type requestState struct {
 	// settle is the innermost phase's reservations open to ReportCost
 	// while its handler runs (settle.go), nil otherwise; settled reports
 	// that a phase has closed its own (its handler returned).
-	settle *settlement
+	settle *engine.Settlement
 	// mu guards record's rate-limit part, op, opBy, settle and settled: a
 	// handler may run evaluations of the request concurrently, and report
 	// costs from any goroutine.

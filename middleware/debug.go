@@ -15,7 +15,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/engine"
 	"github.com/ratekey/ratekey/internal/grpcmethod"
 	"github.com/ratekey/ratekey/internal/strictjson"
 	"github.com/ratekey/ratekey/limitkey"
@@ -185,7 +187,7 @@ func (cfg *DebugConfig) Explain(r *http.Request) *Record { return cfg.describe(r
 // describe computes the Record of r as the live chain would, charging
 // nothing.
 func (cfg *DebugConfig) describe(r *http.Request) *Record {
-	rec := &Record{Policies: []PolicyResult{}}
+	rec := &Record{Policies: []decide.PolicyResult{}}
 	// A fresh request state: the described request shares nothing with the
 	// live one's (which may carry a Recorder's record).
 	// Nor does it share the debug request's chi routing context, which
@@ -215,7 +217,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		st = cfg.RateLimiter.state.Load()
 		limited = cfg.Limited == nil || cfg.Limited(r)
 	}
-	phase := func(ph phase) bool {
+	phase := func(ph engine.Phase) bool {
 		if !limited {
 			return true
 		}
@@ -223,7 +225,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		rec.recordEvaluation(&ev)
 		return ev.Allowed
 	}
-	if !phase(phasePreAuth) {
+	if !phase(engine.PhasePreAuth) {
 		rec.Authentication.Outcome = outcomeNotReached
 		return rec
 	}
@@ -240,7 +242,7 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		}
 		rs.principal, rs.hasPrincipal = out.principal, true
 	}
-	phase(phaseMain)
+	phase(engine.PhaseMain)
 	return rec
 }
 

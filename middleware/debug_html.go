@@ -1,9 +1,13 @@
 package middleware
 
 import (
+	"bytes"
+	"encoding/json"
 	"html/template"
 	"net/http"
 	"strconv"
+
+	"github.com/ratekey/ratekey/decide"
 )
 
 // debugPage renders a Record for people: a section of tables per stage,
@@ -12,35 +16,33 @@ import (
 // escapes every value (keys and header entries are client-influenced
 // text).
 var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
-	"str": func(p *string) string {
-		if p == nil {
-			return "—"
+	"str": func(p any) string {
+		switch v := p.(type) {
+		case *string:
+			if v != nil {
+				return *v
+			}
+		case string:
+			return v
 		}
-		return *p
+		return "—"
 	},
 	"secs": func(p any) string {
 		switch v := p.(type) {
-		case *int64:
-			if v != nil {
-				return strconv.FormatInt(*v, 10) + " s"
-			}
 		case *float64:
 			if v != nil {
 				return strconv.FormatFloat(*v, 'f', -1, 64) + " s"
+			}
+		case json.Number:
+			if f, err := v.Float64(); err == nil {
+				return strconv.FormatFloat(f, 'f', -1, 64) + " s"
 			}
 		}
 		return "—"
 	},
 	"num": func(p any) string {
-		switch v := p.(type) {
-		case *int64:
-			if v != nil {
-				return strconv.FormatInt(*v, 10)
-			}
-		case *int:
-			if v != nil {
-				return strconv.Itoa(*v)
-			}
+		if v, ok := p.(json.Number); ok {
+			return v.String()
 		}
 		return "—"
 	},
@@ -114,10 +116,10 @@ form { margin: 1rem 0; } input { font: inherit; }
 {{if .Policies}}
 <table>
 <tr><th>policy</th><th>key</th><th>decision</th><th>remaining</th><th>retry after</th><th>delay</th><th>note</th></tr>
-{{range .Views}}<tr class="{{.Decision}}">
-<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td><code>{{str .Key}}</code></td><td>{{.Decision}}</td><td>{{.Remaining}}</td>
-<td>{{secs .RetryAfterSeconds}}</td><td>{{secs .DelaySeconds}}</td>
-<td>{{with .SkippedReason}}{{.}}{{end}}{{with .Error}}{{.}}{{end}}{{with .FailMode}} (fail mode: {{.}}){{end}}</td>
+{{range .Views}}<tr class="{{.decision}}">
+<td>{{.name}}{{if .dry_run}} (dry run){{end}}</td><td><code>{{str .key}}</code></td><td>{{.decision}}</td><td>{{.remaining}}</td>
+<td>{{secs .retry_after_seconds}}</td><td>{{secs .delay_seconds}}</td>
+<td>{{with .skipped_reason}}{{.}}{{end}}{{with .error}}{{.}}{{end}}{{with .fail_mode}} (fail mode: {{.}}){{end}}</td>
 </tr>
 {{end}}</table>
 <table>
@@ -129,11 +131,11 @@ form { margin: 1rem 0; } input { font: inherit; }
 <th title="a settling policy's reservation, charged at admission">reserved</th>
 <th title="what the request settled at once its handler returned (never, for a would-be decision)">settled</th>
 <th title="an adaptive cap's limit now (max_in_flight: auto)">adaptive limit</th><th title="the request's class under an adaptive cap">class</th></tr>
-{{range .Views}}<tr class="{{.Decision}}">
-<td>{{.Name}}{{if .DryRun}} (dry run){{end}}</td><td>{{with .Override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.Cost}}</td><td>{{str .Rate}}</td><td>{{num .Burst}}</td><td>{{num .DelayAfter}}</td>
-<td>{{num .MaxInFlight}}</td><td>{{num .InFlight}}</td><td>{{.Store}}</td><td>{{.Cached}}</td><td>{{num .Slot}}</td><td>{{.Fallback}}</td><td>{{.Prefetched}}</td>
-<td>{{num .Reserved}}</td><td>{{num .Settled}}</td>
-<td>{{num .AdaptiveLimit}}</td><td>{{with .Class}}{{.}}{{else}}—{{end}}</td>
+{{range .Views}}<tr class="{{.decision}}">
+<td>{{.name}}{{if .dry_run}} (dry run){{end}}</td><td>{{with .override}}<code>{{.}}</code>{{else}}—{{end}}</td><td>{{.cost}}</td><td>{{str .rate}}</td><td>{{num .burst}}</td><td>{{num .delay_after}}</td>
+<td>{{num .max_in_flight}}</td><td>{{num .in_flight}}</td><td>{{.store}}</td><td>{{.cached}}</td><td>{{num .slot}}</td><td>{{.fallback}}</td><td>{{.prefetched}}</td>
+<td>{{num .reserved}}</td><td>{{num .settled}}</td>
+<td>{{num .adaptive_limit}}</td><td>{{with .class}}{{.}}{{else}}—{{end}}</td>
 </tr>
 {{end}}</table>
 {{else}}<p>No policy applies{{if not .Limited}}: the rate limiter does not run for this route{{end}}.</p>{{end}}
@@ -150,13 +152,23 @@ func writeDebugHTML(w http.ResponseWriter, rec *Record, method, path string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	views := make([]policyJSON, len(rec.Policies))
-	for i := range rec.Policies {
-		views[i] = rec.Policies[i].view()
-	}
 	_ = debugPage.Execute(w, struct {
 		*Record
-		Views                []policyJSON // rec.Policies, as the JSON shows them
+		Views                []map[string]any // rec.Policies, as the JSON shows them
 		FormMethod, FormPath string
-	}{rec, views, method, path})
+	}{rec, policyViews(rec.Policies), method, path})
+}
+
+// policyViews returns the JSON objects of ps (decide.PolicyResult's
+// MarshalJSON), numbers as json.Number, for the page to show each field
+// as the JSON does (a null as —).
+func policyViews(ps []decide.PolicyResult) []map[string]any {
+	views := make([]map[string]any, len(ps))
+	for i := range ps {
+		b, _ := ps[i].MarshalJSON() // plain data: it cannot fail
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		_ = d.Decode(&views[i])
+	}
+	return views
 }

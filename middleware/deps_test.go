@@ -110,3 +110,27 @@ func TestNoForcedGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreWithoutNetHTTP: the decision core (internal/engine), its results
+// (decide), the policy model (policy) and the key model (limitkey) do not
+// know they serve HTTP: nothing they import, directly or not, is net/http
+// (or anything under it) or package middleware. middleware does, so the
+// check can fail.
+func TestCoreWithoutNetHTTP(t *testing.T) {
+	const module = "github.com/ratekey/ratekey"
+	core := []string{"./internal/engine", "./decide", "./policy", "./limitkey"}
+	deps := goList(t, append([]string{"-deps"}, core...)...)
+	for _, want := range []string{module + "/internal/engine", module + "/decide", module + "/policy", module + "/limitkey", module + "/limiter"} {
+		if !slices.Contains(deps, want) {
+			t.Fatalf("go list -deps %v lists no %s: %v", core, want, deps)
+		}
+	}
+	for _, d := range deps {
+		if d == "net/http" || strings.HasPrefix(d, "net/http/") || d == module+"/middleware" || d == module+"/trustedproxy" || d == module+"/identity" {
+			t.Errorf("the decision core imports %s", d)
+		}
+	}
+	if mw := goList(t, "-deps", "./middleware"); !slices.Contains(mw, "net/http") {
+		t.Fatalf("go list -deps ./middleware lists no net/http: the check above would pass whatever: %v", mw)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/middleware"
@@ -29,14 +30,14 @@ func TestCheckReleasesSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inside middleware.Evaluation
+	var inside decide.Evaluation
 	r.With(rl.Handler).Get("/x", func(w http.ResponseWriter, req *http.Request) {
 		inside = rl.Check(req, true)
 	})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
 	for i := range 3 {
 		ev := rl.Check(req, true)
-		if ev.Decision != middleware.DecisionPassed || !ev.Charged || !ev.Policies[0].Charged {
+		if ev.Decision != decide.DecisionPassed || !ev.Charged || !ev.Policies[0].Charged {
 			t.Fatalf("Check %d: %+v; want PASSED and charged", i, ev)
 		}
 		if free, _ := ev.Policies[0].Current(); free != 0 {
@@ -45,10 +46,10 @@ func TestCheckReleasesSlots(t *testing.T) {
 	}
 	w := httptest.NewRecorder()
 	r.ServeHTTP(w, req)
-	if w.Code != http.StatusOK || inside.Decision != middleware.DecisionRejected {
+	if w.Code != http.StatusOK || inside.Decision != decide.DecisionRejected {
 		t.Errorf("Check inside the handler: %d, %s; want 200 and REJECTED (the handler's request holds the slot)", w.Code, inside.Decision)
 	}
-	if ev := rl.Check(req, false); ev.Decision != middleware.DecisionPassed {
+	if ev := rl.Check(req, false); ev.Decision != decide.DecisionPassed {
 		t.Errorf("after the handler: %s; want PASSED", ev.Decision)
 	}
 }
@@ -62,14 +63,14 @@ func TestInFlightShowsHeld(t *testing.T) {
 	tests := []struct {
 		held     int
 		cap      int64
-		decision middleware.Decision
+		decision decide.Decision
 		json     string // "decision", "remaining", "max_in_flight", "in_flight" of the JSON
 	}{
-		{2, 1, middleware.DecisionRejected, `"REJECTED" 0 1 2`},
-		{2, 2, middleware.DecisionRejected, `"REJECTED" 0 2 2`},
-		{1, 1, middleware.DecisionRejected, `"REJECTED" 0 1 1`},
-		{1, 3, middleware.DecisionPassed, `"PASSED" 1 3 1`},
-		{0, 1, middleware.DecisionPassed, `"PASSED" 0 1 0`},
+		{2, 1, decide.DecisionRejected, `"REJECTED" 0 1 2`},
+		{2, 2, decide.DecisionRejected, `"REJECTED" 0 2 2`},
+		{1, 1, decide.DecisionRejected, `"REJECTED" 0 1 1`},
+		{1, 3, decide.DecisionPassed, `"PASSED" 1 3 1`},
+		{0, 1, decide.DecisionPassed, `"PASSED" 0 1 0`},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d held, cap 2 -> %d", tc.held, tc.cap), func(t *testing.T) {

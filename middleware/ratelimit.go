@@ -2,22 +2,21 @@ package middleware
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"math/bits"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/ratekey/ratekey/internal/quote"
+	"github.com/ratekey/ratekey/decide"
+	"github.com/ratekey/ratekey/internal/delayseconds"
+	"github.com/ratekey/ratekey/internal/engine"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
@@ -44,8 +43,12 @@ type RateLimitConfig struct {
 	// Operation names a request's operation. Required; use
 	// [RouteOperation] with the root chi router.
 	Operation func(*http.Request) string
-	// Custom supplies the values of custom key dimensions by name.
-	Custom map[limitkey.Dimension]DimensionFunc
+	// Custom supplies the values of custom key dimensions by name: a
+	// function returns a request's value, and false when the request has
+	// none. It must derive the value from verified or server-side data
+	// only (never a header the client writes freely), must never return a
+	// secret, and must be safe for concurrent use.
+	Custom map[limitkey.Dimension]func(r *http.Request) (value string, ok bool)
 	// Costs gives, by policy name, a function that returns each request's
 	// cost instead of the policy's fixed Cost (which must then be 0), e.g.
 	// the number of items in a batch call. A function is called once per
@@ -113,14 +116,14 @@ type RateLimitConfig struct {
 	// CrossOriginProtection.SetDenyHandler does. It is called with the
 	// status the default would send (429 or the policy's Status; 503 when
 	// the store cannot decide; 401 or 403 for a missing key dimension) and
-	// the request's Evaluation (read-only, valid during the call). The
+	// the request's decide.Evaluation (read-only, valid during the call). The
 	// response's header already holds what the default sends beside the
 	// body: RateLimit and RateLimit-Policy, Retry-After when there is an
 	// honest one, WWW-Authenticate for a missing principal, and
 	// Cache-Control: no-store. Deny writes the status and the body; it
 	// must not call the next handler. nil sends the problem body. It must be
 	// safe for concurrent use.
-	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *Evaluation)
+	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *decide.Evaluation)
 	// MaxWait is the longest a DELAYED request may wait, both phases
 	// (PreAuthHandler's and Handler's) together: NewRateLimiter refuses a
 	// policy whose max_delay, or whose longest delay without one (its burst
@@ -152,42 +155,28 @@ type RateLimiter struct {
 }
 
 // rateLimitState is one immutable configuration of a RateLimiter: the
-// validated config (policies, custom dimensions and logger copied, defaults
-// filled in) and what is derived from it.
+// decision core's state (eng: the validated policies, custom dimensions,
+// cost functions and logger, defaults filled in) and what the HTTP side
+// derives from it.
 type rateLimitState struct {
 	RateLimitConfig
-	store string // the limiter store's name, for records, logs and metrics
-	// replicas is how many processes share the store's budgets (see
-	// replicas.go): 1, or the memory store's Replicas.
-	replicas int64
-	// With a Fallback (fallback.go): its name and Replicas, the names of
-	// the policies that use it, and the store's up/down state.
-	fallbackStore    string
-	fallbackReplicas int64
-	localPolicies    []string
-	breaker          *breaker
-	items            []string // each policy's RateLimit-Policy list item (see policyItem)
-	// rules are what the policies were validated against (for an
-	// OverrideFunc's answers); costs holds each policy's cost function
-	// (nil for a fixed cost).
-	rules policy.Rules
-	costs []func(*http.Request) (int64, error)
-	// ovr holds each policy's compiled Overrides; nil for a policy without
-	// (the hot path then pays one nil check).
-	ovr []*overrideTable
-	// has reports, per phase, whether any policy is evaluated in it: a
-	// Handler whose phase has none passes requests on without evaluating.
-	has [phaseMain + 1]bool
+	eng *engine.State[*http.Request]
+	// items holds each policy's RateLimit-Policy list item (see
+	// policyItem) at its own limit, "" for an in-flight policy; ovrItems,
+	// per policy, those of its Overrides' limits.
+	items    []string
+	ovrItems [][]effectiveItem
 	// fields holds, per phase, the RateLimit-Policy value of a request
 	// that every token bucket of the phase decided with its own limit.
-	fields [phaseMain + 1]policyField
+	fields [engine.PhaseMain + 1]policyField
+}
 
-	// adaptive holds, per policy, how an adaptive one runs (its caps, in
-	// the store's registry: see capsOf); nil for the others.
-	adaptive []*adaptivePolicy
-
-	// logs is the RateLimiter's decision-log sampler, shared across Reload.
-	logs *logSampler
+// effectiveItem is the RateLimit-Policy list item of an override: its
+// name and the limit this process states for it.
+type effectiveItem struct {
+	name  string
+	limit limiter.Limit
+	item  string
 }
 
 // NewRateLimiter validates cfg and returns a RateLimiter. The error lists
@@ -199,122 +188,52 @@ func NewRateLimiter(cfg RateLimitConfig) (*RateLimiter, error) {
 		return nil, err
 	}
 	rl := &RateLimiter{}
-	st.logs = newLogSampler()
+	st.eng.Logs = engine.NewLogSampler()
 	rl.state.Store(st)
 	return rl, nil
 }
 
 func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
-	st := &rateLimitState{RateLimitConfig: cfg, store: storeName(cfg.Limiter), replicas: replicasOf(cfg.Limiter),
-		fallbackStore: storeName(cfg.Fallback), fallbackReplicas: replicasOf(cfg.Fallback)}
-	if cfg.Fallback != nil {
-		st.breaker = breakerOf(cfg.Limiter)
+	var opErr error
+	if cfg.Operation == nil {
+		opErr = errors.New("operation: required (use RouteOperation with the root router)")
 	}
-	st.Custom = maps.Clone(cfg.Custom)
-	st.Costs = maps.Clone(cfg.Costs)
-	errs := st.settings()
-	st.rules = st.policyRules()
-	ps, err := policy.Validate(cfg.Policies, st.rules)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
+	eng, err := engine.New(engine.Config[*http.Request]{Limiter: cfg.Limiter, Fallback: cfg.Fallback,
+		Policies: cfg.Policies, Custom: cfg.Custom, Costs: cfg.Costs, Logger: cfg.Logger, DryRun: cfg.DryRun,
+		Metrics: cfg.Metrics, SamplePassed: cfg.SamplePassed, LogEveryDecision: cfg.LogEveryDecision,
+		LogInterval: cfg.LogInterval, MaxWait: cfg.MaxWait, SingleTenant: cfg.SingleTenant}, opErr)
+	if err != nil {
 		return nil, err
 	}
-	st.Policies = ps
+	st := &rateLimitState{RateLimitConfig: cfg, eng: eng}
+	st.Policies, st.Logger, st.Custom, st.Costs = eng.Policies, eng.Logger, eng.Custom, eng.Costs
 	st.compile()
 	return st, nil
 }
 
-// policyRules returns what st's policies are validated against: its
-// custom dimensions, cost functions, MaxWait, SingleTenant and the shares
-// of its store and Fallback.
-func (st *rateLimitState) policyRules() policy.Rules {
-	r := policy.Rules{MaxWait: st.MaxWait, SingleTenant: st.SingleTenant, Replicas: st.replicas}
-	if st.Fallback != nil {
-		r.FallbackReplicas = st.fallbackReplicas
-	}
-	for d := range st.Custom {
-		r.Custom = append(r.Custom, d)
-	}
-	for name := range st.Costs {
-		r.Costs = append(r.Costs, name)
-	}
-	slices.Sort(r.Costs)
-	return r
-}
-
-// settings checks st's settings other than its policies and fills in
-// their defaults.
-func (st *rateLimitState) settings() []error {
-	var errs []error
-	if st.Limiter == nil {
-		errs = append(errs, errors.New("limiter: required"))
-	}
-	if st.Operation == nil {
-		errs = append(errs, errors.New("operation: required (use RouteOperation with the root router)"))
-	}
-	for _, name := range slices.Sorted(maps.Keys(st.Costs)) {
-		if st.Costs[name] == nil {
-			errs = append(errs, fmt.Errorf("costs[%s]: a nil function", quote.Value(name)))
-		}
-	}
-	for _, d := range slices.Sorted(maps.Keys(st.Custom)) {
-		if st.Custom[d] == nil {
-			errs = append(errs, fmt.Errorf("custom[%s]: a nil function (every request would lack the dimension)", quote.Value(d)))
-		}
-	}
-	if st.SamplePassed < 0 || st.SamplePassed > 1 || math.IsNaN(st.SamplePassed) {
-		errs = append(errs, fmt.Errorf("sample_passed: %v must be between 0 and 1", st.SamplePassed))
-	}
-	if st.Logger == nil {
-		st.Logger = slog.Default()
-	}
-	if st.LogInterval < 0 {
-		errs = append(errs, fmt.Errorf("log_interval: %v must not be negative", st.LogInterval))
-	}
-	if st.LogInterval <= 0 {
-		st.LogInterval = defaultLogInterval
-	}
-	if st.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("max_wait: %v must not be negative", st.MaxWait))
-	}
-	return errs
-}
-
-// compile builds what valid policies need to decide: their override
-// tables, adaptive caps and each phase's RateLimit-Policy field.
+// compile derives each policy's RateLimit-Policy items (its own limit's
+// and its overrides') and each phase's RateLimit-Policy field.
 func (st *rateLimitState) compile() {
-	var caps *capRegistry
 	for i := range st.Policies {
 		p := &st.Policies[i]
-		for ph := range st.has {
-			st.has[ph] = st.has[ph] || phase(ph).covers(p)
-		}
 		item := ""
 		if p.Limit.MaxInFlight == 0 && p.Limit.MaxInFlightCeiling == 0 { // draft-10 fields cover quotas only
-			item = policyItem(p.Name, st.share(p.Limit))
+			item = policyItem(p.Name, st.eng.Share(p.Limit))
 		}
 		st.items = append(st.items, item)
-		if p.OnStoreError == policy.OnStoreErrorLocal {
-			st.localPolicies = append(st.localPolicies, p.Name)
+		var ovr []effectiveItem
+		for j := range p.Overrides {
+			o := &p.Overrides[j]
+			c, _ := p.CheckOverride(*o, policy.Rules{}) // completed; valid, as Validate checked
+			l := st.eng.Share(c.Limit)
+			ovr = append(ovr, effectiveItem{name: o.String(), limit: l, item: policyItem(p.Name, l)})
 		}
-		st.costs = append(st.costs, st.Costs[p.Name])
-		if p.PreAuth {
-			st.rules.PhaseWait = max(st.rules.PhaseWait, p.LongestWait()) // an OverrideFunc's answer waits after it
-		}
-		st.ovr = append(st.ovr, compileOverrides(p, st.rules, st.share))
-		var ap *adaptivePolicy
-		if p.Limit.MaxInFlightCeiling != 0 {
-			if caps == nil {
-				caps = capsOf(st.Limiter)
-			}
-			ap = newAdaptivePolicy(caps, p)
-		}
-		st.adaptive = append(st.adaptive, ap)
+		st.ovrItems = append(st.ovrItems, ovr)
 	}
 	for ph := range st.fields {
 		f := &st.fields[ph]
 		for i := range st.Policies {
-			if p := &st.Policies[i]; phase(ph).covers(p) && st.items[i] != "" && !p.DryRun && !st.DryRun {
+			if p := &st.Policies[i]; engine.Phase(ph).Covers(p) && st.items[i] != "" && !p.DryRun && !st.DryRun {
 				f.items = append(f.items, st.items[i])
 			}
 		}
@@ -322,62 +241,21 @@ func (st *rateLimitState) compile() {
 	}
 }
 
-// storeName names a limiter store after its implementation's package
-// ("memory" for *memory.Limiter, "redis" for *redis.Limiter).
-func storeName(l limiter.Limiter) string {
-	if l == nil {
-		return ""
-	}
-	name := strings.TrimLeft(reflect.TypeOf(l).String(), "*")
-	pkg, _, _ := strings.Cut(name, ".")
-	return pkg
-}
-
-// wait blocks a DELAYED request for d on a timer (the monotonic clock; a
-// testing/synctest bubble's in tests), or until ctx is done, returning
-// ctx.Err() then.
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// delay waits out ev's Delay (see wait), marking ev Abandoned when ctx
-// ends first, and reports the wait to the metrics: each DELAYED policy's
-// queue holds the request while it waits (Queued, then Dequeued).
-func (st *rateLimitState) delay(ctx context.Context, ev *Evaluation) {
-	if st.Metrics == nil {
-		if wait(ctx, ev.Delay) != nil {
-			ev.Abandoned = true
-		}
-		return
-	}
-	st.queue(ev, 0, true)
-	start := time.Now()
-	if wait(ctx, ev.Delay) != nil {
-		ev.Abandoned = true
-	}
-	st.queue(ev, time.Since(start), false)
-}
-
-// queue reports to the metrics that ev's request joins (join true) or
-// leaves, having waited waited, the queue of each of its DELAYED policies.
-func (st *rateLimitState) queue(ev *Evaluation, waited time.Duration, join bool) {
-	for i := range ev.Policies {
-		res := &ev.Policies[i]
-		switch {
-		case res.Decision != DecisionDelayed:
-		case join:
-			st.Metrics.Queued(res.Policy)
-		default:
-			st.Metrics.Dequeued(res.Policy, waited, ev.Abandoned)
+// itemOf returns res's RateLimit-Policy list item: its policy's at the
+// limit it stated (its own, an override's, or its share on the Fallback).
+func (st *rateLimitState) itemOf(res *decide.PolicyResult) string {
+	switch {
+	case res.Fallback:
+	case res.Override == "":
+		return st.items[res.Index]
+	default:
+		for _, e := range st.ovrItems[res.Index] {
+			if e.name == res.Override && e.limit == res.Limit {
+				return e.item
+			}
 		}
 	}
+	return policyItem(res.Policy, res.Limit) // an OverrideFunc's answer, the Fallback's share
 }
 
 // Policies returns a copy of the current policies, defaults filled in.
@@ -403,7 +281,7 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]policy.Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.logs = rl.state.Load().logs
+	st.eng.Logs = rl.state.Load().eng.Logs
 	old := rl.state.Swap(st)
 	changes := policy.Diff(old.Policies, st.Policies)
 	if old.Limiter != st.Limiter {
@@ -460,7 +338,7 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]policy.Change, error) {
 // client timeout), is not served, and gets a 503 problem if anyone is still
 // listening.
 func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
-	return rl.handler(next, phaseMain)
+	return rl.handler(next, engine.PhaseMain)
 }
 
 // PreAuthHandler is [RateLimiter.Handler] for the policies marked PreAuth
@@ -471,20 +349,20 @@ func (rl *RateLimiter) Handler(next http.Handler) http.Handler {
 // good credential or not, spends the pre-auth budget. Safe for concurrent
 // use.
 func (rl *RateLimiter) PreAuthHandler(next http.Handler) http.Handler {
-	return rl.handler(next, phasePreAuth)
+	return rl.handler(next, engine.PhasePreAuth)
 }
 
-func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
+func (rl *RateLimiter) handler(next http.Handler, ph engine.Phase) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := rl.state.Load()
 		rs := stateFrom(r.Context())
-		if !st.has[ph] {
+		if !st.eng.Has(ph) {
 			// No policy to evaluate (PreAuthHandler without PreAuth
 			// policies): the evaluation would decide, write and count
 			// nothing. A Record still learns that the limiter ran, and the
 			// operation, as it would from that empty evaluation.
 			if rs != nil && rs.record != nil {
-				ev := Evaluation{Operation: rs.operation(st, r), Allowed: true, Replicas: int(st.replicas)}
+				ev := decide.Evaluation{Operation: rs.operation(st, r), Allowed: true, Replicas: int(st.eng.Replicas())}
 				st.record(rs, &ev)
 			}
 			next.ServeHTTP(w, r)
@@ -492,24 +370,26 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		}
 		out := claimArena(rs)
 		sc := getScratch(out)
-		ev := st.evaluate(r, rs, rs.operation(st, r), true, ph, sc)
-		st.countSlots(sc, &ev, +1)
+		in := inputOf(r, rs, rs.operation(st, r))
+		ev := st.eng.Evaluate(&in, true, ph, &sc.Scratch)
+		st.eng.CountSlots(&sc.Scratch, &ev, +1)
 		if ev.Delay > 0 {
-			st.delay(r.Context(), &ev)
+			st.eng.Delay(r.Context(), &ev)
 		}
 		pass := ev.Allowed && !ev.Abandoned
-		settles := pass && sc.reserved
+		settles := pass && sc.Reserved()
 		if settles {
 			// The handler reports costs on r's request state; its
 			// decision line waits for them (see settle).
 			r, rs = openSettle(r, rs, sc, &ev)
+			in.Context = r.Context()
 		} else {
-			st.log(r, &ev)
+			st.eng.Log(&in, &ev)
 		}
-		st.observe(&ev)
+		st.eng.Observe(&ev)
 		base := st.record(rs, &ev)
 		st.respond(w, r, &ev, sc, out, ph)
-		if !sc.held() {
+		if !sc.Held() {
 			sc.release(out)
 			out.release()
 			if pass {
@@ -522,14 +402,14 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 		// when the handler returns or panics (or at once if the request
 		// does not go on). The arena keeps the bytes handed out so far,
 		// for a next phase to append to.
-		out.keep(sc.b)
+		out.keep(sc.B)
 		out.release()
 		defer func() {
 			if settles {
 				st.settle(r, rs, sc, &ev, base)
-				st.log(r, &ev)
+				st.eng.Log(&in, &ev)
 			}
-			st.releaseSlots(r, sc, &ev, true)
+			st.eng.ReleaseSlots(r.Context(), &sc.Scratch, &ev, true)
 			sc.drop()
 		}()
 		if pass {
@@ -547,21 +427,21 @@ func (rl *RateLimiter) handler(next http.Handler, ph phase) http.Handler {
 // Otherwise a client could lower the baseline, and so the cap, for
 // everyone with requests refused in microseconds.
 func serveTimed(next http.Handler, w http.ResponseWriter, r *http.Request, sc *scratch) {
-	if !sc.startAdaptive() {
+	if !sc.StartTiming() {
 		next.ServeHTTP(w, r)
 		return
 	}
 	sc.answer = statusWriter{ResponseWriter: w}
 	next.ServeHTTP(&sc.answer, r)
 	if st := sc.answer.status; st < 400 || st >= 500 { // 0: nothing written, 200
-		sc.countTiming(r.Context().Err() == nil)
+		sc.CountTiming(r.Context().Err() == nil)
 	}
 	sc.answer = statusWriter{}
 }
 
 // record adds ev to the request's Record, if it has one, and returns the
 // index of ev's first policy in the Record's Policies (-1: no Record).
-func (st *rateLimitState) record(rs *requestState, ev *Evaluation) int {
+func (st *rateLimitState) record(rs *requestState, ev *decide.Evaluation) int {
 	if rs == nil || rs.record == nil {
 		return -1
 	}
@@ -575,10 +455,10 @@ func (st *rateLimitState) record(rs *requestState, ev *Evaluation) int {
 // respond writes what the response carries of ev, the evaluation in sc:
 // the RateLimit fields and, when configured, RateLimit-Decision; and, for
 // a request that does not go on, the refusal (a problem, or Deny).
-func (st *rateLimitState) respond(w http.ResponseWriter, r *http.Request, ev *Evaluation, sc *scratch, out *arena, ph phase) {
+func (st *rateLimitState) respond(w http.ResponseWriter, r *http.Request, ev *decide.Evaluation, sc *scratch, out *arena, ph engine.Phase) {
 	h := w.Header()
-	setRateLimitFields(h, ev, sc, out, &st.fields[ph])
-	if st.DecisionHeader && rank(ev.Decision, !ev.Allowed) > rank(Decision(h.Get("RateLimit-Decision")), false) {
+	st.setRateLimitFields(h, ev, &sc.Scratch, out, &st.fields[ph])
+	if st.DecisionHeader && ev.Decision.Rank(!ev.Allowed) > decide.Decision(h.Get("RateLimit-Decision")).Rank(false) {
 		// After PreAuthHandler, the weightier of the two decisions
 		// (PreAuthHandler's let the request through).
 		delete(h, "Ratelimit-Decision")
@@ -619,11 +499,11 @@ type policyField struct {
 // the items are those of known (every token bucket of the phase decided,
 // none with an override's limit), RateLimit-Policy is known's value, and
 // takes no bytes.
-func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena, known *policyField) {
+func (st *rateLimitState) setRateLimitFields(h http.Header, ev *decide.Evaluation, sc *engine.Scratch, out *arena, known *policyField) {
 	n, same := 0, true
 	for i := range ev.Policies {
-		if res := &ev.Policies[i]; res.advertised() {
-			same = same && n < len(known.items) && res.item == known.items[n]
+		if res := &ev.Policies[i]; advertised(res) {
+			same = same && n < len(known.items) && st.itemOf(res) == known.items[n]
 			n++
 		}
 	}
@@ -632,57 +512,57 @@ func setRateLimitFields(h http.Header, ev *Evaluation, sc *scratch, out *arena, 
 	}
 	pol := known.value
 	if !same || n != len(known.items) {
-		pol = joinItems(ev, sc)
+		pol = st.joinItems(ev, sc)
 	}
-	curStart := len(sc.b)
+	curStart := len(sc.B)
 	n = 0
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if !res.advertised() {
+		if !advertised(res) {
 			continue
 		}
 		if n > 0 {
-			sc.b = append(sc.b, ", "...)
+			sc.B = append(sc.B, ", "...)
 		}
 		n++
 		remaining, reset := res.Current()
-		sc.b = append(append(append(sc.b, '"'), res.Policy...), `";r=`...)
-		sc.b = strconv.AppendInt(sc.b, remaining, 10)
-		sc.b = append(sc.b, ";t="...)
+		sc.B = append(append(append(sc.B, '"'), res.Policy...), `";r=`...)
+		sc.B = strconv.AppendInt(sc.B, remaining, 10)
+		sc.B = append(sc.B, ";t="...)
 		// The real time to full, rounded up: never early. It can pass w by
 		// a second where the interval is not a whole number of ns (3/s,
 		// burst 3: 1.000000002 s from empty, w=1, t=2); a client trusting
 		// t then never finds the bucket short (Retry-After <= t).
-		sc.b = strconv.AppendInt(sc.b, ceilSeconds(reset), 10)
+		sc.B = strconv.AppendInt(sc.B, delayseconds.Ceil(reset), 10)
 	}
 	// Added, not set: after PreAuthHandler each field's list goes on with
 	// this phase's policies.
 	addField(h, "Ratelimit-Policy", pol, out.field(fieldPolicy))
-	addField(h, "Ratelimit", sc.str(curStart), out.field(fieldRateLimit))
+	addField(h, "Ratelimit", sc.Str(curStart), out.field(fieldRateLimit))
 }
 
 // joinItems returns the RateLimit-Policy value of ev's advertised policies,
 // appended to sc's bytes when there are several.
-func joinItems(ev *Evaluation, sc *scratch) string {
+func (st *rateLimitState) joinItems(ev *decide.Evaluation, sc *engine.Scratch) string {
 	var pol string // the value while it is one item
-	start := len(sc.b)
+	start := len(sc.B)
 	n := 0
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		if !res.advertised() {
+		if !advertised(res) {
 			continue
 		}
 		switch n++; n {
 		case 1:
-			pol = res.item // as it is: no bytes to append for one policy
+			pol = st.itemOf(res) // as it is: no bytes to append for one policy
 		case 2:
-			sc.b = append(append(append(sc.b, pol...), ", "...), res.item...)
+			sc.B = append(append(append(sc.B, pol...), ", "...), st.itemOf(res)...)
 		default:
-			sc.b = append(append(sc.b, ", "...), res.item...)
+			sc.B = append(append(sc.B, ", "...), st.itemOf(res)...)
 		}
 	}
 	if n > 1 {
-		pol = sc.str(start)
+		pol = sc.Str(start)
 	}
 	return pol
 }
@@ -690,8 +570,8 @@ func joinItems(ev *Evaluation, sc *scratch) string {
 // advertised reports whether the response fields list the policy: it is
 // enforcing, a token bucket (draft-ietf-httpapi-ratelimit-headers-10
 // describes quotas only, not in-flight caps) and the limiter decided it.
-func (res *PolicyResult) advertised() bool {
-	return !res.DryRun && res.Key != "" && !res.badCost && res.Limit.MaxInFlight == 0 && (res.Decision == DecisionPassed || res.Decision == DecisionDelayed || res.Decision == DecisionRejected)
+func advertised(res *decide.PolicyResult) bool {
+	return !res.DryRun && res.Key != "" && !res.InvalidCost && res.Limit.MaxInFlight == 0 && (res.Decision == decide.DecisionPassed || res.Decision == decide.DecisionDelayed || res.Decision == decide.DecisionRejected)
 }
 
 // policyItem returns the RateLimit-Policy list item of policy name with
@@ -717,13 +597,13 @@ func windowSeconds(l limiter.Limit) int64 {
 	}
 	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Rate.Per))
 	if hi >= uint64(l.Rate.Count) { // over 2⁶⁴ ns: only for limits Validate rejects
-		return ceilSeconds(math.MaxInt64)
+		return delayseconds.Ceil(math.MaxInt64)
 	}
 	ns, rem := bits.Div64(hi, lo, uint64(l.Rate.Count))
 	if rem != 0 {
 		ns++
 	}
-	return ceilSeconds(time.Duration(min(ns, math.MaxInt64)))
+	return delayseconds.Ceil(time.Duration(min(ns, math.MaxInt64)))
 }
 
 // refusal is what the policies of a refused request say, gathered for its
@@ -731,29 +611,29 @@ func windowSeconds(l limiter.Limit) int64 {
 // policies, and their Retry-After in seconds.
 type refusal struct {
 	violated         []string
-	first, never     *PolicyResult
-	missing, badCost *PolicyResult
-	retry            int64         // the Retry-After of the rejecting policies
-	longest          *PolicyResult // the first rejecting policy with that wait
-	honest           bool          // every rejecting policy has one (an in-flight cap may not)
+	first, never     *decide.PolicyResult
+	missing, badCost *decide.PolicyResult
+	retry            int64                // the Retry-After of the rejecting policies
+	longest          *decide.PolicyResult // the first rejecting policy with that wait
+	honest           bool                 // every rejecting policy has one (an in-flight cap may not)
 	storeErr         bool
 	storeRetry       int64
 }
 
 // refusalOf gathers ev's refusal.
-func refusalOf(ev *Evaluation) refusal {
+func refusalOf(ev *decide.Evaluation) refusal {
 	f := refusal{honest: true}
 	for i := range ev.Policies {
 		res := &ev.Policies[i]
-		secs, ok := res.retryAfterSeconds()
+		secs, ok := res.RetryAfterSeconds()
 		switch {
-		case res.Decision == DecisionRejected && res.badCost:
+		case res.Decision == decide.DecisionRejected && res.InvalidCost:
 			f.badCost = cmp.Or(f.badCost, res)
-		case res.failMode() == string(policy.OnStoreErrorDeny):
+		case res.FailMode() == string(policy.OnStoreErrorDeny):
 			f.storeErr, f.storeRetry = true, max(f.storeRetry, secs)
-		case res.Decision == DecisionRejected && res.Missing != "":
+		case res.Decision == decide.DecisionRejected && res.Missing != "":
 			f.missing = cmp.Or(f.missing, res)
-		case res.Decision == DecisionRejected:
+		case res.Decision == decide.DecisionRejected:
 			f.violated = append(f.violated, res.Policy)
 			f.first = cmp.Or(f.first, res)
 			if res.Never {
@@ -770,7 +650,7 @@ func refusalOf(ev *Evaluation) refusal {
 
 // rejection returns the RFC 9457 problem answering ev, a refused request,
 // and sets its Retry-After (or WWW-Authenticate) field on h.
-func rejection(h http.Header, ev *Evaluation) problem {
+func rejection(h http.Header, ev *decide.Evaluation) problem {
 	f := refusalOf(ev)
 	switch {
 	case f.missing != nil:
@@ -780,8 +660,8 @@ func rejection(h http.Header, ev *Evaluation) problem {
 		// request is malformed for this policy (a batch without items,
 		// say). Its error stays in the log and the debug JSON.
 		bound := "at least 1"
-		if f.badCost.maxCost > 0 { // a settling policy's reservation: at most what a request settles at
-			bound = fmt.Sprintf("from 1 to its max_cost, %d", f.badCost.maxCost)
+		if f.badCost.MaxCost > 0 { // a settling policy's reservation: at most what a request settles at
+			bound = fmt.Sprintf("from 1 to its max_cost, %d", f.badCost.MaxCost)
 		}
 		return problem{Type: problemInvalidCost, Status: http.StatusBadRequest, Policy: f.badCost.Policy,
 			Title:  "Request cost cannot be determined",
@@ -799,13 +679,13 @@ func rejection(h http.Header, ev *Evaluation) problem {
 // missingProblem is the problem of a request without a dimension that
 // policy res needs: 401 (with a Bearer challenge) without a principal,
 // 403 with one, 500 without a network (a server fault).
-func missingProblem(h http.Header, res *PolicyResult) problem {
+func missingProblem(h http.Header, res *decide.PolicyResult) problem {
 	p := problem{Type: problemMissingDimension, Policy: res.Policy,
 		Detail: fmt.Sprintf("policy %s needs a %s: %s", res.Policy, res.Missing, res.SkippedReason)}
 	switch {
 	case res.Missing == limitkey.DimNetwork:
 		p.Status = http.StatusInternalServerError
-	case !res.principal:
+	case !res.Authenticated:
 		p.Status = http.StatusUnauthorized
 		h.Set("WWW-Authenticate", "Bearer")
 	default:
@@ -816,15 +696,15 @@ func missingProblem(h http.Header, res *PolicyResult) problem {
 
 // neverProblem is the problem of a cost that policy never can never
 // admit (no Retry-After: no wait helps).
-func neverProblem(never *PolicyResult, violated []string) problem {
+func neverProblem(never *decide.PolicyResult, violated []string) problem {
 	if never.Cost <= never.Limit.Burst {
 		// It fits the burst, but even a full bucket would make it wait
 		// longer than max_delay (see the decision rule of package limiter).
-		return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+		return problem{Type: problemNeverSatisfiable, Status: never.Status, Policy: never.Policy, ViolatedPolicies: violated,
 			Title:  "Request cost exceeds what max_delay allows",
 			Detail: fmt.Sprintf("policy %s: a request costing %d tokens would wait longer than its max_delay of %v even from a full bucket", never.Policy, never.Cost, never.Limit.MaxDelay)}
 	}
-	return problem{Type: problemNeverSatisfiable, Status: never.status, Policy: never.Policy, ViolatedPolicies: violated,
+	return problem{Type: problemNeverSatisfiable, Status: never.Status, Policy: never.Policy, ViolatedPolicies: violated,
 		Title:  "Request cost exceeds the burst",
 		Detail: fmt.Sprintf("policy %s: a request costing %d tokens can never fit a burst of %d", never.Policy, never.Cost, never.Limit.Burst)}
 }
@@ -834,7 +714,7 @@ func neverProblem(never *PolicyResult, violated []string) problem {
 // token bucket; Retry-After only when every rejecting policy has one.
 func limitedProblem(h http.Header, f *refusal) problem {
 	first, retry := f.first, f.retry
-	p := problem{Status: first.status, Policy: first.Policy, ViolatedPolicies: f.violated}
+	p := problem{Status: first.Status, Policy: first.Policy, ViolatedPolicies: f.violated}
 	switch {
 	case first.Limit.MaxInFlightCeiling != 0:
 		// The service is saturated, not the client over its budget: an
@@ -850,7 +730,7 @@ func limitedProblem(h http.Header, f *refusal) problem {
 		// No policy here is never satisfiable: each has a Retry-After.
 		p.Type, p.Title = problemRateLimited, "Rate limit exceeded"
 		p.Detail = fmt.Sprintf("policy %s (burst %d, refill %s) has no room for this request; retry in %d s", first.Policy, first.Limit.Burst, first.Limit.Rate, retry)
-		if first.overMaxDelay() {
+		if overMaxDelay(first) {
 			p.Detail = fmt.Sprintf("policy %s would make this request wait longer than its max_delay of %v; retry in %d s", first.Policy, first.Limit.MaxDelay, retry)
 		}
 		if f.longest != first {
@@ -870,15 +750,16 @@ func limitedProblem(h http.Header, f *refusal) problem {
 	return p
 }
 
-// ceilSeconds rounds d up to whole seconds (a client told to come back
-// early is refused again; redis-cell issue 56).
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++ // computed without d+time.Second-1, which overflows near MaxInt64
-	}
-	return s
+// overMaxDelay reports whether res, a rejection, is due to max_delay:
+// the bucket held the cost, but the request would have waited longer
+// than allowed (the log line's "the wait would exceed max_delay").
+func overMaxDelay(res *decide.PolicyResult) bool {
+	return res.Limit.MaxDelay > 0 && !res.Never && res.Remaining >= res.Cost
 }
+
+// FlushLog writes at once the summary lines of the decision log's interval
+// under way (see [RateLimitConfig.LogEveryDecision]), instead of when the
+// interval ends; call it on shutdown so that no count is lost. A key that
+// got its line in that interval gets one again at its next sampled
+// decision. Safe for concurrent use.
+func (rl *RateLimiter) FlushLog() { rl.state.Load().eng.Logs.Flush() }

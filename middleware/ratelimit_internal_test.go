@@ -7,30 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/policy"
 )
-
-func TestCeilSeconds(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want int64
-	}{
-		{-time.Second, 0},
-		{0, 0},
-		{1, 1},
-		{time.Second - 1, 1},
-		{time.Second, 1},
-		{time.Second + 1, 2},
-		{1500 * time.Millisecond, 2},
-		{math.MaxInt64, 9223372037}, // 9223372036.854775807 s, rounded up without overflow
-	}
-	for _, tt := range tests {
-		if got := ceilSeconds(tt.d); got != tt.want {
-			t.Errorf("ceilSeconds(%d) = %d, want %d", tt.d, got, tt.want)
-		}
-	}
-}
 
 // TestRateLimitFieldsList: one item per advertised policy, in order, with
 // dry-run and undecided policies left out, for one, two and three items;
@@ -39,19 +19,21 @@ func TestCeilSeconds(t *testing.T) {
 // otherwise: fewer policies decided, another limit (an override's), none
 // known.
 func TestRateLimitFieldsList(t *testing.T) {
-	mk := func(name string, burst int64, decision Decision, dryRun bool) PolicyResult {
+	st := &rateLimitState{}
+	mk := func(name string, burst int64, decision decide.Decision, dryRun bool) decide.PolicyResult {
 		p := policy.Policy{Name: name, Limit: limiter.Limit{Rate: limiter.Rate{Count: 1, Per: time.Second}, Burst: burst}}
-		return PolicyResult{Policy: name, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
-			Decision: decision, DryRun: dryRun, Charged: true, item: policyItem(p.Name, p.Limit)}
+		st.items = append(st.items, policyItem(p.Name, p.Limit))
+		return decide.PolicyResult{Policy: name, Index: len(st.items) - 1, Key: name + "|k", Limit: p.Limit, Cost: 1, Remaining: burst - 1, ResetAfter: time.Second,
+			Decision: decision, DryRun: dryRun, Charged: true}
 	}
-	all := []PolicyResult{
-		mk("a", 2, DecisionPassed, false),
-		mk("dry", 9, DecisionPassed, true),
-		mk("b", 3, DecisionDelayed, false),
-		mk("skipped", 9, DecisionSkipped, false),
-		mk("c", 4, DecisionRejected, false),
+	all := []decide.PolicyResult{
+		mk("a", 2, decide.DecisionPassed, false),
+		mk("dry", 9, decide.DecisionPassed, true),
+		mk("b", 3, decide.DecisionDelayed, false),
+		mk("skipped", 9, decide.DecisionSkipped, false),
+		mk("c", 4, decide.DecisionRejected, false),
 	}
-	item := func(i int) string { return all[i].item }
+	item := func(i int) string { return st.items[i] }
 	tests := []struct {
 		n         int      // policies of all
 		known     []string // the configuration's items
@@ -73,7 +55,7 @@ func TestRateLimitFieldsList(t *testing.T) {
 		var out arena
 		sc := getScratch(&out)
 		known := &policyField{items: tt.known, value: strings.Join(tt.known, ", ")}
-		setRateLimitFields(h, &Evaluation{Policies: all[:tt.n]}, sc, &out, known)
+		st.setRateLimitFields(h, &decide.Evaluation{Policies: all[:tt.n]}, &sc.Scratch, &out, known)
 		sc.release(&out)
 		if got := h.Values("RateLimit-Policy"); len(got) != 1 || got[0] != tt.pol {
 			t.Errorf("%d policies, known %q: RateLimit-Policy %q, want %q", tt.n, tt.known, got, tt.pol)
@@ -91,14 +73,12 @@ func TestRateLimitFieldsList(t *testing.T) {
 // passed two policies.
 func BenchmarkRateLimitFields(b *testing.B) {
 	lim := limiter.Limit{Rate: limiter.Rate{Count: 1000000, Per: time.Second}, Burst: 1000000}
-	ev := &Evaluation{Policies: []PolicyResult{
-		{Policy: "per-network", Key: "k1", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: DecisionPassed, Charged: true},
-		{Policy: "per-account", Key: "k2", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: DecisionPassed, Charged: true},
+	ev := &decide.Evaluation{Policies: []decide.PolicyResult{
+		{Policy: "per-network", Index: 0, Key: "k1", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: decide.DecisionPassed, Charged: true},
+		{Policy: "per-account", Index: 1, Key: "k2", Limit: lim, Cost: 1, Remaining: 999999, ResetAfter: time.Microsecond, Decision: decide.DecisionPassed, Charged: true},
 	}}
-	for i := range ev.Policies {
-		ev.Policies[i].item = policyItem(ev.Policies[i].Policy, lim)
-	}
-	known := &policyField{items: []string{ev.Policies[0].item, ev.Policies[1].item}}
+	st := &rateLimitState{items: []string{policyItem("per-network", lim), policyItem("per-account", lim)}}
+	known := &policyField{items: st.items}
 	known.value = strings.Join(known.items, ", ")
 	h, out := http.Header{}, new(arena)
 	b.ReportAllocs()
@@ -106,7 +86,7 @@ func BenchmarkRateLimitFields(b *testing.B) {
 		clear(h)
 		*out = arena{}
 		sc := getScratch(out)
-		setRateLimitFields(h, ev, sc, out, known)
+		st.setRateLimitFields(h, ev, &sc.Scratch, out, known)
 		sc.release(out)
 	}
 }

@@ -304,7 +304,7 @@ func TestNewRateLimiterRefusesNilFunctions(t *testing.T) {
 	_, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: memory.New(memory.Options{}), Policies: []policy.Policy{p},
 		Operation: func(*http.Request) string { return "op" },
 		Costs:     map[string]func(*http.Request) (int64, error){"p": nil},
-		Custom:    map[limitkey.Dimension]middleware.DimensionFunc{"region": nil}})
+		Custom:    map[limitkey.Dimension]func(*http.Request) (string, bool){"region": nil}})
 	want := "costs[\"p\"]: a nil function\n" +
 		"custom[\"region\"]: a nil function (every request would lack the dimension)"
 	if err == nil || err.Error() != want {

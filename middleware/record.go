@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -44,7 +45,7 @@ type Record struct {
 	Limited bool `json:"limited"`
 	// Decision sums up the request's decision (see [Evaluation.Decision]);
 	// "" when no policy applies.
-	Decision Decision `json:"decision"`
+	Decision decide.Decision `json:"decision"`
 	// DelaySeconds is how long the request waited (or would wait) before
 	// proceeding, for DELAYED; null otherwise.
 	DelaySeconds *float64 `json:"delay_seconds"`
@@ -55,7 +56,7 @@ type Record struct {
 	// Policies holds each applicable policy's key and decision, in
 	// evaluation order (the pre-auth policies first in a live Record); see
 	// [PolicyResult.MarshalJSON] for their JSON.
-	Policies []PolicyResult `json:"policies"`
+	Policies []decide.PolicyResult `json:"policies"`
 	// RoundTrips is how many round trips to a shared store the request's
 	// limiter calls took, both phases together: 0 for the memory store and
 	// for rejections a local deny cache answered, 1 per call within one
@@ -88,7 +89,7 @@ func Recorder(next http.Handler) http.Handler {
 func WithRecord(ctx context.Context) (context.Context, *Record) {
 	// Until Authenticate records its outcome, none was reached: the
 	// request may be refused before it, or its route may have none.
-	rec := &Record{Policies: []PolicyResult{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
+	rec := &Record{Policies: []decide.PolicyResult{}, Authentication: DebugAuthentication{Outcome: outcomeNotReached}}
 	parent := stateFrom(ctx)
 	ctx, st := withState(ctx)
 	st.record = rec
@@ -131,9 +132,9 @@ func (rec *Record) recordAuth(out *authOutcome) {
 // keeps the weightier decision (see rank: the first evaluation let the
 // request through, or there would be no second) and adds its delay: the
 // phases wait one after the other.
-func (rec *Record) recordEvaluation(ev *Evaluation) {
+func (rec *Record) recordEvaluation(ev *decide.Evaluation) {
 	rec.Operation = ev.Operation
-	if !rec.Limited || rank(ev.Decision, !ev.Allowed) > rank(rec.Decision, false) {
+	if !rec.Limited || ev.Decision.Rank(!ev.Allowed) > rec.Decision.Rank(false) {
 		rec.Decision = ev.Decision
 	}
 	rec.Limited = true
@@ -145,7 +146,7 @@ func (rec *Record) recordEvaluation(ev *Evaluation) {
 		rec.DelaySeconds = &s
 	}
 	if ev.Abandoned {
-		rec.Outcome = outcomeClientTimeout
+		rec.Outcome = "client_timeout" // the decision log's "outcome" alike
 	}
 	rec.RoundTrips += ev.RoundTrips
 	rec.Replicas = ev.Replicas

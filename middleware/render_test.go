@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
@@ -81,8 +82,8 @@ func testDecisionAcrossPhases(t *testing.T) {
 	if got := w.Header().Get("RateLimit-Decision"); got != "DELAYED" {
 		t.Errorf("RateLimit-Decision %q; want DELAYED", got)
 	}
-	if rec.Decision != middleware.DecisionDelayed || len(rec.Policies) != 2 ||
-		rec.Policies[0].Decision != middleware.DecisionError || rec.Policies[1].Decision != middleware.DecisionDelayed {
+	if rec.Decision != decide.DecisionDelayed || len(rec.Policies) != 2 ||
+		rec.Policies[0].Decision != decide.DecisionError || rec.Policies[1].Decision != decide.DecisionDelayed {
 		t.Errorf("record: %+v; want DELAYED, policies ERROR then DELAYED", rec)
 	}
 	b, err := json.Marshal(rec)

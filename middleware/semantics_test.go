@@ -50,7 +50,7 @@ func newNginxStack(t *testing.T, cfg middleware.RateLimitConfig) *nginxStack {
 	r := chi.NewRouter()
 	cfg.Limiter = s.lim
 	cfg.Operation = middleware.RouteOperation(r)
-	cfg.Custom = map[limitkey.Dimension]middleware.DimensionFunc{argDim: func(r *http.Request) (string, bool) {
+	cfg.Custom = map[limitkey.Dimension]func(*http.Request) (string, bool){argDim: func(r *http.Request) (string, bool) {
 		v := r.URL.Query().Get("k")
 		return v, v != ""
 	}}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/internal/clocktest"
 	"github.com/ratekey/ratekey/internal/redistest"
 	"github.com/ratekey/ratekey/limiter"
@@ -349,7 +350,7 @@ func TestSettleDryRun(t *testing.T) {
 		t.Fatalf("dry run: %d, settled %s; want 200, 1500", w.Code, settled)
 	}
 	w, rec = g.do()
-	if w.Code != http.StatusOK || rec.Decision != middleware.DecisionRejectedDryRun {
+	if w.Code != http.StatusOK || rec.Decision != decide.DecisionRejectedDryRun {
 		t.Fatalf("in debt, dry run: %d %s; want 200 REJECTED_DRY_RUN", w.Code, rec.Decision)
 	}
 	if _, settled := settledJSON(t, rec, "llm"); settled != "null" {
@@ -377,7 +378,7 @@ func testSettleDelayed(t *testing.T) {
 	var errs []string
 	g.serve = reports(&errs, "llm", 1)
 	w, rec := g.do()
-	if w.Code != http.StatusOK || rec.Decision != middleware.DecisionDelayed || fmt.Sprint(g.waits) != "[1s]" {
+	if w.Code != http.StatusOK || rec.Decision != decide.DecisionDelayed || fmt.Sprint(g.waits) != "[1s]" {
 		t.Fatalf("%d %s after waiting %v; want 200 DELAYED after [1s]", w.Code, rec.Decision, g.waits)
 	}
 	if _, settled := settledJSON(t, rec, "llm"); settled != "1" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/middleware"
@@ -75,7 +76,7 @@ func TestWithOperation(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/pkg.Service/Method", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
 	rec := dc.Explain(req.WithContext(middleware.WithOperation(req.Context(), "/pkg.Service/Method")))
-	if rec.Operation != "/pkg.Service/Method" || len(rec.Policies) != 1 || rec.Policies[0].Decision != middleware.DecisionRejected {
+	if rec.Operation != "/pkg.Service/Method" || len(rec.Policies) != 1 || rec.Policies[0].Decision != decide.DecisionRejected {
 		t.Errorf("Explain: operation %q, policies %+v; want /pkg.Service/Method, one REJECTED", rec.Operation, rec.Policies)
 	}
 	// WithOperation on a context holding a Record fixes it in place.
@@ -93,7 +94,7 @@ func TestWithOperation(t *testing.T) {
 func TestDebugGRPC(t *testing.T) {
 	res := proxyResolver(t)
 	describe := func(r *http.Request, method string) *middleware.Record {
-		return &middleware.Record{Peer: r.RemoteAddr, Operation: method + " for " + r.Header.Get("X-Test"), Policies: []middleware.PolicyResult{}}
+		return &middleware.Record{Peer: r.RemoteAddr, Operation: method + " for " + r.Header.Get("X-Test"), Policies: []decide.PolicyResult{}}
 	}
 	for _, tc := range []struct {
 		name, peer, query string

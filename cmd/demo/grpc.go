@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekey/ratekey"
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/grpclimit"
 	"github.com/ratekey/ratekey/middleware"
 )
@@ -125,7 +126,7 @@ func (a *app) newGRPCSide(m *ratekey.Middleware, logger *slog.Logger) *grpcSide 
 func (g *grpcSide) describe(r *http.Request, method string) *middleware.Record {
 	rec := g.lim.Describe(r, method)
 	if !grpcLimited(method) {
-		rec.Principal, rec.Limited, rec.Decision, rec.Policies = nil, false, "", []middleware.PolicyResult{}
+		rec.Principal, rec.Limited, rec.Decision, rec.Policies = nil, false, "", []decide.PolicyResult{}
 		rec.Authentication = middleware.DebugAuthentication{Outcome: "not_reached"}
 	}
 	return rec

@@ -112,7 +112,7 @@ func ratekeyLimit(l limitReq) limiter.Limit {
 func ratekeyConfig(loc location, store limiter.Limiter, op func(*http.Request) string, logger *slog.Logger) middleware.RateLimitConfig {
 	status := cmp.Or(loc.status, http.StatusServiceUnavailable)
 	cfg := middleware.RateLimitConfig{Limiter: store, Operation: op, Logger: logger, DryRun: loc.dryRun, DecisionHeader: true,
-		Custom: map[limitkey.Dimension]middleware.DimensionFunc{"arg_k": queryArg("k"), "arg_g": queryArg("g")}}
+		Custom: map[limitkey.Dimension]func(*http.Request) (string, bool){"arg_k": queryArg("k"), "arg_g": queryArg("g")}}
 	for _, l := range loc.limits {
 		cfg.Policies = append(cfg.Policies, policy.Policy{Name: l.zone.name, Key: []limitkey.Dimension{limitkey.Dimension("arg_" + l.zone.arg)},
 			Limit: ratekeyLimit(l), Status: status, OnMissing: policy.OnMissingSkip})
@@ -122,7 +122,7 @@ func ratekeyConfig(loc location, store limiter.Limiter, op func(*http.Request) s
 
 // queryArg reads a query argument, as nginx's $arg_<name> does. (A value the
 // client writes: fine for a test, never for a production key.)
-func queryArg(name string) middleware.DimensionFunc {
+func queryArg(name string) func(*http.Request) (string, bool) {
 	return func(r *http.Request) (string, bool) {
 		v := r.URL.Query().Get(name)
 		return v, v != ""

@@ -1,9 +1,11 @@
-package middleware
+package decide
 
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 
+	"github.com/ratekey/ratekey/internal/delayseconds"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/policy"
 )
@@ -24,44 +26,44 @@ const outcomeClientTimeout = "client_timeout"
 // fails a request.
 const failModeDryRun = "dry_run"
 
-// failMode returns the path a store error takes: "deny" (503), "allow"
-// (let through and counted) or "dry_run"; "" unless Decision is ERROR.
-func (res *PolicyResult) failMode() string {
+// FailMode returns the path a store error took: "deny" (the request is
+// refused: 503 over HTTP), "allow" (let through, and counted) or "dry_run"
+// (a dry-run policy never fails a request); "" unless Decision is ERROR. A
+// policy whose OnStoreError is local reaches ERROR only when its fallback
+// failed too (a full local store): "deny". The strings are the debug
+// JSON's "fail_mode".
+func (res *PolicyResult) FailMode() string {
 	switch {
 	case res.Decision != DecisionError:
 		return ""
 	case res.DryRun:
 		return failModeDryRun
-	case res.onStore == policy.OnStoreErrorLocal:
+	case res.OnStoreError == policy.OnStoreErrorLocal:
 		// Its fallback failed too (a full local store): fail closed.
 		return string(policy.OnStoreErrorDeny)
 	}
-	return string(res.onStore)
+	return string(res.OnStoreError)
 }
 
-// refuses reports whether the policy refuses the request: REJECTED, or an
-// ERROR failing closed.
-func (res *PolicyResult) refuses() bool {
-	return res.Decision == DecisionRejected || res.failMode() == string(policy.OnStoreErrorDeny)
-}
-
-// retryAfterSeconds returns the Retry-After, in whole seconds rounded up
-// (at least 1), of the response the decision calls for: for REJECTED and
-// REJECTED_DRY_RUN of a limit, when the cost would fit (of an in-flight
-// cap, when the policy sets RetryAfter); for an ERROR
-// failing closed, the 503's (see storeRetryAfter). ok is false otherwise:
-// passed, failing open, missing a dimension, or never satisfiable (a
-// promise that could never be kept).
-func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
-	rejected := (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.badCost
+// RetryAfterSeconds returns the Retry-After, in whole seconds rounded up
+// (at least 1; RFC 9110 §10.2.3), of the answer the decision calls for:
+// for REJECTED and REJECTED_DRY_RUN of a limit, when the cost would fit
+// (of an in-flight cap, when the policy sets RetryAfter); for an ERROR
+// failing closed, when a full store can next track the key
+// ([limiter.CapacityError]), else 1 (a store that is down says nothing of
+// when it is back). ok is false otherwise: passed, failing open, missing
+// a dimension, an invalid cost, or never satisfiable (a promise that could
+// never be kept). The debug JSON's "retry_after_seconds".
+func (res *PolicyResult) RetryAfterSeconds() (secs int64, ok bool) {
+	rejected := (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.InvalidCost
 	switch {
 	case rejected && res.Limit.MaxInFlight != 0:
 		// No store can tell when a running request ends: only the
-		// policy's own retry_after is a Retry-After.
-		return max(ceilSeconds(res.retryAfter), 1), res.retryAfter > 0
+		// policy's own retry_after (RetryAfter) is a Retry-After.
+		return max(delayseconds.Ceil(res.RetryAfter), 1), res.RetryAfter > 0
 	case rejected:
-		return max(ceilSeconds(res.RetryAfter), 1), true
-	case res.failMode() == string(policy.OnStoreErrorDeny):
+		return max(delayseconds.Ceil(res.RetryAfter), 1), true
+	case res.FailMode() == string(policy.OnStoreErrorDeny):
 		return storeRetryAfter(res.Err), true
 	}
 	return 0, false
@@ -74,7 +76,7 @@ func (res *PolicyResult) retryAfterSeconds() (secs int64, ok bool) {
 func storeRetryAfter(err error) int64 {
 	var ce *limiter.CapacityError
 	if errors.As(err, &ce) {
-		return max(ceilSeconds(ce.RetryAfter), 1)
+		return max(delayseconds.Ceil(ce.RetryAfter), 1)
 	}
 	return 1
 }
@@ -101,33 +103,69 @@ func (res *PolicyResult) delaySeconds() (secs float64, ok bool) {
 // remaining returns the whole tokens left, never below 0.
 func (res *PolicyResult) remaining() int64 { return max(res.Remaining, 0) }
 
-// rank orders decisions as a request's Decision sums its policies' up (see
-// [Evaluation.Decision]): the request's Decision is its policies' of
-// highest rank and, across the two phases of the live chain, its
-// evaluations'. refuses tells an ERROR failing closed, which refuses the
-// request (see [PolicyResult.refuses]), from one failing open or in dry
-// run, which lets it through.
-func rank(d Decision, refuses bool) int {
-	switch d {
-	case DecisionRejected:
-		return 8
-	case DecisionError:
-		if refuses {
-			return 7
-		}
-		return 5
-	case DecisionDelayed:
-		return 6
-	case DecisionRejectedDryRun:
-		return 4
-	case DecisionDelayedDryRun:
-		return 3
-	case DecisionPassed:
-		return 2
-	case DecisionSkipped:
-		return 1
+// AppendLogAttrs appends to attrs what ratekey's decision log line
+// ("ratekey decision") says of res beyond its policy, decision, key,
+// operation, cost, remaining tokens, store and client: what the policy is
+// beyond a bucket (dry_run, reserved and settled, override, class and
+// adaptive_limit), then why it decided as it did (skipped_reason; error
+// and fail_mode; retry_after_seconds; max_delay_seconds; delay_seconds;
+// outcome "client_timeout" when abandoned, the evaluation's
+// [Evaluation.Abandoned]). The names are those of the debug JSON and a
+// public contract; no value holds a credential. Safe for concurrent use.
+func (res *PolicyResult) AppendLogAttrs(attrs []slog.Attr, abandoned bool) []slog.Attr {
+	if res.DryRun {
+		attrs = append(attrs, slog.Bool("dry_run", true))
 	}
-	return 0
+	if res.Settle {
+		attrs = append(attrs, slog.Int64("reserved", res.Cost))
+		if res.Returned {
+			attrs = append(attrs, slog.Int64("settled", res.Settled))
+		}
+	}
+	if res.Override != "" {
+		attrs = append(attrs, slog.String("override", res.Override))
+	}
+	if res.Class != "" {
+		attrs = append(attrs, slog.String("class", string(res.Class)), slog.Int64("adaptive_limit", res.Limit.MaxInFlight))
+	}
+	return res.outcomeAttrs(attrs, abandoned)
+}
+
+// outcomeAttrs appends why res decided as it did: the skipped reason, the
+// error and fail mode, the Retry-After (as in the debug JSON and the
+// response), the delay, or the client's timeout (abandoned: the request
+// ended first).
+func (res *PolicyResult) outcomeAttrs(attrs []slog.Attr, abandoned bool) []slog.Attr {
+	retry, hasRetry := res.RetryAfterSeconds()
+	switch delay, delayed := res.delaySeconds(); {
+	case res.SkippedReason != "":
+		attrs = append(attrs, slog.String("skipped_reason", res.SkippedReason))
+	case res.InvalidCost:
+		attrs = append(attrs, slog.String("error", res.errorText()))
+	case res.Err != nil && abandoned:
+		// No fail mode applies: the request ended, the store did not fail.
+		attrs = append(attrs, slog.String("error", "the request ended before the limiter answered"), slog.String("outcome", outcomeClientTimeout))
+	case res.Err != nil:
+		attrs = append(attrs, slog.String("error", res.errorText()), slog.String("fail_mode", res.FailMode()))
+		if hasRetry {
+			attrs = append(attrs, slog.Int64("retry_after_seconds", retry)) // failing closed: the 503's
+		}
+	case res.Never && res.Cost <= res.Limit.Burst:
+		attrs = append(attrs, slog.String("error", "cost exceeds what max_delay allows"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
+	case res.Never:
+		attrs = append(attrs, slog.String("error", "cost exceeds burst"))
+	case hasRetry: // REJECTED or REJECTED_DRY_RUN by the limit
+		attrs = append(attrs, slog.Int64("retry_after_seconds", retry))
+		if res.overMaxDelay() {
+			attrs = append(attrs, slog.String("error", "the wait would exceed max_delay"), slog.Float64("max_delay_seconds", res.Limit.MaxDelay.Seconds()))
+		}
+	case delayed:
+		attrs = append(attrs, slog.Float64("delay_seconds", delay))
+		if res.Decision == DecisionDelayed && abandoned {
+			attrs = append(attrs, slog.String("outcome", outcomeClientTimeout))
+		}
+	}
+	return attrs
 }
 
 // policyJSON is a PolicyResult as the Record's JSON (the debug endpoint's
@@ -193,10 +231,10 @@ func (res *PolicyResult) view() policyJSON {
 	if res.Key != "" {
 		v.Key = &res.Key
 	}
-	if s, ok := res.retryAfterSeconds(); ok {
+	if s, ok := res.RetryAfterSeconds(); ok {
 		v.RetryAfterSeconds = &s
 	}
-	if m := res.failMode(); m != "" {
+	if m := res.FailMode(); m != "" {
 		v.FailMode = &m
 	}
 	if s, ok := res.delaySeconds(); ok {
@@ -220,7 +258,7 @@ func (res *PolicyResult) view() policyJSON {
 	v.Prefetched = res.Prefetched
 	if res.Settle {
 		v.Reserved = &res.Cost
-		if res.settled {
+		if res.Returned {
 			v.Settled = &res.Settled
 		}
 	}

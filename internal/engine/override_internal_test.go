@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func BenchmarkOverrideMatch(b *testing.B) {
 		{"three-kinds", []policy.Override{{Tenant: "acme"}, {Plan: "pro"}, {Tenant: "acme", Account: "vip"}}},
 	} {
 		p := policy.Policy{Name: "p", Limit: l, Cost: 1, Overrides: tc.ovr}
-		t := compileOverrides(&p, policy.Rules{}, func(l limiter.Limit) limiter.Limit { return l })
+		t := compileOverrides(&p, policy.Rules{})
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				if t.match(&pr) != nil {

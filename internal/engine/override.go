@@ -1,9 +1,9 @@
-package middleware
+package engine
 
 import (
 	"fmt"
-	"net/http"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/policy"
@@ -15,7 +15,6 @@ type effective struct {
 	name  string // the override's name; "" for the policy's own limit
 	limit limiter.Limit
 	cost  int64
-	item  string // the RateLimit-Policy list item
 }
 
 // overrideTable is a policy's Overrides, compiled: one map per kind of
@@ -35,9 +34,8 @@ type overrideTable struct {
 type tenantAccount struct{ tenant, account string }
 
 // compileOverrides builds p's table; nil when p has no Overrides. p must
-// be valid under rules r. share gives the limit this process states for a limit (its
-// share of a store shared by several processes).
-func compileOverrides(p *policy.Policy, r policy.Rules, share func(limiter.Limit) limiter.Limit) *overrideTable {
+// be valid under rules r.
+func compileOverrides(p *policy.Policy, r policy.Rules) *overrideTable {
 	if len(p.Overrides) == 0 {
 		return nil
 	}
@@ -45,7 +43,7 @@ func compileOverrides(p *policy.Policy, r policy.Rules, share func(limiter.Limit
 	for j := range p.Overrides {
 		o := &p.Overrides[j]
 		c, _ := p.CheckOverride(*o, r) // completed; valid under r, as Validate checked
-		t.list = append(t.list, effective{name: o.String(), limit: c.Limit, cost: c.Cost, item: policyItem(p.Name, share(c.Limit))})
+		t.list = append(t.list, effective{name: o.String(), limit: c.Limit, cost: c.Cost})
 		switch {
 		case o.Account != "":
 			t.anyTenant = t.anyTenant || o.Tenant == ""
@@ -99,14 +97,14 @@ func (t *overrideTable) match(pr *limitkey.Principal) *effective {
 	return &t.list[best]
 }
 
-// override sets res's limit, cost and RateLimit-Policy item to those of
+// override sets res's limit and cost to those of
 // the first of policy i's Overrides matching pr or, when none matches, of
 // its OverrideFunc's answer for key. An invalid answer of the function is
 // an error (res is then unchanged).
-func (st *rateLimitState) override(i int, res *PolicyResult, pr *limitkey.Principal, key limitkey.Key) error {
+func (st *State[R]) override(i int, res *decide.PolicyResult, pr *limitkey.Principal, key limitkey.Key) error {
 	if t := st.ovr[i]; t != nil {
 		if e := t.match(pr); e != nil {
-			res.Limit, res.Cost, res.item, res.Override = e.limit, e.cost, e.item, e.name
+			res.Limit, res.Cost, res.Override = e.limit, e.cost, e.name
 			return nil
 		}
 	}
@@ -123,15 +121,12 @@ func (st *rateLimitState) override(i int, res *PolicyResult, pr *limitkey.Princi
 		return err
 	}
 	res.Limit, res.Cost, res.Override = c.Limit, c.Cost, o.String()
-	if c.Limit != p.Limit {
-		res.item = policyItem(p.Name, st.share(c.Limit))
-	}
 	return nil
 }
 
 // costOf calls cost function f for r; a cost below 1, or above maxCost
 // (a settling policy's, 0 for others), is an error.
-func costOf(f func(*http.Request) (int64, error), r *http.Request, maxCost int64) (int64, error) {
+func costOf[R any](f func(R) (int64, error), r R, maxCost int64) (int64, error) {
 	c, err := f(r)
 	switch {
 	case err != nil:

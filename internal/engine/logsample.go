@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratekey/ratekey/decide"
 )
 
-// Bounded decision logging (see [RateLimitConfig.LogEveryDecision]).
+// Bounded decision logging (see [Config.LogEveryDecision]).
 //
 // An attacker who can be rejected at will must not be able to fill the
 // operator's disk, so by default the decisions a client can trigger at will
@@ -37,7 +39,7 @@ import (
 
 const (
 	// defaultLogInterval is the decision log's interval when
-	// [RateLimitConfig.LogInterval] is 0.
+	// [Config.LogInterval] is 0.
 	defaultLogInterval = time.Second
 
 	// logKeysPerInterval caps the (policy, decision, key) triples logged
@@ -59,7 +61,7 @@ const (
 // logKey names what a first line and a per-key summary cover.
 type logKey struct {
 	policy   string
-	decision Decision
+	decision decide.Decision
 	key      string
 }
 
@@ -74,7 +76,7 @@ type logEntry struct {
 // aggKey names a suppressed line.
 type aggKey struct {
 	policy   string
-	decision Decision
+	decision decide.Decision
 }
 
 // logAggregate counts the suppressed decisions of one (policy, decision)
@@ -97,16 +99,17 @@ type logSummary struct {
 	interval   time.Duration
 }
 
-// logSampler decides which decisions get a line, and writes the summaries.
-// One per RateLimiter, shared by its configurations across Reload. Safe for
+// LogSampler decides which decisions get a line, and writes the summaries.
+// One per rate limiter, shared by its configurations across reloads
+// (State.Logs). Safe for
 // concurrent use; a single mutex, taken only for decisions it samples.
 //
 // An interval starts at the first sampled decision and lasts the interval
 // configured then. It ends lazily: at the first sampled decision after it,
-// at [RateLimiter.FlushLog], or, once a decision has been counted in it, at
+// at Flush, or, once a decision has been counted in it, at
 // a one-shot timer set for its end (no goroutine outlives it: the timer is
 // set again only while there are counts to write).
-type logSampler struct {
+type LogSampler struct {
 	now   func() time.Time            // time.Now; tests inject a clock
 	after func(time.Duration, func()) // time.AfterFunc; tests inject their own
 
@@ -124,8 +127,8 @@ type logSampler struct {
 	seed     maphash.Seed
 }
 
-func newLogSampler() *logSampler {
-	return &logSampler{
+func NewLogSampler() *LogSampler {
+	return &LogSampler{
 		now:   time.Now,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		ents:  make([]logEntry, 0, logKeysPerInterval),
@@ -139,16 +142,16 @@ func newLogSampler() *logSampler {
 // is called once the logger is known to write level. PASSED (sampled by
 // SamplePassed) and SKIPPED (at Debug) always do, as does everything with
 // LogEveryDecision.
-func (st *rateLimitState) logLine(res *PolicyResult, level slog.Level) bool {
-	if st.LogEveryDecision || st.logs == nil || res.Decision == DecisionPassed || res.Decision == DecisionSkipped {
+func (st *State[R]) logLine(res *decide.PolicyResult, level slog.Level) bool {
+	if st.LogEveryDecision || st.Logs == nil || res.Decision == decide.DecisionPassed || res.Decision == decide.DecisionSkipped {
 		return true
 	}
-	return st.logs.sample(st.Logger, st.LogInterval, res, level)
+	return st.Logs.sample(st.Logger, st.LogInterval, res, level)
 }
 
 // sample counts one decision and reports whether it gets its own line;
 // it writes the summaries of the interval it ends, if any, on logger.
-func (s *logSampler) sample(logger *slog.Logger, interval time.Duration, res *PolicyResult, level slog.Level) bool {
+func (s *LogSampler) sample(logger *slog.Logger, interval time.Duration, res *decide.PolicyResult, level slog.Level) bool {
 	now := s.now()
 	var done []logSummary
 	s.mu.Lock()
@@ -175,7 +178,7 @@ func (s *logSampler) sample(logger *slog.Logger, interval time.Duration, res *Po
 
 // count records one decision in the interval under way and reports
 // whether it gets its own line. s.mu is held.
-func (s *logSampler) count(res *PolicyResult, level slog.Level) bool {
+func (s *LogSampler) count(res *decide.PolicyResult, level slog.Level) bool {
 	for i := range s.ents {
 		e := &s.ents[i]
 		if e.key == res.Key && e.policy == res.Policy && e.decision == res.Decision {
@@ -224,7 +227,7 @@ func (s *logSampler) count(res *PolicyResult, level slog.Level) bool {
 }
 
 // end closes the interval under way and returns its summaries. s.mu is held.
-func (s *logSampler) end() []logSummary {
+func (s *LogSampler) end() []logSummary {
 	var out []logSummary
 	if s.pending {
 		for i := range s.ents {
@@ -248,7 +251,7 @@ func (s *logSampler) end() []logSummary {
 }
 
 // expire is the timer set for the end of an interval with counts to write.
-func (s *logSampler) expire() {
+func (s *LogSampler) expire() {
 	now := s.now()
 	var done []logSummary
 	s.mu.Lock()
@@ -270,8 +273,10 @@ func (s *logSampler) expire() {
 	writeSummaries(logger, done)
 }
 
-// flush ends the interval under way, writing its summaries now.
-func (s *logSampler) flush() {
+// Flush ends the interval under way, writing its summaries now instead
+// of when the interval ends (see middleware.RateLimiter.FlushLog). Safe
+// for concurrent use.
+func (s *LogSampler) Flush() {
 	s.mu.Lock()
 	var done []logSummary
 	if s.open {
@@ -307,13 +312,21 @@ func writeSummaries(logger *slog.Logger, done []logSummary) {
 	}
 }
 
-// FlushLog writes at once the summary lines of the decision log's interval
-// under way (see [RateLimitConfig.LogEveryDecision]), instead of when the
-// interval ends; call it on shutdown so that no count is lost. A key that
-// got its line in that interval gets one again at its next sampled
-// decision. Safe for concurrent use.
-func (rl *RateLimiter) FlushLog() {
-	if s := rl.state.Load().logs; s != nil {
-		s.flush()
-	}
+// SetClock makes s read now instead of the real clock, and hand the
+// timers that end its intervals to after (which may run them when it
+// likes, or never) instead of time.AfterFunc: for tests of the "timer
+// late" path, which a testing/synctest bubble cannot reach (it fires
+// timers exactly on time). Call it before the first decision.
+func (s *LogSampler) SetClock(now func() time.Time, after func(time.Duration, func())) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now, s.after = now, after
+}
+
+// Size returns what s holds, for tests of its bounds: entries logged
+// individually, key hashes, and aggregates.
+func (s *LogSampler) Size() (entries, hashes, aggregates int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ents), len(s.seen), len(s.aggs)
 }

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"github.com/ratekey/ratekey/limiter"
@@ -8,7 +8,7 @@ import (
 // store's Options.Replicas) enforces each limit's share,
 // [limiter.Limit.Share]. The RateLimiter states that share wherever it
 // states a limit (RateLimit-Policy and RateLimit, the problem body, the
-// log, [PolicyResult].Limit and the debug record, whose Replicas says how
+// log, [decide.PolicyResult].Limit and the debug record, whose Replicas says how
 // many), and hands the store the configured limit, which names the
 // bucket: a reload that changes the count keeps every bucket's debt.
 
@@ -27,7 +27,7 @@ func replicasOf(l limiter.Limiter) int64 {
 
 // share returns this process's share of l (l itself for one process).
 // Only limits that passed shareProblems are shared, so it cannot fail.
-func (st *rateLimitState) share(l limiter.Limit) limiter.Limit {
+func (st *State[R]) share(l limiter.Limit) limiter.Limit {
 	s, err := l.Share(st.replicas)
 	if err != nil {
 		return l

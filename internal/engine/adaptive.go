@@ -1,10 +1,9 @@
-package middleware
+package engine
 
 import (
 	"context"
 	"log/slog"
 	"math"
-	"net/http"
 	"reflect"
 	"runtime"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"weak"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/internal/adaptive"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limitkey"
@@ -125,7 +125,7 @@ func (ap *adaptivePolicy) entry(op string) *capEntry {
 type heldCap struct {
 	e        *capEntry
 	ap       *adaptivePolicy
-	idx      int // into Evaluation.Policies
+	idx      int // into decide.Evaluation.Policies
 	critical bool
 	taken    bool
 	sample   bool  // the request is timed (adaptive.Cap.Sample)
@@ -151,7 +151,7 @@ func classify(ps []policy.Priority, p *limitkey.Principal, op string) policy.Cla
 // classify fills the result res of adaptive policy ap for a request of
 // principal p (the zero Principal when it has none) and operation op, and
 // notes its cap in sc, for decideAdaptive.
-func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol *policy.Policy, p *limitkey.Principal, op string) {
+func (sc *Scratch) classify(res *decide.PolicyResult, idx int, ap *adaptivePolicy, pol *policy.Policy, p *limitkey.Principal, op string) {
 	res.Class = classify(pol.Priorities, p, op)
 	res.Store = storeProcess
 	sc.caps = append(sc.caps, heldCap{e: ap.entry(op), ap: ap, idx: idx, critical: res.Class == policy.ClassCritical})
@@ -161,7 +161,7 @@ func (sc *scratch) classify(res *PolicyResult, idx int, ap *adaptivePolicy, pol 
 // when charge (else peeking), and returns whether the store may still
 // charge the other policies: not when an enforcing cap refused (the
 // request is refused: all-or-nothing), and then no cap keeps a slot.
-func (st *rateLimitState) decideAdaptive(sc *scratch, ev *Evaluation, charge bool) bool {
+func (st *State[R]) decideAdaptive(sc *Scratch, ev *decide.Evaluation, charge bool) bool {
 	refused := false
 	for j := range sc.caps {
 		h := &sc.caps[j]
@@ -173,27 +173,29 @@ func (st *rateLimitState) decideAdaptive(sc *scratch, ev *Evaluation, charge boo
 			h.taken, res.Charged = ok, ok
 			h.sample = ok && h.e.cap.Sample()
 		} else if ok, held, lim = h.e.cap.Peek(&h.ap.set, h.critical); ok {
-			held++ // as if admitted (see PolicyResult.InFlight)
+			held++ // as if admitted (see decide.PolicyResult.InFlight)
 		}
 		res.Limit.MaxInFlight, res.InFlight, res.Remaining = lim, held, max(lim-held, 0)
 		switch {
 		case ok:
-			res.Decision = DecisionPassed
+			res.Decision = decide.DecisionPassed
 		case res.DryRun:
-			res.Decision = DecisionRejectedDryRun
+			res.Decision = decide.DecisionRejectedDryRun
 		default:
-			res.Decision, refused = DecisionRejected, true
+			res.Decision, refused = decide.DecisionRejected, true
 		}
 	}
 	if refused {
-		st.releaseAdaptive(nil, sc, ev)
+		st.releaseAdaptive(context.Background(), sc, ev, false)
 	}
 	return charge && !refused
 }
 
-// startAdaptive starts the timing of the request whose slots sc holds:
-// its handler runs from now. It reports whether a cap times it.
-func (sc *scratch) startAdaptive() bool {
+// StartTiming starts the timing of the request whose slots sc holds: its
+// handler runs from now. It reports whether an adaptive cap times it (the
+// transport then calls CountTiming when the handler's answer says how
+// fast the service is).
+func (sc *Scratch) StartTiming() bool {
 	timed := false
 	for j := range sc.caps {
 		if h := &sc.caps[j]; h.taken && h.sample {
@@ -203,11 +205,11 @@ func (sc *scratch) startAdaptive() bool {
 	return timed
 }
 
-// countTiming ends the timing startAdaptive started, when the handler's
+// CountTiming ends the timing StartTiming started, when the handler's
 // answer counts (counts false: the client went away): the latency is then
 // offered to the caps at release. A request whose timing never ends this
 // way (a client error, a panic) offers none.
-func (sc *scratch) countTiming(counts bool) {
+func (sc *Scratch) CountTiming(counts bool) {
 	if !counts {
 		return
 	}
@@ -219,27 +221,27 @@ func (sc *scratch) countTiming(counts bool) {
 
 // releaseAdaptive releases the adaptive slots sc holds, once, offering
 // the latency of each timed request whose handler ran (startAdaptive); a
-// window that closes reports its limit (metrics, log). r is the request;
-// nil when it was refused after its caps had admitted it (by a store, or
-// another cap): their results are then no longer Charged.
-func (st *rateLimitState) releaseAdaptive(r *http.Request, sc *scratch, ev *Evaluation) {
+// window that closes reports its limit (metrics, log, on ctx). served is
+// false when the request was refused after its caps had admitted it (by
+// a store, or another cap): their results are then no longer Charged.
+func (st *State[R]) releaseAdaptive(ctx context.Context, sc *Scratch, ev *decide.Evaluation, served bool) {
 	for j := range sc.caps {
 		h := &sc.caps[j]
 		if !h.taken {
 			continue
 		}
 		h.taken = false
-		timed := r != nil && h.start != 0
+		timed := served && h.start != 0
 		var now int64
 		if timed {
 			now = h.e.cap.Now()
 		}
 		u, closed := h.e.cap.Release(&h.ap.set, h.critical, timed, h.start, now)
-		if r == nil {
+		if !served {
 			ev.Policies[h.idx].Charged = false // refused after all: the slot went back
 		}
 		if closed {
-			st.reportAdaptive(r, h, ev.Policies[h.idx].Policy, ev.Operation, u)
+			st.reportAdaptive(ctx, h, ev.Policies[h.idx].Policy, ev.Operation, u)
 		}
 	}
 }
@@ -248,7 +250,7 @@ func (st *rateLimitState) releaseAdaptive(r *http.Request, sc *scratch, ev *Eval
 // estimates to the metrics, and a log line when the limit has moved by
 // more than the policy's factor since the last line (or since the start,
 // at min_in_flight).
-func (st *rateLimitState) reportAdaptive(r *http.Request, h *heldCap, policy, op string, u adaptive.Update) {
+func (st *State[R]) reportAdaptive(ctx context.Context, h *heldCap, policy, op string, u adaptive.Update) {
 	if !h.ap.byOp {
 		op = ""
 	}
@@ -272,5 +274,5 @@ func (st *rateLimitState) reportAdaptive(r *http.Request, h *heldCap, policy, op
 	if op != "" {
 		attrs = append(attrs, slog.String("operation", op))
 	}
-	st.Logger.LogAttrs(context.WithoutCancel(r.Context()), level, "ratekey adaptive limit moved", attrs...)
+	st.Logger.LogAttrs(context.WithoutCancel(ctx), level, "ratekey adaptive limit moved", attrs...)
 }

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/policy"
 )
@@ -18,7 +19,7 @@ import (
 // policy may decide on [RateLimitConfig].Fallback, a store of this process
 // (a memory store whose Replicas is the number of processes, so that the
 // fleet together stays within the limit). A store error marks the store
-// down: for probeInterval (1 s) no call asks it, but for one probe per
+// down: for ProbeInterval (1 s) no call asks it, but for one probe per
 // interval, so no request waits on a store known to be down for more than
 // one timeout per interval; the first answer of the store (a probe's, or
 // any call's) marks it up again, so a slow store is not a permanent
@@ -27,12 +28,12 @@ import (
 // shared by every RateLimiter with a Fallback on it; a RateLimiter
 // without one asks the store at every call, as before.
 
-// probeInterval is how long a RateLimiter with a Fallback leaves its store
+// ProbeInterval is how long a RateLimiter with a Fallback leaves its store
 // unasked after a store error, but for one probe call per interval.
-const probeInterval = time.Second
+const ProbeInterval = time.Second
 
 // errStoreDown is the error of a policy whose store was not asked: it
-// failed within the last probeInterval and this call is not the probe.
+// failed within the last ProbeInterval and this call is not the probe.
 var errStoreDown = errors.New("middleware: the store failed within the last probe interval; it is asked again once per interval (1s)")
 
 // breakers holds the breaker of each store (a pointer) that has a
@@ -60,7 +61,7 @@ type breaker struct {
 }
 
 // ask reports whether a call may ask the store: while it is up, always;
-// while it is down, one call per probeInterval (the probe: probe true). A
+// while it is down, one call per ProbeInterval (the probe: probe true). A
 // nil breaker always asks.
 func (b *breaker) ask() (ask, probe bool) {
 	if b == nil || !b.down.Load() {
@@ -68,15 +69,16 @@ func (b *breaker) ask() (ask, probe bool) {
 	}
 	now := time.Now().UnixNano()
 	at := b.probeAt.Load()
-	ok := now >= at && b.probeAt.CompareAndSwap(at, now+int64(probeInterval))
+	ok := now >= at && b.probeAt.CompareAndSwap(at, now+int64(ProbeInterval))
 	return ok, ok
 }
 
-// record notes the outcome of a call that asked the store (err nil: it
+// recordStore notes, on st's breaker, the outcome of a call that asked the store (err nil: it
 // answered; probe: the call was the interval's probe), logging the
 // transitions and, at each failed probe (once per interval while the store
 // stays down), that the local policies run on the fallback.
-func (b *breaker) record(st *rateLimitState, err error, probe bool) {
+func (st *State[R]) recordStore(err error, probe bool) {
+	b := st.breaker
 	if b == nil || errors.Is(err, limiter.ErrInvalidRequest) {
 		return // a request the store refuses to decide says nothing of the store
 	}
@@ -87,13 +89,13 @@ func (b *breaker) record(st *rateLimitState, err error, probe bool) {
 		}
 		return
 	}
-	b.probeAt.Store(time.Now().Add(probeInterval).UnixNano())
+	b.probeAt.Store(time.Now().Add(ProbeInterval).UnixNano())
 	if b.down.Swap(true) && !probe {
 		return // another call's failure logged it
 	}
 	st.Logger.LogAttrs(context.Background(), slog.LevelWarn, "ratekey store cannot decide: policies with on_store_error local decide on the local fallback",
 		slog.String("store", st.store), slog.String("fallback", st.fallbackStore), slog.String("policies", strings.Join(st.localPolicies, ",")),
-		slog.String("error", err.Error()), slog.Float64("probe_interval_seconds", probeInterval.Seconds()))
+		slog.String("error", err.Error()), slog.Float64("probe_interval_seconds", ProbeInterval.Seconds()))
 }
 
 // decideFallback decides, after the store failed with err, the policies
@@ -102,14 +104,14 @@ func (b *breaker) record(st *rateLimitState, err error, probe bool) {
 // others ERROR with err. All-or-nothing still holds: when another policy
 // fails closed, the request is refused anyway, so the fallback is asked
 // with Peek and nothing is charged.
-func (st *rateLimitState) decideFallback(ctx context.Context, sc *scratch, ev *Evaluation, idx []int, reqs []limiter.Request, charge bool, err error) {
+func (st *State[R]) decideFallback(ctx context.Context, sc *Scratch, ev *decide.Evaluation, idx []int, reqs []limiter.Request, charge bool, err error) {
 	var lidx []int
 	var lreqs []limiter.Request
 	for j, i := range idx {
 		res := &ev.Policies[i]
-		if res.onStore != policy.OnStoreErrorLocal {
-			res.Decision, res.Err = DecisionError, err
-			if res.refuses() {
+		if res.OnStoreError != policy.OnStoreErrorLocal {
+			res.Decision, res.Err = decide.DecisionError, err
+			if refuses(res) {
 				charge = false
 			}
 			continue
@@ -122,13 +124,10 @@ func (st *rateLimitState) decideFallback(ctx context.Context, sc *scratch, ev *E
 	}
 	decs, ferr := st.call(ctx, st.Fallback, st.fallbackStore, nil, lreqs, charge)
 	ev.Replicas = int(st.fallbackReplicas) // the processes sharing the budgets that decided
-	for _, i := range lidx {
+	for k, i := range lidx {
 		res := &ev.Policies[i]
 		res.Fallback, res.Store = true, st.fallbackStore
-		res.Limit = st.fallbackShare(res.limit)
-		if res.Limit.MaxInFlight == 0 {
-			res.item = policyItem(res.Policy, res.Limit) // RateLimit-Policy states the share
-		}
+		res.Limit = st.fallbackShare(lreqs[k].Limit) // the limit it states: this process's share
 	}
 	st.fill(sc, ev, lidx, lreqs, decs, ferr, charge, st.Fallback)
 	if st.Metrics != nil && ferr == nil {
@@ -139,7 +138,7 @@ func (st *rateLimitState) decideFallback(ctx context.Context, sc *scratch, ev *E
 }
 
 // fallbackShare returns this process's share of l on the Fallback store.
-func (st *rateLimitState) fallbackShare(l limiter.Limit) limiter.Limit {
+func (st *State[R]) fallbackShare(l limiter.Limit) limiter.Limit {
 	s, err := l.Share(st.fallbackReplicas)
 	if err != nil {
 		return l

@@ -1,10 +1,10 @@
-package middleware
+package engine
 
 import (
 	"context"
-	"net/http"
 	"time"
 
+	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limiter"
 )
 
@@ -13,12 +13,12 @@ import (
 // results. While the store cannot decide, the policies whose OnStoreError
 // is local are decided on the Fallback store instead (decideFallback);
 // the others get ERROR and their fail mode.
-func (st *rateLimitState) decideAll(r *http.Request, sc *scratch, ev *Evaluation, idx []int, reqs []limiter.Request, charge bool) {
+func (st *State[R]) decideAll(ctx context.Context, sc *Scratch, ev *decide.Evaluation, idx []int, reqs []limiter.Request, charge bool) {
 	var decs []limiter.Decision
 	var err error
 	if ask, probe := st.breaker.ask(); ask {
-		decs, err = st.call(r.Context(), st.Limiter, st.store, sc.decs[:0], reqs, charge)
-		if err != nil && r.Context().Err() != nil {
+		decs, err = st.call(ctx, st.Limiter, st.store, sc.decs[:0], reqs, charge)
+		if err != nil && ctx.Err() != nil {
 			// The request ended (the client went away, or its deadline
 			// passed) before the limiter answered: not a store failure,
 			// so no fail mode applies and nothing is admitted.
@@ -27,13 +27,13 @@ func (st *rateLimitState) decideAll(r *http.Request, sc *scratch, ev *Evaluation
 			return
 		}
 		if err != nil || answered(decs) {
-			st.breaker.record(st, err, probe)
+			st.recordStore(err, probe)
 		}
 	} else {
 		err = errStoreDown
 	}
 	if err != nil && st.Fallback != nil {
-		st.decideFallback(r.Context(), sc, ev, idx, reqs, charge, err)
+		st.decideFallback(ctx, sc, ev, idx, reqs, charge, err)
 		return
 	}
 	st.fill(sc, ev, idx, reqs, decs, err, charge, st.Limiter)
@@ -53,7 +53,7 @@ func answered(decs []limiter.Decision) bool {
 
 // call runs one Take or Peek on store l (named name), reporting it to the
 // metrics (an abandoned call with a nil error: the store did not fail).
-func (st *rateLimitState) call(ctx context.Context, l limiter.Limiter, name string, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
+func (st *State[R]) call(ctx context.Context, l limiter.Limiter, name string, dst []limiter.Decision, reqs []limiter.Request, charge bool) ([]limiter.Decision, error) {
 	var start time.Time
 	if st.Metrics != nil {
 		start = time.Now()
@@ -81,7 +81,7 @@ func (st *rateLimitState) call(ctx context.Context, l limiter.Limiter, name stri
 // l's decisions decs of reqs, or from its error err (ERROR: their fail
 // mode applies), and what ev learns from them: Charged, Delay, RoundTrips
 // and, when they took in-flight slots, what releases them (sc).
-func (st *rateLimitState) fill(sc *scratch, ev *Evaluation, idx []int, reqs []limiter.Request, decs []limiter.Decision, err error, charge bool, l limiter.Limiter) {
+func (st *State[R]) fill(sc *Scratch, ev *decide.Evaluation, idx []int, reqs []limiter.Request, decs []limiter.Decision, err error, charge bool, l limiter.Limiter) {
 	allEnforcing, all := true, true
 	for j := range decs {
 		all = all && decs[j].Allowed
@@ -101,7 +101,7 @@ func (st *rateLimitState) fill(sc *scratch, ev *Evaluation, idx []int, reqs []li
 	for j, i := range idx {
 		res := &ev.Policies[i]
 		if err != nil {
-			res.Decision = DecisionError
+			res.Decision = decide.DecisionError
 			res.Err = err
 			continue
 		}
@@ -111,23 +111,26 @@ func (st *rateLimitState) fill(sc *scratch, ev *Evaluation, idx []int, reqs []li
 
 // fillOne sets res from its decision d; charged says whether d's charge
 // stands.
-func (st *rateLimitState) fillOne(res *PolicyResult, ev *Evaluation, d *limiter.Decision, charged bool) {
-	res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
+func (st *State[R]) fillOne(res *decide.PolicyResult, ev *decide.Evaluation, d *limiter.Decision, charged bool) {
+	res.Remaining, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.ResetAfter, d.Never, d.Delay
+	if res.Limit.MaxInFlight == 0 {
+		res.RetryAfter = d.RetryAfter // an in-flight policy's is its own (prepare)
+	}
 	res.Cached, res.HashSlot, res.InFlight = d.Cached, d.HashSlot, d.InFlight
 	res.Prefetched = d.Prefetched
 	ev.RoundTrips = max(ev.RoundTrips, d.RoundTrips)
 	res.Charged = charged
 	switch {
 	case !d.Allowed && res.DryRun:
-		res.Decision = DecisionRejectedDryRun
+		res.Decision = decide.DecisionRejectedDryRun
 	case !d.Allowed:
-		res.Decision = DecisionRejected
+		res.Decision = decide.DecisionRejected
 	case d.Delay > 0 && res.DryRun:
-		res.Decision = DecisionDelayedDryRun
+		res.Decision = decide.DecisionDelayedDryRun
 	case d.Delay > 0:
-		res.Decision = DecisionDelayed
+		res.Decision = decide.DecisionDelayed
 		ev.Delay = max(ev.Delay, d.Delay)
 	default:
-		res.Decision = DecisionPassed
+		res.Decision = decide.DecisionPassed
 	}
 }
