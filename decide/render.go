@@ -11,11 +11,11 @@ import (
 )
 
 // One policy outcome, rendered. Each value derived from a PolicyResult
-// (its fail mode, its Retry-After, its error text, its delay, whether it
-// refuses the request, how its decision ranks) is computed here, once; the
-// Record and the debug JSON (MarshalJSON), the log line (log), the metrics
-// (observe), the request's Decision (summarise) and the rejection response
-// (writeRejection) all read it from here.
+// (its fail mode, its Retry-After, its error text, its delay, how its
+// decision ranks) is computed here, once; the debug JSON (MarshalJSON),
+// the decision log line (AppendLogAttrs), the decision core's metrics and
+// summary, and every transport's refusal (middleware's problem bodies,
+// grpclimit's status) read it from here.
 
 // outcomeClientTimeout is the outcome of a request whose context ended
 // before the limiter answered or during its delay: the Record's "outcome"
@@ -268,8 +268,8 @@ func (res *PolicyResult) view() policyJSON {
 	return v
 }
 
-// MarshalJSON encodes res as the debug endpoint shows a policy (and a
-// [Record] holds it): {"name", "key", "decision", "dry_run", "cost",
+// MarshalJSON encodes res as the debug endpoint shows a policy (and
+// middleware's Record holds it): {"name", "key", "decision", "dry_run", "cost",
 // "rate", "burst", "remaining", "retry_after_seconds", "store",
 // "fail_mode", "delay_after", "delay_seconds", "skipped_reason",
 // "error", "override", "max_in_flight", "in_flight", "cached", "slot",

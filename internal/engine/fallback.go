@@ -16,7 +16,7 @@ import (
 )
 
 // The local fallback (OnStoreErrorLocal): while the store cannot decide, a
-// policy may decide on [RateLimitConfig].Fallback, a store of this process
+// policy may decide on [Config].Fallback, a store of this process
 // (a memory store whose Replicas is the number of processes, so that the
 // fleet together stays within the limit). A store error marks the store
 // down: for ProbeInterval (1 s) no call asks it, but for one probe per
