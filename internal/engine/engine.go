@@ -187,9 +187,6 @@ func (st *State[R]) compile() {
 // whose phase has none passes requests on without evaluating.
 func (st *State[R]) Has(ph Phase) bool { return st.has[ph] }
 
-// Store names the limiter store, after its implementation's package.
-func (st *State[R]) Store() string { return st.store }
-
 // Replicas is how many processes share the store's budgets: 1, or the
 // memory store's Replicas.
 func (st *State[R]) Replicas() int64 { return st.replicas }
