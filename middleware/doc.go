@@ -11,6 +11,12 @@
 // request context ([ClientFrom], [PrincipalFrom]). The decision
 // ([RateLimiter.Check]) is separate from the wrapper ([RateLimiter.Handler]).
 //
-// This package depends on trustedproxy, identity and limiter; they never
-// depend on it.
+// The decision itself is made by ratekey's decision core (internal/engine,
+// which knows nothing of HTTP) and returned as package decide's results
+// ([decide.Evaluation], [decide.PolicyResult]); the rate limiter here is its
+// HTTP rendering: the RateLimit and Retry-After fields, problem bodies
+// (or [RateLimitConfig].Deny), the [Record] and the debug page.
+//
+// This package depends on trustedproxy, identity, limiter, policy and
+// decide; they never depend on it.
 package middleware
