@@ -207,7 +207,14 @@ func ExampleNew_chi() {
 		Deny: func(w http.ResponseWriter, _ *http.Request, status int, ev *decide.Evaluation) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(status)
-			fmt.Fprintf(w, "slow down (%s)\n", ev.Decision)
+			fmt.Fprintf(w, "slow down (%s):", ev.Decision)
+			for i := range ev.Policies {
+				if res := &ev.Policies[i]; res.Decision == decide.DecisionRejected {
+					secs, _ := res.RetryAfterSeconds()
+					fmt.Fprintf(w, " %s in %d s", res.Policy, secs)
+				}
+			}
+			fmt.Fprintln(w)
 		},
 	})
 	if err != nil {
@@ -223,7 +230,7 @@ func ExampleNew_chi() {
 	call(r, "/v1/reports/4", "")    // per-network's burst of 3 is spent
 	// Output:
 	// 200 RateLimit: "per-network";r=2;t=60, "per-account";r=0;t=60
-	// 429 RateLimit: "per-network";r=1;t=120, "per-account";r=0;t=60 Retry-After: 60 slow down (REJECTED)
+	// 429 RateLimit: "per-network";r=1;t=120, "per-account";r=0;t=60 Retry-After: 60 slow down (REJECTED): per-account in 60 s
 	// 200 RateLimit: "per-network";r=0;t=180
-	// 429 RateLimit: "per-network";r=0;t=180 Retry-After: 60 slow down (REJECTED)
+	// 429 RateLimit: "per-network";r=0;t=180 Retry-After: 60 slow down (REJECTED): per-network in 60 s
 }

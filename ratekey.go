@@ -95,9 +95,14 @@ type Config struct {
 	// credential and trusted-proxy anomaly (metrics.New is the Prometheus
 	// implementation); nil records nothing. Labels never carry keys.
 	Metrics middleware.Metrics
-	// Deny, when set, writes the response to a refused request instead of
-	// the RFC 9457 problem body; the RateLimit fields and Retry-After are
-	// set already. See [middleware.RateLimitConfig].Deny.
+	// Deny, when set, writes the response to a request a policy refuses
+	// (429, or the policy's status; 503 when the store cannot decide; 401
+	// or 403 for a missing key dimension; 400 for an invalid cost) instead
+	// of the RFC 9457 problem body; the RateLimit fields and Retry-After
+	// are set already. A request refused before the policies (a bad
+	// credential: 401, 400 or 503; a malformed forwarding chain: 400)
+	// keeps its problem body. See [middleware.RateLimitConfig].Deny for
+	// what ev holds.
 	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *decide.Evaluation)
 	// DryRun accounts every policy but rejects and delays nothing (nginx
 	// limit_req_dry_run).

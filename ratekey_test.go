@@ -243,7 +243,7 @@ func TestNewOverridesMatchKey(t *testing.T) {
 			Overrides: []policy.Override{{Tenant: "acme", Account: "vip", Limit: limiter.Limit{Burst: 7}}}}, ""},
 		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: daily(3),
 			Overrides: []policy.Override{{Plan: "pro", Limit: daily(5)}}},
-			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan; a request without one then meets on_missing), or match a dimension of the key`},
 	} {
 		m, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: c.auth, Policies: []ratekey.Policy{c.p}})
 		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && (m != nil || got != c.want) {

@@ -306,8 +306,9 @@ func (res *PolicyResult) view() policyJSON {
 // adaptive_limit is, for an adaptive cap (max_in_flight: auto), the
 // limit it decided against (max_in_flight too), and class the request's
 // class under it ("critical" or "sheddable"), both null for other
-// policies (whose store is then "process": no store decides it). The names and
-// values are a public contract; no field holds a credential.
+// policies; an adaptive cap's store is "process" (the process decides it,
+// no store does). The names and values are a public contract; no field
+// holds a credential.
 func (res PolicyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(res.view())
 }

@@ -163,11 +163,13 @@ type Evaluation struct {
 	// away, or its deadline passed): before the limiter answered (its
 	// policies are then ERROR, with the context's error, but no fail mode
 	// applies: Allowed is false, and no store error or fail-open is
-	// counted), or, set by the Handler, during Delay. A client timeout, not
+	// counted), or, set by the transport (middleware's Handler), during Delay. A client timeout, not
 	// a server rejection; a budget already spent stays spent, as in nginx.
 	Abandoned bool
 	// Charged is true when the request's cost was spent against every
-	// enforcing policy (Check with charge true and none of them rejected).
+	// enforcing policy (an evaluation that charges, as the live chain's or
+	// middleware.RateLimiter.Check's with charge true, and none of them
+	// rejected).
 	// When false, the Remaining and ResetAfter of admitted results still
 	// describe the state as if charged (the would-be decision);
 	// [PolicyResult.Current] gives the state now.

@@ -263,7 +263,7 @@ type APIKeyConfig struct {
 
 // APIKeyAuthenticator verifies API keys of the form
 // rk_<id>_<secret><checksum> (see [NewAPIKey]) and returns the [limitkey.Principal]
-// of the stored record: Tenant and Account from the record, CredentialID the
+// of the stored record: Tenant, Account and Plan from the record, CredentialID the
 // public id, Method [limitkey.MethodAPIKey].
 //
 // Verification: the key's length, alphabet and checksum are checked first

@@ -24,7 +24,7 @@
 //     checked against HMAC-SHA256(pepper, secret) held by an [APIKeyStore]
 //     (your database, or [NewMemoryAPIKeyStore]).
 //   - [CombinedAuthenticator]: one credential per request from the configured
-//     [Source]s (Authorization header by default; query string and cookie
+//     [Source] values (Authorization header by default; query string and cookie
 //     opt-in), dispatched to the JWT or API-key authenticator.
 //   - [AuthError], [ErrNoCredential], [ErrUnsupportedScheme] and
 //     [ErrKeySourceUnavailable]: the RFC 6750 §3.1 error taxonomy plus 503.

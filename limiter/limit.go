@@ -24,8 +24,8 @@ import (
 // A third kind is a policy's, never a store's: an adaptive in-flight cap
 // (MaxInFlightCeiling > 0; the demo's max_in_flight: auto), whose limit
 // the process moves between MinInFlight and MaxInFlightCeiling from the
-// latency of the requests it admits (package middleware decides it, in
-// the process: latency is a local fact). Stores refuse it.
+// latency of the requests it admits (ratekey's decision core decides it,
+// in the process: latency is a local fact). Stores refuse it.
 type Limit struct {
 	// Rate is how fast the bucket refills.
 	Rate Rate
@@ -67,7 +67,7 @@ type Limit struct {
 	// cap (the demo's max_in_flight: auto): the most requests the process
 	// runs at once, whatever latency says, 1 to 1 000 000. The cap's limit
 	// starts at MinInFlight and moves between the two with the latency of
-	// the requests it admits (see package middleware, "Adaptive caps").
+	// the requests it admits (see policy.Policy, "Adaptive caps").
 	// MaxInFlight is then 0 in a policy, and the limit in force in a
 	// decide.PolicyResult; every other field is zero. No store
 	// decides it: [Limit.Validate] refuses it.

@@ -1,5 +1,5 @@
 // Package limitkey is the rate-limit key model: the typed, ordered tuple
-// ([Key] of [Part]s, each a [Dimension] and a value) that names the bucket
+// ([Key] of [Part] values, each a [Dimension] and a value) that names the bucket
 // a request spends, with an encoding ([Key.String], [Key.AppendTo]) that is
 // injective whatever bytes the values hold, printable ASCII (so a key can
 // be logged and used as a Redis key verbatim), and parsed back by [Parse].

@@ -15,7 +15,7 @@ import "time"
 // principal or a credential, so it can be used as a label as it is.
 type Metrics interface {
 	// Decision counts one policy's decision for one request: policy is its
-	// name, decision a [Decision] (PASSED, DELAYED, REJECTED,
+	// name, decision a [decide.Decision] (PASSED, DELAYED, REJECTED,
 	// DELAYED_DRY_RUN, REJECTED_DRY_RUN, SKIPPED or ERROR). A request
 	// counts once per policy that applies to it, with that policy's own
 	// decision.

@@ -123,6 +123,15 @@ type RateLimitConfig struct {
 	// Cache-Control: no-store. Deny writes the status and the body; it
 	// must not call the next handler. nil sends the problem body. It must be
 	// safe for concurrent use.
+	//
+	// ev holds the policies of the phase that refused: Handler's, or
+	// PreAuthHandler's (a request Handler refuses passed PreAuthHandler's
+	// policies, which the RateLimit fields list and a Record holds). A
+	// policy refuses when its Decision is REJECTED, or ERROR with
+	// [decide.PolicyResult.FailMode] "deny"; the Retry-After field is the
+	// longest of the rejecting policies' [decide.PolicyResult.RetryAfterSeconds],
+	// set only when each of them has one (an in-flight cap without
+	// retry_after has none; a cost that never fits gives none).
 	Deny func(w http.ResponseWriter, r *http.Request, status int, ev *decide.Evaluation)
 	// MaxWait is the longest a DELAYED request may wait, both phases
 	// (PreAuthHandler's and Handler's) together: NewRateLimiter refuses a

@@ -43,19 +43,19 @@ type Record struct {
 	// Limited is false when the rate limiter does not run for this route;
 	// Policies is then empty.
 	Limited bool `json:"limited"`
-	// Decision sums up the request's decision (see [Evaluation.Decision]);
+	// Decision sums up the request's decision (see [decide.Evaluation].Decision);
 	// "" when no policy applies.
 	Decision decide.Decision `json:"decision"`
 	// DelaySeconds is how long the request waited (or would wait) before
 	// proceeding, for DELAYED; null otherwise.
 	DelaySeconds *float64 `json:"delay_seconds"`
 	// Outcome is "client_timeout" when the request ended before the
-	// limiter answered or during its delay (see [Evaluation.Abandoned]);
+	// limiter answered or during its delay (see [decide.Evaluation].Abandoned);
 	// empty otherwise.
 	Outcome string `json:"outcome,omitempty"`
 	// Policies holds each applicable policy's key and decision, in
 	// evaluation order (the pre-auth policies first in a live Record); see
-	// [PolicyResult.MarshalJSON] for their JSON.
+	// [decide.PolicyResult.MarshalJSON] for their JSON.
 	Policies []decide.PolicyResult `json:"policies"`
 	// RoundTrips is how many round trips to a shared store the request's
 	// limiter calls took, both phases together: 0 for the memory store and

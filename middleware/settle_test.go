@@ -217,7 +217,7 @@ func TestSettleOutcomes(t *testing.T) {
 		{name: "negative", serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "llm", -1) },
 			settled: 500, tokens: 500, errs: []string{"ratekey: cost -1 is negative (a cost is a whole number of tokens, at least 0)"}},
 		{name: "a policy that does not settle", serve: func(e *[]string, _ *func()) http.HandlerFunc { return reports(e, "plain", 10) },
-			settled: 500, tokens: 500, errs: []string{`ratekey: policy "plain" has no reservation open for this request (it does not settle, did not charge the request, or its handler has returned)`}},
+			settled: 500, tokens: 500, errs: []string{`ratekey: policy "plain" has no reservation open for this request (no policy of that name applies, it does not settle, it did not charge the request, or its handler has returned)`}},
 		{name: "from another goroutine, before return", serve: func(e *[]string, _ *func()) http.HandlerFunc {
 			return func(w http.ResponseWriter, r *http.Request) {
 				var wg sync.WaitGroup
@@ -356,7 +356,7 @@ func TestSettleDryRun(t *testing.T) {
 	if _, settled := settledJSON(t, rec, "llm"); settled != "null" {
 		t.Errorf("nothing reserved, yet settled %s", settled)
 	}
-	if want := []string{`ratekey: policy "llm" has no reservation open for this request (it does not settle, did not charge the request, or its handler has returned)`}; fmt.Sprint(errs) != fmt.Sprint(want) {
+	if want := []string{`ratekey: policy "llm" has no reservation open for this request (no policy of that name applies, it does not settle, it did not charge the request, or its handler has returned)`}; fmt.Sprint(errs) != fmt.Sprint(want) {
 		t.Errorf("report errors %q; want %q", errs, want)
 	}
 	if n := g.tokens(p); n != 0 {

@@ -7,8 +7,8 @@
 //
 // The model is data: it does not know which transport serves the
 // requests, and imports neither net/http nor any authentication. The
-// decision core (package middleware, for HTTP, and grpclimit through it)
-// runs validated policies; the strings of its enumerations (on_missing,
+// decision core (ratekey's internal engine, which middleware drives for
+// HTTP, and grpclimit through it) runs validated policies; the strings of its enumerations (on_missing,
 // on_store_error, class, the change kinds) are the demo's configuration
 // values and a public contract.
 package policy

@@ -31,7 +31,11 @@ import (
 //     plan would get both bursts (issue 24: 3 + 5 requests a day). Add the
 //     dimension to the key (a bucket per plan of the tenant) or match one
 //     the key has. This is how Envoy's rate-limit service reads descriptors:
-//     the value an override is set for is part of the key.
+//     the value an override is set for is part of the key. A request
+//     without that attribute (a credential without a plan) then lacks a
+//     dimension of the key and gets the policy's OnMissing (reject, the
+//     default: 403): give every credential one ("free", say) when all of
+//     them should pass.
 //   - An Account names its Tenant unless [Rules].SingleTenant
 //     says every principal has the same tenant: an account name is unique
 //     only per tenant, so "vip" alone would match the vip of every tenant.
@@ -49,7 +53,7 @@ type Override struct {
 	// Plan matches the principal's verified plan.
 	Plan string
 	// Account matches the principal's verified account (subject), of
-	// Tenant when set (see the rules above).
+	// Tenant when set (see the rules in the type's documentation).
 	Account string
 	// Limit is the override's limit; zero fields are the policy's.
 	Limit limiter.Limit

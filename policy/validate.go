@@ -536,7 +536,7 @@ func (p *Policy) matchProblems(where string, o *Override, singleTenant bool) []e
 	}
 	for _, d := range o.matchDims() {
 		if !slices.Contains(p.Key, d) {
-			errs = append(errs, fmt.Errorf("%s.%s: %s is not a dimension of the policy's key %s, so requests of one key with %s %s and without it would spend two buckets, each with its own burst: add %s to the key (a bucket per %s), or match a dimension of the key",
+			errs = append(errs, fmt.Errorf("%s.%s: %s is not a dimension of the policy's key %s, so requests of one key with %s %s and without it would spend two buckets, each with its own burst: add %s to the key (a bucket per %s; a request without one then meets on_missing), or match a dimension of the key",
 				where, d, d, keyList(p.Key), d, quote.Value(o.value(d)), d, d))
 		}
 	}

@@ -8,7 +8,7 @@
 //
 // # Rules
 //
-// A [Config] holds an ordered list of [Rule]s, each "when the peer is in
+// A [Config] holds an ordered list of [Rule] values, each "when the peer is in
 // set S, read header H, trusting N hops". The first rule whose set contains
 // the peer applies; when none does, the peer is the client and no header is
 // read. A single proxy setup is one rule. A mixed
@@ -175,7 +175,7 @@
 //
 // Sets are netipx.IPSet values built by [ParseSet] (CIDRs, addresses,
 // shorthands), compiled into a sorted interval table searched in O(log n)
-// without allocation. A rule's [Source]s ([FileSource], [URLSource], or
+// without allocation. A rule's [Source] values ([FileSource], [URLSource], or
 // your own through [SourceFunc]) are loaded by [New] and reloaded by
 // [Resolver.Refresh] (from a timer or on a signal), which swaps the rule's set atomically and keeps the
 // last good set when a load fails. Requests never wait for, or fail

@@ -189,7 +189,7 @@ auth:
 				`policies[0] ("p").overrides[0]: set one of tenant, plan or account, or an account with its tenant (the verified attributes it matches)`},
 		{"plan override splits a tenant's quota (issue 24: 3 + 5 a day)", `
   - {name: p, key: [tenant], rate: 3/d, burst: 3, overrides: [{plan: free, rate: 5/d, burst: 5}]}`,
-			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "free" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan), or match a dimension of the key`},
+			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "free" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan; a request without one then meets on_missing), or match a dimension of the key`},
 		{"account override in every tenant", `
   - {name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{account: vip, burst: 7}]}`,
 			`policies[0] ("p").overrides[0].account: "vip" would match the account of that name in every tenant (the credentials may name several tenants, and an account name is unique only per tenant): name its tenant too`},
@@ -242,7 +242,7 @@ func TestCheckAccountOverrides(t *testing.T) {
 		{"two issuers, account of a tenant", two, `{name: p, key: [tenant, account], rate: 1/s, burst: 3, overrides: [{tenant: solo, account: vip, burst: 7}]}`, ""},
 		{"one tenant, account alone", one, `{name: p, key: [account], rate: 1/s, burst: 3, overrides: [{account: vip, burst: 7}]}`, ""},
 		{"one tenant, account of the tenant, key without tenant", one, `{name: p, key: [account], rate: 1/s, burst: 3, overrides: [{tenant: solo, account: vip, burst: 7}]}`,
-			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "solo" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant), or match a dimension of the key`},
+			`policies[0] ("p").overrides[0].tenant: tenant is not a dimension of the policy's key [account], so requests of one key with tenant "solo" and without it would spend two buckets, each with its own burst: add tenant to the key (a bucket per tenant; a request without one then meets on_missing), or match a dimension of the key`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

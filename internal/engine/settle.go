@@ -96,7 +96,7 @@ func Report(s *Settlement, policy string, cost int64) error {
 		if policy == "" {
 			return errors.New("ratekey: no settling policy reserved tokens for this request")
 		}
-		return fmt.Errorf("ratekey: policy %s has no reservation open for this request (it does not settle, did not charge the request, or its handler has returned)", quote.Value(policy))
+		return fmt.Errorf("ratekey: policy %s has no reservation open for this request (no policy of that name applies, it does not settle, it did not charge the request, or its handler has returned)", quote.Value(policy))
 	}
 	for o := s; o != nil; o = o.Next {
 		for i := range o.ents {
