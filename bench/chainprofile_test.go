@@ -10,8 +10,10 @@ import (
 // BenchmarkChainProfile serves BenchmarkChain's workload with one handler
 // per sub-benchmark (the front door with and without a token, and bare
 // chi), not interleaved and without the peers, so that a CPU profile
-// (-cpuprofile) shows only that handler's request path. Not a target: read
-// BenchmarkChain for figures.
+// (-cpuprofile) shows only that handler's request path. cpu-ns/op is the
+// process's CPU time per request (getrusage), steadier than ns/op on a
+// machine shared with other work. Not a target: read BenchmarkChain for
+// figures.
 func BenchmarkChainProfile(b *testing.B) {
 	k := newJWTKey(b, "ES256")
 	in := chainInputs(b, k)
@@ -43,8 +45,11 @@ func BenchmarkChainProfile(b *testing.B) {
 			run(len(in)) // warm-up: every token verified and cached, every key tracked
 			b.ReportAllocs()
 			b.ResetTimer()
+			c0 := cpuTime()
 			run(b.N)
+			cpu := cpuTime() - c0
 			b.StopTimer()
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			if n := bad.Load(); n > 0 {
 				b.Fatalf("%d answers were not 200", n)
 			}
