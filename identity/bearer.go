@@ -54,6 +54,29 @@ var (
 // Error descriptions never contain header bytes. h is only read; safe for
 // concurrent use with other readers.
 func bearerToken(h http.Header) (string, error) {
+	tok, err := bearerCandidate(h)
+	if err != nil {
+		return "", err
+	}
+	if !isB64Token(tok) {
+		return "", errCharsetRequest()
+	}
+	return tok, nil
+}
+
+// errCharsetRequest is bearerToken's error for a token with a byte outside
+// b64token.
+func errCharsetRequest() error {
+	return invalidRequest("bearer token contains invalid characters", errTokenCharset)
+}
+
+// bearerCandidate is bearerToken without the b64token charset check (the
+// only check that reads every byte of the token): every other rule, in the
+// same order, with the same errors. A caller that returns a result for the
+// token without calling isB64Token must know that the token is b64token by
+// other means (JWTAuthenticator.Authenticate: it equals, byte for byte, a
+// token in the verification cache, which holds only b64tokens).
+func bearerCandidate(h http.Header) (string, error) {
 	vals := h["Authorization"] // the canonical key: h.Values without canonicalising it again
 	switch len(vals) {
 	case 0:
@@ -85,9 +108,6 @@ func bearerToken(h http.Header) (string, error) {
 	}
 	if len(tok) > maxTokenBytes {
 		return "", invalidToken("token is too long", errTokenTooLong)
-	}
-	if !isB64Token(tok) {
-		return "", invalidRequest("bearer token contains invalid characters", errTokenCharset)
 	}
 	return tok, nil
 }

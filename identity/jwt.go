@@ -246,11 +246,31 @@ func (a *JWTAuthenticator) Close() error {
 // Authorization header is read; see [CombinedAuthenticator] for other
 // credential sources and API keys. Safe for concurrent use.
 func (a *JWTAuthenticator) Authenticate(r *http.Request) (limitkey.Principal, error) {
-	tok, err := bearerToken(r.Header)
+	// bearerToken in two steps: a token found in the verification cache
+	// equals, byte for byte, a token that was checked against the b64token
+	// charset before it was cached (put caches no other), so the charset
+	// scan of every byte runs only for tokens the cache does not answer.
+	// The outcome is bearerToken's then verifyToken's, whichever token.
+	tok, err := bearerCandidate(r.Header)
 	if err != nil {
 		return limitkey.Principal{}, err
 	}
-	return a.verifyToken(r.Context(), tok)
+	c := a.env.cache
+	if c == nil {
+		if !isB64Token(tok) {
+			return limitkey.Principal{}, errCharsetRequest()
+		}
+		p, _, err := a.verify(r.Context(), tok)
+		return p, err
+	}
+	k := c.key(tok)
+	if p, ok := c.get(k, tok, a.env); ok {
+		return p, nil
+	}
+	if !isB64Token(tok) {
+		return limitkey.Principal{}, errCharsetRequest()
+	}
+	return a.verifyMiss(r.Context(), c, k, tok)
 }
 
 // verifyToken verifies a compact-serialized JWT (the bearer token without
@@ -278,6 +298,12 @@ func (a *JWTAuthenticator) verifyToken(ctx context.Context, token string) (limit
 	if p, ok := c.get(k, token, a.env); ok {
 		return p, nil
 	}
+	return a.verifyMiss(ctx, c, k, token)
+}
+
+// verifyMiss is verifyToken for a token, whose cache key is k, that the
+// cache c did not answer: it verifies the token and caches a success.
+func (a *JWTAuthenticator) verifyMiss(ctx context.Context, c *verifyCache, k cacheKey, token string) (limitkey.Principal, error) {
 	p, v, err := a.verify(ctx, token)
 	if err == nil {
 		c.put(k, token, p, v, a.env)

@@ -235,8 +235,13 @@ func (c *verifyCache) get(k cacheKey, token string, env *jwtEnv) (limitkey.Princ
 // put remembers a successful verification of token, whose key is k. The
 // entry is served from the later of the verification instant, nbf and
 // iat, until the earlier of exp and the verification instant plus the TTL;
-// an entry that could never be served is not stored.
+// an entry that could never be served is not stored, nor is a token that is
+// not a b64token (RFC 6750 §2.1; every caller checked it, and
+// JWTAuthenticator.Authenticate relies on every cached token being one).
 func (c *verifyCache) put(k cacheKey, token string, p limitkey.Principal, v verified, env *jwtEnv) {
+	if !isB64Token(token) {
+		return
+	}
 	at := env.now()
 	lo, hi := at, at.Add(c.ttl)
 	if v.nbf.After(lo) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
 	"runtime"
 	"strings"
@@ -987,4 +988,105 @@ func FuzzCacheMatchesUncached(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAuthenticateCachedShape: JWTAuthenticator.Authenticate skips the
+// b64token scan for a token the cache answers, so its outcome for any
+// Authorization header, with the token cached or not, must be exactly
+// bearerToken's then verifyToken's on an authenticator without a cache:
+// the same Principal, or an error with the same code, description and
+// sentinel.
+func TestAuthenticateCachedShape(t *testing.T) {
+	k := getKeys(t)
+	tok := mint(t, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA).with("client_id", "cli-1"))
+	cached, calls := newCacheAuth(t, 0, 0, nil)
+	verifyOK(t, cached, tok) // cached from here on
+	cfg := testConfig(k)
+	cfg.CacheSize = -1
+	plain, err := NewJWTAuthenticator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		p             limitkey.Principal
+		code, desc    string
+		sentinel, msg string
+	}
+	resultOf := func(p limitkey.Principal, err error) result {
+		var ae *AuthError
+		switch {
+		case err == nil:
+			return result{p: p}
+		case errors.As(err, &ae):
+			return result{code: ae.Code, desc: ae.Description, sentinel: fmt.Sprint(ae.Err)}
+		}
+		return result{msg: err.Error()}
+	}
+	for _, v := range [][]string{
+		{"Bearer " + tok},
+		{"bearer  " + tok},
+		{"Bearer " + tok + " "},
+		{"Bearer " + tok + ","},
+		{"Bearer " + tok + "="},
+		{"Bearer " + tok + "=="},
+		{"Bearer " + tok[:len(tok)-1]},
+		{"Bearer " + tok[:10] + " " + tok[10:]},
+		{"Bearer " + tok[:10] + "\x00" + tok[11:]},
+		{"Bearer\t" + tok},
+		{"Basic " + tok},
+		{"Bearer " + tok, "Bearer " + tok},
+		{"Bearer " + tok + strings.Repeat("A", maxTokenBytes)},
+		{"Bearer "},
+		{""},
+		nil,
+	} {
+		h := http.Header{}
+		if v != nil {
+			h["Authorization"] = v
+		}
+		want := resultOf(func() (limitkey.Principal, error) {
+			tok, err := bearerToken(h)
+			if err != nil {
+				return limitkey.Principal{}, err
+			}
+			return plain.verifyToken(context.Background(), tok)
+		}())
+		got := resultOf(cached.Authenticate(headerRequest(h)))
+		if got != want {
+			t.Errorf("Authorization %q: got %+v, want %+v", v, got, want)
+		}
+	}
+	// The cached token itself was never verified again.
+	n := calls.Load()
+	for range 3 {
+		if _, err := cached.Authenticate(headerRequest(http.Header{"Authorization": {"Bearer " + strings.Clone(tok)}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := calls.Load(); m != n {
+		t.Errorf("%d uncached verifications of a cached token, want 0", m-n)
+	}
+}
+
+// TestCachePutOnlyB64Token: the cache refuses a token outside the
+// b64token charset (Authenticate relies on it), whatever its verification.
+func TestCachePutOnlyB64Token(t *testing.T) {
+	k := getKeys(t)
+	tok := mint(t, "ES256", k.es, obj{"kid": "a-es"}, baseClaims(issA))
+	a, _ := newCacheAuth(t, 0, 0, nil)
+	p, v, err := a.verify(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.env.cache
+	for _, bad := range []string{tok + " ", tok + ",", "a=b", tok + "\x00", ""} {
+		c.put(c.key(bad), bad, p, v, a.env)
+	}
+	if n := c.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries for tokens outside b64token, want 0", n)
+	}
+	c.put(c.key(tok), tok, p, v, a.env)
+	if n := c.len(); n != 1 {
+		t.Fatalf("the cache holds %d entries after caching a token, want 1", n)
+	}
 }

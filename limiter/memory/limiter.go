@@ -49,8 +49,12 @@ import (
 // A Limiter must be created with [New]. It is safe for concurrent use by
 // multiple goroutines.
 type Limiter struct {
-	clock   func() time.Time // Options.Now, or time.Now
-	epoch   time.Time        // clock's reading at New: time 0 of every TAT
+	clock func() time.Time // Options.Now, or time.Now
+	epoch time.Time        // clock's reading at New: time 0 of every TAT
+	// mono: clock is time.Now (Options.Now was nil), so now reads only the
+	// monotonic clock (time.Since), as clock().Sub(epoch) would use only
+	// it, without the wall-clock reading time.Now also takes.
+	mono    bool
 	seed    maphash.Seed
 	mask    uint64
 	shards  []shard
@@ -92,7 +96,7 @@ func New(opts Options) *Limiter {
 	for n*2 <= maxShards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	l := &Limiter{clock: clock, epoch: clock(), seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
+	l := &Limiter{clock: clock, epoch: clock(), mono: opts.Now == nil, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
 	l.replicas, l.count = int64(max(opts.Replicas, 1)), new(atomic.Int64)
 	for i := range l.shards {
 		l.shards[i].init()
@@ -427,6 +431,9 @@ func (l *Limiter) freeAt(k int) (int64, bool) {
 // now reads the clock, raised to minTAT so that a TAT stored at or after
 // it is never a sentinel nor raised by [stored].
 func (l *Limiter) now() int64 {
+	if l.mono {
+		return max(int64(time.Since(l.epoch)), minTAT)
+	}
 	return max(int64(l.clock().Sub(l.epoch)), minTAT)
 }
 
