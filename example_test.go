@@ -210,8 +210,10 @@ func ExampleNew_chi() {
 			fmt.Fprintf(w, "slow down (%s):", ev.Decision)
 			for i := range ev.Policies {
 				if res := &ev.Policies[i]; res.Decision == decide.DecisionRejected {
-					secs, _ := res.RetryAfterSeconds()
-					fmt.Fprintf(w, " %s in %d s", res.Policy, secs)
+					fmt.Fprintf(w, " %s", res.Policy)
+					if secs, ok := res.RetryAfterSeconds(); ok {
+						fmt.Fprintf(w, " in %d s", secs)
+					}
 				}
 			}
 			fmt.Fprintln(w)

@@ -97,7 +97,8 @@ type Config struct {
 	Metrics middleware.Metrics
 	// Deny, when set, writes the response to a request a policy refuses
 	// (429, or the policy's status; 503 when the store cannot decide; 401
-	// or 403 for a missing key dimension; 400 for an invalid cost) instead
+	// or 403 for a missing key dimension; 400 for an invalid cost; 500 for
+	// a missing client address, which the front door always resolves) instead
 	// of the RFC 9457 problem body; the RateLimit fields and Retry-After
 	// are set already. A request refused before the policies (a bad
 	// credential: 401, 400 or 503; a malformed forwarding chain: 400)

@@ -59,12 +59,13 @@ func TestFailModeAndRetryAfter(t *testing.T) {
 		{"never", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: bucket, Never: true}, "", 0, false},
 		{"missing dimension", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: bucket, Missing: "account"}, "", 0, false},
 		{"invalid cost", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: bucket, InvalidCost: true}, "", 0, false},
-		{"in flight without retry_after", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: cap}, "", 1, false},
+		{"in flight without retry_after", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: cap}, "", 0, false},
 		{"in flight with retry_after", decide.PolicyResult{Decision: decide.DecisionRejected, Limit: cap, RetryAfter: 3 * time.Second}, "", 3, true},
 		{"error, deny", decide.PolicyResult{Decision: decide.DecisionError, Err: errors.New("down"), OnStoreError: policy.OnStoreErrorDeny}, "deny", 1, true},
 		{"error, deny, store full", decide.PolicyResult{Decision: decide.DecisionError, Err: full, OnStoreError: policy.OnStoreErrorDeny}, "deny", 3, true},
 		{"error, allow", decide.PolicyResult{Decision: decide.DecisionError, Err: errors.New("down"), OnStoreError: policy.OnStoreErrorAllow}, "allow", 0, false},
 		{"error, local fallback failed too", decide.PolicyResult{Decision: decide.DecisionError, Err: errors.New("down"), OnStoreError: policy.OnStoreErrorLocal}, "deny", 1, true},
+		{"error, abandoned", decide.PolicyResult{Decision: decide.DecisionError, Abandoned: true, Err: errors.New("context canceled"), OnStoreError: policy.OnStoreErrorDeny}, "", 0, false},
 		{"error, dry run", decide.PolicyResult{Decision: decide.DecisionError, DryRun: true, Err: errors.New("down"), OnStoreError: policy.OnStoreErrorDeny}, "dry_run", 0, false},
 	}
 	for _, tt := range tests {

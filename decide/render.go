@@ -28,13 +28,14 @@ const failModeDryRun = "dry_run"
 
 // FailMode returns the path a store error took: "deny" (the request is
 // refused: 503 over HTTP), "allow" (let through, and counted) or "dry_run"
-// (a dry-run policy never fails a request); "" unless Decision is ERROR. A
+// (a dry-run policy never fails a request); "" unless Decision is ERROR,
+// and for an ERROR of an abandoned request (no fail mode applies). A
 // policy whose OnStoreError is local reaches ERROR only when its fallback
 // failed too (a full local store): "deny". The strings are the debug
 // JSON's "fail_mode".
 func (res *PolicyResult) FailMode() string {
 	switch {
-	case res.Decision != DecisionError:
+	case res.Decision != DecisionError || res.Abandoned:
 		return ""
 	case res.DryRun:
 		return failModeDryRun
@@ -53,14 +54,17 @@ func (res *PolicyResult) FailMode() string {
 // ([limiter.CapacityError]), else 1 (a store that is down says nothing of
 // when it is back). ok is false otherwise: passed, failing open, missing
 // a dimension, an invalid cost, or never satisfiable (a promise that could
-// never be kept). The debug JSON's "retry_after_seconds".
+// never be kept); secs is then 0. The debug JSON's "retry_after_seconds".
 func (res *PolicyResult) RetryAfterSeconds() (secs int64, ok bool) {
 	rejected := (res.Decision == DecisionRejected || res.Decision == DecisionRejectedDryRun) && res.Missing == "" && !res.Never && !res.InvalidCost
 	switch {
 	case rejected && res.Limit.MaxInFlight != 0:
 		// No store can tell when a running request ends: only the
 		// policy's own retry_after (RetryAfter) is a Retry-After.
-		return max(delayseconds.Ceil(res.RetryAfter), 1), res.RetryAfter > 0
+		if res.RetryAfter <= 0 {
+			return 0, false
+		}
+		return max(delayseconds.Ceil(res.RetryAfter), 1), true
 	case rejected:
 		return max(delayseconds.Ceil(res.RetryAfter), 1), true
 	case res.FailMode() == string(policy.OnStoreErrorDeny):

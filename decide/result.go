@@ -40,9 +40,10 @@ type PolicyResult struct {
 	// Remaining is the whole tokens left after this request (after charging
 	// when it was charged).
 	Remaining int64
-	// RetryAfter is how long until the cost would fit, when rejected; 0
-	// otherwise. For an in-flight policy, whose store cannot tell when a
-	// running request ends, it is the policy's RetryAfter setting (0: none).
+	// RetryAfter is how long until the cost would fit, when rejected by
+	// the limit; 0 otherwise. For an in-flight policy (or an adaptive cap),
+	// whose store cannot tell when a running request ends, it is the
+	// policy's RetryAfter setting (0: none).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
@@ -62,6 +63,10 @@ type PolicyResult struct {
 	Missing limitkey.Dimension
 	// SkippedReason explains SKIPPED and missing-dimension rejections.
 	SkippedReason string
+	// Abandoned reports that the request's context ended before the
+	// limiter answered (see [Evaluation].Abandoned): Decision is ERROR, Err
+	// the store's error, but no fail mode applies (FailMode is "").
+	Abandoned bool
 	// Err is the limiter error behind DecisionError (or the invalid limit
 	// an [policy.Policy].OverrideFunc returned), or the cost function's failure
 	// behind a REJECTED answered with urn:ratekey:problem:invalid-cost.

@@ -92,8 +92,11 @@ func TestChainAllocs(t *testing.T) {
 }
 
 // TestSettleAllocs: a request whose policy settles (a reservation, the
-// handler's ReportCost, the settle when it returns) allocates no more than
-// the same request with a fixed cost, on the memory store.
+// handler's ReportCost, the settle when it returns) allocates two more
+// times than the same request with a fixed cost, on the memory store, and
+// no more: its handler's settle scope (the context layer that tells its
+// reports from those of a sibling evaluation or an outer phase) and the
+// request copy that carries it.
 func TestSettleAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
@@ -128,8 +131,8 @@ func TestSettleAllocs(t *testing.T) {
 		})
 	}
 	fixed, settling := run(build(false)), run(build(true))
-	if settling > fixed+raceSlack {
-		t.Errorf("a settling request: %v allocations; a fixed-cost one %v; want no more", settling, fixed)
+	if settling > fixed+2+raceSlack {
+		t.Errorf("a settling request: %v allocations; a fixed-cost one %v; want at most 2 more", settling, fixed)
 	}
 	t.Logf("fixed cost %v allocs, settling %v", fixed, settling)
 }

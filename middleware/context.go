@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/ratekey/ratekey/internal/engine"
 	"github.com/ratekey/ratekey/limitkey"
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -43,17 +42,13 @@ type requestState struct {
 	// phase: both phases need it, and a lookup costs a chi Find.
 	op   string
 	opBy *rateLimitState
-	// settle is the innermost phase's reservations open to ReportCost
-	// while its handler runs (settle.go), nil otherwise; settled reports
-	// that a phase has closed its own (its handler returned).
-	settle *engine.Settlement
-	// mu guards record's rate-limit part, op, opBy, settle and settled: a
-	// handler may run evaluations of the request concurrently, and report
-	// costs from any goroutine.
+	// mu guards record's rate-limit part, op, opBy and the open
+	// reservations of the request's settle scopes (settle.go): a handler
+	// may run evaluations of the request concurrently, and report costs
+	// from any goroutine.
 	mu           sync.Mutex
 	hasClient    bool
 	hasPrincipal bool
-	settled      bool
 	// opFixed: op was fixed by [WithOperation] before the chain ran (a
 	// gRPC call's full method name); no rate limiter names it then.
 	opFixed bool

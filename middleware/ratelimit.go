@@ -115,8 +115,10 @@ type RateLimitConfig struct {
 	// of the default RFC 9457 problem+json body, as net/http's
 	// CrossOriginProtection.SetDenyHandler does. It is called with the
 	// status the default would send (429 or the policy's Status; 503 when
-	// the store cannot decide; 401 or 403 for a missing key dimension) and
-	// the request's decide.Evaluation (read-only, valid during the call). The
+	// the store cannot decide; 401 or 403 for a missing key dimension, 500
+	// for a missing client address, a wiring fault: no ClientAddress in
+	// front; 400 for an invalid cost) and the request's
+	// [decide.Evaluation] (read-only, valid during the call). The
 	// response's header already holds what the default sends beside the
 	// body: RateLimit and RateLimit-Policy, Retry-After when there is an
 	// honest one, WWW-Authenticate for a missing principal, and

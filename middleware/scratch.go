@@ -25,9 +25,9 @@ type scratch struct {
 	// answer wraps the ResponseWriter of a request an adaptive cap times,
 	// to learn its status (see serveTimed) without an allocation.
 	answer statusWriter
-	// settle is the evaluation's reservations while its handler runs
-	// (openSettle), nil otherwise.
-	settle *engine.Settlement
+	// scope is the handler's view of the evaluation's reservations
+	// (openSettle), nil when it reserved none.
+	scope *settleScope
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

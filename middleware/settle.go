@@ -51,42 +51,70 @@ func ReportCost(ctx context.Context, policy string, cost int64) error {
 	if rs == nil {
 		return errNoState
 	}
+	scope, _ := ctx.Value(settleKey).(*settleScope)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.settle == nil && rs.settled {
+	if scope != nil && scope.open == nil {
 		return errSettled
 	}
-	return engine.Report(rs.settle, policy, cost)
+	var buf [4]*engine.Settlement
+	open := buf[:0]
+	for ; scope != nil; scope = scope.outer {
+		if scope.open != nil {
+			open = append(open, scope.open)
+		}
+	}
+	return engine.Report(open, policy, cost)
+}
+
+// settleKey is the context key of a handler's *settleScope.
+const settleKey ctxKey = 1
+
+// settleScope is what ReportCost may report on from one handler's context:
+// the reservations of the evaluation that let the handler run (open; nil
+// once the handler has returned and they are settled) and the scope of
+// the phase around it (outer: PreAuthHandler's, around Handler's). Each
+// evaluation that reserves gives its handler a scope of its own, so that
+// evaluations of one request run at once by a handler (each with its own
+// handler) never settle each other's reservations, and a report made
+// after a handler returned is refused even while an outer phase's handler
+// still runs. It is the handler's context layer (one allocation, for
+// settling requests only); every access to open is under the request
+// state's mutex.
+type settleScope struct {
+	context.Context
+	open  *engine.Settlement
+	outer *settleScope
+}
+
+// Value returns the scope itself for settleKey, and asks the parent
+// context for any other key.
+func (c *settleScope) Value(key any) any {
+	if key == settleKey {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 // openSettle opens the reservations of the evaluation in sc (ev's) to
-// ReportCost, for a request that goes on to its handler: it makes them
-// the request state's innermost settlement, giving r a request state
-// first if it has none. It returns r and its state.
+// ReportCost, for a request that goes on to its handler: it gives r a
+// request state if it has none, and a context whose scope holds them
+// (sc.scope). It returns the handler's request and its state.
 func openSettle(r *http.Request, rs *requestState, sc *scratch, ev *decide.Evaluation) (*http.Request, *requestState) {
 	if rs == nil {
 		r, rs = ensureState(r)
 	}
-	s := sc.OpenSettlement(ev)
-	rs.mu.Lock()
-	s.Next, rs.settle = rs.settle, s
-	rs.mu.Unlock()
-	sc.settle = s
-	return r, rs
+	outer, _ := r.Context().Value(settleKey).(*settleScope)
+	sc.scope = &settleScope{Context: r.Context(), open: sc.OpenSettlement(ev), outer: outer}
+	return r.WithContext(sc.scope), rs
 }
 
-// settle closes sc's settlement to ReportCost (the handler returned) and
-// settles it (see engine.State.Settle), then the Record's copies of the
-// results (from index base of its Policies; -1: none).
+// settle closes sc's scope to ReportCost (the handler returned) and
+// settles its reservations (see engine.State.Settle), then the Record's
+// copies of the results (from index base of its Policies; -1: none).
 func (st *rateLimitState) settle(r *http.Request, rs *requestState, sc *scratch, ev *decide.Evaluation, base int) {
 	rs.mu.Lock()
-	for p := &rs.settle; *p != nil; p = &(*p).Next {
-		if *p == sc.settle {
-			*p = sc.settle.Next
-			break
-		}
-	}
-	rs.settled = true
+	sc.scope.open = nil
 	rs.mu.Unlock()
 	st.eng.Settle(r.Context(), &sc.Scratch, ev)
 	if base < 0 || rs.record == nil {

@@ -184,6 +184,9 @@ func (st *State[R]) decideAdaptive(sc *Scratch, ev *decide.Evaluation, charge bo
 		default:
 			res.Decision, refused = decide.DecisionRejected, true
 		}
+		if !ok {
+			res.RetryAfter = st.Policies[res.Index].RetryAfter // the cap's retry_after: 1 s by default
+		}
 	}
 	if refused {
 		st.releaseAdaptive(context.Background(), sc, ev, false)

@@ -132,9 +132,6 @@ func (st *State[R]) prepare(in *Input[R], sc *Scratch, i int, res *decide.Policy
 	op := in.Operation
 	res.Policy, res.Index, res.Cost, res.Limit, res.DryRun, res.Store = p.Name, i, p.Cost, p.Limit, p.DryRun || st.DryRun, st.store
 	res.Status, res.OnStoreError, res.Authenticated = p.Status, p.OnStoreError, who.authenticated
-	if p.Limit.MaxInFlight != 0 || p.Limit.MaxInFlightCeiling != 0 {
-		res.RetryAfter = p.RetryAfter // no store can tell when a running request ends
-	}
 	key, ok := st.keyOf(in, sc, p, res, who)
 	if !ok {
 		return req, false, res.Decision == decide.DecisionRejected

@@ -19,14 +19,13 @@ import (
 // the cost reported (clamped to MaxCost), or keeps it when nothing was
 // reported. See the rule of package limiter ("Reserve, then settle").
 
-// Settlement is one phase's reservations while its handler runs: what a
-// report of the actual cost (middleware.ReportCost) may settle. It lives
-// in the phase's Scratch; the transport keeps the innermost open one with
-// the request (Next: an outer phase's, still open) and guards every
-// access with the request's mutex, so that a report from another
-// goroutine either lands before the handler returns or is refused.
+// Settlement is one evaluation's reservations while its handler runs:
+// what a report of the actual cost (middleware.ReportCost) may settle. It
+// lives in the evaluation's Scratch; the transport hands it to the
+// handler's reports until the handler returns, and guards every access
+// with the request's mutex, so that a report from another goroutine
+// either lands before the handler returns or is refused.
 type Settlement struct {
-	Next *Settlement
 	ents []settleEntry
 	buf  [3]settleEntry
 }
@@ -60,7 +59,7 @@ func (sc *Scratch) Reserved() bool { return sc.reserved }
 
 // OpenSettlement lists the reservations of the evaluation in sc (ev's),
 // for a request that goes on to its handler, and returns them, for the
-// transport to link (Next) and report on until the handler returns.
+// transport to report on (Report) until the handler returns.
 func (sc *Scratch) OpenSettlement(ev *decide.Evaluation) *Settlement {
 	s := &sc.settle
 	s.ents = s.buf[:0]
@@ -74,15 +73,16 @@ func (sc *Scratch) OpenSettlement(ev *decide.Evaluation) *Settlement {
 
 // Report records cost, the actual cost of a request, for the settling
 // policy named policy, or for every one when policy is "", in the open
-// settlements from s on (s, s.Next, ...): see middleware.ReportCost for
-// the rule. A report that cannot be honoured (a second one for a policy;
-// no reservation of the policy, or none at all) is an error and changes
-// nothing. The caller holds the lock that guards the settlements.
-func Report(s *Settlement, policy string, cost int64) error {
+// settlements of the handler that reports (its own phase's first, then
+// the phases around it): see middleware.ReportCost for the rule. A report
+// that cannot be honoured (a second one for a policy; no reservation of
+// the policy, or none at all) is an error and changes nothing. The caller
+// holds the lock that guards the settlements.
+func Report(open []*Settlement, policy string, cost int64) error {
 	found := false
-	for o := s; o != nil; o = o.Next {
-		for i := range o.ents {
-			e := &o.ents[i]
+	for _, s := range open {
+		for i := range s.ents {
+			e := &s.ents[i]
 			if policy != "" && e.policy != policy {
 				continue
 			}
@@ -98,9 +98,9 @@ func Report(s *Settlement, policy string, cost int64) error {
 		}
 		return fmt.Errorf("ratekey: policy %s has no reservation open for this request (no policy of that name applies, it does not settle, it did not charge the request, or its handler has returned)", quote.Value(policy))
 	}
-	for o := s; o != nil; o = o.Next {
-		for i := range o.ents {
-			if e := &o.ents[i]; policy == "" || e.policy == policy {
+	for _, s := range open {
+		for i := range s.ents {
+			if e := &s.ents[i]; policy == "" || e.policy == policy {
 				e.reported, e.has = cost, true
 			}
 		}
@@ -135,7 +135,7 @@ func (st *State[R]) actual(ctx context.Context, sc *Scratch, ev *decide.Evaluati
 
 // Settle settles the reservations of the evaluation in sc (ev's), once,
 // when the handler has returned and the transport has closed sc's
-// Settlement (unlinked it, under the lock Report runs under): the store
+// Settlement to reports (under the lock Report runs under): the store
 // call (only when some cost differs from its reservation), on a context
 // that outlives ctx, the request's (the client may be gone: the cost is
 // owed all the same), never retried (a resend would settle twice; see

@@ -24,6 +24,9 @@ func (st *State[R]) decideAll(ctx context.Context, sc *Scratch, ev *decide.Evalu
 			// so no fail mode applies and nothing is admitted.
 			ev.Abandoned = true
 			st.fill(sc, ev, idx, reqs, nil, err, charge, st.Limiter)
+			for _, i := range idx {
+				ev.Policies[i].Abandoned = true
+			}
 			return
 		}
 		if err != nil || answered(decs) {
@@ -112,9 +115,14 @@ func (st *State[R]) fill(sc *Scratch, ev *decide.Evaluation, idx []int, reqs []l
 // fillOne sets res from its decision d; charged says whether d's charge
 // stands.
 func (st *State[R]) fillOne(res *decide.PolicyResult, ev *decide.Evaluation, d *limiter.Decision, charged bool) {
-	res.Remaining, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.ResetAfter, d.Never, d.Delay
-	if res.Limit.MaxInFlight == 0 {
-		res.RetryAfter = d.RetryAfter // an in-flight policy's is its own (prepare)
+	res.Remaining, res.RetryAfter, res.ResetAfter, res.Never, res.Delay = d.Remaining, d.RetryAfter, d.ResetAfter, d.Never, d.Delay
+	if res.Limit.MaxInFlight != 0 {
+		res.RetryAfter = 0
+		if !d.Allowed {
+			// No store can tell when a running request ends: only the
+			// policy's own retry_after says when to come back.
+			res.RetryAfter = st.Policies[res.Index].RetryAfter
+		}
 	}
 	res.Cached, res.HashSlot, res.InFlight = d.Cached, d.HashSlot, d.InFlight
 	res.Prefetched = d.Prefetched
