@@ -157,19 +157,20 @@ type Evaluation struct {
 	Allowed bool
 	// Delay is how long the request must wait before it proceeds: the
 	// longest Delay of its DELAYED policies (nginx waits for the longest
-	// of its zones' delays). 0 unless Decision is DELAYED. The live chain
-	// evaluates in two phases, PreAuthHandler's policies and then
-	// Handler's, each waiting out its own Delay, so a request can wait
-	// for the sum of the two (a main-phase bucket refills while the
-	// pre-auth wait lasts only if it was in debt); Check, which evaluates
-	// every policy at once, reports the longest.
+	// of its zones' delays). 0 unless Decision is DELAYED. The live HTTP
+	// chain evaluates in two phases, middleware's PreAuthHandler policies
+	// and then Handler's, each waiting out its own Delay, so a request can
+	// wait for the sum of the two (a main-phase bucket refills while the
+	// pre-auth wait lasts only if it was in debt); RateLimiter.Check, which
+	// evaluates every policy at once, reports the longest.
 	Delay time.Duration
 	// Abandoned reports that the request's context ended (the client went
 	// away, or its deadline passed): before the limiter answered (its
 	// policies are then ERROR, with the context's error, but no fail mode
 	// applies: Allowed is false, and no store error or fail-open is
-	// counted), or, set by the transport (middleware's Handler), during Delay. A client timeout, not
-	// a server rejection; a budget already spent stays spent, as in nginx.
+	// counted), or, set by the transport (middleware's Handler), during
+	// Delay. A client timeout, not a server rejection; a budget already
+	// spent stays spent, as in nginx.
 	Abandoned bool
 	// Charged is true when the request's cost was spent against every
 	// enforcing policy (an evaluation that charges, as the live chain's or
@@ -190,8 +191,8 @@ type Evaluation struct {
 }
 
 // Current returns the whole tokens left and the time until the bucket is
-// full as they stand: an admitted result whose cost was not charged (a
-// Check without charge, or a request another policy rejected) reports the
+// full as they stand: an admitted result whose cost was not charged (an
+// evaluation without charge, or a request another policy rejected) reports the
 // would-be state after charging, so the cost is added back. For an
 // in-flight policy it returns the free slots (0 when more are held than
 // MaxInFlight) and 0.
