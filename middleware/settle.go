@@ -28,7 +28,11 @@ var (
 // reserved tokens for the request (when they count the same units). A
 // handler behind [RateLimiter.Handler] (or [RateLimiter.PreAuthHandler])
 // calls it once it knows the cost (an LLM's usage, a query's rows, the
-// bytes it sent), before it returns. When the handler returns (or panics,
+// bytes it sent), before it returns, with its request's context (or one
+// derived from it): that context names the reservations of the evaluation
+// that let the handler run, and of the phases around it (PreAuthHandler's,
+// around Handler's), never those of another evaluation of the same request
+// running beside it. When the handler returns (or panics,
 // or gives up because its client went away), each reservation is settled
 // at the cost reported, clamped to the policy's MaxCost (a defect of the
 // handler, logged at Warn), and a reservation with nothing reported stands
