@@ -158,3 +158,32 @@ func TestGRPCCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCCallPrintsARefusal: demo grpc-call prints a refusal's status,
+// its details (ErrorInfo, RetryInfo, QuotaFailure) and the ratelimit
+// response metadata grpclimit sends in the refused call's header.
+func TestGRPCCallPrintsARefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ratekey.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(grpcBase, "%s", "1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, cc := grpcServer(t, path)
+	call := func() (int, string) {
+		var out, errb strings.Builder
+		code := run([]string{"grpc-call", "-addr", cc.Target()}, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := call(); code != 0 {
+		t.Fatalf("first call: exit %d\n%s", code, out)
+	}
+	code, out := call()
+	want := "status: RESOURCE_EXHAUSTED: policy per-network (burst 1, refill 1/m) has no room for this request; retry in 60 s\n" +
+		"error-info: RATE_LIMITED type=urn:ratekey:problem:rate-limited policy=per-network\n" +
+		"retry-info: retry in 1m0s\n" +
+		"quota-failure: policy:per-network\n" +
+		"ratelimit-policy: \"per-network\";q=1;w=60\n" +
+		"ratelimit: \"per-network\";r=0;t=60\n"
+	if code != 1 || out != want {
+		t.Errorf("refused call: exit %d\n%s\nwant exit 1\n%s", code, out, want)
+	}
+}
