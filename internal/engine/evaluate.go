@@ -71,7 +71,7 @@ func (st *State[R]) Evaluate(in *Input[R], charge bool, ph Phase, sc *Scratch) d
 			continue
 		}
 		// The policy's result, filled in place: every path below leaves
-		// it in ev.Policies (no 320-byte copy).
+		// it in ev.Policies (no copy of its 376 bytes).
 		ev.Policies = append(ev.Policies, decide.PolicyResult{})
 		j := len(ev.Policies) - 1
 		req, asks, refuses := st.prepare(in, sc, i, &ev.Policies[j], j, &who)
