@@ -29,18 +29,36 @@ import (
 // middleware.RateLimitConfig documents each field, as users set them
 // there. R is the transport's request type.
 type Config[R any] struct {
-	Limiter, Fallback limiter.Limiter
-	Policies          []policy.Policy
-	Custom            map[limitkey.Dimension]func(R) (string, bool)
-	Costs             map[string]func(R) (int64, error)
-	Logger            *slog.Logger
-	DryRun            bool
-	Metrics           Metrics
-	SamplePassed      float64
-	LogEveryDecision  bool
-	LogInterval       time.Duration
-	MaxWait           time.Duration
-	SingleTenant      bool
+	// Limiter decides and stores budgets. Required.
+	Limiter limiter.Limiter
+	// Fallback decides the policies whose OnStoreError is local while
+	// Limiter cannot; nil without such policies.
+	Fallback limiter.Limiter
+	// Policies are evaluated in order, all-or-nothing.
+	Policies []policy.Policy
+	// Custom gives the values of custom key dimensions from the
+	// transport's request, and false when it has none.
+	Custom map[limitkey.Dimension]func(R) (string, bool)
+	// Costs gives, by policy name, each request's cost.
+	Costs map[string]func(R) (int64, error)
+	// Logger receives the decision log; nil means slog.Default().
+	Logger *slog.Logger
+	// DryRun puts every policy in dry run.
+	DryRun bool
+	// Metrics receives decisions, store calls, slots and queues; nil
+	// records nothing.
+	Metrics Metrics
+	// SamplePassed is the fraction (0 to 1) of PASSED decisions logged.
+	SamplePassed float64
+	// LogEveryDecision writes a line per decision instead of the bounded
+	// log.
+	LogEveryDecision bool
+	// LogInterval is the bounded log's interval; 0 means 1 s.
+	LogInterval time.Duration
+	// MaxWait bounds a DELAYED request's waits, both phases; 0 means 50 s.
+	MaxWait time.Duration
+	// SingleTenant declares that every principal carries one tenant.
+	SingleTenant bool
 }
 
 // State is one immutable, validated configuration (defaults filled in)
