@@ -156,6 +156,22 @@ type chainInput struct {
 	path, xff, auth string
 }
 
+// chainRequests returns the requests of inputs in, from the trusted proxy
+// 10.0.0.1, each with its X-Forwarded-For and, withAuth, its token.
+func chainRequests(in []chainInput, withAuth bool) []*http.Request {
+	reqs := make([]*http.Request, len(in))
+	for i, c := range in {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil)
+		r.RemoteAddr = "10.0.0.1:41234"
+		r.Header.Set("X-Forwarded-For", c.xff)
+		if withAuth {
+			r.Header.Set("Authorization", c.auth)
+		}
+		reqs[i] = r
+	}
+	return reqs
+}
+
 func chainInputs(tb testing.TB, k jwtKey) []chainInput {
 	tokens := make([]string, chainAccounts)
 	for i := range tokens {
@@ -243,20 +259,7 @@ func serveParallel(h http.Handler, reqs []*http.Request, bad *atomic.Int64) func
 func BenchmarkChain(b *testing.B) {
 	k := newJWTKey(b, "ES256")
 	in := chainInputs(b, k)
-	mk := func(withAuth bool) []*http.Request {
-		reqs := make([]*http.Request, len(in))
-		for i, c := range in {
-			r := httptest.NewRequest(http.MethodGet, c.path, nil)
-			r.RemoteAddr = "10.0.0.1:41234"
-			r.Header.Set("X-Forwarded-For", c.xff)
-			if withAuth {
-				r.Header.Set("Authorization", c.auth)
-			}
-			reqs[i] = r
-		}
-		return reqs
-	}
-	authed, anon := mk(true), mk(false)
+	authed, anon := chainRequests(in, true), chainRequests(in, false)
 	front, hand, frontAnon, bare := newFrontDoor(b, k, false), newChainRouter(b, k, false), newFrontDoor(b, k, true), newBareRouter()
 	peer, peerAnon := newPeerStack(b, k, chainLimit, false), newPeerStack(b, k, chainLimit, true)
 	var bad [6]atomic.Int64

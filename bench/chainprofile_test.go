@@ -2,7 +2,6 @@ package bench
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 )
@@ -17,19 +16,6 @@ import (
 func BenchmarkChainProfile(b *testing.B) {
 	k := newJWTKey(b, "ES256")
 	in := chainInputs(b, k)
-	mk := func(withAuth bool) []*http.Request {
-		reqs := make([]*http.Request, len(in))
-		for i, c := range in {
-			r := httptest.NewRequest(http.MethodGet, c.path, nil)
-			r.RemoteAddr = "10.0.0.1:41234"
-			r.Header.Set("X-Forwarded-For", c.xff)
-			if withAuth {
-				r.Header.Set("Authorization", c.auth)
-			}
-			reqs[i] = r
-		}
-		return reqs
-	}
 	for _, c := range []struct {
 		name string
 		h    http.Handler
@@ -41,7 +27,7 @@ func BenchmarkChainProfile(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var bad atomic.Int64
-			run := serveParallel(c.h, mk(c.auth), &bad)
+			run := serveParallel(c.h, chainRequests(in, c.auth), &bad)
 			run(len(in)) // warm-up: every token verified and cached, every key tracked
 			b.ReportAllocs()
 			b.ResetTimer()

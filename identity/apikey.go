@@ -155,14 +155,6 @@ func NewAPIKey(pepper []byte, tenant, account string) (key string, rec APIKeyRec
 	return body + checksum(body), rec, nil
 }
 
-// apiKeyID returns the public id of key after checking its shape and
-// checksum, without any lookup: for tooling that revokes or describes a
-// key. The error never contains the key. Safe for concurrent use.
-func apiKeyID(key string) (string, error) {
-	id, _, err := parseAPIKey(key)
-	return id, err
-}
-
 // parseAPIKey splits rk_<id>_<secret><checksum> and verifies the checksum.
 // It reads only the key's bytes, in constant structure: fixed length,
 // prefix, separator, base62 alphabet, CRC-32.

@@ -324,18 +324,6 @@ func (c *verifyCache) wipe() {
 	}
 }
 
-// len returns the number of entries (tests).
-func (c *verifyCache) len() int {
-	n := 0
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.RLock()
-		n += len(sh.index)
-		sh.mu.RUnlock()
-	}
-	return n
-}
-
 // servable reports whether e may answer for its token at now (Unix
 // nanoseconds of JWTConfig.Now): now is inside [lo, hi), the issuer's JWK
 // Set still has the generation whose key verified the token, and, for a

@@ -1090,3 +1090,15 @@ func TestCachePutOnlyB64Token(t *testing.T) {
 		t.Fatalf("the cache holds %d entries after caching a token, want 1", n)
 	}
 }
+
+// len returns the number of entries (tests).
+func (c *verifyCache) len() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.index)
+		sh.mu.RUnlock()
+	}
+	return n
+}

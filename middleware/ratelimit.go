@@ -167,8 +167,10 @@ type RateLimiter struct {
 
 // rateLimitState is one immutable configuration of a RateLimiter: the
 // decision core's state (eng: the validated policies, custom dimensions,
-// cost functions and logger, defaults filled in) and what the HTTP side
-// derives from it.
+// cost functions and logger, defaults filled in: read them there, not in
+// the embedded config, which is the caller's as given) and what the HTTP
+// side derives from it (Operation, DecisionHeader and Deny are read from
+// the config).
 type rateLimitState struct {
 	RateLimitConfig
 	eng *engine.State[*http.Request]
@@ -217,7 +219,6 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 		return nil, err
 	}
 	st := &rateLimitState{RateLimitConfig: cfg, eng: eng}
-	st.Policies, st.Logger, st.Custom, st.Costs = eng.Policies, eng.Logger, eng.Custom, eng.Costs
 	st.compile()
 	return st, nil
 }
@@ -225,8 +226,8 @@ func newRateLimitState(cfg RateLimitConfig) (*rateLimitState, error) {
 // compile derives each policy's RateLimit-Policy items (its own limit's
 // and its overrides') and each phase's RateLimit-Policy field.
 func (st *rateLimitState) compile() {
-	for i := range st.Policies {
-		p := &st.Policies[i]
+	for i := range st.eng.Policies {
+		p := &st.eng.Policies[i]
 		item := ""
 		if p.Limit.MaxInFlight == 0 && p.Limit.MaxInFlightCeiling == 0 { // draft-10 fields cover quotas only
 			item = policyItem(p.Name, st.eng.Share(p.Limit))
@@ -243,8 +244,8 @@ func (st *rateLimitState) compile() {
 	}
 	for ph := range st.fields {
 		f := &st.fields[ph]
-		for i := range st.Policies {
-			if p := &st.Policies[i]; engine.Phase(ph).Covers(p) && st.items[i] != "" && !p.DryRun && !st.DryRun {
+		for i := range st.eng.Policies {
+			if p := &st.eng.Policies[i]; engine.Phase(ph).Covers(p) && st.items[i] != "" && !p.DryRun && !st.DryRun {
 				f.items = append(f.items, st.items[i])
 			}
 		}
@@ -272,7 +273,7 @@ func (st *rateLimitState) itemOf(res *decide.PolicyResult) string {
 // Policies returns a copy of the current policies, defaults filled in.
 // Safe for concurrent use.
 func (rl *RateLimiter) Policies() []policy.Policy {
-	return slices.Clone(rl.state.Load().Policies)
+	return slices.Clone(rl.state.Load().eng.Policies)
 }
 
 // Reload validates cfg and, if it is valid, makes it the configuration of
@@ -294,12 +295,12 @@ func (rl *RateLimiter) Reload(cfg RateLimitConfig) ([]policy.Change, error) {
 	}
 	st.eng.Logs = rl.state.Load().eng.Logs
 	old := rl.state.Swap(st)
-	changes := policy.Diff(old.Policies, st.Policies)
+	changes := policy.Diff(old.eng.Policies, st.eng.Policies)
 	if old.Limiter != st.Limiter {
-		st.Logger.Info("ratekey reload: new limiter store, every budget starts fresh")
+		st.eng.Logger.Info("ratekey reload: new limiter store, every budget starts fresh")
 	}
 	for _, c := range changes {
-		st.Logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", c.Change), slog.String("detail", c.Detail))
+		st.eng.Logger.Info("ratekey reload", slog.String("policy", c.Policy), slog.String("change", c.Change), slog.String("detail", c.Detail))
 	}
 	return changes, nil
 }

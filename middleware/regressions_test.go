@@ -109,14 +109,7 @@ func TestSettleConcurrentEvaluationsKeepTheirOwnReports(t *testing.T) {
 // pre-auth policy at the late cost).
 func TestSettleLateReportRefusedWhileOuterPhaseRuns(t *testing.T) {
 	store := memory.New(memory.Options{Now: clocktest.NewManualClock().Time})
-	pre, main := llm(), llm()
-	pre.Name, pre.PreAuth, pre.Cost = "pre", true, 200
-	r := chi.NewRouter()
-	rl, err := middleware.NewRateLimiter(middleware.RateLimitConfig{Limiter: store, Policies: []policy.Policy{pre, main},
-		Operation: middleware.RouteOperation(r), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, rl, _, _ := twoPhaseSettle(t, store)
 	var late error
 	var handlerCtx context.Context
 	between := func(next http.Handler) http.Handler { // e.g. an access log between the phases

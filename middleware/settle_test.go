@@ -720,12 +720,11 @@ func TestSettleCostFuncAboveMaxCost(t *testing.T) {
 	}
 }
 
-// TestSettleTwoPhases: a pre-auth settling policy and a main one each
-// reserve in their phase; one report for every policy ("") settles both,
-// each when its own phase's handler returns, into its own bucket.
-func TestSettleTwoPhases(t *testing.T) {
-	clk := clocktest.NewManualClock()
-	store := memory.New(memory.Options{Now: clk.Time})
+// twoPhaseSettle returns a router and a rate limiter on store with two
+// settling policies: "pre" (pre-auth, reserving 200) and llm() (main,
+// reserving 500).
+func twoPhaseSettle(t *testing.T, store limiter.Limiter) (*chi.Mux, *middleware.RateLimiter, policy.Policy, policy.Policy) {
+	t.Helper()
 	pre, main := llm(), llm()
 	pre.Name, pre.PreAuth, pre.Cost = "pre", true, 200
 	r := chi.NewRouter()
@@ -734,6 +733,16 @@ func TestSettleTwoPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, rl, pre, main
+}
+
+// TestSettleTwoPhases: a pre-auth settling policy and a main one each
+// reserve in their phase; one report for every policy ("") settles both,
+// each when its own phase's handler returns, into its own bucket.
+func TestSettleTwoPhases(t *testing.T) {
+	clk := clocktest.NewManualClock()
+	store := memory.New(memory.Options{Now: clk.Time})
+	r, rl, pre, main := twoPhaseSettle(t, store)
 	var errs []string
 	r.Use(rl.PreAuthHandler, rl.Handler)
 	r.Post("/v1/complete", reports(&errs, "", 100))

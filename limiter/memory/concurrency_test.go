@@ -104,3 +104,10 @@ func TestChargesWhileTablesChange(t *testing.T) {
 	}
 	checkCount(t, l)
 }
+
+// len returns the number of states currently tracked, at most MaxKeys. It
+// includes states whose bucket is full again but that no sweep has evicted
+// yet (sweeps run only when the store is full). Safe for concurrent use.
+func (l *Limiter) len() int {
+	return int(l.count.Load())
+}

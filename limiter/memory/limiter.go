@@ -216,13 +216,6 @@ func (l *Limiter) release(r *limiter.Request) {
 	}
 }
 
-// len returns the number of states currently tracked, at most MaxKeys. It
-// includes states whose bucket is full again but that no sweep has evicted
-// yet (sweeps run only when the store is full). Safe for concurrent use.
-func (l *Limiter) len() int {
-	return int(l.count.Load())
-}
-
 // slot is the per-request scratch state of one call. The fields marked
 // (owner) are set on the first request of each bucket only.
 type slot struct {

@@ -95,3 +95,12 @@ func RedisKey(l *Limiter, r limiter.Request) string { return l.redisKey(r) }
 
 // MaxWindow is the largest window the store accepts (see maxWindow).
 const MaxWindow = maxWindow
+
+// redisKey returns the name of the Redis key that holds the state of r's
+// bucket (see the package documentation for the layout). r must be a
+// request Take would accept (a non-empty Key, Cost >= 1, a Limit that
+// passes [limiter.Limit.Validate]).
+func (l *Limiter) redisKey(r limiter.Request) string {
+	name, _ := l.names.name(&r)
+	return name
+}

@@ -375,15 +375,6 @@ func withRoundTrips(dst []limiter.Decision, n0, rounds int) []limiter.Decision {
 	return dst
 }
 
-// redisKey returns the name of the Redis key that holds the state of r's
-// bucket (see the package documentation for the layout). r must be a
-// request Take would accept (a non-empty Key, Cost >= 1, a Limit that
-// passes [limiter.Limit.Validate]).
-func (l *Limiter) redisKey(r limiter.Request) string {
-	name, _ := l.names.name(&r)
-	return name
-}
-
 // Argument layout of the script call: "evalsha", sha, numkeys, KEYS, then
 // ARGV: the mode, and argsPerReq per request (see gcraScript; oneScript
 // takes the same).
