@@ -62,7 +62,7 @@ func inputOf(r *http.Request, rs *requestState, op string) engine.Input[*http.Re
 		in.Principal = &rs.principal
 	}
 	if rs.hasClient {
-		in.Client, in.Network = rs.client.Client, rs.client.Network
+		in.Client, in.Network = rs.client.client, rs.client.network
 	}
 	return in
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sync"
 
 	"github.com/ratekey/ratekey/limitkey"
@@ -19,26 +20,26 @@ const stateKey ctxKey = 0
 // allocation (with the request copy that carries it: stateRequest) that is
 // also the request's context layer (it embeds the parent context and
 // answers [stateKey] itself, so no context.WithValue node is needed): the
-// client address (with room for the hops of its derivation), the
-// principal, the Record, and the arena that holds the rate limiter's keys
-// and response field values (so that they need no allocation of their
-// own). Every request that passes ClientAddress pays for it (and zeroes
-// it): with the request copy it fits Go's 1152-byte size class
-// (TestRequestStateSize). The rate
-// limiter's working memory is pooled apart from it (see [scratch]). The
-// first ratekey middleware a request meets adds it; the others fill it in
-// place, so a request costs one context layer whatever the chain. It is
-// written by the request's goroutine as it passes the middlewares; a
-// handler may run rate-limit evaluations of the request concurrently,
-// which record under mu (and each claim the arena or get their own, see
-// [claimArena]).
+// client address and how it was derived (without the examined hops, see
+// [clientState]), the principal, the Record, and the arena that holds the
+// rate limiter's keys and response field values (so that they need no
+// allocation of their own). Every request that passes ClientAddress pays
+// for it (and zeroes it): with the request copy it fits Go's 896-byte
+// size class (TestRequestStateSize), and every byte a request allocates
+// costs the garbage collector work (BENCHMARKS.md, "A smaller request
+// state"). The rate limiter's working memory is pooled apart from it (see
+// [scratch]). The first ratekey middleware a request meets adds it; the
+// others fill it in place, so a request costs one context layer whatever
+// the chain. It is written by the request's goroutine as it passes the
+// middlewares; a handler may run rate-limit evaluations of the request
+// concurrently, which record under mu (and each claim the arena or get
+// their own, see [claimArena]).
 type requestState struct {
 	context.Context // the parent
-	client          trustedproxy.Result
+	client          clientState
 	principal       limitkey.Principal
 	record          *Record
-	hops            [4]trustedproxy.Hop // backing array of client.Derivation.Hops
-	out             arena               // the rate limiter's keys and response field values
+	out             arena // the rate limiter's keys and response field values
 	// op is the operation opBy named for the request, kept for the second
 	// phase: both phases need it, and a lookup costs a chi Find.
 	op   string
@@ -53,6 +54,32 @@ type requestState struct {
 	// opFixed: op was fixed by [WithOperation] before the chain ran (a
 	// gRPC call's full method name); no rate limiter names it then.
 	opFixed bool
+}
+
+// clientState is a successful [trustedproxy.Result] without the parts
+// that only explain it: the examined hops (the Record and the debug
+// endpoint list them) and the error (there is none). 56 bytes fewer than
+// the Result in every request's state.
+type clientState struct {
+	client            netip.Addr
+	network           netip.Prefix
+	peer, header, why string // Derivation.Peer, Header and Reason
+	rule              int
+	peerTrusted       bool
+}
+
+// set keeps res, a successful resolution.
+func (c *clientState) set(res *trustedproxy.Result) {
+	d := &res.Derivation
+	*c = clientState{client: res.Client, network: res.Network, peer: d.Peer, header: d.Header, why: d.Reason, rule: d.Rule, peerTrusted: d.PeerTrusted}
+}
+
+// result returns the Result c keeps, its Derivation without Hops (nil)
+// and so with Chosen -1.
+func (c *clientState) result() trustedproxy.Result {
+	return trustedproxy.Result{Client: c.client, Network: c.network, Derivation: trustedproxy.Derivation{
+		Peer: c.peer, PeerTrusted: c.peerTrusted, Rule: c.rule, Header: c.header, Chosen: -1, Reason: c.why,
+	}}
 }
 
 // operation returns r's operation as st names it, asking st once per
@@ -156,14 +183,16 @@ func WithOperation(ctx context.Context, op string) context.Context {
 }
 
 // ClientFrom returns the client address resolved by [ClientAddress] for this
-// request, and false when that middleware did not run. The Result is a value
-// copy; its Derivation's Hops slice must not be modified.
+// request, and false when that middleware did not run. The Result's
+// Derivation says how the client was chosen but lists no hops (Hops nil,
+// Chosen -1): a request keeps the derivation's outcome only, and the
+// request's [Record] and the debug endpoint list the examined hops.
 func ClientFrom(ctx context.Context) (trustedproxy.Result, bool) {
 	st := stateFrom(ctx)
 	if st == nil || !st.hasClient {
 		return trustedproxy.Result{}, false
 	}
-	return st.client, true
+	return st.client.result(), true
 }
 
 // PrincipalFrom returns the principal established by [Authenticate], and false

@@ -205,7 +205,8 @@ func (cfg *DebugConfig) describe(r *http.Request) *Record {
 		rec.Authentication.Outcome = outcomeNotReached
 		return rec
 	}
-	rs.client, rs.hasClient = res, true
+	rs.client.set(&res)
+	rs.hasClient = true
 	// Then, as the live chain runs them: the pre-auth policies, the
 	// credential check, the other policies, each only if the step before
 	// let the request through. One configuration for all three.
