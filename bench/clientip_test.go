@@ -68,12 +68,13 @@ var sinkAddr netip.Addr
 // request's answer is checked against the expected client for every
 // resolver before timing. Contenders (metric unit prefixes):
 //   - ratekey: trustedproxy.Resolver.Resolve, its allocation-free
-//     fast path (client and network key, no Derivation).
+//     fast path (client, network key and the Derivation's outcome, no
+//     hop list).
 //   - ratekey-mw: Resolve, then the client stored in the request
 //     context and the next handler called: the same shape as chi's
 //     middleware, like for like.
 //   - ratekey-ClientAddress: ratekey's real middleware.ClientAddress
-//     (Explain with the full Derivation, stored in the context).
+//     (Resolve, its Result stored in the request state).
 //   - chi: chi v5.5.0 middleware.ClientIPFromXFF(prefixes...) (its only
 //     entry point: a middleware, which checks the peer, walks the header
 //     right to left and stores the client in the request context).
@@ -115,12 +116,12 @@ func BenchmarkClientIP(b *testing.B) {
 			got, _ = r.Context().Value(benchCtxKey{}).(netip.Addr)
 		})
 		rkMW := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, _, err := rk.Resolve(r.RemoteAddr, r.Header)
+			res, err := rk.Resolve(r.RemoteAddr, r.Header)
 			if err != nil {
 				http.Error(w, "bad forwarding chain", http.StatusBadRequest)
 				return
 			}
-			mwNext.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), benchCtxKey{}, c)))
+			mwNext.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), benchCtxKey{}, res.Client)))
 		})
 		rkCA := middleware.ClientAddress(rk, middleware.ClientAddressOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			res, _ := middleware.ClientFrom(r.Context())
@@ -131,8 +132,8 @@ func BenchmarkClientIP(b *testing.B) {
 			b.Run(fmt.Sprintf("prefixes=%s/hops=%d", list.name, hops), func(b *testing.B) {
 				reqs := xffRequests(list.ps, hops)
 				for i, q := range reqs {
-					if c, _, err := rk.Resolve(q.req.RemoteAddr, q.req.Header); err != nil || c != q.client {
-						b.Fatalf("request %d: ratekey %v %v, want %v", i, c, err, q.client)
+					if res, err := rk.Resolve(q.req.RemoteAddr, q.req.Header); err != nil || res.Client != q.client {
+						b.Fatalf("request %d: ratekey %v %v, want %v", i, res.Client, err, q.client)
 					}
 					for name, h := range map[string]http.Handler{"chi": chiH, "ratekey-mw": rkMW, "ratekey-ClientAddress": rkCA} {
 						got = netip.Addr{}
@@ -157,7 +158,8 @@ func BenchmarkClientIP(b *testing.B) {
 				var sinkS string
 				interleave(b, []contender{
 					{"ratekey", loop(func(q *xffRequest) {
-						sinkAddr, _, _ = rk.Resolve(q.req.RemoteAddr, q.req.Header)
+						res, _ := rk.Resolve(q.req.RemoteAddr, q.req.Header)
+						sinkAddr = res.Client
 					})},
 					{"ratekey-mw", loop(func(q *xffRequest) { rkMW.ServeHTTP(nil, q.req) })},
 					{"ratekey-ClientAddress", loop(func(q *xffRequest) { rkCA.ServeHTTP(nil, q.req) })},

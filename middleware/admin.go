@@ -50,8 +50,8 @@ func adminAllowed(res *trustedproxy.Resolver, allow *netipx.IPSet, r *http.Reque
 	if allow == nil {
 		return false
 	}
-	client, _, err := res.Resolve(r.RemoteAddr, r.Header)
-	return err == nil && allow.Contains(client)
+	got, err := res.Resolve(r.RemoteAddr, r.Header)
+	return err == nil && allow.Contains(got.Client)
 }
 
 // adminSet parses the admin networks allow (nil when empty: nobody), and

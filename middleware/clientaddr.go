@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/ratekey/ratekey/trustedproxy"
 )
@@ -19,10 +18,11 @@ type ClientAddressOptions struct {
 }
 
 // ClientAddress returns middleware that resolves the client address of every
-// request with res and stores the [trustedproxy.Result], without its
-// examined hops, in the request context (read it with [ClientFrom]); it
-// also fills the client-address part of the request's [Record], hops
-// included, when there is one.
+// request with res ([trustedproxy.Resolver.Resolve]) and stores the
+// [trustedproxy.Result] in the request context (read it with
+// [ClientFrom]); it also fills the client-address part of the request's
+// [Record], when there is one, with the examined hops listed
+// ([trustedproxy.Resolver.Explain]).
 //
 // A malformed forwarding chain written by a trusted proxy is answered with
 // 400 and an RFC 9457 problem (type urn:ratekey:problem:invalid-forwarding-chain); the request
@@ -33,37 +33,27 @@ func ClientAddress(res *trustedproxy.Resolver, opts ClientAddressOptions) func(h
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r, st := ensureState(r)
-			hops := hopsPool.Get().(*[hopsBuffer]trustedproxy.Hop)
-			result, err := res.Explain(r.RemoteAddr, r.Header, hops[:0])
+			var result trustedproxy.Result
+			var err error
 			if st.record != nil {
+				result, err = res.Explain(r.RemoteAddr, r.Header, nil)
 				st.record.recordDerivation(r.RemoteAddr, &result, err)
+			} else {
+				result, err = res.Resolve(r.RemoteAddr, r.Header)
 			}
 			if opts.Metrics != nil && (err != nil || anomalous(result.Derivation.Reason)) {
 				opts.Metrics.ProxyAnomaly(result.Derivation.Reason)
 			}
-			if err == nil {
-				st.client.set(&result)
-				st.hasClient = true
-			}
-			*hops = [hopsBuffer]trustedproxy.Hop{} // no request's header values left in the pool
-			hopsPool.Put(hops)
 			if err != nil {
 				writeProblem(w, forwardingProblem(err, result.Derivation.Reason, r.RemoteAddr))
 				return
 			}
+			st.client.set(&result)
+			st.hasClient = true
 			next.ServeHTTP(w, r)
 		})
 	}
 }
-
-// hopsBuffer is the hops a derivation lists without an allocation of its
-// own (a longer chain allocates its list; trustedproxy.Resolver.Explain).
-const hopsBuffer = 4
-
-// hopsPool holds the buffers ClientAddress derives into: the request
-// keeps the derivation's outcome, not its hops (see clientState), so the
-// buffer is free again before the request goes on.
-var hopsPool = sync.Pool{New: func() any { return new([hopsBuffer]trustedproxy.Hop) }}
 
 // anomalous reports whether a successful derivation is one a well-configured
 // proxy should not produce: a trusted peer that sent no forwarding header

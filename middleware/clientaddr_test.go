@@ -13,9 +13,9 @@ import (
 )
 
 // TestClientFromKeepsTheOutcome: the request keeps how its client was
-// chosen (peer, rule, header, reason) but not the examined hops, which
-// ClientAddress derives into a pooled buffer; a Record lists them, in a
-// list of its own that the next request's derivation does not overwrite.
+// chosen (peer, rule, header, reason: trustedproxy.Resolver.Resolve's
+// Result) but no hop list; a Record lists the examined hops, in a list of
+// its own that the next request's derivation does not touch.
 func TestClientFromKeepsTheOutcome(t *testing.T) {
 	res, err := trustedproxy.New(trustedproxy.Config{Rules: []trustedproxy.Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}}})
 	if err != nil {
@@ -48,7 +48,7 @@ func TestClientFromKeepsTheOutcome(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ClientFrom = %+v\nwant %+v", got, want)
 	}
-	serve("203.0.113.9, 10.0.0.3", false) // reuses the pooled hop buffer
+	serve("203.0.113.9, 10.0.0.3", false)
 	wantHops := []trustedproxy.Hop{
 		{Position: 1, Value: "10.0.0.2", Address: "10.0.0.2", Verdict: "trusted"},
 		{Position: 0, Value: "198.51.100.7", Address: "198.51.100.7", Verdict: "client"},

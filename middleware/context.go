@@ -20,8 +20,7 @@ const stateKey ctxKey = 0
 // allocation (with the request copy that carries it: stateRequest) that is
 // also the request's context layer (it embeds the parent context and
 // answers [stateKey] itself, so no context.WithValue node is needed): the
-// client address and how it was derived (without the examined hops, see
-// [clientState]), the principal, the Record, and the arena that holds the
+// client address and how it was derived (see [clientState]), the principal, the Record, and the arena that holds the
 // rate limiter's keys and response field values (so that they need no
 // allocation of their own). Every request that passes ClientAddress pays
 // for it (and zeroes it): with the request copy it fits Go's 896-byte
@@ -56,10 +55,10 @@ type requestState struct {
 	opFixed bool
 }
 
-// clientState is a successful [trustedproxy.Result] without the parts
-// that only explain it: the examined hops (the Record and the debug
-// endpoint list them) and the error (there is none). 56 bytes fewer than
-// the Result in every request's state.
+// clientState is a successful [trustedproxy.Result] of Resolve, without
+// the parts it leaves empty: the examined hops (Explain lists them, for
+// the Record and the debug endpoint) and the error (there is none). 56
+// bytes fewer than the Result in every request's state.
 type clientState struct {
 	client            netip.Addr
 	network           netip.Prefix
@@ -183,10 +182,10 @@ func WithOperation(ctx context.Context, op string) context.Context {
 }
 
 // ClientFrom returns the client address resolved by [ClientAddress] for this
-// request, and false when that middleware did not run. The Result's
-// Derivation says how the client was chosen but lists no hops (Hops nil,
-// Chosen -1): a request keeps the derivation's outcome only, and the
-// request's [Record] and the debug endpoint list the examined hops.
+// request, and false when that middleware did not run. The Result is
+// [trustedproxy.Resolver.Resolve]'s: its Derivation says how the client
+// was chosen but lists no hops (Hops nil, Chosen -1); the request's
+// [Record] and the debug endpoint list them.
 func ClientFrom(ctx context.Context) (trustedproxy.Result, bool) {
 	st := stateFrom(ctx)
 	if st == nil || !st.hasClient {

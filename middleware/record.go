@@ -3,7 +3,6 @@ package middleware
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/limitkey"
@@ -113,9 +112,6 @@ func RecordFrom(ctx context.Context) *Record {
 func (rec *Record) recordDerivation(peer string, res *trustedproxy.Result, err error) {
 	rec.Peer = peer
 	rec.Derivation = res.Derivation
-	// The hops may be a pooled buffer's (ClientAddress): the Record keeps
-	// its own.
-	rec.Derivation.Hops = slices.Clone(res.Derivation.Hops)
 	if err == nil {
 		c, n := res.Client.String(), res.Network.String()
 		rec.Client, rec.Network = &c, &n

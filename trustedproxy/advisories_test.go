@@ -101,9 +101,9 @@ func TestCVE_2020_28483(t *testing.T) {
 func TestRealclientipGoIssue4(t *testing.T) {
 	for _, cfg := range allHeaderConfigs {
 		r := mustNew(t, cfg)
-		c, n, err := r.Resolve("[2001:db8:c1::5]:1", forgedHeaders())
-		if err != nil || c != netip.MustParseAddr("2001:db8:c1::5") || n != netip.MustParsePrefix("2001:db8:c1::/64") {
-			t.Errorf("%+v: got %v %v %v", cfg, c, n, err)
+		res, err := r.Resolve("[2001:db8:c1::5]:1", forgedHeaders())
+		if err != nil || res.Client != netip.MustParseAddr("2001:db8:c1::5") || res.Network != netip.MustParsePrefix("2001:db8:c1::/64") {
+			t.Errorf("%+v: got %v %v %v", cfg, res.Client, res.Network, err)
 		}
 	}
 }
@@ -133,8 +133,8 @@ func TestTraefikIssue8586(t *testing.T) {
 		{Config{Rules: []Rule{{From: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For", Hops: 2}}}, xff("6.6.6.6, 203.0.113.7", "192.0.2.10")},
 	} {
 		r := mustNew(t, tc.cfg)
-		if c, _, err := r.Resolve("10.0.0.1:1", tc.h); err != nil || c != netip.MustParseAddr("203.0.113.7") {
-			t.Errorf("%v: got %v, %v", tc.h, c, err)
+		if res, err := r.Resolve("10.0.0.1:1", tc.h); err != nil || res.Client != netip.MustParseAddr("203.0.113.7") {
+			t.Errorf("%v: got %v, %v", tc.h, res.Client, err)
 		}
 	}
 }
@@ -152,9 +152,9 @@ func TestTraefikIssue7884(t *testing.T) {
 		}
 		cfg.RejectMissingHeader = true
 		r = mustNew(t, cfg)
-		c, _, err := r.Resolve("10.0.0.1:1", nil)
-		if !errors.Is(err, ErrMissingHeader) || c.IsValid() {
-			t.Errorf("%+v reject: got %v, %v", cfg, c, err)
+		res, err = r.Resolve("10.0.0.1:1", nil)
+		if !errors.Is(err, ErrMissingHeader) || res.Client.IsValid() {
+			t.Errorf("%+v reject: got %v, %v", cfg, res.Client, err)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func TestFastPathAllocs(t *testing.T) {
 	}
 	buf := make([]Hop, 0, MaxHops)
 	for _, tc := range tests {
-		if _, _, err := rules.Resolve(tc.peer, tc.h); err != nil {
+		if _, err := rules.Resolve(tc.peer, tc.h); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if n := testing.AllocsPerRun(50, func() { rules.Resolve(tc.peer, tc.h) }); n != 0 {

@@ -58,12 +58,12 @@ func ratekeyHandler(r *Resolver, got *netip.Addr) http.Handler {
 		*got, _ = req.Context().Value(benchCtxKey{}).(netip.Addr)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, _, err := r.Resolve(req.RemoteAddr, req.Header)
+		res, err := r.Resolve(req.RemoteAddr, req.Header)
 		if err != nil {
 			http.Error(w, "bad forwarding chain", http.StatusBadRequest)
 			return
 		}
-		next.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), benchCtxKey{}, c)))
+		next.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), benchCtxKey{}, res.Client)))
 	})
 }
 
@@ -130,7 +130,8 @@ func BenchmarkVsChi(b *testing.B) {
 		b.Run(tc.name+"/ratekey-ResolveAddr", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				got, _, _ = r.Resolve(benchPeer, h)
+				res, _ := r.Resolve(benchPeer, h)
+				got = res.Client
 			}
 			if got != benchClient {
 				b.Fatal(got)
@@ -197,7 +198,8 @@ func BenchmarkChainLength(b *testing.B) {
 			b.Run(name+"/ratekey-ResolveAddr", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					got, _, _ = r.Resolve(benchPeer, h)
+					res, _ := r.Resolve(benchPeer, h)
+				got = res.Client
 				}
 			})
 			b.Run(name+"/ratekey-Resolve", func(b *testing.B) {
@@ -231,7 +233,7 @@ func BenchmarkResolve(b *testing.B) {
 		b.Run(tc.name+"/ResolveAddr", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := r.Resolve(tc.peer, tc.h); err != nil {
+				if _, err := r.Resolve(tc.peer, tc.h); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,7 +2,8 @@ package trustedproxy
 
 import "net/netip"
 
-// Result is the outcome of one [Resolver.Resolve] call.
+// Result is the outcome of one [Resolver.Resolve] or [Resolver.Explain]
+// call.
 //
 // On success Client is valid and canonical (Is4In6() false, Zone() ""), and
 // Network is Client masked to the configured prefix length for its family,

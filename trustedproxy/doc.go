@@ -183,16 +183,17 @@
 //
 // # Explaining
 //
-// [Resolver.Resolve] returns the client address and network key, without
-// allocating and without any work on the unexamined part of a header.
-// [Resolver.Explain] returns the same with a [Derivation] saying which peer
-// was seen, whether it was trusted and by which rule, which header was
-// read, which hops were examined with their verdicts, which one was chosen
-// and why; given a buffer of [MaxHops] hops it does not allocate either.
-// The debug endpoint prints it.
+// [Resolver.Resolve] returns the client address and network key with the
+// outcome of its [Derivation] (which peer was seen, whether it was trusted
+// and by which rule, which header was read, and why the client is what it
+// is), without allocating and without any work on the unexamined part of
+// a header. [Resolver.Explain] returns the same with the hops listed:
+// which were examined, with their verdicts, and which one was chosen;
+// given a buffer of [MaxHops] hops it does not allocate either. The debug
+// endpoint prints it.
 //
 // Work per request is bounded: at most [MaxHops] entries are examined and
 // at most 64 bytes of any attacker-written value are copied into a
-// Derivation or an error; building a Derivation also counts the header's
+// Derivation or an error; listing the hops also counts the header's
 // elements once (linear, vectorised for quote-free lines) to number them.
 package trustedproxy

@@ -133,10 +133,10 @@ func ExampleResolver_Resolve() {
 		panic(err)
 	}
 	h := http.Header{"X-Forwarded-For": {"[2001:db8:1:2ff::9]:51000, 10.0.0.3"}}
-	client, network, err := r.Resolve("10.0.0.1:443", h)
-	fmt.Println(client, network, err)
+	res, err := r.Resolve("10.0.0.1:443", h)
+	fmt.Println(res.Client, res.Network, res.Derivation.Reason, err)
 	// Output:
-	// 2001:db8:1:2ff::9 2001:db8:1:200::/56 <nil>
+	// 2001:db8:1:2ff::9 2001:db8:1:200::/56 first_untrusted_hop <nil>
 }
 
 // ParseSet reads CIDRs, single addresses and the named shorthands into the
@@ -174,9 +174,9 @@ func ExampleResolver_Refresh() {
 	}
 	h := http.Header{"X-Forwarded-For": {"203.0.113.7"}}
 	show := func() {
-		a, _, _ := r.Resolve("192.0.2.10:443", h)
-		b, _, _ := r.Resolve("198.51.100.10:443", h)
-		fmt.Println(a, b)
+		a, _ := r.Resolve("192.0.2.10:443", h)
+		b, _ := r.Resolve("198.51.100.10:443", h)
+		fmt.Println(a.Client, b.Client)
 	}
 	show()
 

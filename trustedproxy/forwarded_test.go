@@ -222,7 +222,7 @@ func TestForwardedAgreesWithXFFTable(t *testing.T) {
 			t.Errorf("%q vs %q:\n xff %+v\n fwd %+v", tc.xff, tc.fwd, ox, of)
 		}
 	}
-	if a, _, _ := rf.Resolve("10.0.0.1:1", hdr(headerForwarded, `for="[2001:db8::7]"`)); a != netip.MustParseAddr("2001:db8::7") {
-		t.Errorf("Resolve over Forwarded = %v", a)
+	if res, _ := rf.Resolve("10.0.0.1:1", hdr(headerForwarded, `for="[2001:db8::7]"`)); res.Client != netip.MustParseAddr("2001:db8::7") {
+		t.Errorf("Resolve over Forwarded = %v", res.Client)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -416,9 +417,9 @@ func FuzzRules(f *testing.F) {
 func checkInvariants(t *testing.T, r *Resolver, peer string, h http.Header, res Result, err error) {
 	t.Helper()
 	d := res.Derivation
-	c2, n2, err2 := r.Resolve(peer, h)
-	if c2 != res.Client || n2 != res.Network || errorName(err2) != errorName(err) {
-		t.Fatalf("Resolve %v %v %v; Explain %v %v %v", c2, n2, err2, res.Client, res.Network, err)
+	res2, err2 := r.Resolve(peer, h)
+	if want := withoutHops(res); !reflect.DeepEqual(res2, want) || errorName(err2) != errorName(err) {
+		t.Fatalf("Resolve %+v %v; Explain without its hops %+v %v", res2, err2, want, err)
 	}
 	var buf [MaxHops]Hop
 	res3, err3 := r.Explain(peer, h, buf[:0])

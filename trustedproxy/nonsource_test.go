@@ -189,10 +189,10 @@ func TestNonSourceErrors(t *testing.T) {
 	}
 
 	// Resolve reports the same errors.
-	if _, _, err := r.Resolve("255.255.255.255:1", nil); !errors.Is(err, errNonSourcePeer) {
+	if _, err := r.Resolve("255.255.255.255:1", nil); !errors.Is(err, errNonSourcePeer) {
 		t.Errorf("Resolve peer error = %v", err)
 	}
-	if _, _, err := r.Resolve("10.0.0.9:80", http.Header{"X-Forwarded-For": {"224.0.0.1"}}); !errors.Is(err, errNonSourceEntry) {
+	if _, err := r.Resolve("10.0.0.9:80", http.Header{"X-Forwarded-For": {"224.0.0.1"}}); !errors.Is(err, errNonSourceEntry) {
 		t.Errorf("Resolve entry error = %v", err)
 	}
 }

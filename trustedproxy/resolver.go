@@ -164,8 +164,11 @@ func (r *Resolver) Refresh(ctx context.Context) error {
 // Resolve derives the client of a request from its TCP peer and headers:
 // the canonical client address and its network key (client masked to
 // Config.IPv4Prefix or Config.IPv6Prefix by its family after unmapping, so
-// network.Contains(client) is always true). [Resolver.Explain] returns the
-// same client, network and error with a [Derivation] saying why.
+// Network.Contains(Client) is always true), and the [Derivation]'s outcome:
+// the peer, whether it is trusted, the rule, the header and the reason (on
+// error, Error too), but not the examined hops (Hops nil, Chosen -1).
+// [Resolver.Explain] returns the same Result and error with the hops
+// listed.
 //
 // remoteAddr is the peer as in http.Request.RemoteAddr ("192.0.2.1:5678",
 // "[2001:db8::1]:443"); a bare address ("192.0.2.1", "2001:db8::1",
@@ -210,30 +213,23 @@ func (r *Resolver) Refresh(ctx context.Context) error {
 // result is instead an error wrapping [ErrMalformedPeer] whose text says
 // "Unix-socket peer": a socket has no address.
 //
-// On error client and network are zero; the caller must fail closed (for
+// On error Client and Network are zero; the caller must fail closed (for
 // instance answer 400), never fall back to the peer.
 //
 // Resolve is the fast path: it does no work proportional to the part of a
 // header left of the client (it counts a list header's elements only to
 // fill in [ChainError.Position] on failure) and allocates nothing on
-// success. Errors allocate.
-func (r *Resolver) Resolve(remoteAddr string, h http.Header) (client netip.Addr, network netip.Prefix, err error) {
-	if r == nil {
-		r = &zeroResolver
-	}
-	d := Derivation{Chosen: -1, Rule: -1}
-	c, err := r.resolve(remoteAddr, h, &d, false)
-	if err != nil {
-		return netip.Addr{}, netip.Prefix{}, err
-	}
-	return c, r.network(c), nil
+// success when the peer address is written canonically, as net/http's
+// RemoteAddr always is (otherwise Derivation.Peer is a new string). Errors
+// allocate. Safe for concurrent use.
+func (r *Resolver) Resolve(remoteAddr string, h http.Header) (Result, error) {
+	return r.derive(remoteAddr, h, nil, false)
 }
 
 // Explain is [Resolver.Resolve] with the full [Derivation]: the same
-// client, network and error (errors.Is and errors.As behave identically),
-// plus the peer, rule, header, examined hops with their verdicts, the
-// chosen hop and the reason. The debug endpoint prints it; its Reason is
-// what anomaly counters are labelled by.
+// Result and error (errors.Is and errors.As behave identically), plus the
+// examined hops with their verdicts and the chosen hop. The debug endpoint
+// prints it. Safe for concurrent use.
 //
 // On success, Result.Client is canonical and Result.Network contains it. On
 // error, Result.Client and Result.Network are zero and Result.Derivation
@@ -251,14 +247,19 @@ func (r *Resolver) Resolve(remoteAddr string, h http.Header) (client netip.Addr,
 // Forwarded lines). So with such a buffer and canonically written
 // addresses Explain allocates nothing on success.
 func (r *Resolver) Explain(remoteAddr string, h http.Header, buf []Hop) (Result, error) {
+	return r.derive(remoteAddr, h, buf, true)
+}
+
+// derive is Resolve, and with explain Explain, listing the hops into buf.
+func (r *Resolver) derive(remoteAddr string, h http.Header, buf []Hop, explain bool) (Result, error) {
 	if r == nil {
 		r = &zeroResolver
 	}
-	d := Derivation{Chosen: -1, Rule: -1, Hops: buf[:0:cap(buf)]}
-	if buf == nil {
-		d.Hops = nil
+	d := Derivation{Chosen: -1, Rule: -1}
+	if buf != nil {
+		d.Hops = buf[:0:cap(buf)]
 	}
-	c, err := r.resolve(remoteAddr, h, &d, true)
+	c, err := r.resolve(remoteAddr, h, &d, explain)
 	if len(d.Hops) == 0 {
 		d.Hops = nil
 	}
@@ -306,10 +307,9 @@ func (e *unixPeerError) Is(target error) bool {
 	return target == errUnixPeer || target == ErrMalformedPeer
 }
 
-// resolve runs the rules. It always sets d's scalar fields (except Peer,
-// set only when explain) and, when explain, appends the examined hops to
-// d.Hops with their positions; without explain it skips everything that
-// only serves the Derivation.
+// resolve runs the rules. It always sets d's scalar fields and, when
+// explain, appends the examined hops to d.Hops with their positions;
+// without explain it skips everything that only serves the hop list.
 func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, explain bool) (netip.Addr, error) {
 	var (
 		ru   *rule
@@ -333,9 +333,7 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 			d.Reason = reasonMalformedPeer
 			return netip.Addr{}, fmt.Errorf("%w %q: %s", errNonSourcePeer, d.Peer, why)
 		}
-		if explain {
-			d.Peer = addrText(peer, text)
-		}
+		d.Peer = addrText(peer, text)
 		for i, x := range r.rules {
 			if s := x.cur.Load(); s != nil && s.tab.contains(peer) { // peer is canonical
 				ru, rs, d.Rule = x, s, i

@@ -182,11 +182,11 @@ func TestRefresh(t *testing.T) {
 	ctx := context.Background()
 	client := func(peer string) string {
 		t.Helper()
-		c, _, err := r.Resolve(peer, xff("203.0.113.7"))
+		res, err := r.Resolve(peer, xff("203.0.113.7"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.String()
+		return res.Client.String()
 	}
 	if client("192.0.2.5:1") != "203.0.113.7" || client("198.51.100.5:1") != "198.51.100.5" || client("10.0.0.1:1") != "203.0.113.7" {
 		t.Fatal("initial set not in use")
