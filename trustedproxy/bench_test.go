@@ -199,7 +199,7 @@ func BenchmarkChainLength(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					res, _ := r.Resolve(benchPeer, h)
-				got = res.Client
+					got = res.Client
 				}
 			})
 			b.Run(name+"/ratekey-Resolve", func(b *testing.B) {
