@@ -177,7 +177,7 @@ func (r *Resolver) Refresh(ctx context.Context) error {
 // only read when the peer matches a rule, and never modified.
 //
 // The rules, in order (see the package documentation); the reason named is
-// the Derivation.Reason Explain reports:
+// the Derivation.Reason reported:
 //   - peer unparsable: error wrapping [ErrMalformedPeer] (reason
 //     malformed_peer); a peer no connection can come from (unspecified,
 //     multicast, 255.255.255.255), whatever the rules trust: also an error
