@@ -6,9 +6,9 @@ import "sync/atomic"
 // two policies' keys (a network's, 33 bytes; a tenant's account's
 // operation's, 70 to 100), the network key value and the RateLimit field
 // value (55 for two policies) fit (RateLimit-Policy's value is usually the
-// configuration's, which takes none: see policyField). 224, so that the
+// configuration's, which takes none: see policyField). 232, so that the
 // request state and its request copy fill Go's 896-byte size class.
-const arenaSize = 224
+const arenaSize = 232
 
 // arena is append-only memory for the strings of one request that outlive
 // its evaluation: the encoded keys (the limiter may keep them; logs and the

@@ -63,21 +63,21 @@ type clientState struct {
 	client            netip.Addr
 	network           netip.Prefix
 	peer, header, why string // Derivation.Peer, Header and Reason
-	rule              int
+	rule              int32
 	peerTrusted       bool
 }
 
 // set keeps res, a successful resolution.
 func (c *clientState) set(res *trustedproxy.Result) {
 	d := &res.Derivation
-	*c = clientState{client: res.Client, network: res.Network, peer: d.Peer, header: d.Header, why: d.Reason, rule: d.Rule, peerTrusted: d.PeerTrusted}
+	*c = clientState{client: res.Client, network: res.Network, peer: d.Peer, header: d.Header, why: d.Reason, rule: int32(d.Rule), peerTrusted: d.PeerTrusted}
 }
 
 // result returns the Result c keeps, its Derivation without Hops (nil)
 // and so with Chosen -1.
 func (c *clientState) result() trustedproxy.Result {
 	return trustedproxy.Result{Client: c.client, Network: c.network, Derivation: trustedproxy.Derivation{
-		Peer: c.peer, PeerTrusted: c.peerTrusted, Rule: c.rule, Header: c.header, Chosen: -1, Reason: c.why,
+		Peer: c.peer, PeerTrusted: c.peerTrusted, Rule: int(c.rule), Header: c.header, Chosen: -1, Reason: c.why,
 	}}
 }
 

@@ -72,9 +72,10 @@ func ratekeyHandler(r *Resolver, got *netip.Addr) http.Handler {
 // X-Forwarded-For (client, two trusted proxies), with 3 and with 2 000
 // trusted prefixes. "chi" and "ratekey-middleware" both resolve and store
 // the client in the request context (the allocations of WithContext);
-// "baseline-context-only" is that storing alone, to subtract; "ResolveAddr",
-// "ResolveBuf" and "Resolve" are the bare resolution with no context, with
-// a reused hop buffer, and with the full Derivation.
+// "baseline-context-only" is that storing alone, to subtract; "Resolve",
+// "ExplainBuf" and "Explain" are the bare resolution with no context
+// (Resolve: no hop list), Explain with a reused hop buffer, and Explain
+// allocating its hop list.
 func BenchmarkVsChi(b *testing.B) {
 	h := http.Header{"X-Forwarded-For": {benchXFF}}
 	for _, tc := range []struct {
@@ -127,7 +128,7 @@ func BenchmarkVsChi(b *testing.B) {
 				b.Fatal(got)
 			}
 		})
-		b.Run(tc.name+"/ratekey-ResolveAddr", func(b *testing.B) {
+		b.Run(tc.name+"/ratekey-Resolve", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				res, _ := r.Resolve(benchPeer, h)
@@ -137,7 +138,7 @@ func BenchmarkVsChi(b *testing.B) {
 				b.Fatal(got)
 			}
 		})
-		b.Run(tc.name+"/ratekey-ResolveBuf", func(b *testing.B) {
+		b.Run(tc.name+"/ratekey-ExplainBuf", func(b *testing.B) {
 			buf := make([]Hop, 0, MaxHops)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -148,7 +149,7 @@ func BenchmarkVsChi(b *testing.B) {
 				b.Fatal(got)
 			}
 		})
-		b.Run(tc.name+"/ratekey-Resolve", func(b *testing.B) {
+		b.Run(tc.name+"/ratekey-Explain", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				res, _ := r.Explain(benchPeer, h, nil)
@@ -195,14 +196,14 @@ func BenchmarkChainLength(b *testing.B) {
 					hd.ServeHTTP(nil, req)
 				}
 			})
-			b.Run(name+"/ratekey-ResolveAddr", func(b *testing.B) {
+			b.Run(name+"/ratekey-Resolve", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					res, _ := r.Resolve(benchPeer, h)
 					got = res.Client
 				}
 			})
-			b.Run(name+"/ratekey-Resolve", func(b *testing.B) {
+			b.Run(name+"/ratekey-Explain", func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					res, _ := r.Explain(benchPeer, h, nil)
@@ -230,7 +231,7 @@ func BenchmarkResolve(b *testing.B) {
 		{"hops=2", "10.0.0.1:44123", http.Header{"X-Forwarded-For": {"6.6.6.6, 203.0.113.7, 198.51.100.9, 10.0.0.3"}}},
 		{"cf-connecting-ip", "192.0.2.1:44123", http.Header{"Cf-Connecting-Ip": {"203.0.113.7"}}},
 	} {
-		b.Run(tc.name+"/ResolveAddr", func(b *testing.B) {
+		b.Run(tc.name+"/Resolve", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := r.Resolve(tc.peer, tc.h); err != nil {
@@ -238,7 +239,7 @@ func BenchmarkResolve(b *testing.B) {
 				}
 			}
 		})
-		b.Run(tc.name+"/Resolve", func(b *testing.B) {
+		b.Run(tc.name+"/Explain", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := r.Explain(tc.peer, tc.h, nil); err != nil {

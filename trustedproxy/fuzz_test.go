@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -154,7 +155,8 @@ func refResolve(header, peer string, lines []string) refResult {
 	return refResult{client: p, reason: reasonAllHopsTrusted, pos: -1}
 }
 
-// FuzzResolve cross-checks Resolve against refResolve and asserts the
+// FuzzResolve cross-checks Explain against refResolve, and Resolve against
+// Explain, and asserts the
 // invariants: no panic; the client is the peer or an entry of the chain;
 // the client is canonical; Network contains Client; the Derivation is
 // consistent; attacker-controlled values stay within 64 bytes.
@@ -187,6 +189,9 @@ func FuzzResolve(f *testing.F) {
 		got, err := r.Explain(peer, h, nil)
 		want := refResolve(headers[m], peer, lines)
 		d := got.Derivation
+		if fast, err2 := r.Resolve(peer, h); !reflect.DeepEqual(fast, withoutHops(got)) || errorName(err2) != errorName(err) {
+			t.Fatalf("Resolve(%q, %q) = %+v, %v; Explain without its hops %+v, %v", peer, lines, fast, err2, withoutHops(got), err)
+		}
 
 		// Agreement with the reference.
 		if !errors.Is(err, want.err) || (err == nil) != (want.err == nil) || errorName(err) != errorName(want.err) {

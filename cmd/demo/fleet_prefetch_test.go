@@ -101,7 +101,31 @@ func floodFleet(fleet []*server, d time.Duration) (admitted [32]int64, span time
 // tokens charged in Redis = admitted from batches + held + due for a
 // refund + sent back + dropped (none lost, at most 1% dropped), and after
 // Flush nothing is held and charged - sent back - dropped = admitted.
+//
+// The upper bounds and the books are checked on every flood. The 90%
+// floor depends on the flood keeping up in real time (a batch whose lease
+// runs out on a starved machine expires unused): it must hold on one of
+// up to three floods, each on a fresh Redis and fleet, so that a machine
+// busy with other packages' tests does not fail it while a prefetch that
+// loses budget still fails all three.
 func TestFleetPrefetch(t *testing.T) {
+	for attempt := 1; ; attempt++ {
+		total, bound := floodPrefetchFleet(t)
+		if total*10 >= bound*9 {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("admitted %d, under 90%% of burst + rate·t = %d, on %d floods in a row", total, bound, attempt)
+		}
+		t.Logf("flood %d admitted %d, under 90%% of burst + rate·t = %d: flooding again", attempt, total, bound)
+	}
+}
+
+// floodPrefetchFleet runs one flood of TestFleetPrefetch on a fresh Redis
+// and fleet, checks its upper bounds and books, and returns what the
+// shared bucket admitted and its burst + rate·t.
+func floodPrefetchFleet(t *testing.T) (total, bound int64) {
+	t.Helper()
 	srv := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "ratekey.yaml")
 	if err := os.WriteFile(path, []byte(prefetchFleetConfig(srv.URL())), 0o600); err != nil {
@@ -119,7 +143,6 @@ func TestFleetPrefetch(t *testing.T) {
 	if bad != 0 {
 		t.Fatalf("a request got %d; want 200 or 429", bad)
 	}
-	var total int64
 	clientBound := 10 + int64(50*span.Seconds())
 	for g, n := range perClient {
 		total += n
@@ -127,15 +150,12 @@ func TestFleetPrefetch(t *testing.T) {
 			t.Errorf("client %d: %d admitted > its bucket's burst + rate·t = %d", g, n, clientBound)
 		}
 	}
-	bound := 100 + int64(1000*span.Seconds())
+	bound = 100 + int64(1000*span.Seconds())
 	books := fleetBooks(t, lims, false)
 	t.Logf("%v: shared bucket admitted %d of burst + rate·t = %d (%.1f%%); clients %d-%d each (bound %d); books %+v",
 		span.Round(time.Millisecond), total, bound, 100*float64(total)/float64(bound), minOf(perClient), maxOf(perClient), clientBound, books)
 	if total > bound {
 		t.Errorf("over-admitted: %d > burst + rate·t = %d", total, bound)
-	}
-	if total*10 < bound*9 {
-		t.Errorf("admitted %d, under 90%% of burst + rate·t = %d", total, bound)
 	}
 	for _, l := range lims {
 		if err := l.Flush(context.Background()); err != nil {
@@ -144,6 +164,7 @@ func TestFleetPrefetch(t *testing.T) {
 	}
 	after := fleetBooks(t, lims, true)
 	t.Logf("after Flush: %+v (refunded in Redis: %d ns)", after, after.RefundedNs)
+	return total, bound
 }
 
 // fleetBooks checks each Limiter's prefetch books (see
