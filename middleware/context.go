@@ -20,19 +20,20 @@ const stateKey ctxKey = 0
 // allocation (with the request copy that carries it: stateRequest) that is
 // also the request's context layer (it embeds the parent context and
 // answers [stateKey] itself, so no context.WithValue node is needed): the
-// client address and how it was derived (see [clientState]), the principal, the Record, and the arena that holds the
-// rate limiter's keys and response field values (so that they need no
-// allocation of their own). Every request that passes ClientAddress pays
-// for it (and zeroes it): with the request copy it fits Go's 896-byte
-// size class (TestRequestStateSize), and every byte a request allocates
-// costs the garbage collector work (BENCHMARKS.md, "A smaller request
-// state"). The rate limiter's working memory is pooled apart from it (see
-// [scratch]). The first ratekey middleware a request meets adds it; the
-// others fill it in place, so a request costs one context layer whatever
-// the chain. It is written by the request's goroutine as it passes the
-// middlewares; a handler may run rate-limit evaluations of the request
-// concurrently, which record under mu (and each claim the arena or get
-// their own, see [claimArena]).
+// client address and how it was derived (see [clientState]), the
+// principal, the Record, and the arena that holds the rate limiter's keys
+// and response field values (so that they need no allocation of their
+// own). Every request that passes ClientAddress pays for it (and zeroes
+// it): with the request copy it fits Go's 896-byte size class
+// (TestRequestStateSize), and every byte a request allocates costs the
+// garbage collector work (BENCHMARKS.md, "A smaller request state"). The
+// rate limiter's working memory is pooled apart from it (see [scratch]).
+// The first ratekey middleware a request meets adds it; the others fill it
+// in place, so a request costs one context layer whatever the chain. It is
+// written by the request's goroutine as it passes the middlewares; a
+// handler may run rate-limit evaluations of the request concurrently,
+// which record under mu (and each claim the arena or get their own, see
+// [claimArena]).
 type requestState struct {
 	context.Context // the parent
 	client          clientState
@@ -70,7 +71,10 @@ type clientState struct {
 // set keeps res, a successful resolution.
 func (c *clientState) set(res *trustedproxy.Result) {
 	d := &res.Derivation
-	*c = clientState{client: res.Client, network: res.Network, peer: d.Peer, header: d.Header, why: d.Reason, rule: int32(d.Rule), peerTrusted: d.PeerTrusted}
+	*c = clientState{
+		client: res.Client, network: res.Network,
+		peer: d.Peer, header: d.Header, why: d.Reason, rule: int32(d.Rule), peerTrusted: d.PeerTrusted,
+	}
 }
 
 // result returns the Result c keeps, its Derivation without Hops (nil)

@@ -326,14 +326,13 @@ func (r *Resolver) resolve(remoteAddr string, h http.Header, d *Derivation, expl
 	}
 	switch {
 	case ok:
+		d.Peer = addrText(peer, text)
 		if why := nonSource(peer); why != "" {
 			// Checked before the gate: no rule can make such a peer
 			// the sender, even one whose set happens to contain it.
-			d.Peer = addrText(peer, text)
 			d.Reason = reasonMalformedPeer
 			return netip.Addr{}, fmt.Errorf("%w %q: %s", errNonSourcePeer, d.Peer, why)
 		}
-		d.Peer = addrText(peer, text)
 		for i, x := range r.rules {
 			if s := x.cur.Load(); s != nil && s.tab.contains(peer) { // peer is canonical
 				ru, rs, d.Rule = x, s, i
