@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekey/ratekey/decide"
 	"github.com/ratekey/ratekey/identity"
+	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/limiter"
 	"github.com/ratekey/ratekey/limiter/memory"
 	"github.com/ratekey/ratekey/limitkey"
@@ -179,6 +180,9 @@ type Middleware struct {
 // Authenticator, an override matching on a dimension its policy's
 // key lacks, an account override without its tenant unless the
 // Authenticator lists exactly one tenant (see [policy.Override]), an
+// override or priority on a tenant the Authenticator's complete list of
+// tenants lacks (it could never match; a list that is not complete, as
+// with API keys or an issuer resolver, refuses nothing), an
 // untrusted-everyone proxy range, a Resolver beside Proxies, an operation the router can never name
 // ("/v1/reports/{id}" without its method) in a policy's operations or its
 // priorities. Whether a route serves each
@@ -201,6 +205,7 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.Authenticator = nil
 	}
 	errs = append(errs, tenantlessKeys(cfg.Authenticator, cfg.Policies)...)
+	errs = append(errs, unknownTenants(cfg.Authenticator, cfg.Policies)...)
 	if cfg.Authenticator == nil {
 		errs = append(errs, unauthenticatedKeys(cfg.Policies)...)
 	}
@@ -317,6 +322,39 @@ func singleTenant(a identity.Authenticator) bool {
 	}
 	ts, complete := l.Tenants()
 	return complete && len(ts) == 1
+}
+
+// unknownTenants refuses an override or a priority on a tenant that a's
+// complete list of tenants lacks: no verified credential can carry it, so
+// it would silently never match (a typo, or an issuer left out; demo check
+// refuses the same). An authenticator that cannot list its tenants, or
+// whose list is not complete, is not refused.
+func unknownTenants(a identity.Authenticator, policies []Policy) []error {
+	l, ok := a.(tenantLister)
+	if !ok || isNil(a) {
+		return nil
+	}
+	ts, complete := l.Tenants()
+	if !complete {
+		return nil
+	}
+	never := func(where, tenant string) error {
+		return fmt.Errorf("%s.tenant: %s is none of the %d tenants the Authenticator names, so it never matches", where, quote.Value(tenant), len(ts))
+	}
+	var errs []error
+	for i, p := range policies {
+		for j, o := range p.Overrides {
+			if o.Tenant != "" && !slices.Contains(ts, o.Tenant) {
+				errs = append(errs, never(fmt.Sprintf("%s.overrides[%d]", policyRef(i, p.Name), j), o.Tenant))
+			}
+		}
+		for j, pr := range p.Priorities {
+			if pr.Tenant != "" && !slices.Contains(ts, pr.Tenant) {
+				errs = append(errs, never(fmt.Sprintf("%s.priorities[%d]", policyRef(i, p.Name), j), pr.Tenant))
+			}
+		}
+	}
+	return errs
 }
 
 // tenantlessKeys refuses a policy keyed by account or credential without

@@ -205,7 +205,9 @@ func TestChiSubRouter(t *testing.T) {
 // apply in every tenant when the Authenticator's credentials may name
 // several tenants (a tenant claim, API keys), accepts it when they name
 // one, and refuses an override on a dimension the policy's key lacks (a
-// tenant's quota split by plan), each naming its field.
+// tenant's quota split by plan), or a tenant the Authenticator's complete
+// list lacks (an incomplete list, with API keys, refuses nothing), each
+// naming its field.
 func TestNewOverridesMatchKey(t *testing.T) {
 	jwtAuth := oneIssuer(t)
 	oneTenant := jwtAuth(identity.IssuerRecord{Tenant: "acme"})
@@ -244,6 +246,14 @@ func TestNewOverridesMatchKey(t *testing.T) {
 		{"plan override on a tenant key", withKeys, ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant}, Limit: daily(3),
 			Overrides: []policy.Override{{Plan: "pro", Limit: daily(5)}}},
 			`policies[0] ("p").overrides[0].plan: plan is not a dimension of the policy's key [tenant], so requests of one key with plan "pro" and without it would spend two buckets, each with its own burst: add plan to the key (a bucket per plan; a request without one then meets on_missing), or match a dimension of the key`},
+		{"override on a tenant no issuer names", twoTenants, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []policy.Override{{Tenant: "Acme", Limit: daily(5)}}},
+			`policies[0] ("p").overrides[0].tenant: "Acme" is none of the 2 tenants the Authenticator names, so it never matches`},
+		{"priority on a tenant no issuer names", oneTenant, ratekey.Policy{Name: "p", Limit: limiter.Limit{MaxInFlightCeiling: 8},
+			Priorities: []policy.Priority{{Tenant: "beta", Class: policy.ClassCritical}}},
+			`policies[0] ("p").priorities[0].tenant: "beta" is none of the 1 tenants the Authenticator names, so it never matches`},
+		{"override on an unlisted tenant, API keys", withKeys, ratekey.Policy{Name: "p", Key: perAccount, Limit: daily(3),
+			Overrides: []policy.Override{{Tenant: "beta", Limit: daily(5)}}}, ""},
 	} {
 		m, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: c.auth, Policies: []ratekey.Policy{c.p}})
 		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && (m != nil || got != c.want) {

@@ -543,6 +543,7 @@ var (
 	libTenantless    = regexp.MustCompile(`^policies\[\d+\][^:]*\.key: account and credential are unique only per tenant, and the Authenticator names \d+ tenants: add tenant to the key$`)
 	libNoFallback    = regexp.MustCompile(`^policies\[\d+\][^:]*\.on_store_error: local needs a fallback store \(RateLimitConfig\.Fallback`)
 	libEveryTenant   = regexp.MustCompile(`^policies\[\d+\][^:]*\.overrides\[\d+\]\.account: .* would match the account of that name in every tenant \(`)
+	libUnknownTenant = regexp.MustCompile(`^policies\[\d+\][^:]*\.(overrides|priorities)\[\d+\]\.tenant: .* is none of the \d+ tenants the Authenticator names, so it never matches$`)
 )
 
 // yamlError maps an error of ratekey.New onto the YAML: most already name
@@ -555,7 +556,9 @@ var (
 // credentials at all, an account override without its tenant (there is
 // no tenant: checkOverrides says no credential is checked), and "local
 // needs a fallback store", which the demo gives every Redis store
-// (checkFallback says local needs limiter.store: redis).
+// (checkFallback says local needs limiter.store: redis), and an override
+// or priority on a tenant no issuer names (checkOverrides says so, naming
+// the YAML's fields, API keys' tenants included).
 func (a *app) yamlError(err error) error {
 	msg := err.Error()
 	ref := func(i string) string {
@@ -577,7 +580,7 @@ func (a *app) yamlError(err error) error {
 	case libUnverifiedPri.MatchString(msg):
 		m := libUnverifiedPri.FindStringSubmatch(msg)
 		return fmt.Errorf("%s.priorities[%s]: tenant and plan come from a verified credential, %s", ref(m[1]), m[2], noCredentials)
-	case libTenantless.MatchString(msg), libNoFallback.MatchString(msg),
+	case libTenantless.MatchString(msg), libNoFallback.MatchString(msg), libUnknownTenant.MatchString(msg),
 		libEveryTenant.MatchString(msg) && !sourcesOf(a.cfg).credentials:
 		return nil
 	case strings.HasPrefix(msg, "debug_allow"):
