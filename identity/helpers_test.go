@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -193,4 +194,17 @@ func pemBytes(tb testing.TB, typ string, der []byte) []byte {
 func pkixPEM(tb testing.TB, pub any) []byte {
 	tb.Helper()
 	return pemBytes(tb, "PUBLIC KEY", must(x509.MarshalPKIXPublicKey(pub)))
+}
+
+// rsaModulus returns an RSA public key whose modulus is a random odd number
+// of exactly bits bits (e 65537): not a product of two primes, so nobody
+// can sign for it, but as large as a key of that size, which is all the
+// size checks and a verification's cost look at. Generating a real 8192-bit
+// key takes seconds to minutes.
+func rsaModulus(tb testing.TB, bits int) *rsa.PublicKey {
+	tb.Helper()
+	n := must(rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), uint(bits))))
+	n.SetBit(n, bits-1, 1)
+	n.SetBit(n, 0, 1)
+	return &rsa.PublicKey{N: n, E: 65537}
 }

@@ -36,8 +36,8 @@ var (
 //     member ("d", "p", "q", "dp", "dq", "qi", "oth", "k");
 //   - x5u, x5c, x5t and x5t#S256 are removed before conversion: no
 //     certificate is parsed and no URL fetched (RFC 8725 §3.10);
-//   - keys failing [jwkey.CheckPublicKey] (RSA under 2048 bits, unsupported
-//     curves, X25519);
+//   - keys failing [jwkey.CheckPublicKey] (RSA under 2048 or over 8192
+//     bits, unsupported curves, X25519);
 //   - an "alg" not among the record's algorithms or incompatible with the
 //     key; without "alg", a key compatible with none or several of them.
 //

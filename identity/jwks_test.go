@@ -366,6 +366,8 @@ func TestParseJWKS(t *testing.T) {
 		{name: "oct key ignored", keys: []obj{ed, jwk("oct", "HS256", k.hmac)}, usable: []string{"ed"}, unusable: []string{"oct"}},
 		{name: "private d ignored", keys: []obj{ed, jwk("priv", "EdDSA", k.edOther.Public()).with("d", b64.EncodeToString(k.edOther.Seed()))}, usable: []string{"ed"}, unusable: []string{"priv"}},
 		{name: "RSA 1024 ignored", keys: []obj{ed, jwk("weak", "RS256", &k.rsa1024.PublicKey)}, usable: []string{"ed"}, unusable: []string{"weak"}},
+		{name: "RSA 8192", keys: []obj{jwk("big", "RS256", rsaModulus(t, 8192))}, usable: []string{"big"}},
+		{name: "RSA over 8192 ignored", keys: []obj{ed, jwk("huge", "RS256", rsaModulus(t, 8200))}, usable: []string{"ed"}, unusable: []string{"huge"}},
 		{name: "P-384 not in record", keys: []obj{ed, jwk("p384", "", &k.es384.PublicKey)}, usable: []string{"ed"}, unusable: []string{"p384"}},
 		{name: "alg not in record", keys: []obj{ed, jwk("ps", "PS256", &k.rsa.PublicKey)}, usable: []string{"ed"}, unusable: []string{"ps"}},
 		{name: "alg none", keys: []obj{ed, jwk("none", "none", &k.rsa.PublicKey)}, usable: []string{"ed"}, unusable: []string{"none"}},

@@ -54,7 +54,9 @@ type VerificationKey struct {
 	//   - ed25519.PublicKey (32 bytes) for EdDSA;
 	//   - *ecdsa.PublicKey on P-256, P-384 or P-521 for ES256, ES384,
 	//     ES512 respectively (the curve must match the algorithm);
-	//   - *rsa.PublicKey of at least 2048 bits for RS* and PS*;
+	//   - *rsa.PublicKey of 2048 to 8192 bits for RS* and PS* (a larger
+	//     modulus makes every verification, even of a forged token, cost
+	//     milliseconds; crypto/tls's limit, CVE-2023-29409);
 	//   - []byte, an HMAC secret for HS*, at least as long as the hash
 	//     output (32, 48, 64 bytes for HS256, HS384, HS512; RFC 7518 §3.2).
 	Key any
@@ -114,7 +116,8 @@ type IssuerRecord struct {
 	// (RFC 7517 §4.4), which must be one of Algorithms, or else the only one
 	// of Algorithms compatible with it; keys that cannot be bound, symmetric
 	// ("oct") keys, keys carrying private parameters, keys whose "use" is not
-	// "sig", RSA keys under 2048 bits and unsupported curves are ignored.
+	// "sig", RSA keys under 2048 or over 8192 bits and unsupported curves
+	// are ignored.
 	// x5c/x5u members are never read.
 	JWKSURL string
 	// JWKSRefresh is the background refresh interval of JWKSURL; zero means

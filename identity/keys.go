@@ -87,7 +87,9 @@ func compatible(alg string, key any) bool {
 //   - "RSA PUBLIC KEY" (PKCS #1).
 //
 // It returns ed25519.PublicKey, *ecdsa.PublicKey or *rsa.PublicKey. RSA keys
-// under 2048 bits, other curves, X25519 keys, certificates, private keys,
+// under 2048 or over 8192 bits (a larger modulus makes each verification,
+// even of a forged token, cost milliseconds: crypto/tls's limit,
+// CVE-2023-29409), other curves, X25519 keys, certificates, private keys,
 // encrypted blocks and trailing data after the block are errors. Safe for
 // concurrent use.
 func ParsePublicKeyPEM(data []byte) (any, error) {

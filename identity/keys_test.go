@@ -18,6 +18,7 @@ import (
 func TestParsePublicKeyPEM(t *testing.T) {
 	k := getKeys(t)
 	p224 := must(ecdsa.GenerateKey(elliptic.P224(), rand.Reader))
+	rsa8192 := rsaModulus(t, 8192)
 	x25519 := must(ecdh.X25519().GenerateKey(rand.Reader))
 	tests := []struct {
 		name string
@@ -33,6 +34,9 @@ func TestParsePublicKeyPEM(t *testing.T) {
 		{"trailing newline ok", append(pkixPEM(t, k.ed.Public()), "\n\n"...), k.ed.Public(), ""},
 		{"PKIX RSA 1024", pkixPEM(t, &k.rsa1024.PublicKey), nil, "RSA key is 1024 bits, need at least 2048"},
 		{"PKCS1 RSA 1024", pemBytes(t, "RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&k.rsa1024.PublicKey)), nil, "1024 bits"},
+		{"PKIX RSA 8192", pkixPEM(t, rsa8192), rsa8192, ""},
+		{"PKIX RSA 8193", pkixPEM(t, rsaModulus(t, 8193)), nil, "RSA key is 8193 bits, at most 8192 are accepted (each verification would cost milliseconds)"},
+		{"PKCS1 RSA 16384", pemBytes(t, "RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(rsaModulus(t, 16384))), nil, "16384 bits, at most 8192"},
 		{"P-224", pkixPEM(t, &p224.PublicKey), nil, "not on P-256, P-384 or P-521"},
 		{"X25519", pkixPEM(t, x25519.PublicKey()), nil, "unsupported public key type"},
 		{"private key block", pemBytes(t, "PRIVATE KEY", must(x509.MarshalPKCS8PrivateKey(k.ed))), nil, "unsupported PEM block type"},

@@ -25,6 +25,18 @@ import (
 // (RFC 7518 §3.3 requires 2048 bits or larger for RS*/PS*).
 const MinRSABits = 2048
 
+// MaxRSABits is the largest RSA modulus accepted anywhere in ratekey.
+// Checking a signature costs, whatever the signature, about the square of
+// the modulus size times the public exponent's length, and is paid before
+// the signature is found forged. A key published with a huge modulus (a
+// JWK Set is fetched; an issuer resolver's records may come from tenants)
+// would let any client spend that much CPU per forged token: measured on
+// a 2-vCPU EPYC, 130 ms at 48 000 bits (about the largest an 8 KiB token's
+// signature can match) with the largest exponent Go accepts (2^31-1),
+// against 0.1 ms for a 2048-bit key with 65537. 8192 bits is crypto/tls's
+// limit for the same reason (Go 1.21, CVE-2023-29409).
+const MaxRSABits = 8192
+
 // signingMethods maps each JWS "alg" value identity supports to its
 // golang-jwt method. "none" is absent on purpose.
 var signingMethods = map[string]jwt.SigningMethod{
@@ -85,6 +97,8 @@ func CheckPublicKey(key any) error {
 		}
 		if n := k.N.BitLen(); n < MinRSABits {
 			return fmt.Errorf("RSA key is %d bits, need at least %d", n, MinRSABits)
+		} else if n > MaxRSABits {
+			return fmt.Errorf("RSA key is %d bits, at most %d are accepted (each verification would cost milliseconds)", n, MaxRSABits)
 		}
 		if k.E < 3 || k.E%2 == 0 {
 			return errors.New("RSA public exponent is invalid")
