@@ -42,7 +42,10 @@ var (
 //     key; without "alg", a key compatible with none or several of them.
 //
 // Two entries with the same kid fail the set, as does a set with no usable
-// key.
+// key: none at all, or only keys without kid and more than one of them (a
+// key without kid serves the tokens without kid, and only when it is the
+// set's one usable key). The last good set is kept then, rather than a set
+// that verifies nothing.
 func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
 	top, err := decodeObject(body)
 	if err != nil {
@@ -83,7 +86,9 @@ func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
 			usable++
 		}
 	}
-	if usable == 0 {
+	if len(snap.byKID) == 0 && len(noKID) != 1 {
+		// Keys without kid serve only tokens without kid, and only when
+		// one key is usable: among several, such a token cannot choose.
 		return nil, errJWKSNoKeys
 	}
 	if usable == 1 {

@@ -376,6 +376,9 @@ func TestParseJWKS(t *testing.T) {
 		{name: "duplicate member", raw: `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"ed","kid":"x","x":"` + ed["x"].(string) + `"}]}`, err: errJWKSNoKeys},
 		{name: "duplicate kid", keys: []obj{ed, ed}, err: errJWKSDupKID},
 		{name: "no usable key", keys: []obj{jwk("oct", "", k.hmac)}, err: errJWKSNoKeys},
+		{name: "one key without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public())}},
+		{name: "two keys without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public()), jwk("", "EdDSA", k.edOther.Public())}, err: errJWKSNoKeys},
+		{name: "a key without kid beside one with", keys: []obj{ed, jwk("", "EdDSA", k.edOther.Public())}, usable: []string{"ed"}},
 		{name: "too many keys", keys: func() []obj {
 			var l []obj
 			for i := 0; i < 5; i++ {
