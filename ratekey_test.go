@@ -293,6 +293,40 @@ func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
 	}
 }
 
+// TestNewWithHollowAuthenticators: New neither panics nor refuses
+// anything on an authenticator whose tenant list it cannot read (a wrapper
+// around a nil one, whose constructor's error was ignored; a zero value),
+// and names a typed nil one.
+func TestNewWithHollowAuthenticators(t *testing.T) {
+	type wrapJWT struct{ *identity.JWTAuthenticator }
+	type wrapCombined struct{ *identity.CombinedAuthenticator }
+	var nilJWT *identity.JWTAuthenticator
+	daily := limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}
+	p := ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: daily,
+		Overrides: []policy.Override{{Tenant: "partner", Account: "vip", Limit: daily}}}
+	for _, c := range []struct {
+		name string
+		auth identity.Authenticator
+		want string
+	}{
+		{"typed nil", nilJWT, "authenticator: a nil *identity.JWTAuthenticator (was the error of its constructor ignored?)\n" +
+			`policies[0] ("p").key: dimension tenant comes from a verified credential, but no Authenticator is configured` + "\n" +
+			`policies[0] ("p").key: dimension account comes from a verified credential, but no Authenticator is configured`},
+		{"wrapper of a nil JWTAuthenticator", wrapJWT{}, "<nil>"},
+		{"pointer to a wrapper of a nil one", &wrapJWT{}, "<nil>"},
+		{"wrapper of a nil CombinedAuthenticator", wrapCombined{}, "<nil>"},
+		{"zero JWTAuthenticator", &identity.JWTAuthenticator{}, "<nil>"},
+		{"zero CombinedAuthenticator", &identity.CombinedAuthenticator{}, "<nil>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ratekey.New(ratekey.Config{Router: http.NewServeMux(), Authenticator: c.auth, Policies: []ratekey.Policy{p}})
+			if got := fmt.Sprint(err); got != c.want {
+				t.Errorf("New: %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
 // oneIssuer returns a constructor of JWT authenticators of one issuer
 // record (its tenant and plan fields as given; issuer, audience, EdDSA
 // and a fresh key filled in).

@@ -165,9 +165,13 @@ func NewCombinedAuthenticator(cfg CombinedConfig) (*CombinedAuthenticator, error
 
 // Tenants returns the tenants of its JWTAuthenticator (see
 // [JWTAuthenticator.Tenants]). complete is false with API keys: each
-// record names its own tenant, and a store cannot be listed. Safe for
-// concurrent use.
+// record names its own tenant, and a store cannot be listed. A nil or
+// zero CombinedAuthenticator (not made by NewCombinedAuthenticator) lists
+// nothing, incomplete. Safe for concurrent use.
 func (c *CombinedAuthenticator) Tenants() (tenants []string, complete bool) {
+	if c == nil || c.jwt == nil && c.apiKeys == nil {
+		return nil, false
+	}
 	complete = c.apiKeys == nil
 	if c.jwt != nil {
 		var all bool

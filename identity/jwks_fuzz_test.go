@@ -65,6 +65,9 @@ func FuzzParseJWKS(f *testing.F) {
 			}
 		}
 		for kid, bk := range snap.byKID {
+			if kid == "" {
+				t.Fatal("a key stored under the empty kid, which no token names")
+			}
 			check(kid, bk)
 			if _, both := snap.unusable[kid]; both {
 				t.Fatalf("kid %q both usable and unusable", kid)

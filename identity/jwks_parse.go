@@ -29,7 +29,8 @@ var (
 // "d" and other private members are never read) after these rules, which
 // make a key unusable (present, but never used to verify) rather than
 // failing the set:
-//   - duplicate members, a non-string kid;
+//   - duplicate members, a non-string kid (an empty kid is no kid, as in a
+//     token's header);
 //   - "use" other than "sig", "key_ops" without "verify" (RFC 7517 §4.2-4.3);
 //   - kty "oct" (a secret has no business in a published set, and an HMAC
 //     key next to RSA keys is the algorithm-confusion setup) or any private
@@ -113,7 +114,10 @@ func parseJWK(raw json.RawMessage, algs []string) (kid string, hasKID bool, bk b
 		if !isStr {
 			return "", false, boundKey{}, false
 		}
-		kid, hasKID = s, true
+		// An empty kid names no key, as in a token's header (which then
+		// looks for the set's one key): stored under "", the key could
+		// never be found.
+		kid, hasKID = s, s != ""
 	}
 	for _, private := range [...]string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
 		if _, present := obj[private]; present {

@@ -357,6 +357,7 @@ func TestParseJWKS(t *testing.T) {
 		raw      string
 		usable   []string
 		unusable []string
+		kidless  int // usable keys without kid
 		err      error
 	}{
 		{name: "plain", keys: []obj{ed}, usable: []string{"ed"}},
@@ -376,9 +377,12 @@ func TestParseJWKS(t *testing.T) {
 		{name: "duplicate member", raw: `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"ed","kid":"x","x":"` + ed["x"].(string) + `"}]}`, err: errJWKSNoKeys},
 		{name: "duplicate kid", keys: []obj{ed, ed}, err: errJWKSDupKID},
 		{name: "no usable key", keys: []obj{jwk("oct", "", k.hmac)}, err: errJWKSNoKeys},
-		{name: "one key without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public())}},
+		{name: "one key without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public())}, kidless: 1},
 		{name: "two keys without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public()), jwk("", "EdDSA", k.edOther.Public())}, err: errJWKSNoKeys},
-		{name: "a key without kid beside one with", keys: []obj{ed, jwk("", "EdDSA", k.edOther.Public())}, usable: []string{"ed"}},
+		{name: "a key without kid beside one with", keys: []obj{ed, jwk("", "EdDSA", k.edOther.Public())}, usable: []string{"ed"}, kidless: 1},
+		{name: "an empty kid is no kid", keys: []obj{jwk("", "EdDSA", k.ed.Public()).with("kid", "")}, kidless: 1},
+		{name: "an empty kid beside a key without kid", keys: []obj{jwk("", "EdDSA", k.ed.Public()).with("kid", ""), jwk("", "EdDSA", k.edOther.Public())}, err: errJWKSNoKeys},
+		{name: "two empty kids", keys: []obj{jwk("", "EdDSA", k.ed.Public()).with("kid", ""), jwk("", "EdDSA", k.edOther.Public()).with("kid", "")}, err: errJWKSNoKeys},
 		{name: "too many keys", keys: func() []obj {
 			var l []obj
 			for i := 0; i < 5; i++ {
@@ -422,6 +426,11 @@ func TestParseJWKS(t *testing.T) {
 			}
 			if len(snap.byKID) != len(tt.usable) {
 				t.Errorf("usable = %d keys, want %d", len(snap.byKID), len(tt.usable))
+			}
+			// One usable key, with a kid or without, serves the tokens
+			// without kid too.
+			if wantOnly := len(tt.usable)+tt.kidless == 1; (snap.only != nil) != wantOnly {
+				t.Errorf("a key for tokens without kid: %v, want %v", snap.only != nil, wantOnly)
 			}
 		})
 	}

@@ -201,9 +201,16 @@ func (a *JWTAuthenticator) Ready(ctx context.Context) error {
 // supply records, and so tenants, at run time; the list then holds the
 // static records' only. A caller can tell from it whether account names
 // are unique across the deployment (one tenant) or only per tenant (the
-// rate limiter's overrides do: see middleware.RateLimitConfig.SingleTenant).
-// Safe for concurrent use.
+// rate limiter's overrides do: see middleware.RateLimitConfig.SingleTenant),
+// and ratekey.New refuses overrides on a tenant a complete list lacks. A
+// type that embeds a JWTAuthenticator but admits principals of other
+// tenants must define its own Tenants, reporting complete false. A nil or
+// zero JWTAuthenticator (not made by NewJWTAuthenticator) lists nothing,
+// incomplete. Safe for concurrent use.
 func (a *JWTAuthenticator) Tenants() (tenants []string, complete bool) {
+	if a == nil || a.env == nil {
+		return nil, false
+	}
 	for _, st := range a.issuers {
 		if st.tenant != "" {
 			tenants = append(tenants, st.tenant)

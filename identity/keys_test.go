@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ func TestParsePublicKeyPEM(t *testing.T) {
 		{"PKCS1 RSA 1024", pemBytes(t, "RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&k.rsa1024.PublicKey)), nil, "1024 bits"},
 		{"PKIX RSA 8192", pkixPEM(t, rsa8192), rsa8192, ""},
 		{"PKIX RSA 8193", pkixPEM(t, rsaModulus(t, 8193)), nil, "RSA key is 8193 bits, at most 8192 are accepted (each verification would cost milliseconds)"},
+		{"PKIX RSA exponent 2^40+1", pkixPEM(t, &rsa.PublicKey{N: k.rsa.N, E: 1<<40 + 1}), nil, "RSA public exponent is larger than 2^31-1"},
 		{"PKCS1 RSA 16384", pemBytes(t, "RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(rsaModulus(t, 16384))), nil, "16384 bits, at most 8192"},
 		{"P-224", pkixPEM(t, &p224.PublicKey), nil, "not on P-256, P-384 or P-521"},
 		{"X25519", pkixPEM(t, x25519.PublicKey()), nil, "unsupported public key type"},
