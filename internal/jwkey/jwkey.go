@@ -94,21 +94,7 @@ func CheckPublicKey(key any) error {
 			return errors.New("ECDSA public key is not a valid curve point")
 		}
 	case *rsa.PublicKey:
-		if k == nil || k.N == nil {
-			return errors.New("RSA public key is nil")
-		}
-		if n := k.N.BitLen(); n < MinRSABits {
-			return fmt.Errorf("RSA key is %d bits, need at least %d", n, MinRSABits)
-		} else if n > MaxRSABits {
-			return fmt.Errorf("RSA key is %d bits, at most %d are accepted (each verification would cost milliseconds)", n, MaxRSABits)
-		}
-		if k.E < 3 || k.E%2 == 0 {
-			return errors.New("RSA public exponent is invalid")
-		}
-		if k.E > 1<<31-1 {
-			// crypto/rsa refuses every signature under such a key.
-			return errors.New("RSA public exponent is larger than 2^31-1, which crypto/rsa does not verify with")
-		}
+		return checkRSA(k)
 	case []byte:
 		if bytes.Contains(k, []byte("-----BEGIN")) {
 			return errors.New("HMAC secret looks like a PEM block: parse public keys with ParsePublicKeyPEM instead of using their bytes as a secret")
@@ -118,6 +104,27 @@ func CheckPublicKey(key any) error {
 		return errors.New("key is nil")
 	default:
 		return fmt.Errorf("unsupported key type %T (want ed25519.PublicKey, *ecdsa.PublicKey, *rsa.PublicKey or []byte)", key)
+	}
+	return nil
+}
+
+// checkRSA validates an RSA public key: a modulus of MinRSABits to
+// MaxRSABits, an odd exponent from 3 to 2^31-1.
+func checkRSA(k *rsa.PublicKey) error {
+	if k == nil || k.N == nil {
+		return errors.New("RSA public key is nil")
+	}
+	if n := k.N.BitLen(); n < MinRSABits {
+		return fmt.Errorf("RSA key is %d bits, need at least %d", n, MinRSABits)
+	} else if n > MaxRSABits {
+		return fmt.Errorf("RSA key is %d bits, at most %d are accepted (each verification would cost milliseconds)", n, MaxRSABits)
+	}
+	if k.E < 3 || k.E%2 == 0 {
+		return errors.New("RSA public exponent is invalid")
+	}
+	if k.E > 1<<31-1 {
+		// crypto/rsa refuses every signature under such a key.
+		return errors.New("RSA public exponent is larger than 2^31-1, which crypto/rsa does not verify with")
 	}
 	return nil
 }
