@@ -299,7 +299,9 @@ func TestNewRefusesTenantlessAccountKeys(t *testing.T) {
 // and names a typed nil one.
 func TestNewWithHollowAuthenticators(t *testing.T) {
 	type wrapJWT struct{ *identity.JWTAuthenticator }
-	type wrapCombined struct{ *identity.CombinedAuthenticator }
+	type wrapCombined struct {
+		*identity.CombinedAuthenticator
+	}
 	var nilJWT *identity.JWTAuthenticator
 	daily := limiter.Limit{Rate: limiter.Rate{Count: 5, Per: 24 * time.Hour}, Burst: 5}
 	p := ratekey.Policy{Name: "p", Key: []limitkey.Dimension{limitkey.DimTenant, limitkey.DimAccount}, Limit: daily,
