@@ -229,7 +229,11 @@ func hashSecret(pepper []byte, secret string) [sha256.Size]byte {
 // (zero, false, nil) when it is not, and a non-nil error only when the
 // store cannot answer (then the request gets 503, never 401 and never
 // anonymous). id is attacker-controlled but always 12 base62
-// characters (the key's checksum was verified). Implementations should
+// characters (the key's checksum was verified). The checksum is a public
+// CRC-32, which catches typos, not attackers: anyone can mint well-formed
+// keys, and each reaches the store once (nothing caches unknown ids), so
+// a store behind a network call should be guarded by a pre-auth policy
+// per network, as for a flood of bad tokens. Implementations should
 // answer known and unknown ids in similar time; the authenticator does
 // the same HMAC work in both cases. Safe for concurrent use.
 type APIKeyStore interface {
@@ -268,7 +272,7 @@ type APIKeyConfig struct {
 // Immutable after construction; safe for concurrent use.
 type APIKeyAuthenticator struct {
 	store  APIKeyStore
-	pepper []byte
+	pepper secretBytes // prints redacted (a struct dump of the authenticator too)
 	issuer string
 	dummy  [sha256.Size]byte
 }
@@ -288,7 +292,8 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	a := &APIKeyAuthenticator{store: cfg.Store, pepper: append([]byte(nil), cfg.Pepper...), issuer: cfg.Issuer}
+	a := &APIKeyAuthenticator{store: cfg.Store, issuer: cfg.Issuer}
+	a.pepper.set(string(cfg.Pepper))
 	if a.issuer == "" {
 		a.issuer = defaultAPIKeyIssuer
 	}
@@ -297,7 +302,7 @@ func NewAPIKeyAuthenticator(cfg APIKeyConfig) (*APIKeyAuthenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.dummy = hashSecret(a.pepper, noise)
+	a.dummy = hashSecret(a.pepper.bytes(), noise)
 	return a, nil
 }
 
@@ -338,7 +343,7 @@ func (a *APIKeyAuthenticator) verifyKey(ctx context.Context, key string) (limitk
 	if found {
 		want = &rec.Hash
 	}
-	got := hashSecret(a.pepper, secret)
+	got := hashSecret(a.pepper.bytes(), secret)
 	match := subtle.ConstantTimeCompare(got[:], want[:]) == 1
 	if !match || !found || rec.ID != id {
 		return limitkey.Principal{}, invalidToken("API key is invalid", errAPIKeyInvalid)

@@ -9,7 +9,15 @@ import (
 // memoryStore is the immutable in-memory [APIKeyStore] of
 // [NewMemoryAPIKeyStore].
 type memoryStore struct {
-	byID map[string]APIKeyRecord
+	byID map[string]storedKey
+}
+
+// storedKey is a record as the memory store keeps it: its Hash in a
+// secretBytes (rec.Hash is zero), so that a dump of the store, through any
+// fmt verb or log/slog, shows no hash.
+type storedKey struct {
+	rec  APIKeyRecord
+	hash secretBytes
 }
 
 var _ APIKeyStore = (*memoryStore)(nil)
@@ -22,7 +30,7 @@ var _ APIKeyStore = (*memoryStore)(nil)
 // duplicate of [0]`. The store is safe for concurrent use; to change the
 // keys, build a new store (and authenticator).
 func NewMemoryAPIKeyStore(recs []APIKeyRecord) (APIKeyStore, error) {
-	s := &memoryStore{byID: make(map[string]APIKeyRecord, len(recs))}
+	s := &memoryStore{byID: make(map[string]storedKey, len(recs))}
 	var errs []error
 	first := make(map[string]int, len(recs)) // id → the index of its first record
 	for i, r := range recs {
@@ -35,7 +43,10 @@ func NewMemoryAPIKeyStore(recs []APIKeyRecord) (APIKeyStore, error) {
 			continue
 		}
 		first[r.ID] = i
-		s.byID[r.ID] = r
+		k := storedKey{rec: r}
+		k.hash.set(string(r.Hash[:]))
+		k.rec.Hash = [len(r.Hash)]byte{}
+		s.byID[r.ID] = k
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -45,6 +56,11 @@ func NewMemoryAPIKeyStore(recs []APIKeyRecord) (APIKeyStore, error) {
 
 // LookupAPIKey implements [APIKeyStore]; it never fails.
 func (s *memoryStore) LookupAPIKey(_ context.Context, id string) (APIKeyRecord, bool, error) {
-	r, ok := s.byID[id]
-	return r, ok, nil
+	k, ok := s.byID[id]
+	if !ok {
+		return APIKeyRecord{}, false, nil
+	}
+	r := k.rec
+	copy(r.Hash[:], k.hash.bytes())
+	return r, true, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekey/ratekey/internal/httpsonly"
 	"github.com/ratekey/ratekey/internal/quote"
 	"github.com/ratekey/ratekey/internal/redact"
 )
@@ -105,7 +106,9 @@ var ErrKeySourceUnavailable = errors.New("identity: key source unavailable")
 type JWKSOptions struct {
 	// Client is the HTTP client; nil means a client with Timeout as its
 	// timeout that follows no redirects. Whatever the client, each fetch
-	// is bounded by Timeout and its body by MaxBytes.
+	// is bounded by Timeout and its body by MaxBytes, and a set whose
+	// last redirect led to plain http (but to a loopback host) is
+	// refused, as such a JWKSURL is.
 	Client *http.Client
 	// Timeout bounds one fetch; zero means 10 seconds; at most 5 minutes.
 	Timeout time.Duration
@@ -376,6 +379,11 @@ func (s *jwksSet) fetch() (*keySnapshot, error) {
 		return nil, redact.Error(err) // a *url.Error, whose text names the URL
 	}
 	defer resp.Body.Close()
+	if err := httpsonly.Check(resp.Request.URL); err != nil {
+		// A caller's client followed a redirect to plain http: whoever is
+		// on that path could hand out keys.
+		return nil, fmt.Errorf("redirected: %w", err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w %d", errJWKSStatus, resp.StatusCode)
 	}

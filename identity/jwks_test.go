@@ -298,6 +298,47 @@ func TestJWKSFetchTimeout(t *testing.T) {
 	})
 }
 
+// TestJWKSRedirectToPlainHTTPRefused: with a client of the caller's that
+// follows redirects, a set reached through a redirect to plain http on a
+// host that is not loopback is refused (logged, nothing cached), as such a
+// JWKSURL is; through a redirect to https, or to http on a loopback host,
+// it is taken.
+func TestJWKSRedirectToPlainHTTPRefused(t *testing.T) {
+	k := getKeys(t)
+	body := must(json.Marshal(obj{"keys": []obj{jwk("k1", "EdDSA", k.ed.Public())}}))
+	for _, c := range []struct {
+		target string
+		ok     bool
+	}{
+		{"http://keys.example/jwks.json", false},
+		{"https://keys.example/jwks.json", true},
+		{"http://127.0.0.1:1/jwks.json", true},
+	} {
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			if r.URL.Host == "idp.example" {
+				http.Redirect(rec, r, c.target, http.StatusFound)
+			} else {
+				rec.Header().Set("Content-Type", "application/jwk-set+json")
+				_, _ = rec.Write(body)
+			}
+			resp := rec.Result()
+			resp.Request = r
+			return resp, nil
+		})
+		logs := &logBuffer{}
+		rec := IssuerRecord{Issuer: issJ1, Tenant: "j1", Audiences: []string{"api"}, Algorithms: []string{"EdDSA"}, JWKSURL: "https://idp.example/jwks.json"}
+		a := newNetJWKSAuth(t, fixedNow, logs, JWKSOptions{Client: &http.Client{Transport: rt}}, rec)
+		err := a.Ready(context.Background())
+		if (err == nil) != c.ok {
+			t.Errorf("redirect to %s: Ready = %v, want ok %v", c.target, err, c.ok)
+		}
+		if want := "redirected: http is allowed only for loopback hosts; use https"; !c.ok && !strings.Contains(logs.String(), want) {
+			t.Errorf("redirect to %s: log lacks %q:\n%s", c.target, want, logs)
+		}
+	}
+}
+
 // TestJWKSOversizedBody: bodies over MaxBytes are refused whether or not
 // Content-Length announces them, and nothing is cached (503).
 func TestJWKSOversizedBody(t *testing.T) {

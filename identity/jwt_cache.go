@@ -1,14 +1,11 @@
 package identity
 
 import (
-	"fmt"
 	"hash/maphash"
-	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/ratekey/ratekey/limitkey"
 )
@@ -16,9 +13,9 @@ import (
 // Verification cache defaults for [JWTConfig].
 const (
 	// defaultJWTCacheSize is the number of successful verifications a
-	// [JWTAuthenticator] remembers when JWTConfig.CacheSize is zero (a few
-	// MB for tokens of a typical size; each entry keeps its token, at most
-	// maxTokenBytes).
+	// [JWTAuthenticator] remembers when JWTConfig.CacheSize is zero (5 to
+	// 20 MB for tokens of a typical size; each entry keeps its token, at
+	// most maxTokenBytes).
 	defaultJWTCacheSize = 10000
 	// defaultJWTCacheTTL is the longest a cached verification is reused
 	// when JWTConfig.CacheTTL is zero; the token's exp usually ends an
@@ -73,7 +70,8 @@ const maxCacheSize = 1 << 26
 //     memory.
 // Memory: each entry holds its token (at most maxTokenBytes, 8 KiB; a
 // typical JWT is 0.3 to 1.5 KiB) beside the Principal, so the default
-// 10 000 entries take a few MB, and at worst CacheSize × 8 KiB.
+// 10 000 entries take 5 to 20 MB, and at worst CacheSize × 8 KiB (a slot
+// keeps the largest token it has held).
 //
 // Value: the Principal and when it may be served (cacheEntry.servable).
 //
@@ -123,44 +121,6 @@ type cacheSlot struct {
 	tok secretBytes // a copy of the token; a hit requires equality
 	ent cacheEntry
 	ref atomic.Bool // set by hits under the read lock, cleared by the hand
-}
-
-// secretBytes is a copy of a bearer token kept for comparison. It never
-// prints: the value itself renders as redacted through fmt (String,
-// GoString, Format), encoding/json and log/slog, and inside any struct fmt
-// prints (a slot, a shard, the cache) it is a pointer and two numbers,
-// since fmt shows a nested pointer as its address. The zero value holds
-// nothing.
-type secretBytes struct {
-	p    *byte // first byte of the copy's array, nil for none
-	n, c int   // length and capacity of the copy's array
-}
-
-// redacted is what a secretBytes prints.
-const redacted = "[REDACTED]"
-
-func (secretBytes) String() string               { return redacted }
-func (secretBytes) GoString() string             { return redacted }
-func (secretBytes) Format(f fmt.State, _ rune)   { _, _ = f.Write([]byte(redacted)) }
-func (secretBytes) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
-func (secretBytes) LogValue() slog.Value         { return slog.StringValue(redacted) }
-
-// equal reports whether b holds exactly token's bytes.
-func (b *secretBytes) equal(token string) bool {
-	return b.n == len(token) && unsafe.String(b.p, b.n) == token
-}
-
-// set overwrites b's bytes with zeros and copies token in their place (in
-// the same array when it is large enough).
-func (b *secretBytes) set(token string) {
-	if b.p != nil {
-		clear(unsafe.Slice(b.p, b.c))
-	}
-	if len(token) > b.c {
-		buf := make([]byte, len(token))
-		b.p, b.c = unsafe.SliceData(buf), len(buf)
-	}
-	b.n = copy(unsafe.Slice(b.p, b.c), token)
 }
 
 // cacheEntry is one remembered successful verification.

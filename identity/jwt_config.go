@@ -173,8 +173,11 @@ type JWTConfig struct {
 	// CacheSize is the number of successful verifications the authenticator
 	// remembers (see "Verification cache" on [JWTAuthenticator]); zero means
 	// 10000, a negative value disables the cache; at most 2^26. Memory is
-	// bounded by the size: about 220 bytes per entry plus the entry's subject
-	// and client id (2-3 MB at the default).
+	// bounded by the size: each entry keeps a copy of its token (compared in
+	// full on every hit) besides about 220 bytes and the principal's strings,
+	// so 10-20 MB at the default size for tokens of 1-2 KiB, and at most
+	// about 8 KiB (the longest token accepted) times CacheSize: a slot keeps
+	// the largest token it has held.
 	CacheSize int
 	// CacheTTL is the longest a cached verification is reused, measured with
 	// Now from the verification that filled the entry (the token's own exp

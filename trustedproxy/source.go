@@ -119,8 +119,9 @@ type URLSource struct {
 	URL string
 	// Client sends the request; nil means a client with no cookie jar that
 	// follows at most 3 redirects, each to a URL URL may be (so never from
-	// https down to http to another host). A Client of your own must refuse
-	// such redirects itself.
+	// https down to http to another host). With a Client of your own, a
+	// load whose last redirect led to such a URL fails (its request was
+	// made: refuse such redirects in the Client to avoid that too).
 	Client *http.Client
 	// Timeout bounds one whole load (connect, headers, body); 0 means 10
 	// seconds.
@@ -176,6 +177,11 @@ func (s URLSource) Load(ctx context.Context) (*netipx.IPSet, error) {
 		return nil, fmt.Errorf("URLSource: %w", redact.Error(err)) // its text names the URL
 	}
 	defer resp.Body.Close()
+	if err := httpsonly.Check(resp.Request.URL); err != nil {
+		// A caller's client followed a redirect to plain http (the default
+		// client refuses it).
+		return nil, fmt.Errorf("URLSource %s: redirected: %w", shown, err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("URLSource %s: status %s", shown, resp.Status)
 	}

@@ -400,6 +400,20 @@ func TestURLSourceNeedsHTTPS(t *testing.T) {
 			t.Errorf("redirect to %s: %v; want followed %v", tt.to, err, tt.want)
 		}
 	}
+	// A client of the caller's that follows redirects: the list reached
+	// through one down to plain http to another host is refused.
+	redirecting := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Host == "ranges.example" {
+			return &http.Response{StatusCode: http.StatusFound, Status: "302 Found", Request: r,
+				Header: http.Header{"Location": {"http://mirror.example/ips-v4"}}, Body: http.NoBody}, nil
+		}
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{},
+			Body: io.NopCloser(strings.NewReader("198.51.100.0/24\n")), Request: r}, nil
+	})}
+	_, err = URLSource{URL: "https://ranges.example/ips-v4", Client: redirecting}.Load(ctx)
+	if want := "URLSource https://ranges.example/ips-v4: redirected: http is allowed only for loopback hosts; use https"; fmt.Sprint(err) != want {
+		t.Errorf("a caller's client redirected to plain http: %v; want %s", err, want)
+	}
 }
 
 // TestFileSourceBadLinesBounded: a bad line is quoted through
