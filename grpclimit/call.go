@@ -105,7 +105,9 @@ func header(ctx context.Context) (h http.Header, host string, size int) {
 		}
 		switch {
 		case k == ":authority":
-			host = vs[0]
+			if len(vs) > 0 { // grpc-go always sets one; hand-built metadata may not
+				host = vs[0]
+			}
 			delete(md, k)
 			continue
 		case strings.HasPrefix(k, ":") || strings.HasSuffix(k, "-bin"):

@@ -412,6 +412,18 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckEmptyAuthority: metadata built by hand whose :authority holds
+// no value (grpc-go always sets one) is checked as one without it, not a
+// panic.
+func TestCheckEmptyAuthority(t *testing.T) {
+	g := newRig(t, rigOptions{})
+	ctx := metadata.NewIncomingContext(peerContext("127.0.0.2"), metadata.MD{":authority": {}, "authorization": {"Bearer " + g.token("judy")}})
+	rec := g.lim.Check(ctx, methodDo)
+	if rec.Decision != "PASSED" || len(rec.Policies) != 1 || rec.Policies[0].Key != "per-account|tenant=acme|account=judy" {
+		t.Errorf("Check: decision %q, policies %+v", rec.Decision, rec.Policies)
+	}
+}
+
 // TestDebugGRPC: the front door's debug endpoint with Describe
 // (Middleware.DebugGRPC) answers GET ?grpc=<method> with the Record of a
 // call of that method from the debug request's peer and header fields,
