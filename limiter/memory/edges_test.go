@@ -231,3 +231,36 @@ func TestSaturationNearMaxClock(t *testing.T) {
 		}
 	}
 }
+
+// TestShapesNameTheirOwnBuckets: two limit shapes of one key, and a key's
+// in-flight counter beside its token bucket, never share a state. A fixed
+// mix of interval and burst named these pairs alike in every process (1
+// GB/s with a 4 GiB burst and 500 MB/s with 8 GiB; a counter and a bucket
+// of 1 ns with a burst of 2^32), so the second shape read the first's debt.
+func TestShapesNameTheirOwnBuckets(t *testing.T) {
+	ctx := context.Background()
+	perSecond := func(n, burst int64) limiter.Limit {
+		return limiter.Limit{Rate: limiter.Rate{Count: n, Per: time.Second}, Burst: burst}
+	}
+	for _, c := range []struct {
+		name        string
+		first, then limiter.Request
+		want        int64 // then's Remaining after a Peek of cost 1: a fresh bucket's
+	}{
+		{"1 GB/s burst 2^32, then 500 MB/s burst 2^33",
+			limiter.Request{Key: "k", Limit: perSecond(1e9, 1<<32), Cost: 1 << 32},
+			limiter.Request{Key: "k", Limit: perSecond(5e8, 2<<32), Cost: 1}, 2<<32 - 1},
+		{"an in-flight counter, then a bucket of 1 ns and burst 2^32",
+			limiter.Request{Key: "q", Limit: limiter.Limit{MaxInFlight: 10}, Cost: 10},
+			limiter.Request{Key: "q", Limit: perSecond(1e9, 1<<32), Cost: 1}, 1<<32 - 1},
+	} {
+		l := New(Options{Now: clocktest.NewManualClock().Time})
+		if ds, err := l.Take(ctx, nil, []limiter.Request{c.first}); err != nil || !ds[0].Allowed {
+			t.Fatalf("%s: first Take: %v %+v", c.name, err, ds)
+		}
+		ds, err := l.Peek(ctx, nil, []limiter.Request{c.then})
+		if err != nil || !ds[0].Allowed || ds[0].Remaining != c.want {
+			t.Errorf("%s: Peek of the second shape: %v %+v; want allowed, Remaining %d (a bucket of its own)", c.name, err, ds, c.want)
+		}
+	}
+}

@@ -54,11 +54,13 @@ type Limiter struct {
 	// mono: clock is time.Now (Options.Now was nil), so now reads only the
 	// monotonic clock (time.Since), as clock().Sub(epoch) would use only
 	// it, without the wall-clock reading time.Now also takes.
-	mono    bool
-	seed    maphash.Seed
-	mask    uint64
-	shards  []shard
-	maxKeys int64
+	mono bool
+	seed maphash.Seed // of the keys' hashes (see bucket)
+	// shapeSeed keys the limit shapes' hashes, apart from seed.
+	shapeSeed maphash.Seed
+	mask      uint64
+	shards    []shard
+	maxKeys   int64
 	// replicas is Options.Replicas, or WithReplicas' n (at least 1):
 	// requests are decided at their Limit's Share of it.
 	replicas int64
@@ -96,7 +98,7 @@ func New(opts Options) *Limiter {
 	for n*2 <= maxShards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	l := &Limiter{clock: clock, epoch: clock(), mono: opts.Now == nil, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
+	l := &Limiter{clock: clock, epoch: clock(), mono: opts.Now == nil, seed: maphash.MakeSeed(), shapeSeed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n), maxKeys: int64(maxKeys)}
 	l.replicas, l.count = int64(max(opts.Replicas, 1)), new(atomic.Int64)
 	for i := range l.shards {
 		l.shards[i].init()
@@ -430,21 +432,16 @@ func (l *Limiter) now() int64 {
 	return max(int64(l.clock().Sub(l.epoch)), minTAT)
 }
 
-// bucket returns the 64-bit name of r's bucket: the keyed hash of its Key,
-// mixed with its limit shape (emission interval and burst) so that a
-// changed shape names another bucket. It is never 0 (the empty cell).
+// bucket returns the 64-bit name of r's bucket: the keyed hash of its Key
+// combined with the keyed hash of its limit shape (emission interval and
+// burst; an in-flight counter's is 0 and 0), so that a changed shape names
+// another bucket, as unpredictably as another key does. (A fixed mix of
+// the shape's two numbers named some shapes alike in every process: 1 ns
+// with a burst of 2^32 and 2 ns with 2^33, or an in-flight counter.) It is
+// never 0 (the empty cell).
 func (l *Limiter) bucket(r *limiter.Request) uint64 {
-	shape := uint64(r.Limit.Rate.Interval()) ^ bits.RotateLeft64(uint64(r.Limit.Burst), 32)
-	return norm(maphash.String(l.seed, r.Key) ^ mix(shape))
-}
-
-// mix is the splitmix64 finaliser: it spreads the bits of x over the word.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	shape := [2]int64{int64(r.Limit.Rate.Interval()), r.Limit.Burst}
+	return norm(maphash.String(l.seed, r.Key) ^ maphash.Comparable(l.shapeSeed, shape))
 }
 
 // decideOne decides a call of one request on a tracked bucket without
