@@ -316,12 +316,19 @@ type tenantLister interface {
 // that cannot list them (API keys, a resolver, one of the caller's) may
 // span tenants.
 func singleTenant(a identity.Authenticator) bool {
-	l, ok := a.(tenantLister)
-	if !ok {
-		return false
-	}
-	ts, complete := l.Tenants()
+	ts, complete := listedTenants(a)
 	return complete && len(ts) == 1
+}
+
+// listedTenants returns every tenant a's principals may carry and true,
+// or false when a cannot tell (it is nil, lists no tenants, or its list
+// is not complete: API keys, an issuer resolver).
+func listedTenants(a identity.Authenticator) (tenants []string, complete bool) {
+	l, ok := a.(tenantLister)
+	if !ok || isNil(a) {
+		return nil, false
+	}
+	return l.Tenants()
 }
 
 // unknownTenants refuses an override or a priority on a tenant that a's
@@ -330,11 +337,7 @@ func singleTenant(a identity.Authenticator) bool {
 // refuses the same). An authenticator that cannot list its tenants, or
 // whose list is not complete, is not refused.
 func unknownTenants(a identity.Authenticator, policies []Policy) []error {
-	l, ok := a.(tenantLister)
-	if !ok || isNil(a) {
-		return nil
-	}
-	ts, complete := l.Tenants()
+	ts, complete := listedTenants(a)
 	if !complete {
 		return nil
 	}
@@ -363,11 +366,7 @@ func unknownTenants(a identity.Authenticator, policies []Policy) []error {
 // would spend another's budget (a lock-out; the demo's check refuses the
 // same). An authenticator that cannot list its tenants is not refused.
 func tenantlessKeys(a identity.Authenticator, policies []Policy) []error {
-	l, ok := a.(tenantLister)
-	if !ok || isNil(a) {
-		return nil
-	}
-	ts, complete := l.Tenants()
+	ts, complete := listedTenants(a)
 	if !complete || len(ts) < 2 {
 		return nil
 	}

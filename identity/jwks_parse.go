@@ -66,7 +66,6 @@ func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
 	snap := &keySnapshot{byKID: map[string]boundKey{}, unusable: map[string]struct{}{}}
 	seen := map[string]bool{}
 	var noKID []boundKey
-	usable := 0
 	for _, raw := range entries {
 		kid, hasKID, bk, ok := parseJWK(raw, algs)
 		if hasKID {
@@ -81,10 +80,8 @@ func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
 		case !ok:
 		case hasKID:
 			snap.byKID[kid] = bk
-			usable++
 		default:
 			noKID = append(noKID, bk)
-			usable++
 		}
 	}
 	if len(snap.byKID) == 0 && len(noKID) != 1 {
@@ -92,7 +89,7 @@ func parseJWKS(body []byte, algs []string, maxKeys int) (*keySnapshot, error) {
 		// one key is usable: among several, such a token cannot choose.
 		return nil, errJWKSNoKeys
 	}
-	if usable == 1 {
+	if len(snap.byKID)+len(noKID) == 1 { // the one usable key serves tokens without kid too
 		for _, bk := range snap.byKID {
 			snap.only = &bk
 		}

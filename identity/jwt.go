@@ -152,11 +152,11 @@ var _ Authenticator = (*JWTAuthenticator)(nil)
 // could vouch for; no audiences; no, unknown ("none" included) or duplicate
 // algorithms; neither or both of Keys and JWKSURL; a JWKSURL that is not
 // https (or http to a loopback host); duplicate kid or empty kid among
-// several keys; unsupported key type; RSA key under 2048 or over 8192 bits; HMAC secret
-// shorter than its hash (32/48/64 bytes for HS256/384/512, RFC 7518 §3.2) or
-// containing PEM text; a key compatible with none of the algorithms, or
-// with several and no VerificationKey.Alg; an algorithm without a
-// compatible key; an invalid Typ; leeway negative or above 5m;
+// several keys; unsupported key type; RSA key under 2048 or over 8192
+// bits; HMAC secret shorter than its hash (32/48/64 bytes for
+// HS256/384/512, RFC 7518 §3.2) or containing PEM text; a key compatible
+// with none of the algorithms, or with several and no
+// VerificationKey.Alg; an algorithm without a compatible key; an invalid Typ; leeway negative or above 5m;
 // JWKS options out of range; a negative CacheTTL; a CacheSize above 2^26.
 // Configuration values (issuer names, kids) appear in the messages; key
 // material never does.

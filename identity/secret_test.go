@@ -17,18 +17,8 @@ import (
 // (text, a decimal list, hex); and the authenticator still verifies with
 // the pepper it keeps.
 func TestSecretsDoNotPrint(t *testing.T) {
-	key, rec, err := NewAPIKey(testPepper, "acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := NewMemoryAPIKeyStore([]APIKeyRecord{rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAPIKeyAuthenticator(APIKeyConfig{Store: store, Pepper: testPepper})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, key, rec, counted := newAPIKeyFixture(t)
+	store := counted.APIKeyStore // the memory store
 	forms := func(b []byte) []string {
 		return []string{string(b), fmt.Sprint(b), hex.EncodeToString(b), strings.Trim(fmt.Sprint(b), "[]")}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -40,8 +39,8 @@ func FuzzParseConfig(f *testing.F) {
 		if c.Listen == "" || c.Debug.Path == "" {
 			t.Fatalf("accepted config without its defaults: listen %q, debug path %q", c.Listen, c.Debug.Path)
 		}
-		if strings.TrimSpace(c.dir) == "" {
-			t.Fatal("accepted config without its directory")
+		if c.dir != "/nonexistent" {
+			t.Fatalf("accepted config with directory %q, want the one given", c.dir)
 		}
 	})
 }
